@@ -1,0 +1,41 @@
+# Busymate: `make run` and `make test` are the two commands (see README.md).
+SWIFT   ?= swift
+CONFIG  ?= debug
+GROUP   ?= $(CURDIR)/shared-group
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR   = $(DESTDIR)$(PREFIX)/bin
+SHAREDIR = $(DESTDIR)$(PREFIX)/share/busymate
+UNITDIR ?= $(DESTDIR)/etc/systemd/system
+SYSUSERSDIR ?= $(DESTDIR)/usr/lib/sysusers.d
+TMPFILESDIR ?= $(DESTDIR)/usr/lib/tmpfiles.d
+BUILD_BIN = .build/$(CONFIG)
+
+.PHONY: all deps build run test unit-test systemd-test install clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build -c $(CONFIG)
+
+# The supervisor in the foreground on ./shared-group, proxy on 127.0.0.1:9090.
+run: build
+	$(BUILD_BIN)/busymate-app --group $(GROUP)
+
+test: build
+	$(SWIFT) test -c $(CONFIG)
+
+install: build
+	install -d $(BINDIR) $(SHAREDIR)/skeleton $(UNITDIR) $(SYSUSERSDIR) $(TMPFILESDIR)
+	install -m 0755 $(BUILD_BIN)/busymate-app $(BUILD_BIN)/busymate-tunnel $(BUILD_BIN)/busymate $(BINDIR)/
+	install -m 0644 shared-group/settings.json shared-group/README.md $(SHAREDIR)/skeleton/
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' units/busymate.service > $(UNITDIR)/busymate.service
+	chmod 0644 $(UNITDIR)/busymate.service
+	install -m 0644 units/busymate.sysusers $(SYSUSERSDIR)/busymate.conf
+	install -m 0644 units/busymate.tmpfiles $(TMPFILESDIR)/busymate.conf
+
+clean:
+	rm -rf .build

@@ -1,0 +1,86 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "Busymate",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "busymate-app", targets: ["busymate-app"]),
+        .executable(name: "busymate-tunnel", targets: ["busymate-tunnel"]),
+        .executable(name: "busymate", targets: ["busymate"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+    ],
+    targets: [
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "CLinux"),
+        .target(
+            name: "BusymateShared",
+            dependencies: [
+                "CSystemd",
+                "CLinux",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict),
+        .target(
+            name: "ProxyEngine",
+            dependencies: [
+                "BusymateShared",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .target(
+            name: "Supervisor",
+            dependencies: [
+                "BusymateShared",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .target(
+            name: "BusymateCLI",
+            dependencies: [
+                "BusymateShared",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict),
+        .executableTarget(name: "busymate-app", dependencies: ["Supervisor"], swiftSettings: strict),
+        .executableTarget(name: "busymate-tunnel", dependencies: ["ProxyEngine"], swiftSettings: strict),
+        .executableTarget(name: "busymate", dependencies: ["BusymateCLI"], swiftSettings: strict),
+        .testTarget(
+            name: "BusymateSharedTests",
+            dependencies: ["BusymateShared"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "ProxyEngineTests",
+            dependencies: [
+                "ProxyEngine",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,212 @@
+import Logging
+
+/// All of Busymate's settings, read from the group's `settings.json`.
+/// Decoding validates every value and names the line and column of the
+/// first bad one; keys this version does not know are kept in the document.
+public struct AppSettings: Sendable, Equatable {
+    public enum Mode: String, Sendable, CaseIterable { case proxy }
+
+    public var mode: Mode = .proxy
+    public var logLevel: Logger.Level = .info
+    public var listen: [ListenAddress] = [ListenAddress(host: "127.0.0.1", port: 9090)]
+    public var sslInclude: [String] = []
+    public var sslExclude: [String] = []
+    public var tunnelUser = "busymate"
+    public var tunnelGroup = "busymate"
+    /// How long a replaced tunnel may finish requests in flight.
+    public var drainSeconds: Double = 5
+
+    public init() {}
+
+    public var sslProxying: SSLProxyMatcher { SSLProxyMatcher(include: sslInclude, exclude: sslExclude) }
+
+    /// The document a new group directory starts with.
+    public static let defaultDocument = """
+        {
+          "mode": "proxy",
+          "log_level": "info",
+          "proxy": {
+            "listen": ["127.0.0.1:9090"]
+          },
+          "ssl_proxying": {
+            "include": [],
+            "exclude": []
+          },
+          "tunnel": {
+            "user": "busymate",
+            "group": "busymate",
+            "drain_seconds": 5
+          }
+        }
+
+        """
+}
+
+public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var position: SourcePosition?
+    public var keyPath: String?
+
+    public init(message: String, position: SourcePosition?, keyPath: String? = nil) {
+        self.message = message
+        self.position = position
+        self.keyPath = keyPath
+    }
+
+    /// `3:14: proxy.listen[0]: "nine" is not host:port`
+    public var description: String {
+        var parts: [String] = []
+        if let position { parts.append(position.description) }
+        if let keyPath { parts.append(keyPath) }
+        parts.append(message)
+        return parts.joined(separator: ": ")
+    }
+}
+
+extension AppSettings {
+    public static let knownKeys: [String: Set<String>] = [
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel"],
+        "proxy": ["listen"],
+        "ssl_proxying": ["include", "exclude"],
+        "tunnel": ["user", "group", "drain_seconds"],
+    ]
+
+    /// Parses and validates `text`; the error names line and column.
+    public static func decode(_ text: String) throws(SettingsError) -> (settings: AppSettings, unknownKeys: [String]) {
+        let root: JSONNode
+        do {
+            root = try JSONParser.parse(text)
+        } catch {
+            throw SettingsError(message: error.message, position: error.position)
+        }
+        return try decode(root)
+    }
+
+    public static func decode(_ root: JSONNode) throws(SettingsError) -> (settings: AppSettings, unknownKeys: [String]) {
+        var reader = Reader()
+        let settings = try reader.read(root)
+        return (settings, reader.unknownKeys)
+    }
+
+    private struct Reader {
+        var unknownKeys: [String] = []
+
+        mutating func read(_ root: JSONNode) throws(SettingsError) -> AppSettings {
+            var s = AppSettings()
+            try object(root, path: "")
+            if let node = root["mode"] {
+                let text = try string(node, path: "mode")
+                guard let mode = Mode(rawValue: text) else {
+                    let hint = text == "transparent" ? "transparent mode is not available yet; " : ""
+                    throw SettingsError(message: "\(hint)\"\(text)\" is not a mode; use \(Mode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))",
+                                        position: node.position, keyPath: "mode")
+                }
+                s.mode = mode
+            }
+            if let node = root["log_level"] {
+                let text = try string(node, path: "log_level")
+                guard let level = Logger.Level(rawValue: text) else {
+                    throw SettingsError(message: "\"\(text)\" is not a log level; use one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))",
+                                        position: node.position, keyPath: "log_level")
+                }
+                s.logLevel = level
+            }
+            if let proxy = root["proxy"] {
+                try object(proxy, path: "proxy")
+                if let node = proxy["listen"] {
+                    let items = try strings(node, path: "proxy.listen")
+                    var seen = Set<ListenAddress>()
+                    s.listen = []
+                    for (i, item) in items.enumerated() {
+                        guard let address = ListenAddress(item.text), IPAddressText.isLiteral(address.host) else {
+                            throw SettingsError(message: "\"\(item.text)\" is not \"address:port\" with an IP address (e.g. \"127.0.0.1:9090\" or \"[::1]:9090\")",
+                                                position: item.position, keyPath: "proxy.listen[\(i)]")
+                        }
+                        guard seen.insert(address).inserted else {
+                            throw SettingsError(message: "\"\(item.text)\" is listed twice", position: item.position, keyPath: "proxy.listen[\(i)]")
+                        }
+                        s.listen.append(address)
+                    }
+                    if s.listen.isEmpty {
+                        throw SettingsError(message: "needs at least one address", position: node.position, keyPath: "proxy.listen")
+                    }
+                }
+            }
+            if let ssl = root["ssl_proxying"] {
+                try object(ssl, path: "ssl_proxying")
+                if let node = ssl["include"] { s.sslInclude = try patterns(node, path: "ssl_proxying.include") }
+                if let node = ssl["exclude"] { s.sslExclude = try patterns(node, path: "ssl_proxying.exclude") }
+            }
+            if let tunnel = root["tunnel"] {
+                try object(tunnel, path: "tunnel")
+                if let node = tunnel["user"] { s.tunnelUser = try name(node, path: "tunnel.user") }
+                if let node = tunnel["group"] { s.tunnelGroup = try name(node, path: "tunnel.group") }
+                if let node = tunnel["drain_seconds"] {
+                    let value = try number(node, path: "tunnel.drain_seconds")
+                    guard (0...300).contains(value) else {
+                        throw SettingsError(message: "must be between 0 and 300", position: node.position, keyPath: "tunnel.drain_seconds")
+                    }
+                    s.drainSeconds = value
+                }
+            }
+            return s
+        }
+
+        mutating func object(_ node: JSONNode, path: String) throws(SettingsError) {
+            guard case let .object(members) = node.value else {
+                throw SettingsError(message: "expected an object, found \(node.value.typeName)", position: node.position, keyPath: path.isEmpty ? nil : path)
+            }
+            let known = AppSettings.knownKeys[path] ?? []
+            for member in members where !known.contains(member.key) {
+                unknownKeys.append(path.isEmpty ? member.key : "\(path).\(member.key)")
+            }
+        }
+
+        func string(_ node: JSONNode, path: String) throws(SettingsError) -> String {
+            guard case let .string(text) = node.value else {
+                throw SettingsError(message: "expected a string, found \(node.value.typeName)", position: node.position, keyPath: path)
+            }
+            return text
+        }
+
+        func number(_ node: JSONNode, path: String) throws(SettingsError) -> Double {
+            guard case let .number(text) = node.value, let value = Double(text) else {
+                throw SettingsError(message: "expected a number, found \(node.value.typeName)", position: node.position, keyPath: path)
+            }
+            return value
+        }
+
+        func strings(_ node: JSONNode, path: String) throws(SettingsError) -> [(text: String, position: SourcePosition)] {
+            guard case let .array(elements) = node.value else {
+                throw SettingsError(message: "expected an array of strings, found \(node.value.typeName)", position: node.position, keyPath: path)
+            }
+            var out: [(String, SourcePosition)] = []
+            for (i, element) in elements.enumerated() {
+                out.append((try string(element, path: "\(path)[\(i)]"), element.position))
+            }
+            return out
+        }
+
+        func patterns(_ node: JSONNode, path: String) throws(SettingsError) -> [String] {
+            var out: [String] = []
+            for (i, item) in try strings(node, path: path).enumerated() {
+                if let problem = SSLProxyMatcher.problem(with: item.text) {
+                    throw SettingsError(message: "\"\(item.text)\": \(problem)", position: item.position, keyPath: "\(path)[\(i)]")
+                }
+                out.append(item.text)
+            }
+            return out
+        }
+
+        func name(_ node: JSONNode, path: String) throws(SettingsError) -> String {
+            let text = try string(node, path: path)
+            let allowed = text.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
+                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            guard !text.isEmpty, text.count <= 32, allowed else {
+                throw SettingsError(message: "\"\(text)\" is not a user or group name", position: node.position, keyPath: path)
+            }
+            return text
+        }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// The names posted between processes, in place of Darwin notifications.
+public enum NotificationName: String, Sendable, CaseIterable, Codable {
+    case settingsDidChange
+    case newTrafficCaptured
+    case tunnelStateChanged
+    case breakpointPaused
+    case breakpointContinue
+    case caDidChange
+}
+
+/// One datagram: `busymate/1 <name> <sender> [payload]`, UTF-8, one line.
+/// Small and greppable, so `socat` can post one by hand.
+public struct BusymateNotification: Sendable, Equatable {
+    public static let magic = "busymate/1"
+    public static let maxSize = 2048
+
+    public var name: NotificationName
+    public var sender: String
+    public var payload: String?
+
+    public init(name: NotificationName, sender: String, payload: String? = nil) {
+        self.name = name
+        self.sender = sender
+        self.payload = payload
+    }
+
+    public enum DecodeError: Error, Equatable {
+        case tooLarge(Int)
+        case notUTF8
+        case badHeader
+        case unknownName(String)
+    }
+
+    public func encoded() -> [UInt8] {
+        var line = "\(Self.magic) \(name.rawValue) \(sender)"
+        if let payload, !payload.isEmpty {
+            line += " " + payload.replacingOccurrences(of: "\n", with: " ")
+        }
+        return Array(line.utf8.prefix(Self.maxSize))
+    }
+
+    public static func decode<Bytes: Collection>(_ bytes: Bytes) throws(DecodeError) -> BusymateNotification where Bytes.Element == UInt8 {
+        guard bytes.count <= maxSize else { throw .tooLarge(bytes.count) }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
+        let parts = text.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count >= 3, parts[0] == magic, !parts[2].isEmpty else { throw .badHeader }
+        guard let name = NotificationName(rawValue: String(parts[1])) else { throw .unknownName(String(parts[1])) }
+        let payload = parts.count == 4 ? String(parts[3]) : nil
+        return BusymateNotification(name: name, sender: String(parts[2]), payload: payload)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+
+/// One frame on `control.sock`, between the CLI, the tunnel and the
+/// supervisor. JSON, so a person can follow it with `strace -s`.
+public struct ControlMessage: Codable, Sendable {
+    public enum Kind: String, Codable, Sendable {
+        // CLI → supervisor
+        case status, tunnelStart, tunnelStop, tunnelRestart
+        // tunnel → supervisor; `hello` carries the listeners the tunnel holds
+        case hello, state, pong
+        // supervisor → tunnel; `listeners` carries the full set to serve
+        case listeners, ping
+        // any answer
+        case reply
+    }
+
+    public var kind: Kind
+    public var pid: Int32?
+    public var listeners: [String]?
+    public var state: TunnelState?
+    public var seq: Int?
+    public var ok: Bool?
+    public var message: String?
+    public var report: StatusReport?
+
+    public init(_ kind: Kind, pid: Int32? = nil, listeners: [String]? = nil, state: TunnelState? = nil, seq: Int? = nil,
+                ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil) {
+        self.kind = kind
+        self.pid = pid
+        self.listeners = listeners
+        self.state = state
+        self.seq = seq
+        self.ok = ok
+        self.message = message
+        self.report = report
+    }
+
+    public static func reply(ok: Bool, _ message: String? = nil) -> ControlMessage { ControlMessage(.reply, ok: ok, message: message) }
+
+    public func encoded() throws -> [UInt8] { Array(try StatusCoding.encoder.encode(self)) }
+
+    public static func decode(_ bytes: [UInt8]) throws -> ControlMessage {
+        try StatusCoding.decoder.decode(ControlMessage.self, from: Data(bytes))
+    }
+}
+
+extension UnixSocket {
+    public func send(_ message: ControlMessage, descriptors: [Int32] = []) throws {
+        try sendFrame(try message.encoded(), descriptors: descriptors)
+    }
+
+    /// The next message, or nil at end of file.
+    public func receive() throws -> (message: ControlMessage, descriptors: [Int32])? {
+        guard let frame = try receiveFrame() else { return nil }
+        return (try ControlMessage.decode(frame.payload), frame.descriptors)
+    }
+}

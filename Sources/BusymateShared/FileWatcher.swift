@@ -1,0 +1,80 @@
+import CLinux
+import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Watches one directory with inotify and reports the names of files that
+/// were saved there: a write closed (`IN_CLOSE_WRITE`, an in-place save),
+/// a file moved in (`IN_MOVED_TO`: `mv`, `sed -i`, an editor's
+/// write-and-rename) or a socket created (`IN_CREATE`).
+public final class FileWatcher: Sendable {
+    public let directory: String
+    private let inotify: Int32
+    private let stopPipe: (read: Int32, write: Int32)
+
+    public init(directory: URL) throws {
+        self.directory = directory.path
+        inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard inotify >= 0 else { throw SystemError("inotify_init1") }
+        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
+        guard inotify_add_watch(inotify, directory.path, mask) >= 0 else {
+            let e = SystemError("inotify_add_watch \(directory.path)")
+            close(inotify)
+            throw e
+        }
+        var fds: [Int32] = [0, 0]
+        guard busymate_pipe_cloexec(&fds) == 0 else { throw SystemError("pipe2") }
+        stopPipe = (fds[0], fds[1])
+    }
+
+    deinit {
+        close(inotify)
+        close(stopPipe.read)
+        close(stopPipe.write)
+    }
+
+    public func stop() {
+        var byte: UInt8 = 1
+        _ = write(stopPipe.write, &byte, 1)
+    }
+
+    /// File names as they change. Bursts are delivered as they come; readers
+    /// must reload idempotently (DESIGN: inotify and a notification may both
+    /// arrive for one change).
+    public func changes() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1024))
+        let fd = inotify
+        let stop = stopPipe.read
+        let thread = Thread {
+            let size = 64 * 1024
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: MemoryLayout<inotify_event>.alignment)
+            defer { buffer.deallocate() }
+            var pollSet = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: stop, events: Int16(POLLIN), revents: 0)]
+            loop: while true {
+                let ready = poll(&pollSet, 2, -1)
+                if ready < 0 && errno == EINTR { continue }
+                if ready < 0 || pollSet[1].revents != 0 { break }
+                let n = read(fd, buffer, size)
+                if n <= 0 { continue }
+                var offset = 0
+                while offset + MemoryLayout<inotify_event>.size <= n {
+                    let event = buffer.advanced(by: offset).assumingMemoryBound(to: inotify_event.self).pointee
+                    if event.mask & UInt32(IN_IGNORED) != 0 { break loop }
+                    if event.len > 0 {
+                        let namePtr = buffer.advanced(by: offset + MemoryLayout<inotify_event>.size).assumingMemoryBound(to: CChar.self)
+                        let name = String(cString: namePtr)
+                        // Temporary files of atomic writers are not the file.
+                        if !name.hasPrefix(".") { continuation.yield(name) }
+                    }
+                    offset += MemoryLayout<inotify_event>.size + Int(event.len)
+                }
+            }
+            continuation.finish()
+        }
+        thread.name = "busymate-inotify"
+        thread.start()
+        return stream
+    }
+}

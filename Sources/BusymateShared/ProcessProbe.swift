@@ -1,0 +1,36 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `/proc` says about a process.
+public enum ProcessProbe {
+    public static func isAlive(_ pid: Int32) -> Bool {
+        guard pid > 0 else { return false }
+        if kill(pid, 0) == 0 { return true }
+        return errno == EPERM
+    }
+
+    /// The short command name (`/proc/<pid>/comm`, 15 characters at most).
+    public static func commandName(_ pid: Int32) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return nil }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Lines of `/proc/<pid>/status` as a dictionary (`Uid`, `CapEff`, `NoNewPrivs`, …).
+    public static func status(_ pid: Int32) -> [String: String] {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return [:] }
+        var out: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            out[String(line[..<colon])] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return out
+    }
+
+    /// Whether the process is a zombie or gone.
+    public static func isZombieOrGone(_ pid: Int32) -> Bool {
+        guard let state = status(pid)["State"] else { return true }
+        return state.hasPrefix("Z") || state.hasPrefix("X")
+    }
+}

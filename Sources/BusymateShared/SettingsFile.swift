@@ -1,0 +1,59 @@
+import Crypto
+import Foundation
+
+/// One read of `settings.json`: the decoded settings, or why they are not
+/// usable, with the SHA-256 of exactly the bytes read.
+public struct SettingsSnapshot: Sendable, Equatable {
+    public var sha256: String
+    public var result: Result<AppSettings, SettingsError>
+    public var unknownKeys: [String]
+
+    public var settings: AppSettings? { try? result.get() }
+    public var error: SettingsError? {
+        if case let .failure(e) = result { return e }
+        return nil
+    }
+}
+
+public enum SettingsFile {
+    public static func read(_ url: URL) -> SettingsSnapshot {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            return SettingsSnapshot(sha256: "", result: .failure(SettingsError(message: "cannot read \(url.path): \(error.localizedDescription)", position: nil)), unknownKeys: [])
+        }
+        return parse(data)
+    }
+
+    public static func parse(_ data: Data) -> SettingsSnapshot {
+        let digest = SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        do {
+            let root = try JSONParser.parse(Array(data))
+            let decoded = try AppSettings.decode(root)
+            return SettingsSnapshot(sha256: digest, result: .success(decoded.settings), unknownKeys: decoded.unknownKeys)
+        } catch let error as JSONParser.Error {
+            return SettingsSnapshot(sha256: digest, result: .failure(SettingsError(message: error.message, position: error.position)), unknownKeys: [])
+        } catch let error as SettingsError {
+            return SettingsSnapshot(sha256: digest, result: .failure(error), unknownKeys: [])
+        } catch {
+            return SettingsSnapshot(sha256: digest, result: .failure(SettingsError(message: "\(error)", position: nil)), unknownKeys: [])
+        }
+    }
+
+    /// Applies `edit` to the document and writes it atomically; keys this
+    /// version does not know survive. Refuses to touch an invalid file.
+    public static func edit(_ url: URL, _ edit: (inout JSONNode) throws -> Void) throws {
+        let data = try Data(contentsOf: url)
+        var root: JSONNode
+        do {
+            root = try JSONParser.parse(Array(data))
+        } catch {
+            throw SettingsError(message: "settings.json is not valid JSON (\(error)); fix it first", position: error.position)
+        }
+        try edit(&root)
+        let text = JSONWriter.write(root)
+        _ = try AppSettings.decode(text)
+        try AtomicFile.write(Data(text.utf8), to: url, mode: 0o664)
+    }
+}

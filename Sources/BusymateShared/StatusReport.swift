@@ -1,0 +1,136 @@
+import Foundation
+
+/// The readiness card: everything `busymate status` shows. Optional fields
+/// are written as `null` rather than left out, so scripts can rely on keys.
+public struct StatusReport: Codable, Sendable {
+    public struct Supervisor: Codable, Sendable {
+        public var running: Bool
+        public var pid: Int32?
+        public var uptimeSeconds: Double?
+        public var settingsSha256: String?
+        public init(running: Bool, pid: Int32?, uptimeSeconds: Double?, settingsSha256: String?) {
+            self.running = running
+            self.pid = pid
+            self.uptimeSeconds = uptimeSeconds
+            self.settingsSha256 = settingsSha256
+        }
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(running, forKey: .running)
+            try c.encode(pid, forKey: .pid)
+            try c.encode(uptimeSeconds, forKey: .uptimeSeconds)
+            try c.encode(settingsSha256, forKey: .settingsSha256)
+        }
+    }
+
+    public struct Tunnel: Codable, Sendable {
+        public var pid: Int32?
+        public var uid: UInt32?
+        public var state: TunnelState
+        public var privileges: String?
+        public var settingsSha256: String?
+        public var settingsError: String?
+        public var startedAt: Date?
+        public var restarts: Int
+        public var crashLoop: Bool
+        public var lastExit: String?
+        public var nextRestartInSeconds: Double?
+        public var adopted: Bool
+        public init(pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
+                    startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool) {
+            self.pid = pid
+            self.uid = uid
+            self.state = state
+            self.privileges = privileges
+            self.settingsSha256 = settingsSha256
+            self.settingsError = settingsError
+            self.startedAt = startedAt
+            self.restarts = restarts
+            self.crashLoop = crashLoop
+            self.lastExit = lastExit
+            self.nextRestartInSeconds = nextRestartInSeconds
+            self.adopted = adopted
+        }
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(pid, forKey: .pid)
+            try c.encode(uid, forKey: .uid)
+            try c.encode(state, forKey: .state)
+            try c.encode(privileges, forKey: .privileges)
+            try c.encode(settingsSha256, forKey: .settingsSha256)
+            try c.encode(settingsError, forKey: .settingsError)
+            try c.encode(startedAt, forKey: .startedAt)
+            try c.encode(restarts, forKey: .restarts)
+            try c.encode(crashLoop, forKey: .crashLoop)
+            try c.encode(lastExit, forKey: .lastExit)
+            try c.encode(nextRestartInSeconds, forKey: .nextRestartInSeconds)
+            try c.encode(adopted, forKey: .adopted)
+        }
+    }
+
+    public struct CA: Codable, Sendable {
+        public var present: Bool
+        public var trusted: Bool
+        public var error: String?
+        public var subject: String?
+        public var fingerprintSha256: String?
+        public var notAfter: Date?
+        public init(present: Bool, trusted: Bool, error: String?, subject: String?, fingerprintSha256: String?, notAfter: Date?) {
+            self.present = present
+            self.trusted = trusted
+            self.error = error
+            self.subject = subject
+            self.fingerprintSha256 = fingerprintSha256
+            self.notAfter = notAfter
+        }
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(present, forKey: .present)
+            try c.encode(trusted, forKey: .trusted)
+            try c.encode(error, forKey: .error)
+            try c.encode(subject, forKey: .subject)
+            try c.encode(fingerprintSha256, forKey: .fingerprintSha256)
+            try c.encode(notAfter, forKey: .notAfter)
+        }
+    }
+
+    public struct Settings: Codable, Sendable {
+        public var path: String
+        public var valid: Bool
+        public var error: String?
+        public var unknownKeys: [String]
+        public init(path: String, valid: Bool, error: String?, unknownKeys: [String]) {
+            self.path = path
+            self.valid = valid
+            self.error = error
+            self.unknownKeys = unknownKeys
+        }
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(path, forKey: .path)
+            try c.encode(valid, forKey: .valid)
+            try c.encode(error, forKey: .error)
+            try c.encode(unknownKeys, forKey: .unknownKeys)
+        }
+    }
+
+    public var group: String
+    public var mode: String
+    public var supervisor: Supervisor
+    public var tunnel: Tunnel
+    public var listeners: [ListenerStatus]
+    public var ca: CA
+    public var settings: Settings
+    public var counters: TrafficCounters
+
+    public init(group: String, mode: String, supervisor: Supervisor, tunnel: Tunnel, listeners: [ListenerStatus], ca: CA, settings: Settings, counters: TrafficCounters) {
+        self.group = group
+        self.mode = mode
+        self.supervisor = supervisor
+        self.tunnel = tunnel
+        self.listeners = listeners
+        self.ca = ca
+        self.settings = settings
+        self.counters = counters
+    }
+}

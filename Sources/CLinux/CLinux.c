@@ -1,0 +1,63 @@
+#define _GNU_SOURCE
+#include "CLinux.h"
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+int busymate_set_no_new_privs(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); }
+int busymate_get_no_new_privs(void) { return prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); }
+int busymate_setresuid(uid_t r, uid_t e, uid_t s) { return setresuid(r, e, s); }
+int busymate_setresgid(gid_t r, gid_t e, gid_t s) { return setresgid(r, e, s); }
+int busymate_getresuid(uid_t *r, uid_t *e, uid_t *s) { return getresuid(r, e, s); }
+int busymate_setgroups1(gid_t gid) { return setgroups(1, &gid); }
+
+pid_t busymate_spawn(const char *path, char *const argv[], char *const envp[], const int *fds, int nfds) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    int rc = posix_spawn_file_actions_init(&actions);
+    if (rc != 0) return -rc;
+    rc = posix_spawnattr_init(&attr);
+    if (rc != 0) { posix_spawn_file_actions_destroy(&actions); return -rc; }
+
+    // Move the sources out of the way first, so that dup2 onto 3+i cannot
+    // clobber a source that happens to sit there.
+    int base = 3 + nfds + 16;
+    for (int i = 0; i < nfds && rc == 0; i++) rc = posix_spawn_file_actions_adddup2(&actions, fds[i], base + i);
+    for (int i = 0; i < nfds && rc == 0; i++) rc = posix_spawn_file_actions_adddup2(&actions, base + i, 3 + i);
+    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, 3 + nfds);
+
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
+    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &none);
+    // Its own process group: a Ctrl-C meant for the supervisor must not hit
+    // the tunnel, which the supervisor stops gracefully itself.
+    if (rc == 0) rc = posix_spawnattr_setpgroup(&attr, 0);
+    if (rc == 0) rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+
+    pid_t pid = -1;
+    if (rc == 0) rc = posix_spawn(&pid, path, &actions, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    return rc == 0 ? pid : -rc;
+}
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+int busymate_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+int busymate_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+int busymate_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}

@@ -1,0 +1,187 @@
+import BusymateShared
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Answers `CONNECT host:port`: dials the host, replies 200, then takes the
+/// HTTP handlers out and glues the two sockets together. Any other request
+/// passes on to `HTTPForwardHandler`. Shaped after swift-nio-examples'
+/// connect-proxy.
+final class ConnectHandler {
+    private enum State {
+        /// No CONNECT under way; HTTP parts pass through.
+        case idle
+        /// Saw the CONNECT head, dialing; waiting for the request's end.
+        case beganConnecting
+        /// The request ended before the dial finished.
+        case awaitingConnection(pendingBytes: [NIOAny])
+        /// The dial finished before the request's end arrived.
+        case awaitingEnd(connectResult: Channel)
+        /// Glued; bytes that arrived in between are delivered on removal.
+        case upgradeComplete(pendingBytes: [NIOAny])
+        case upgradeFailed
+    }
+
+    private var state = State.idle
+    private var target: ProxyTarget?
+    private var logger: Logger
+    private let stats: TrafficStats
+
+    init(logger: Logger, stats: TrafficStats) {
+        self.logger = logger
+        self.stats = stats
+    }
+}
+
+extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch state {
+        case .idle:
+            // Only a CONNECT head changes anything here.
+            guard case let .head(head) = Self.unwrapInboundIn(data), head.method == .CONNECT else {
+                context.fireChannelRead(data)
+                return
+            }
+            handleConnectHead(head, context: context)
+        case .beganConnecting:
+            if case .end = Self.unwrapInboundIn(data) {
+                state = .awaitingConnection(pendingBytes: [])
+                removeDecoder(context: context)
+            }
+        case let .awaitingEnd(peer):
+            if case .end = Self.unwrapInboundIn(data) {
+                state = .upgradeComplete(pendingBytes: [])
+                removeDecoder(context: context)
+                glue(peer, context: context)
+            }
+        case var .awaitingConnection(pending):
+            // Raw bytes forwarded by the removed decoder: keep them for later.
+            state = .awaitingConnection(pendingBytes: [])
+            pending.append(data)
+            state = .awaitingConnection(pendingBytes: pending)
+        case var .upgradeComplete(pending):
+            state = .upgradeComplete(pendingBytes: [])
+            pending.append(data)
+            state = .upgradeComplete(pendingBytes: pending)
+        case .upgradeFailed:
+            break
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {}
+
+    func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
+        var didRead = false
+        while case var .upgradeComplete(pending) = state, !pending.isEmpty {
+            state = .upgradeComplete(pendingBytes: [])
+            let next = pending.removeFirst()
+            state = .upgradeComplete(pendingBytes: pending)
+            context.fireChannelRead(next)
+            didRead = true
+        }
+        if didRead { context.fireChannelReadComplete() }
+        context.leavePipeline(removalToken: removalToken)
+    }
+
+    private func handleConnectHead(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard let target = ProxyTarget.parseAuthority(head.uri[...], defaultPort: nil) else {
+            logger.notice("rejected a CONNECT with a malformed target", metadata: ["TARGET": "\(head.uri)"])
+            state = .upgradeFailed
+            ProxyReply.write(.badRequest, "Busymate: CONNECT needs host:port, got \"\(head.uri)\"", close: true, context: context, wrap: Self.wrapOutboundOut)
+            return
+        }
+        self.target = target
+        logger[metadataKey: "HOST"] = "\(target.host)"
+        logger[metadataKey: "REQUEST_ID"] = "\(UUID().uuidString.lowercased())"
+        stats.requestStarted()
+        state = .beganConnecting
+        logger.debug("CONNECT", metadata: ["TARGET": "\(target)"])
+
+        let channel = context.channel
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        ClientBootstrap(group: context.eventLoop)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(.autoRead, value: false)
+            .connectTimeout(.seconds(10))
+            .connect(host: target.host, port: target.port)
+            .whenComplete { result in
+                let (handler, context) = bound.value
+                guard channel.isActive else {
+                    if case let .success(peer) = result { peer.close(promise: nil) }
+                    return
+                }
+                switch result {
+                case let .success(peer): handler.connectSucceeded(peer, context: context)
+                case let .failure(error): handler.connectFailed(error, context: context)
+                }
+            }
+    }
+
+    private func connectSucceeded(_ peer: Channel, context: ChannelHandlerContext) {
+        switch state {
+        case .beganConnecting:
+            state = .awaitingEnd(connectResult: peer)
+        case let .awaitingConnection(pending):
+            state = .upgradeComplete(pendingBytes: pending)
+            glue(peer, context: context)
+        default:
+            peer.close(promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
+    private func connectFailed(_ error: Error, context: ChannelHandlerContext) {
+        let failure = ProxyError.connectFailed(host: target?.host ?? "?", port: target?.port ?? 0, underlying: error)
+        logger.notice("CONNECT failed", metadata: ["ERROR": "\(failure)"])
+        state = .upgradeFailed
+        ProxyReply.write(failure.status, "Busymate: \(failure)", close: true, context: context, wrap: Self.wrapOutboundOut)
+    }
+
+    private func glue(_ peer: Channel, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Via", value: "1.1 busymate")
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"), headers: headers)
+        context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+        removeHTTPHandlers(context: context)
+
+        let stats = self.stats
+        let (localGlue, peerGlue) = GlueHandler.matchedPair(
+            onBytesFromFirst: { stats.received(fromClient: $0) },
+            onBytesFromSecond: { stats.sent(toClient: $0) })
+        do {
+            try context.channel.pipeline.syncOperations.addHandler(localGlue)
+            try peer.pipeline.syncOperations.addHandler(peerGlue)
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            // Off until now so that a server that speaks first loses nothing.
+            peer.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in peer.close(promise: nil) }
+            logger.debug("CONNECT glued", metadata: ["TARGET": "\(target.map(\.description) ?? "?")"])
+        } catch {
+            peer.close(mode: .all, promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
+    /// Takes out everything that reads HTTP, the decoder last: it forwards
+    /// the bytes it holds beyond the CONNECT head, and they must reach us,
+    /// not a handler that expects HTTP parts. The encoder stays for the reply.
+    private func removeDecoder(context: ChannelHandlerContext) {
+        let ops = context.pipeline.syncOperations
+        if let h = try? ops.handler(type: HTTPForwardHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let h = try? ops.handler(type: HTTPServerProtocolErrorHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let h = try? ops.handler(type: HTTPServerPipelineHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
+            ops.removeHandler(context: decoder, promise: nil)
+        }
+    }
+
+    private func removeHTTPHandlers(context: ChannelHandlerContext) {
+        let ops = context.pipeline.syncOperations
+        if let h = try? ops.handler(type: HTTPResponseEncoder.self) { ops.removeHandler(h, promise: nil) }
+    }
+}

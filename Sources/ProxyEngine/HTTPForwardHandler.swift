@@ -1,0 +1,366 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Forwards absolute-form requests (`GET http://host/path`) upstream and
+/// streams the responses back, one upstream connection per client
+/// connection, reused while the host stays the same (as mitmproxy does).
+/// Reads on either side wait while the other side cannot take more.
+final class HTTPForwardHandler {
+    private enum Upstream {
+        case none
+        case connecting(ProxyTarget, pending: [HTTPClientRequestPart])
+        case connected(ProxyTarget, Channel, UpstreamHandler)
+    }
+
+    private enum Exchange {
+        case idle
+        /// A request is on its way; `requestEnded` once its end was read.
+        case active(Active)
+        /// The proxy answered itself; the rest of the request is dropped.
+        case rejected
+    }
+
+    private struct Active {
+        var requestEnded = false
+        var responseStarted = false
+        var clientWantsClose: Bool
+        var clientIsHTTP10: Bool
+        var closeAfterResponse = false
+    }
+
+    private var upstream = Upstream.none
+    private var exchange = Exchange.idle
+    private var pendingRead = false
+    private var context: ChannelHandlerContext?
+    private var logger: Logger
+    private let stats: TrafficStats
+
+    init(logger: Logger, stats: TrafficStats) {
+        self.logger = logger
+        self.stats = stats
+    }
+}
+
+extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        closeUpstream()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch Self.unwrapInboundIn(data) {
+        case let .head(head):
+            beginRequest(head, context: context)
+        case let .body(buffer):
+            stats.received(fromClient: buffer.readableBytes)
+            if case .active = exchange { sendUpstream(.body(.byteBuffer(buffer))) }
+        case let .end(trailers):
+            switch exchange {
+            case var .active(active):
+                active.requestEnded = true
+                exchange = .active(active)
+                sendUpstream(.end(trailers))
+            case .rejected:
+                exchange = .idle
+            case .idle:
+                break
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closeUpstream()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
+        closeUpstream()
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, case let .connected(_, _, upstreamHandler) = upstream {
+            upstreamHandler.clientBecameWritable()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if case let .connected(_, channel, _) = upstream, !channel.isWritable {
+            pendingRead = true
+        } else {
+            context.read()
+        }
+    }
+
+    // MARK: request side
+
+    private func beginRequest(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard let (target, originForm) = ProxyTarget.parseAbsoluteForm(head.uri) else {
+            let why = head.uri.lowercased().hasPrefix("https://")
+                ? "https:// URLs go through CONNECT; this proxy does not fetch them in absolute form"
+                : "this is a proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port"
+            logger.notice("rejected a request that is not absolute-form", metadata: ["URI": "\(head.uri)"])
+            exchange = .rejected
+            ProxyReply.write(.badRequest, "Busymate: \(why)", close: true, context: context, wrap: Self.wrapOutboundOut)
+            return
+        }
+        stats.requestStarted()
+        logger[metadataKey: "REQUEST_ID"] = "\(UUID().uuidString.lowercased())"
+        logger[metadataKey: "HOST"] = "\(target.host)"
+        logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
+
+        var headers = head.headers
+        HopByHop.strip(&headers)
+        if !headers.contains(name: "host") {
+            headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
+        }
+        let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: originForm, headers: headers)
+        exchange = .active(Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1))
+
+        switch upstream {
+        case let .connected(current, channel, _) where current == target && channel.isActive:
+            sendUpstream(.head(upstreamHead))
+        default:
+            closeUpstream()
+            connect(to: target, first: .head(upstreamHead), context: context)
+        }
+    }
+
+    private func connect(to target: ProxyTarget, first: HTTPClientRequestPart, context: ChannelHandlerContext) {
+        upstream = .connecting(target, pending: [first])
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let upstreamHandler = UpstreamHandler(forward: self)
+        let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
+        ClientBootstrap(group: context.eventLoop)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(boundUpstream.value)
+                }
+            }
+            .connect(host: target.host, port: target.port)
+            .whenComplete { result in
+                bound.value.connectFinished(target, result, upstreamHandler: boundUpstream.value)
+            }
+    }
+
+    private func connectFinished(_ target: ProxyTarget, _ result: Result<Channel, Error>, upstreamHandler: UpstreamHandler) {
+        guard case let .connecting(current, pending) = upstream, current == target, let context else {
+            if case let .success(channel) = result { channel.close(promise: nil) }
+            return
+        }
+        switch result {
+        case let .success(channel):
+            upstream = .connected(target, channel, upstreamHandler)
+            for part in pending { channel.write(part, promise: nil) }
+            channel.flush()
+        case let .failure(error):
+            upstream = .none
+            fail(ProxyError.connectFailed(host: target.host, port: target.port, underlying: error), context: context)
+        }
+    }
+
+    private func sendUpstream(_ part: HTTPClientRequestPart) {
+        switch upstream {
+        case .connecting(let target, var pending):
+            upstream = .none
+            pending.append(part)
+            upstream = .connecting(target, pending: pending)
+        case let .connected(_, channel, _):
+            if case .end = part {
+                channel.writeAndFlush(part, promise: nil)
+            } else {
+                channel.write(part, promise: nil)
+            }
+        case .none:
+            break
+        }
+    }
+
+    func requestBodyFlush() {
+        if case let .connected(_, channel, _) = upstream { channel.flush() }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        requestBodyFlush()
+        context.fireChannelReadComplete()
+    }
+
+    private func closeUpstream() {
+        if case let .connected(_, channel, handler) = upstream {
+            handler.detach()
+            channel.close(promise: nil)
+        }
+        upstream = .none
+    }
+
+    private func fail(_ error: ProxyError, context: ChannelHandlerContext) {
+        guard case let .active(active) = exchange else { return }
+        logger.notice("request failed", metadata: ["ERROR": "\(error)"])
+        closeUpstream()
+        if active.responseStarted {
+            // Part of the response is out already: only a close can say so.
+            context.close(promise: nil)
+            exchange = .idle
+            return
+        }
+        exchange = active.requestEnded ? .idle : .rejected
+        ProxyReply.write(error.status, "Busymate: \(error)", close: !active.requestEnded || active.clientWantsClose,
+                         context: context, wrap: Self.wrapOutboundOut)
+    }
+
+    // MARK: response side (called by UpstreamHandler, on the same event loop)
+
+    func upstreamResponse(_ part: HTTPClientResponsePart, isHeadRequest: Bool) {
+        guard let context, case var .active(active) = exchange else { return }
+        switch part {
+        case let .head(head):
+            active.responseStarted = true
+            var headers = head.headers
+            HopByHop.strip(&headers)
+            let bodyless = isHeadRequest || head.status.code < 200 || head.status == .noContent || head.status == .notModified
+            if bodyless {
+                headers.remove(name: "transfer-encoding")
+            } else if headers.contains(name: "transfer-encoding") {
+                headers.remove(name: "content-length")
+            } else if !headers.contains(name: "content-length") {
+                // Close-delimited upstream: re-frame for HTTP/1.1, close for 1.0.
+                if active.clientIsHTTP10 {
+                    active.closeAfterResponse = true
+                } else {
+                    headers.add(name: "Transfer-Encoding", value: "chunked")
+                }
+            }
+            if active.clientWantsClose || active.closeAfterResponse {
+                active.closeAfterResponse = true
+                headers.replaceOrAdd(name: "Connection", value: "close")
+            } else if active.clientIsHTTP10 {
+                headers.replaceOrAdd(name: "Connection", value: "keep-alive")
+            }
+            exchange = .active(active)
+            let clientHead = HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)
+            context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
+        case let .body(buffer):
+            stats.sent(toClient: buffer.readableBytes)
+            context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        case let .end(trailers):
+            exchange = .idle
+            let done = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
+            if active.closeAfterResponse {
+                let channel = context.channel
+                done.whenComplete { _ in channel.close(promise: nil) }
+            }
+            if !active.requestEnded {
+                // The server answered before the request body ended; a new
+                // request cannot follow on this upstream connection.
+                closeUpstream()
+            }
+        }
+    }
+
+    func upstreamReadComplete() { context?.flush() }
+
+    func upstreamKeepAliveEnded(_ handler: UpstreamHandler) {
+        if case let .connected(_, _, current) = upstream, current === handler { closeUpstream() }
+    }
+
+    func upstreamClosed(_ handler: UpstreamHandler, error: Error?) {
+        guard case let .connected(target, _, current) = upstream, current === handler else { return }
+        upstream = .none
+        guard let context, case .active = exchange else { return }
+        if let error {
+            fail(.connectFailed(host: target.host, port: target.port, underlying: error), context: context)
+        } else {
+            fail(.upstreamClosedEarly, context: context)
+        }
+    }
+
+    func upstreamBecameWritable() {
+        if pendingRead, let context {
+            pendingRead = false
+            context.read()
+        }
+    }
+
+    var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+}
+
+/// The upstream half of `HTTPForwardHandler`: hands response parts over and
+/// holds upstream reads while the client cannot take more.
+final class UpstreamHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private weak var forward: HTTPForwardHandler?
+    private var context: ChannelHandlerContext?
+    private var pendingRead = false
+    private var methods: [HTTPMethod] = []
+    private var responseKeepAlive = true
+    private var failure: Error?
+
+    init(forward: HTTPForwardHandler) { self.forward = forward }
+
+    func detach() { forward = nil }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case let .head(head) = Self.unwrapOutboundIn(data) { methods.append(head.method) }
+        context.write(data, promise: promise)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = Self.unwrapInboundIn(data)
+        let isHead = methods.first == .HEAD
+        switch part {
+        case let .head(head): responseKeepAlive = head.isKeepAlive
+        case .end: if !methods.isEmpty { methods.removeFirst() }
+        case .body: break
+        }
+        forward?.upstreamResponse(part, isHeadRequest: isHead)
+        if case .end = part, !responseKeepAlive { forward?.upstreamKeepAliveEnded(self) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { forward?.upstreamReadComplete() }
+
+    func channelInactive(context: ChannelHandlerContext) { forward?.upstreamClosed(self, error: failure) }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        failure = error
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { forward?.upstreamBecameWritable() }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if forward?.clientIsWritable ?? true {
+            context.read()
+        } else {
+            pendingRead = true
+        }
+    }
+
+    func clientBecameWritable() {
+        if pendingRead, let context {
+            pendingRead = false
+            context.read()
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// What went wrong on an exchange, worded for the person reading the 502.
+enum ProxyError: Error, CustomStringConvertible {
+    case badTarget(String)
+    case connectFailed(host: String, port: Int, underlying: Error)
+    case upstreamClosedEarly
+    case unsupported(String)
+
+    var description: String {
+        switch self {
+        case let .badTarget(why): return why
+        case let .connectFailed(host, port, underlying): return "cannot connect to \(host):\(port): \(Self.describe(underlying))"
+        case .upstreamClosedEarly: return "the server closed the connection before it answered"
+        case let .unsupported(what): return what
+        }
+    }
+
+    var status: HTTPResponseStatus {
+        switch self {
+        case .badTarget, .unsupported: return .badRequest
+        case .connectFailed, .upstreamClosedEarly: return .badGateway
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+        if let nio = error as? NIOConnectionError {
+            if let dns = nio.dnsAAAAError ?? nio.dnsAError { return "DNS lookup failed: \(dns)" }
+            if let first = nio.connectionErrors.first { return describe(first.error) }
+            return "no address to connect to"
+        }
+        if error is ChannelError, case .connectTimeout = error as? ChannelError { return "timed out" }
+        return "\(error)"
+    }
+}
+
+/// A short plain-text answer from the proxy itself (a 4xx or 5xx).
+struct ProxyReply {
+    static func write(_ status: HTTPResponseStatus, _ text: String, close: Bool, context: ChannelHandlerContext,
+                      wrap: (HTTPServerResponsePart) -> NIOAny) {
+        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
+        buffer.writeString(text + "\n")
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: "\(buffer.readableBytes)")
+        headers.add(name: "Via", value: "1.1 busymate")
+        if close { headers.add(name: "Connection", value: "close") }
+        let head = HTTPResponseHead(version: .http1_1, status: status, headers: headers)
+        context.write(wrap(.head(head)), promise: nil)
+        context.write(wrap(.body(.byteBuffer(buffer))), promise: nil)
+        let done = context.writeAndFlush(wrap(.end(nil)))
+        if close {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}

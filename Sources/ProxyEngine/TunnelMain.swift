@@ -1,0 +1,134 @@
+import BusymateShared
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// `busymate-tunnel`'s whole program, reachable from tests.
+public enum TunnelMain {
+    public static let exitConfiguration: Int32 = 78
+
+    /// What `prepare` leaves for `run`: listeners bound or inherited, root
+    /// already given up.
+    public struct Prepared: Sendable {
+        let paths: GroupPaths
+        let snapshot: SettingsSnapshot
+        let sockets: [ListenSocket]
+        let privileges: String
+    }
+
+    /// The synchronous start: must run on the main thread before anything
+    /// else, because glibc applies set*id to live threads only, and Swift's
+    /// main thread leaves (still as root, as `/proc` would show) once async
+    /// code runs.
+    public static func prepare(groupOverride: String?) -> Result<Prepared, ExitCode> {
+        let paths = GroupPaths.resolve(explicit: groupOverride)
+        let snapshot = SettingsFile.read(paths.settings)
+        let settings = snapshot.settings ?? AppSettings()
+        LogControl.bootstrap(identifier: "busymate-tunnel", level: settings.logLevel)
+        let logger = Logger(label: "busymate.tunnel")
+        signal(SIGPIPE, SIG_IGN)
+
+        // Bind or inherit the listeners while still root, then drop root
+        // before a single byte is read from the network.
+        var sockets = InheritedListeners.take()
+        let supervised = ProcessInfo.processInfo.environment["BUSYMATE_SUPERVISED"] == "1"
+        if sockets.isEmpty && !supervised {
+            logger.notice("no listeners handed over: running standalone and binding proxy.listen itself")
+            for address in settings.listen {
+                do {
+                    sockets.append(try ListenSocket.bind(address))
+                } catch {
+                    logger.error("cannot listen", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
+                }
+            }
+        }
+
+        let privileges: String
+        do {
+            switch try PrivilegeDrop.drop(user: settings.tunnelUser, group: settings.tunnelGroup) {
+            case let .dropped(user, uid, gid):
+                privileges = "dropped to \(user):\(settings.tunnelGroup) (\(uid):\(gid))"
+                logger.info("privileges dropped", metadata: ["UID": "\(uid)", "GID": "\(gid)"])
+            case let .unprivileged(uid):
+                privileges = "unprivileged (not started as root)"
+                logger.notice("started without root: nothing to drop, running as uid \(uid)")
+            }
+        } catch {
+            logger.critical("cannot drop privileges; refusing to serve", metadata: ["ERROR": "\(error)"])
+            return .failure(ExitCode(exitConfiguration))
+        }
+        if let error = snapshot.error {
+            Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
+        }
+        return .success(Prepared(paths: paths, snapshot: snapshot, sockets: sockets, privileges: privileges))
+    }
+
+    public struct ExitCode: Error, Sendable {
+        public let code: Int32
+        init(_ code: Int32) { self.code = code }
+    }
+
+    public static func run(_ prepared: Prepared) async -> Int32 {
+        let paths = prepared.paths
+        let logger = Logger(label: "busymate.tunnel")
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let server = ProxyServer(group: group)
+        let notifier: Notifier?
+        do {
+            notifier = try Notifier(paths: paths, role: "tunnel")
+        } catch {
+            Logger(label: "busymate.ipc").error("cannot bind the notification socket; notifications are off", metadata: ["ERROR": "\(error)"])
+            notifier = nil
+        }
+        let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
+        await runtime.serve(prepared.sockets)
+        await runtime.attachIfNeeded()
+        await runtime.becomeReady()
+
+        let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
+        let watcher = try? FileWatcher(directory: paths.root)
+        await withTaskGroup(of: Void.self) { tasks in
+            if let watcher {
+                tasks.addTask {
+                    for await name in watcher.changes() {
+                        switch name {
+                        case GroupPaths.Watched.settings.rawValue: await runtime.reloadSettings()
+                        case GroupPaths.Watched.controlSocket.rawValue: await runtime.attachIfNeeded()
+                        default: break
+                        }
+                    }
+                }
+            }
+            if let notifier {
+                tasks.addTask {
+                    for await note in notifier.notifications() where note.name == .settingsDidChange {
+                        await runtime.reloadSettings()
+                    }
+                }
+            }
+            tasks.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(500))
+                    await runtime.attachIfNeeded()
+                    await runtime.publish()
+                }
+            }
+            for await sig in signals {
+                if sig == SIGHUP {
+                    await runtime.reloadSettings()
+                    continue
+                }
+                logger.info("stopping", metadata: ["SIGNAL": "\(sig == SIGTERM ? "SIGTERM" : "SIGINT")"])
+                break
+            }
+            watcher?.stop()
+            tasks.cancelAll()
+        }
+        await runtime.drain()
+        await runtime.finish()
+        // The process ends here; the event loops go with it.
+        logger.info("stopped")
+        return 0
+    }
+}

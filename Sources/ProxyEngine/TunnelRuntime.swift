@@ -1,0 +1,232 @@
+import BusymateShared
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The tunnel process (the Network Extension's role): serves the proxy on
+/// the listeners it was handed, applies settings as they are saved, keeps
+/// `status.json` current and stays attached to whichever supervisor runs.
+public actor TunnelRuntime {
+    private struct Listener {
+        var socket: ListenSocket
+        var channel: Channel
+        var identity: UInt64?
+    }
+
+    private let paths: GroupPaths
+    private let server: ProxyServer
+    private let notifier: Notifier?
+    private let privileges: String
+    private let startedAt = Date()
+    private let logger = Logger(label: "busymate.tunnel")
+    private let settingsLogger = Logger(label: "busymate.settings")
+    private let ipcLogger = Logger(label: "busymate.ipc")
+
+    private var settings: AppSettings
+    private var appliedSHA: String
+    private var settingsError: String?
+    private var reportedErrorSHA: String?
+    private var listeners: [String: Listener] = [:]
+    private var listenerErrors: [String: String] = [:]
+    private var state = TunnelState.starting
+    private var link: LinkConnection?
+    private var lastError: String?
+    private var lastWritten: TunnelStatus?
+
+    init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot) {
+        self.paths = paths
+        self.server = server
+        self.notifier = notifier
+        self.privileges = privileges
+        settings = snapshot.settings ?? AppSettings()
+        appliedSHA = snapshot.settings == nil ? "" : snapshot.sha256
+        settingsError = snapshot.error?.description
+    }
+
+    // MARK: listeners
+
+    func serve(_ sockets: [ListenSocket]) async {
+        for socket in sockets {
+            let identity = ListenSocket.identity(socket.descriptor)
+            if let existing = listeners[socket.name], existing.identity == identity {
+                close(socket.descriptor)
+                continue
+            }
+            if let existing = listeners.removeValue(forKey: socket.name) {
+                try? await existing.channel.close()
+            }
+            do {
+                let channel = try await server.serve(descriptor: socket.descriptor)
+                listeners[socket.name] = Listener(socket: socket, channel: channel, identity: identity)
+                listenerErrors[socket.name] = nil
+                logger.info("serving", metadata: ["LISTENER": "\(socket.bound)"])
+            } catch {
+                close(socket.descriptor)
+                listenerErrors[socket.name] = "\(error)"
+                logger.error("cannot serve a listener", metadata: ["LISTENER": "\(socket.name)", "ERROR": "\(error)"])
+            }
+        }
+    }
+
+    /// The supervisor's full set: serve new ones, stop the ones not listed.
+    func replaceListeners(with sockets: [ListenSocket]) async {
+        let wanted = Set(sockets.map(\.name))
+        for (name, listener) in listeners where !wanted.contains(name) {
+            listeners[name] = nil
+            try? await listener.channel.close()
+            logger.info("stopped serving", metadata: ["LISTENER": "\(listener.socket.bound)"])
+        }
+        await serve(sockets)
+        await publish()
+    }
+
+    func becomeReady() async {
+        state = .ready
+        logger.info("ready", metadata: ["LISTENERS": "\(listeners.values.map(\.socket.bound).sorted().joined(separator: ", "))"])
+        await publish()
+    }
+
+    // MARK: supervisor link
+
+    func attachIfNeeded() {
+        guard link == nil, FileManager.default.fileExists(atPath: paths.controlSocket.path) else { return }
+        let connection: LinkConnection
+        do {
+            connection = LinkConnection(socket: try UnixSocket.connect(path: paths.controlSocket.path))
+            let held = listeners.values.sorted { $0.socket.name < $1.socket.name }
+            // The supervisor keeps copies, so the listeners outlive this tunnel.
+            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: held.map(\.socket.name), state: state),
+                                descriptors: held.map(\.socket.descriptor))
+        } catch {
+            ipcLogger.debug("supervisor not reachable yet", metadata: ["ERROR": "\(error)"])
+            return
+        }
+        link = connection
+        ipcLogger.info("attached to the supervisor")
+        let messages = connection.messages(name: "busymate-link")
+        Task { [weak self] in
+            for await incoming in messages {
+                await self?.handle(incoming)
+            }
+            await self?.linkEnded(connection)
+        }
+    }
+
+    private func linkEnded(_ connection: LinkConnection) {
+        guard link === connection else { return }
+        link = nil
+        ipcLogger.notice("the supervisor went away; serving on and waiting for the next one")
+    }
+
+    private func handle(_ incoming: LinkConnection.Incoming) async {
+        let message = incoming.message
+        switch message.kind {
+        case .listeners:
+            let names = message.listeners ?? []
+            guard names.count == incoming.descriptors.count else {
+                incoming.descriptors.forEach { close($0) }
+                ipcLogger.error("listener message with \(names.count) names and \(incoming.descriptors.count) descriptors; ignored")
+                return
+            }
+            let sockets = zip(names, incoming.descriptors).map { ListenSocket(name: $0, descriptor: $1, bound: ListenSocket.localAddress($1) ?? $0) }
+            await replaceListeners(with: sockets)
+        case .ping:
+            try? link?.send(ControlMessage(.pong, pid: getpid(), state: state, seq: message.seq))
+        default:
+            incoming.descriptors.forEach { close($0) }
+        }
+    }
+
+    // MARK: settings
+
+    func reloadSettings() async {
+        let snapshot = SettingsFile.read(paths.settings)
+        switch snapshot.result {
+        case let .success(new):
+            settingsError = nil
+            reportedErrorSHA = nil
+            guard snapshot.sha256 != appliedSHA else { return }
+            if new.tunnelUser != settings.tunnelUser || new.tunnelGroup != settings.tunnelGroup {
+                settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
+            }
+            settings = new
+            appliedSHA = snapshot.sha256
+            LogControl.level = new.logLevel
+            if !snapshot.unknownKeys.isEmpty {
+                settingsLogger.notice("settings.json has keys this version does not know; kept as they are", metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])
+            }
+            settingsLogger.info("settings applied", metadata: ["SHA256": "\(appliedSHA)"])
+        case let .failure(error):
+            settingsError = error.description
+            if reportedErrorSHA != snapshot.sha256 {
+                reportedErrorSHA = snapshot.sha256
+                settingsLogger.error("settings.json is invalid; keeping the last good settings", metadata: ["ERROR": "\(error)"])
+            }
+        }
+        await publish()
+    }
+
+    // MARK: status
+
+    func status() -> TunnelStatus {
+        let names = Set(listeners.keys).union(listenerErrors.keys).sorted()
+        return TunnelStatus(
+            pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: settings.mode.rawValue,
+            startedAt: startedAt, updatedAt: Date(), settingsSha256: appliedSHA, settingsError: settingsError,
+            listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
+            counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: lastError)
+    }
+
+    /// Writes `status.json` when something a reader cares about changed,
+    /// and tells the supervisor about state changes.
+    func publish(force: Bool = false) async {
+        var current = status()
+        if let last = lastWritten, !force {
+            var a = last, b = current
+            a.updatedAt = .distantPast
+            b.updatedAt = .distantPast
+            a.counters.requestsPerSecond = 0
+            b.counters.requestsPerSecond = 0
+            if a == b { return }
+        }
+        do {
+            try AtomicFile.write(try StatusCoding.encoder.encode(current), to: paths.status, mode: 0o644, sync: false)
+        } catch {
+            logger.error("cannot write status.json", metadata: ["ERROR": "\(error)"])
+        }
+        current.updatedAt = Date()
+        let stateChanged = lastWritten?.state != current.state
+        lastWritten = current
+        if stateChanged {
+            notifier?.post(.tunnelStateChanged, payload: current.state.rawValue)
+            try? link?.send(ControlMessage(.state, pid: getpid(), state: current.state))
+        }
+    }
+
+    // MARK: shutdown
+
+    func drain() async {
+        guard state != .draining else { return }
+        state = .draining
+        logger.info("draining", metadata: ["GRACE_SECONDS": "\(settings.drainSeconds)"])
+        await publish()
+        listeners.removeAll()
+        await server.drain(grace: .milliseconds(Int64(settings.drainSeconds * 1000)))
+    }
+
+    func finish() {
+        notifier?.close()
+        link?.close()
+        // Only this process's status goes: a newer tunnel may own the file.
+        if let written = TunnelStatus.read(paths.status), written.pid == getpid() {
+            unlink(paths.status.path)
+        }
+    }
+
+    static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

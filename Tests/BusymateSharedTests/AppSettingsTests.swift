@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+@testable import BusymateShared
+
+@Suite struct AppSettingsTests {
+    @Test func defaultDocumentDecodesToTheDefaults() throws {
+        let (settings, unknown) = try AppSettings.decode(AppSettings.defaultDocument)
+        #expect(settings == AppSettings())
+        #expect(unknown.isEmpty)
+        #expect(settings.listen == [ListenAddress(host: "127.0.0.1", port: 9090)])
+    }
+
+    @Test func skeletonFileIsTheDefaultDocument() throws {
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let skeleton = try String(contentsOf: repo.appendingPathComponent("shared-group/settings.json"), encoding: .utf8)
+        #expect(skeleton == AppSettings.defaultDocument)
+    }
+
+    @Test func everyKeyIsRead() throws {
+        let (s, _) = try AppSettings.decode("""
+            {"mode": "proxy", "log_level": "debug",
+             "proxy": {"listen": ["127.0.0.1:8080", "[::1]:8081"]},
+             "ssl_proxying": {"include": ["*.example.com"], "exclude": ["pinned.example.com"]},
+             "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 1.5}}
+            """)
+        #expect(s.logLevel == .debug)
+        #expect(s.listen.map(\.description) == ["127.0.0.1:8080", "[::1]:8081"])
+        #expect(s.sslInclude == ["*.example.com"])
+        #expect(s.sslExclude == ["pinned.example.com"])
+        #expect(s.tunnelUser == "nobody" && s.tunnelGroup == "nogroup")
+        #expect(s.drainSeconds == 1.5)
+    }
+
+    private func error(_ text: String) -> SettingsError? {
+        do {
+            _ = try AppSettings.decode(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func syntaxErrorsCarryLineAndColumn() {
+        // A missing comma at the start of line 3.
+        let e = error("{\n  \"mode\": \"proxy\"\n  \"log_level\": \"info\"\n}")
+        #expect(e?.position == SourcePosition(line: 3, column: 3))
+        #expect(e?.description.hasPrefix("3:3: ") == true)
+        #expect(error("{\"a\": [1, 2,]}")?.position == SourcePosition(line: 1, column: 13))
+        #expect(error("")?.message.contains("empty") == true)
+        #expect(error("{\"mode\": \"proxy\"")?.message.contains("end of file") == true)
+        #expect(error("{\"x\": 1, \"x\": 2}")?.message == "duplicate key \"x\"")
+    }
+
+    @Test func invalidValuesPointAtTheValue() {
+        let text = """
+            {
+              "proxy": {
+                "listen": ["127.0.0.1:9090", "nine"]
+              }
+            }
+            """
+        let e = error(text)
+        #expect(e?.position == SourcePosition(line: 3, column: 34))
+        #expect(e?.keyPath == "proxy.listen[1]")
+        #expect(error("{\"mode\": \"transparent\"}")?.message.contains("not available yet") == true)
+        #expect(error("{\"log_level\": \"loud\"}")?.keyPath == "log_level")
+        #expect(error("{\"proxy\": {\"listen\": []}}")?.keyPath == "proxy.listen")
+        #expect(error("{\"proxy\": {\"listen\": [\"localhost:9090\"]}}")?.keyPath == "proxy.listen[0]")
+        #expect(error("{\"proxy\": {\"listen\": [\"127.0.0.1:70000\"]}}") != nil)
+        #expect(error("{\"ssl_proxying\": {\"include\": [\"https://x.com\"]}}")?.keyPath == "ssl_proxying.include[0]")
+        #expect(error("{\"tunnel\": {\"user\": \"\"}}")?.keyPath == "tunnel.user")
+        #expect(error("{\"tunnel\": \"busymate\"}")?.message == "expected an object, found a string")
+        #expect(error("[]")?.message == "expected an object, found an array")
+    }
+
+    @Test func columnsCountCharactersNotBytes() {
+        let e = error("{\"é\": 1, \"log_level\": 7}")
+        #expect(e?.position == SourcePosition(line: 1, column: 23))
+    }
+
+    @Test func unknownKeysAreReportedAndKeptOnEdit() throws {
+        let dir = try TestDirectory()
+        let file = dir.url.appendingPathComponent("settings.json")
+        try Data("{\n  \"future_feature\": {\"on\": true},\n  \"mode\": \"proxy\"\n}\n".utf8).write(to: file)
+        let before = SettingsFile.read(file)
+        #expect(before.unknownKeys == ["future_feature"])
+        try SettingsFile.edit(file) { root in
+            root.set("log_level", JSONNode(.string("debug")))
+        }
+        let after = SettingsFile.read(file)
+        #expect(after.settings?.logLevel == .debug)
+        #expect(after.unknownKeys == ["future_feature"])
+        let text = try String(contentsOf: file, encoding: .utf8)
+        #expect(text.contains("\"future_feature\": {\n    \"on\": true\n  }"))
+        #expect(before.sha256 != after.sha256)
+    }
+
+    @Test func editRefusesToWriteInvalidSettings() throws {
+        let dir = try TestDirectory()
+        let file = dir.url.appendingPathComponent("settings.json")
+        try Data(AppSettings.defaultDocument.utf8).write(to: file)
+        #expect(throws: SettingsError.self) {
+            try SettingsFile.edit(file) { root in root.set("mode", JSONNode(.string("warp"))) }
+        }
+        #expect(try String(contentsOf: file, encoding: .utf8) == AppSettings.defaultDocument)
+    }
+
+    @Test func snapshotHashesTheBytesRead() {
+        let a = SettingsFile.parse(Data("{}".utf8))
+        #expect(a.sha256 == "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+        #expect(a.settings == AppSettings())
+        let bad = SettingsFile.parse(Data("{".utf8))
+        #expect(bad.settings == nil && bad.error != nil && bad.sha256.count == 64)
+    }
+}

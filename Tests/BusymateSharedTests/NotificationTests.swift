@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+@testable import BusymateShared
+
+@Suite struct NotificationTests {
+    @Test func roundTrip() throws {
+        for name in NotificationName.allCases {
+            let n = BusymateNotification(name: name, sender: "tunnel-12", payload: name == .breakpointPaused ? "req 42" : nil)
+            #expect(try BusymateNotification.decode(n.encoded()) == n)
+        }
+        #expect(String(decoding: BusymateNotification(name: .caDidChange, sender: "app-1").encoded(), as: UTF8.self) == "busymate/1 caDidChange app-1")
+    }
+
+    @Test func malformedDatagramsAreRejected() {
+        #expect(throws: BusymateNotification.DecodeError.unknownName("explode")) { try BusymateNotification.decode(Array("busymate/1 explode app-1".utf8)) }
+        #expect(throws: BusymateNotification.DecodeError.badHeader) { try BusymateNotification.decode(Array("hello".utf8)) }
+        #expect(throws: BusymateNotification.DecodeError.badHeader) { try BusymateNotification.decode(Array("busymate/2 caDidChange app-1".utf8)) }
+        #expect(throws: BusymateNotification.DecodeError.notUTF8) { try BusymateNotification.decode([0xFF, 0xFE]) }
+        #expect(throws: BusymateNotification.DecodeError.tooLarge(5000)) { try BusymateNotification.decode([UInt8](repeating: 65, count: 5000)) }
+    }
+
+    private func collect(_ stream: AsyncStream<BusymateNotification>, for seconds: Double) async -> [BusymateNotification] {
+        await withTaskGroup(of: [BusymateNotification].self) { group in
+            group.addTask {
+                var out: [BusymateNotification] = []
+                for await n in stream { out.append(n) }
+                return out
+            }
+            try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+            group.cancelAll()
+            return await group.next() ?? []
+        }
+    }
+
+    @Test func postReachesEveryOtherProcessAndNotItself() async throws {
+        let dir = try TestDirectory()
+        let paths = GroupPaths(root: dir.url)
+        let a = try Notifier(paths: paths, role: "app", pid: 1001)
+        let b = try Notifier(paths: paths, role: "cli", pid: 1002)
+        let aStream = a.notifications()
+        let bStream = b.notifications()
+        a.post(.settingsDidChange)
+        let got = await collect(bStream, for: 0.3)
+        b.close()
+        let own = await collect(aStream, for: 0.1)
+        a.close()
+        #expect(got.map(\.name) == [.settingsDidChange])
+        #expect(got.first?.sender == "app-1001")
+        #expect(own.isEmpty)
+    }
+
+    @Test func aGonePeersSocketFileIsRemoved() throws {
+        let dir = try TestDirectory()
+        let paths = GroupPaths(root: dir.url)
+        let gone = try Notifier(paths: paths, role: "tunnel", pid: 2001)
+        let path = gone.socketPath
+        // Simulate a crash: the file stays, nobody is bound to it.
+        _ = try UnixSocket.bind(path: path, type: Int32(SOCK_DGRAM.rawValue), mode: 0o660)
+        #expect(FileManager.default.fileExists(atPath: path))
+        let poster = try Notifier(paths: paths, role: "app", pid: 2002)
+        poster.post(.caDidChange)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        poster.close()
+        _ = gone
+    }
+
+    @Test func newTrafficCapturedIsThrottledToTwoPerSecond() async throws {
+        let dir = try TestDirectory()
+        let paths = GroupPaths(root: dir.url)
+        let poster = try Notifier(paths: paths, role: "tunnel", pid: 3001)
+        let listener = try Notifier(paths: paths, role: "cli", pid: 3002)
+        let stream = listener.notifications()
+        let start = Date()
+        while Date().timeIntervalSince(start) < 0.9 {
+            poster.post(.newTrafficCaptured)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let got = await collect(stream, for: 0.8)
+        listener.close()
+        poster.close()
+        // 0.9 s of posting, then the trailing post: 2 or 3 datagrams, never one per post.
+        #expect((2...3).contains(got.count), "got \(got.count)")
+        #expect(got.allSatisfy { $0.name == .newTrafficCaptured })
+        // Other names are never held back.
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building and running Busymate needs, only what is missing,
+# and only as root; otherwise says what to install.
+set -euo pipefail
+packages=(pkg-config libsqlite3-dev libsystemd-dev curl)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "busymate: installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "busymate: missing packages: ${missing[*]}" >&2
+    echo "busymate: install them with: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+# The tunnel's user (units/busymate.sysusers does this on an installed system).
+if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then
+  echo "busymate: creating system user and group busymate" >&2
+  getent group busymate >/dev/null || groupadd --system busymate
+  useradd --system --gid busymate --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin busymate
+fi
