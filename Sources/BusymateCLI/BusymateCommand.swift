@@ -1,0 +1,46 @@
+import ArgumentParser
+import BusymateShared
+import Foundation
+
+@available(macOS 10.15, *)
+public struct BusymateCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "busymate",
+        abstract: "Read and steer Busymate, the network debugger appliance.",
+        subcommands: [Status.self, Tunnel.self, Tail.self])
+
+    public init() {}
+}
+
+struct GroupOption: ParsableArguments {
+    @Option(name: .long, help: "The group directory (default: $BUSYMATE_GROUP, /var/lib/busymate/group, ./shared-group).")
+    var group: String?
+
+    var paths: GroupPaths { GroupPaths.resolve(explicit: group) }
+}
+
+/// Errors the CLI prints as one line on stderr.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+}
+
+enum ControlClient {
+    /// One request, one reply, over `control.sock`.
+    static func request(_ message: ControlMessage, paths: GroupPaths) throws -> ControlMessage {
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.connect(path: paths.controlSocket.path)
+        } catch let error as SystemError where error.errno == EACCES {
+            throw CLIError(description: "permission denied on \(paths.controlSocket.path): run as root or as a member of group busymate")
+        } catch {
+            throw CLIError(description: "the supervisor is not running (\(paths.controlSocket.path): \(error))")
+        }
+        defer { socket.close() }
+        socket.setReceiveTimeout(seconds: 15)
+        try socket.send(message)
+        guard let (reply, fds) = try socket.receive() else { throw CLIError(description: "the supervisor closed the connection") }
+        fds.forEach { close($0) }
+        if reply.ok == false { throw CLIError(description: reply.message ?? "the supervisor refused") }
+        return reply
+    }
+}

@@ -1,0 +1,103 @@
+import BusymateShared
+import Crypto
+import Foundation
+import Logging
+import SwiftASN1
+import X509
+
+/// Creates the interception CA on first start (P-256, ten years, as
+/// mitmproxy's own CA lives long) and reports what `status` shows of it.
+enum CertificateAuthorityBootstrap {
+    struct Info: Sendable {
+        var present: Bool
+        var error: String?
+        var subject: String?
+        var fingerprint: String?
+        var notAfter: Date?
+        var pemBody: String?
+    }
+
+    /// Generates the CA when neither half exists; never overwrites a CA a
+    /// person put there, even a broken one.
+    static func ensure(_ paths: GroupPaths, logger: Logger) -> (info: Info, generated: Bool) {
+        let fm = FileManager.default
+        let hasCert = fm.fileExists(atPath: paths.caPEM.path)
+        let hasKey = fm.fileExists(atPath: paths.caKey.path)
+        var generated = false
+        if !hasCert && !hasKey {
+            do {
+                try generate(paths)
+                generated = true
+                logger.notice("generated a new interception CA", metadata: ["PATH": "\(paths.caPEM.path)"])
+            } catch {
+                logger.error("cannot create the CA", metadata: ["ERROR": "\(error)"])
+            }
+        }
+        let info = inspect(paths)
+        if let error = info.error { logger.error("the CA is not usable; HTTPS interception is off", metadata: ["ERROR": "\(error)"]) }
+        return (info, generated)
+    }
+
+    static func generate(_ paths: GroupPaths) throws {
+        let key = P256.Signing.PrivateKey()
+        let host = ProcessInfo.processInfo.hostName
+        let name = try DistinguishedName {
+            CommonName("Busymate CA (\(host))")
+            OrganizationName("Busymate")
+        }
+        let now = Date()
+        let extensions = try Certificate.Extensions {
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+            Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            SubjectKeyIdentifier(hash: Certificate.PublicKey(key.publicKey))
+        }
+        let certificate = try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-86_400), notValidAfter: now.addingTimeInterval(10 * 365 * 86_400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256, extensions: extensions,
+            issuerPrivateKey: .init(key))
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        let group = PrivilegeDrop.lookupGroup("busymate")
+        // The key first: a certificate without its key is worse than neither.
+        try AtomicFile.write(Data(key.pemRepresentation.utf8), to: paths.caKey, mode: 0o640)
+        if geteuid() == 0, let group { chown(paths.caKey.path, 0, group) }
+        try AtomicFile.write(Data(serializer.serializedBytes), to: paths.caDER, mode: 0o644)
+        try AtomicFile.write(Data(try certificate.serializeAsPEM().pemString.utf8 + [0x0A]), to: paths.caPEM, mode: 0o644)
+    }
+
+    static func inspect(_ paths: GroupPaths) -> Info {
+        var info = Info(present: false)
+        guard let pem = try? String(contentsOf: paths.caPEM, encoding: .utf8) else {
+            info.error = "ca.pem is missing or unreadable"
+            return info
+        }
+        do {
+            let certificate = try Certificate(pemEncoded: pem)
+            info.present = true
+            info.subject = certificate.subject.description
+            info.notAfter = certificate.notValidAfter
+            var serializer = DER.Serializer()
+            try serializer.serialize(certificate)
+            info.fingerprint = SHA256.hash(data: serializer.serializedBytes).map { String(format: "%02X", $0) }.joined(separator: ":")
+            info.pemBody = Data(serializer.serializedBytes).base64EncodedString()
+            guard let keyPEM = try? String(contentsOf: paths.caKey, encoding: .utf8) else {
+                info.error = "ca.key is missing or unreadable"
+                return info
+            }
+            let key = try P256.Signing.PrivateKey(pemRepresentation: keyPEM)
+            if Certificate.PublicKey(key.publicKey) != certificate.publicKey {
+                info.error = "ca.key does not belong to ca.pem"
+            }
+        } catch {
+            info.error = "ca.pem or ca.key cannot be read: \(error)"
+        }
+        return info
+    }
+
+    /// Whether the system trust store (Debian's bundle) holds this CA.
+    static func isTrusted(_ info: Info, bundle: String = "/etc/ssl/certs/ca-certificates.crt") -> Bool {
+        guard let body = info.pemBody, let text = try? String(contentsOfFile: bundle, encoding: .utf8) else { return false }
+        return text.replacingOccurrences(of: "\n", with: "").contains(body)
+    }
+}

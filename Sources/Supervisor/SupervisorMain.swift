@@ -1,0 +1,132 @@
+import BusymateShared
+import Foundation
+import Logging
+
+/// `busymate-app`'s whole program, reachable from tests.
+public enum SupervisorMain {
+    public static func run(groupOverride: String?, tunnelOverride: String?) async -> Int32 {
+        let paths = GroupPaths.resolve(explicit: groupOverride)
+        let first = SettingsFile.read(paths.settings)
+        LogControl.bootstrap(identifier: "busymate-app", level: first.settings?.logLevel ?? .info)
+        let logger = Logger(label: "busymate.supervisor")
+        signal(SIGPIPE, SIG_IGN)
+        umask(0o007)
+        do {
+            try GroupDirectory.prepare(paths, logger: logger)
+        } catch {
+            logger.critical("cannot prepare the group directory", metadata: ["PATH": "\(paths.root.path)", "ERROR": "\(error)"])
+            return 1
+        }
+        logger.info("starting", metadata: ["GROUP": "\(paths.root.path)"])
+        let snapshot = SettingsFile.read(paths.settings)
+        if let error = snapshot.error {
+            Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
+        }
+        let (ca, generated) = CertificateAuthorityBootstrap.ensure(paths, logger: Logger(label: "busymate.cert"))
+
+        let tunnelPath = tunnelOverride ?? ProcessInfo.processInfo.environment["BUSYMATE_TUNNEL"]
+            ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+                .deletingLastPathComponent().appendingPathComponent("busymate-tunnel").path
+        let notifier = try? Notifier(paths: paths, role: "app")
+        if generated { notifier?.post(.caDidChange) }
+        let control: ControlServer
+        do {
+            control = try ControlServer(paths: paths)
+        } catch {
+            logger.critical("cannot bind the control socket", metadata: ["ERROR": "\(error)"])
+            return 1
+        }
+        let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths),
+                                        notifier: notifier, snapshot: snapshot, ca: ca)
+        let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
+        let watcher = try? FileWatcher(directory: paths.root)
+
+        await withTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                for await peer in control.peers() {
+                    Task { await serve(peer, service: service) }
+                }
+            }
+            if let watcher {
+                tasks.addTask {
+                    for await name in watcher.changes() {
+                        switch name {
+                        case GroupPaths.Watched.settings.rawValue: await service.reloadSettings()
+                        case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await service.reloadCA()
+                        default: break
+                        }
+                    }
+                }
+            }
+            if let notifier {
+                tasks.addTask {
+                    for await note in notifier.notifications() {
+                        switch note.name {
+                        case .settingsDidChange: await service.reloadSettings()
+                        case .caDidChange: await service.reloadCA()
+                        default: break
+                        }
+                    }
+                }
+            }
+            tasks.addTask {
+                let interval = Systemd.watchdogInterval.map { min(Duration.seconds(1), $0 / 2) } ?? .seconds(1)
+                while !Task.isCancelled {
+                    await service.tick()
+                    try? await Task.sleep(for: interval)
+                }
+            }
+            await service.start()
+            for await sig in signals {
+                if sig == SIGHUP {
+                    Systemd.reloading()
+                    logger.info("reloading (SIGHUP)")
+                    await service.reloadSettings()
+                    await service.reloadCA()
+                    notifier?.post(.settingsDidChange)
+                    Systemd.ready(status: await service.pill())
+                    continue
+                }
+                logger.info("stopping", metadata: ["SIGNAL": "\(sig == SIGTERM ? "SIGTERM" : "SIGINT")"])
+                break
+            }
+            await service.shutdown()
+            watcher?.stop()
+            control.close()
+            tasks.cancelAll()
+        }
+        notifier?.close()
+        unlink(paths.controlSocket.path)
+        return 0
+    }
+
+    /// One control connection: a tunnel's link (it says hello first) or a
+    /// CLI request answered with one reply.
+    static func serve(_ peer: ControlServer.Peer, service: SupervisorService) async {
+        let pid = peer.credentials.pid
+        var isLink = false
+        for await incoming in peer.connection.messages(name: "busymate-peer-\(pid)") {
+            let message = incoming.message
+            switch message.kind {
+            case .hello:
+                isLink = true
+                await service.attach(peer, hello: message, descriptors: incoming.descriptors)
+            case .state, .pong:
+                await service.linkMessage(message, from: pid)
+            case .status:
+                try? peer.connection.send(ControlMessage(.reply, ok: true, report: await service.report()))
+            case .tunnelRestart:
+                try? peer.connection.send(await service.tunnelRestart())
+            case .tunnelStop:
+                try? peer.connection.send(await service.tunnelStop())
+            case .tunnelStart:
+                try? peer.connection.send(await service.tunnelStart())
+            default:
+                incoming.descriptors.forEach { close($0) }
+                try? peer.connection.send(.reply(ok: false, "unexpected message \(message.kind.rawValue)"))
+            }
+        }
+        if isLink { await service.linkEnded(pid: pid) }
+        peer.connection.socket.close()
+    }
+}

@@ -1,0 +1,425 @@
+import BusymateShared
+import Foundation
+import Logging
+
+/// The app's role: owns the listening sockets and the CA, keeps one tunnel
+/// running (restarting it with backoff, adopting one left by an earlier
+/// supervisor), answers the CLI and reports to systemd.
+public actor SupervisorService {
+    struct Tunnel {
+        var pid: Int32
+        var startedAt = Date()
+        var adopted = false
+        var state = TunnelState.starting
+        var link: LinkConnection?
+        var lastPong = Date()
+    }
+
+    enum Desired { case running, stopped }
+
+    let paths: GroupPaths
+    let launcher: TunnelLauncher
+    let notifier: Notifier?
+    let logger = Logger(label: "busymate.supervisor")
+    let settingsLogger = Logger(label: "busymate.settings")
+    let startedAt = Date()
+
+    var settings: AppSettings
+    var appliedSHA: String
+    var settingsError: SettingsError?
+    var unknownKeys: [String] = []
+    var reportedErrorSHA: String?
+    var listeners: [ListenSocket] = []
+    var listenerErrors: [String: String] = [:]
+    var current: Tunnel?
+    var draining: [Int32: Tunnel] = [:]
+    var desired = Desired.running
+    var pendingRestart: Task<Void, Never>?
+    var nextRestartAt: Date?
+    var exits: [Date] = []
+    var restarts = 0
+    var lastExit: String?
+    var notifiedReady = false
+    var shuttingDown = false
+    var ca: CertificateAuthorityBootstrap.Info
+    var pingSeq = 0
+    var adoptionDeadline: Date?
+
+    init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info) {
+        self.paths = paths
+        self.launcher = launcher
+        self.notifier = notifier
+        self.ca = ca
+        settings = snapshot.settings ?? AppSettings()
+        appliedSHA = snapshot.settings == nil ? "" : snapshot.sha256
+        settingsError = snapshot.error
+        unknownKeys = snapshot.unknownKeys
+    }
+
+    // MARK: start-up
+
+    /// Waits briefly for a tunnel an earlier supervisor left running to
+    /// attach; starts a fresh one otherwise.
+    func start() async {
+        if let status = TunnelStatus.read(paths.status), ProcessProbe.isAlive(status.pid),
+           ProcessProbe.commandName(status.pid) == "busymate-tunnel", !ProcessProbe.isZombieOrGone(status.pid) {
+            logger.notice("a tunnel is already running; waiting for it to attach", metadata: ["TUNNEL_PID": "\(status.pid)"])
+            adoptionDeadline = Date().addingTimeInterval(3)
+            for _ in 0..<30 {
+                if current != nil { return }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            logger.warning("the running tunnel did not attach; stopping it and starting a new one", metadata: ["TUNNEL_PID": "\(status.pid)"])
+            kill(status.pid, SIGTERM)
+        }
+        adoptionDeadline = nil
+        bindListeners()
+        spawnTunnel()
+    }
+
+    func bindListeners() {
+        let have = Set(listeners.map(\.name))
+        let want = settings.listen.map(\.description)
+        for socket in listeners where !want.contains(socket.name) {
+            close(socket.descriptor)
+            logger.info("closed a listener", metadata: ["LISTENER": "\(socket.bound)"])
+        }
+        listeners.removeAll { !want.contains($0.name) }
+        listenerErrors = listenerErrors.filter { want.contains($0.key) }
+        for address in settings.listen where !have.contains(address.description) {
+            do {
+                let socket = try ListenSocket.bind(address)
+                listeners.append(socket)
+                listenerErrors[address.description] = nil
+                logger.info("listening", metadata: ["LISTENER": "\(socket.bound)"])
+            } catch {
+                listenerErrors[address.description] = "\(error)"
+                logger.error("cannot listen", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
+            }
+        }
+    }
+
+    func spawnTunnel() {
+        guard desired == .running, !shuttingDown else { return }
+        do {
+            let pid = try launcher.spawn(listeners: listeners) { [weak self] exit in
+                Task { await self?.tunnelExited(exit) }
+            }
+            if let old = current { draining[old.pid] = old }
+            current = Tunnel(pid: pid)
+            logger.info("started the tunnel", metadata: ["TUNNEL_PID": "\(pid)"])
+        } catch {
+            lastExit = "cannot start: \(error)"
+            logger.error("cannot start the tunnel", metadata: ["ERROR": "\(error)"])
+            scheduleRestart()
+        }
+    }
+
+    // MARK: the tunnel's life
+
+    func tunnelExited(_ exit: TunnelLauncher.Exit) {
+        if let old = draining.removeValue(forKey: exit.pid) {
+            logger.info("a replaced tunnel finished", metadata: ["TUNNEL_PID": "\(old.pid)", "EXIT": "\(exit.description)"])
+            return
+        }
+        guard current?.pid == exit.pid else { return }
+        current = nil
+        lastExit = exit.description
+        notifier?.post(.tunnelStateChanged, payload: "exited")
+        if shuttingDown || desired == .stopped {
+            logger.info("the tunnel stopped", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            return
+        }
+        if exit.pid > 0 && exit.description.contains("status 78") {
+            logger.error("the tunnel cannot start (see its log); retrying with backoff", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+        } else {
+            logger.error("the tunnel exited unexpectedly; restarting it", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+        }
+        scheduleRestart()
+    }
+
+    /// Backoff: 0.1 s, doubling per exit in the last minute, capped at 30 s.
+    func scheduleRestart() {
+        let now = Date()
+        exits = exits.filter { now.timeIntervalSince($0) < 60 } + [now]
+        let delay = min(30, 0.1 * pow(2, Double(exits.count - 1)))
+        nextRestartAt = now.addingTimeInterval(delay)
+        pendingRestart?.cancel()
+        pendingRestart = Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+            guard !Task.isCancelled else { return }
+            await self?.restartAfterBackoff()
+        }
+    }
+
+    private func restartAfterBackoff() {
+        nextRestartAt = nil
+        pendingRestart = nil
+        guard current == nil, desired == .running, !shuttingDown else { return }
+        restarts += 1
+        if listeners.count != settings.listen.count { bindListeners() }
+        spawnTunnel()
+    }
+
+    var crashLoop: Bool { exits.count >= 5 }
+
+    // MARK: links
+
+    func attach(_ peer: ControlServer.Peer, hello: ControlMessage, descriptors: [Int32]) {
+        let pid = peer.credentials.pid
+        if current?.pid == pid {
+            descriptors.forEach { close($0) }
+            current?.link = peer.connection
+            current?.state = hello.state ?? .starting
+        } else if draining[pid] != nil {
+            descriptors.forEach { close($0) }
+            draining[pid]?.link = peer.connection
+        } else if current == nil, ProcessProbe.commandName(pid) == "busymate-tunnel" {
+            // A tunnel that outlived the previous supervisor.
+            var tunnel = Tunnel(pid: pid)
+            tunnel.adopted = true
+            tunnel.link = peer.connection
+            tunnel.state = hello.state ?? .ready
+            current = tunnel
+            let names = hello.listeners ?? []
+            if listeners.isEmpty && names.count == descriptors.count {
+                listeners = zip(names, descriptors).map { ListenSocket(name: $0, descriptor: $1, bound: ListenSocket.localAddress($1) ?? $0) }
+            } else {
+                descriptors.forEach { close($0) }
+            }
+            logger.notice("adopted the running tunnel", metadata: ["TUNNEL_PID": "\(pid)", "LISTENERS": "\(names.joined(separator: ", "))"])
+            watchAdopted(pid)
+            reconcileListeners()
+        } else {
+            descriptors.forEach { close($0) }
+            logger.warning("refused a link from an unknown process", metadata: ["PEER_PID": "\(pid)"])
+            peer.connection.close()
+            return
+        }
+        if current?.pid == pid, current?.state == .ready { tunnelBecameReady() }
+    }
+
+    /// An adopted tunnel is not our child: no waitpid, so poll for its end.
+    private func watchAdopted(_ pid: Int32) {
+        Task { [weak self] in
+            while ProcessProbe.isAlive(pid) && !ProcessProbe.isZombieOrGone(pid) {
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+            await self?.tunnelExited(TunnelLauncher.Exit(pid: pid, description: "exited (adopted; status unknown)", clean: false))
+        }
+    }
+
+    func linkMessage(_ message: ControlMessage, from pid: Int32) {
+        switch message.kind {
+        case .state:
+            if let state = message.state {
+                if current?.pid == pid {
+                    current?.state = state
+                    if state == .ready { tunnelBecameReady() }
+                } else {
+                    draining[pid]?.state = state
+                }
+            }
+        case .pong:
+            if current?.pid == pid { current?.lastPong = Date() }
+        default:
+            break
+        }
+    }
+
+    func linkEnded(pid: Int32) {
+        if current?.pid == pid { current?.link = nil }
+        draining[pid]?.link = nil
+    }
+
+    func tunnelBecameReady() {
+        // A replacement is serving: the old ones may go.
+        for (pid, old) in draining where old.state != .draining {
+            kill(pid, SIGTERM)
+            draining[pid]?.state = .draining
+        }
+        if !notifiedReady {
+            notifiedReady = true
+            Systemd.ready(status: pill())
+            logger.info("ready", metadata: ["STATUS": "\(pill())"])
+        }
+        if let started = current?.startedAt, Date().timeIntervalSince(started) > 0 {
+            // Healthy again: old crashes stop counting towards the backoff after a while.
+            exits = exits.filter { Date().timeIntervalSince($0) < 60 }
+        }
+    }
+
+    /// Hands the tunnel the full listener set when it differs from its own.
+    func reconcileListeners() {
+        guard let link = current?.link else { return }
+        do {
+            try link.send(ControlMessage(.listeners, listeners: listeners.map(\.name)), descriptors: listeners.map(\.descriptor))
+        } catch {
+            logger.error("cannot send listeners to the tunnel", metadata: ["ERROR": "\(error)"])
+        }
+    }
+
+    // MARK: commands
+
+    func tunnelRestart() -> ControlMessage {
+        guard desired == .running else { return .reply(ok: false, "the tunnel is stopped; use `busymate tunnel start`") }
+        pendingRestart?.cancel()
+        pendingRestart = nil
+        nextRestartAt = nil
+        if listeners.isEmpty { bindListeners() }
+        let old = current?.pid
+        spawnTunnel()
+        restarts += 1
+        logger.info("restarting the tunnel", metadata: ["OLD_PID": "\(old.map(String.init) ?? "none")", "TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
+        return .reply(ok: true, "tunnel restarting (old pid \(old.map(String.init) ?? "none"), new pid \(current.map { String($0.pid) } ?? "none"))")
+    }
+
+    func tunnelStop() -> ControlMessage {
+        desired = .stopped
+        pendingRestart?.cancel()
+        pendingRestart = nil
+        nextRestartAt = nil
+        if let tunnel = current {
+            draining[tunnel.pid] = tunnel
+            draining[tunnel.pid]?.state = .draining
+            kill(tunnel.pid, SIGTERM)
+            current = nil
+        }
+        // Capture off means the port is closed, not a silent backlog.
+        for socket in listeners { close(socket.descriptor) }
+        listeners = []
+        logger.notice("tunnel stopped by request; the proxy port is closed")
+        return .reply(ok: true, "tunnel stopped")
+    }
+
+    func tunnelStart() -> ControlMessage {
+        guard desired == .stopped || current == nil else { return .reply(ok: true, "the tunnel is already running (pid \(current?.pid ?? 0))") }
+        desired = .running
+        exits = []
+        bindListeners()
+        spawnTunnel()
+        return .reply(ok: true, "tunnel starting (pid \(current.map { String($0.pid) } ?? "none"))")
+    }
+
+    // MARK: settings and CA
+
+    func reloadSettings() {
+        let snapshot = SettingsFile.read(paths.settings)
+        switch snapshot.result {
+        case let .success(new):
+            settingsError = nil
+            reportedErrorSHA = nil
+            unknownKeys = snapshot.unknownKeys
+            guard snapshot.sha256 != appliedSHA else { return }
+            let listenChanged = new.listen != settings.listen
+            settings = new
+            appliedSHA = snapshot.sha256
+            LogControl.level = new.logLevel
+            settingsLogger.info("settings applied", metadata: ["SHA256": "\(appliedSHA)"])
+            if listenChanged && desired == .running {
+                bindListeners()
+                reconcileListeners()
+            }
+        case let .failure(error):
+            settingsError = error
+            if reportedErrorSHA != snapshot.sha256 {
+                reportedErrorSHA = snapshot.sha256
+                settingsLogger.error("settings.json is invalid; keeping the last good settings", metadata: ["ERROR": "\(error)"])
+            }
+        }
+        Systemd.status(pill())
+    }
+
+    func reloadCA() {
+        ca = CertificateAuthorityBootstrap.inspect(paths)
+    }
+
+    // MARK: health, status, shutdown
+
+    var isHealthy: Bool {
+        if desired == .stopped || shuttingDown { return true }
+        if let tunnel = current {
+            if tunnel.state == .ready { return tunnel.link == nil || Date().timeIntervalSince(tunnel.lastPong) < 10 }
+            return Date().timeIntervalSince(tunnel.startedAt) < 10
+        }
+        // Between a crash and its restart: healthy unless crash-looping.
+        return nextRestartAt != nil && !crashLoop
+    }
+
+    func tick() {
+        pingSeq += 1
+        try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
+        if isHealthy, Systemd.watchdogInterval != nil { Systemd.watchdog() }
+        Systemd.status(pill())
+    }
+
+    /// The one line for systemd's STATUS=, in the style of the iOS pill.
+    func pill() -> String {
+        var parts: [String] = []
+        if let error = settingsError { parts.append("settings.json invalid at \(error)") }
+        let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == current?.pid ? $0 : nil }
+        switch (desired, current?.state) {
+        case (.stopped, _): parts.append("tunnel stopped")
+        case (_, .ready?):
+            let ports = listeners.map { ":" + ($0.bound.split(separator: ":").last.map(String.init) ?? "?") }.joined(separator: ",")
+            parts.append("proxy \(ports)")
+            if let counters = tunnelStatus?.counters {
+                parts.append("\(Int(counters.requestsPerSecond.rounded())) req/s")
+                parts.append("\(counters.connectionsActive) flows")
+            }
+        case (_, nil) where crashLoop: parts.append("tunnel crash-looping: \(lastExit ?? "?")")
+        case (_, nil): parts.append("tunnel restarting")
+        case let (_, state?): parts.append("tunnel \(state.rawValue)")
+        }
+        parts.append(ca.error == nil ? "CA ok" : "CA missing")
+        return parts.joined(separator: " · ")
+    }
+
+    func report() -> StatusReport {
+        let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == current?.pid ? $0 : nil }
+        let state: TunnelState
+        if desired == .stopped {
+            state = .stopped
+        } else if let current {
+            state = current.state
+        } else {
+            state = crashLoop ? .failed : .restarting
+        }
+        let tunnel = StatusReport.Tunnel(
+            pid: current?.pid, uid: tunnelStatus?.uid, state: state, privileges: tunnelStatus?.privileges,
+            settingsSha256: tunnelStatus?.settingsSha256, settingsError: tunnelStatus?.settingsError,
+            startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
+            nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false)
+        let listenerStatus = settings.listen.map { address in
+            ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
+                           error: listenerErrors[address.description])
+        }
+        return StatusReport(
+            group: paths.root.path, mode: settings.mode.rawValue,
+            supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: appliedSHA),
+            tunnel: tunnel, listeners: listenerStatus,
+            ca: .init(present: ca.present, trusted: CertificateAuthorityBootstrap.isTrusted(ca), error: ca.error, subject: ca.subject,
+                      fingerprintSha256: ca.fingerprint, notAfter: ca.notAfter),
+            settings: .init(path: paths.settings.path, valid: settingsError == nil, error: settingsError?.description, unknownKeys: unknownKeys),
+            counters: tunnelStatus?.counters ?? TrafficCounters())
+    }
+
+    /// SIGTERM: stop the tunnel gracefully first, then go.
+    func shutdown() async {
+        shuttingDown = true
+        Systemd.stopping()
+        pendingRestart?.cancel()
+        var pids = Array(draining.keys)
+        if let current { pids.append(current.pid) }
+        for pid in pids { kill(pid, SIGTERM) }
+        let deadline = Date().addingTimeInterval(settings.drainSeconds + 2)
+        while Date() < deadline, pids.contains(where: { ProcessProbe.isAlive($0) && !ProcessProbe.isZombieOrGone($0) }) {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        for pid in pids where ProcessProbe.isAlive(pid) && !ProcessProbe.isZombieOrGone(pid) {
+            logger.warning("the tunnel did not stop in time; killing it", metadata: ["TUNNEL_PID": "\(pid)"])
+            kill(pid, SIGKILL)
+        }
+        logger.info("stopped")
+    }
+}

@@ -1,0 +1,60 @@
+import BusymateShared
+import CLinux
+import Foundation
+
+/// Spawns `busymate-tunnel` with the listening sockets as descriptors 3…
+/// (`LISTEN_FDS`) and reports how each child ended.
+struct TunnelLauncher: Sendable {
+    let executable: String
+    let paths: GroupPaths
+
+    struct Exit: Sendable {
+        var pid: Int32
+        var description: String
+        var clean: Bool
+    }
+
+    func spawn(listeners: [ListenSocket], onExit: @escaping @Sendable (Exit) -> Void) throws -> Int32 {
+        var environment = ProcessInfo.processInfo.environment
+        for key in Systemd.unitOnlyEnvironment { environment[key] = nil }
+        environment["LISTEN_FDS"] = "\(listeners.count)"
+        environment[InheritedListeners.namesKey] = listeners.map(\.name).joined(separator: ",")
+        environment["BUSYMATE_SUPERVISED"] = "1"
+        environment[GroupPaths.environmentKey] = paths.root.path
+        let argv = [executable, "--group", paths.root.path]
+        let envp = environment.map { "\($0.key)=\($0.value)" }
+        let pid = withCStrings(argv) { cArgv in
+            withCStrings(envp) { cEnv in
+                listeners.map(\.descriptor).withUnsafeBufferPointer { fds in
+                    busymate_spawn(executable, cArgv, cEnv, fds.baseAddress, Int32(fds.count))
+                }
+            }
+        }
+        guard pid > 0 else { throw SystemError("spawn \(executable)", errno: -pid) }
+        let waiter = Thread {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            onExit(Self.describe(pid: pid, status: status))
+        }
+        waiter.name = "busymate-wait-\(pid)"
+        waiter.start()
+        return pid
+    }
+
+    static func describe(pid: Int32, status: Int32) -> Exit {
+        let signal = status & 0x7f
+        if signal == 0 {
+            let code = (status >> 8) & 0xff
+            return Exit(pid: pid, description: "exited with status \(code)", clean: code == 0)
+        }
+        let name = String(cString: strsignal(signal))
+        return Exit(pid: pid, description: "killed by signal \(signal) (\(name))", clean: false)
+    }
+
+    private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+        pointers.append(nil)
+        defer { pointers.forEach { free($0) } }
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+}

@@ -1,0 +1,4 @@
+import BusymateCLI
+
+@main
+extension BusymateCommand {}
