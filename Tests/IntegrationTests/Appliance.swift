@@ -1,0 +1,164 @@
+import BusymateShared
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `busymate-app` (which starts a real `busymate-tunnel`) on its own
+/// group directory under /tmp, proxying on an ephemeral loopback port.
+final class Appliance: @unchecked Sendable {
+    let base: URL
+    let group: URL
+    let logURL: URL
+    private(set) var supervisor: Process?
+
+    static let defaultSettings = """
+        {
+          "log_level": "debug",
+          "proxy": { "listen": ["127.0.0.1:0"] },
+          "tunnel": { "drain_seconds": 2 }
+        }
+
+        """
+
+    init(settings: String? = defaultSettings) throws {
+        base = URL(fileURLWithPath: "/tmp/bmi-\(UInt32.random(in: 0...UInt32.max))")
+        group = base.appendingPathComponent("group")
+        logURL = base.appendingPathComponent("supervisor.log")
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        chmod(base.path, 0o755)
+        if let settings {
+            try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
+            try Data(settings.utf8).write(to: group.appendingPathComponent("settings.json"))
+        }
+    }
+
+    deinit {
+        supervisor.map { kill($0.processIdentifier, SIGKILL) }
+        for pid in tunnelPIDs() { kill(pid, SIGKILL) }
+        // BUSYMATE_KEEP_TEST_DIRS=1 keeps the group directory and logs for a post-mortem.
+        if ProcessInfo.processInfo.environment["BUSYMATE_KEEP_TEST_DIRS"] == nil {
+            try? FileManager.default.removeItem(at: base)
+        }
+    }
+
+    var settingsURL: URL { group.appendingPathComponent("settings.json") }
+
+    /// Starts a supervisor on a group directory that does not exist yet;
+    /// once it has written the skeleton, points `proxy.listen` at `listen`
+    /// (the default port may be taken on a shared machine).
+    func start(patchingDefaultListenTo listen: String) throws {
+        try launch()
+        try waitUntil("the skeleton is written", timeout: 10) { FileManager.default.fileExists(atPath: settingsURL.path) }
+        let text = try String(contentsOf: settingsURL, encoding: .utf8).replacingOccurrences(of: "127.0.0.1:9090", with: listen)
+        try AtomicFile.write(Data(text.utf8), to: settingsURL, mode: 0o664)
+        try waitUntil("the tunnel is ready", timeout: 15) { (try? self.status())?.string("tunnel.state") == "ready" }
+    }
+
+    /// Starts the supervisor and waits until the tunnel is ready.
+    func start() throws {
+        try launch()
+        try waitUntil("the tunnel is ready", timeout: 15) { (try? self.status())?.string("tunnel.state") == "ready" }
+    }
+
+    private func launch() throws {
+        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
+        process.arguments = ["--group", group.path]
+        var env = ProcessInfo.processInfo.environment
+        env["BUSYMATE_LOG"] = "stderr"
+        env.removeValue(forKey: "NOTIFY_SOCKET")
+        process.environment = env
+        let log = try FileHandle(forWritingTo: logURL)
+        log.seekToEndOfFile()
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        supervisor = process
+    }
+
+    func killSupervisor() {
+        guard let supervisor else { return }
+        kill(supervisor.processIdentifier, SIGKILL)
+        supervisor.waitUntilExit()
+        self.supervisor = nil
+    }
+
+    /// SIGTERM, as systemd stops it; returns the exit status.
+    @discardableResult
+    func stop() -> Int32? {
+        guard let supervisor else { return nil }
+        kill(supervisor.processIdentifier, SIGTERM)
+        supervisor.waitUntilExit()
+        self.supervisor = nil
+        return supervisor.terminationStatus
+    }
+
+    @discardableResult
+    func cli(_ arguments: [String]) throws -> CommandResult {
+        try Command.run(Command.binary("busymate"), arguments + ["--group", group.path])
+    }
+
+    func status() throws -> JSONObject {
+        let r = try cli(["status", "--json"])
+        guard r.status == 0, let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else {
+            throw Failure("busymate status --json failed (\(r.status)): \(r.stderr)")
+        }
+        return JSONObject(object)
+    }
+
+    var proxyPort: Int {
+        get throws {
+            let bound = try status().array("listeners").first?["bound"] as? String ?? ""
+            guard let port = bound.split(separator: ":").last.flatMap({ Int($0) }) else { throw Failure("no bound listener in status") }
+            return port
+        }
+    }
+
+    var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
+
+    /// Every running busymate-tunnel serving this group directory.
+    func tunnelPIDs() -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { Int32($0) }.filter { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            let cmdline = String(decoding: data, as: UTF8.self)
+            return cmdline.contains("busymate-tunnel") && cmdline.contains(group.path) && !ProcessProbe.isZombieOrGone(pid)
+        }
+    }
+}
+
+struct Failure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` passes.
+func waitUntil(_ what: String, timeout: Double, _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if (try? condition()) == true { return }
+        usleep(50_000)
+    }
+    if try condition() { return }
+    throw Failure("timed out after \(timeout)s waiting until \(what)")
+}
+
+/// Dotted-path access into `busymate status --json`.
+struct JSONObject {
+    let raw: [String: Any]
+    init(_ raw: [String: Any]) { self.raw = raw }
+
+    func value(_ path: String) -> Any? {
+        var current: Any? = raw
+        for key in path.split(separator: ".") { current = (current as? [String: Any])?[String(key)] }
+        return current
+    }
+
+    func string(_ path: String) -> String? { value(path) as? String }
+    func int(_ path: String) -> Int? { value(path) as? Int }
+    func bool(_ path: String) -> Bool? { value(path) as? Bool }
+    func isNull(_ path: String) -> Bool { value(path) is NSNull }
+    func array(_ path: String) -> [[String: Any]] { value(path) as? [[String: Any]] ?? [] }
+}

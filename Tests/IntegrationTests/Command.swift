@@ -1,0 +1,52 @@
+import Foundation
+
+/// Runs a program to completion and captures its output.
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+enum Command {
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Where the built daemons and CLI are (`make test` builds them first).
+    static var binDir: URL {
+        if let dir = ProcessInfo.processInfo.environment["BUSYMATE_BIN_DIR"] { return URL(fileURLWithPath: dir) }
+        return repoRoot.appendingPathComponent(".build/debug")
+    }
+
+    static func binary(_ name: String) -> String { binDir.appendingPathComponent(name).path }
+
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Double = 30) throws -> CommandResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let deadline = DispatchTime.now() + timeout
+        let killer = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: deadline, execute: killer)
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        killer.cancel()
+        return CommandResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    static func shell(_ script: String, timeout: Double = 60) throws -> CommandResult {
+        try run("/bin/sh", ["-c", script], timeout: timeout)
+    }
+
+    /// `curl` through the proxy; returns (HTTP code, body) for one URL.
+    static func curl(proxyPort: Int, _ url: String, extra: [String] = []) throws -> (code: Int, body: String, result: CommandResult) {
+        let r = try run("/usr/bin/curl", ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(proxyPort)", "-w", "\n%{http_code}", url] + extra)
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let code = Int(lines.last ?? "") ?? 0
+        return (code, lines.dropLast().joined(separator: "\n"), r)
+    }
+}

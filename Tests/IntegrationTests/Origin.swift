@@ -1,0 +1,90 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import SwiftASN1
+import X509
+
+/// A real origin on loopback, port 0: answers `origin <method> <path>` with
+/// keep-alive, over plain HTTP or TLS with a certificate made for the test.
+final class Origin: @unchecked Sendable {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private(set) var port = 0
+    private var channel: Channel?
+    /// The TLS origin's certificate (PEM), for `curl --cacert`.
+    private(set) var certificatePEM: String?
+
+    static func plain() async throws -> Origin {
+        let origin = Origin()
+        try await origin.start(tls: nil)
+        return origin
+    }
+
+    static func tls(hostname: String = "localhost") async throws -> Origin {
+        let origin = Origin()
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName(hostname) }
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: Date().addingTimeInterval(-3600), notValidAfter: Date().addingTimeInterval(86_400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                SubjectAlternativeNames([.dnsName(hostname), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+            },
+            issuerPrivateKey: .init(key))
+        let pem = try certificate.serializeAsPEM().pemString
+        origin.certificatePEM = pem
+        let config = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(pem.utf8), format: .pem))],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)))
+        try await origin.start(tls: try NIOSSLContext(configuration: config))
+        return origin
+    }
+
+    private func start(tls: NIOSSLContext?) async throws {
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(OriginHandler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        self.channel = channel
+        port = channel.localAddress?.port ?? 0
+    }
+
+    func stop() async {
+        try? await channel?.close()
+        try? await group.shutdownGracefully()
+    }
+}
+
+private final class OriginHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+    private var head: HTTPRequestHead?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch Self.unwrapInboundIn(data) {
+        case let .head(h): head = h
+        case .body: break
+        case .end:
+            guard let head else { return }
+            let text = "origin \(head.method.rawValue) \(head.uri)\n"
+            var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
+            if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+            context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            if head.method != .HEAD {
+                context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+            }
+            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+            self.head = nil
+        }
+    }
+}
