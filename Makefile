@@ -11,7 +11,7 @@ SYSUSERSDIR ?= $(DESTDIR)/usr/lib/sysusers.d
 TMPFILESDIR ?= $(DESTDIR)/usr/lib/tmpfiles.d
 BUILD_BIN = .build/$(CONFIG)
 
-.PHONY: all deps build run test unit-test systemd-test install clean
+.PHONY: all deps build run test systemd-test install clean
 
 all: build
 
@@ -25,8 +25,14 @@ build: deps
 run: build
 	$(BUILD_BIN)/busymate-app --group $(GROUP)
 
+# Unit and end-to-end tests, then the unit in a real systemd (root only;
+# skipped with a message otherwise).
 test: build
-	$(SWIFT) test -c $(CONFIG)
+	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) $(SWIFT) test -c $(CONFIG)
+	tests/systemd/run.sh
+
+systemd-test: build
+	tests/systemd/run.sh
 
 install: build
 	install -d $(BINDIR) $(SHAREDIR)/skeleton $(UNITDIR) $(SYSUSERSDIR) $(TMPFILESDIR)

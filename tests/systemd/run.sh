@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Boots Debian's own systemd as PID 1 of a systemd-nspawn container, installs
+# Busymate into it with `make install`, and checks the unit for real:
+# Type=notify readiness, the STATUS= pill, journald fields, reload, watchdog,
+# the tunnel outliving a supervisor crash, and a clean stop.
+#
+#   tests/systemd/run.sh          (as root; about 2 minutes the first time on
+#                                  a machine, for the debootstrap)
+#
+# The rootfs is kept in $BUSYMATE_BOX_DIR (default /var/tmp/busymate-box) and
+# reused; the container has its own network namespace with only loopback.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+box_dir=${BUSYMATE_BOX_DIR:-/var/tmp/busymate-box}
+root=$box_dir/rootfs
+name=busymate-box
+box_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+failures=0
+passes=0
+
+say() { printf 'systemd-test: %s\n' "$*" >&2; }
+fail() { say "FAIL: $*"; failures=$((failures + 1)); }
+pass() { say "ok: $*"; passes=$((passes + 1)); }
+
+[ "$(id -u)" -eq 0 ] || { say "skipped: booting systemd in nspawn needs root"; exit 0; }
+
+ensure_tools() {
+  local missing=()
+  command -v systemd-nspawn >/dev/null || missing+=(systemd-container)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+mirror() {
+  local u
+  u=$(awk 'tolower($1)=="uris:" {for (i=2;i<=NF;i++) print $i}' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+      | grep -v security | grep -i debian | head -n1 || true)
+  [ -n "$u" ] || u=$(awk '$1=="deb" {print ($2 ~ /^\[/) ? $3 : $2}' /etc/apt/sources.list 2>/dev/null | grep -v security | head -n1)
+  echo "${u:-http://deb.debian.org/debian}"
+}
+
+ensure_rootfs() {
+  [ -f "$root/.busymate-box" ] && return 0
+  rm -rf "$root"
+  mkdir -p "$box_dir"
+  . /etc/os-release
+  say "debootstrap ${VERSION_CODENAME:-bookworm} into $root (once per machine)"
+  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0 \
+    "${VERSION_CODENAME:-bookworm}" "$root" "$(mirror)" >"$box_dir/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$box_dir/debootstrap.log" >&2; exit 1; }
+  rm -f "$root"/var/cache/apt/archives/*.deb
+  echo "$name" >"$root/etc/hostname"
+  ln -sf /dev/null "$root/etc/systemd/system/console-getty.service"
+  mkdir -p "$root/var/log/journal"
+  touch "$root/.busymate-box"
+}
+
+# nspawn with --keep-unit on a host whose PID 1 is not systemd makes its
+# cgroups under the caller's; give it cgroups of its own.
+cgroup_dirs() {
+  for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do [ -d "$h" ] && echo "$h"; done
+  [ -f /sys/fs/cgroup/cgroup.controllers ] && echo /sys/fs/cgroup
+  return 0
+}
+cgroup_cleanup() {
+  for h in $(cgroup_dirs); do
+    [ -d "$h/$name" ] && find "$h/$name" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
+
+nspawn_pid=
+leader() { pgrep -P "$nspawn_pid" -x systemd | head -n1; }
+inbox() { nsenter -t "$(leader)" -a env -i PATH=$box_path HOME=/root LANG=C.UTF-8 "$@"; }
+
+boot() {
+  cgroup_cleanup
+  : >"$box_dir/console.log"
+  (
+    for h in $(cgroup_dirs); do mkdir -p "$h/$name" && echo "$BASHPID" >"$h/$name/cgroup.procs" || true; done
+    exec setsid systemd-nspawn -D "$root" -b -M "$name" --register=no --keep-unit --console=passive \
+      --private-network --bind-ro=/opt/swift </dev/null >>"$box_dir/console.log" 2>&1
+  ) &
+  nspawn_pid=$!
+  local state=""
+  for _ in $(seq 1 600); do
+    kill -0 "$nspawn_pid" 2>/dev/null || { cat "$box_dir/console.log" >&2; say "nspawn exited during boot"; exit 1; }
+    if [ -n "$(leader || true)" ]; then
+      state=$(inbox systemctl is-system-running 2>/dev/null || true)
+      case "$state" in running|degraded) break ;; esac
+    fi
+    sleep 0.1
+  done
+  case "$state" in running|degraded) say "booted ($state)" ;; *) say "boot did not finish: ${state:-no state}"; exit 1 ;; esac
+}
+
+poweroff() {
+  [ -n "$nspawn_pid" ] || return 0
+  if kill -0 "$nspawn_pid" 2>/dev/null; then
+    kill -TERM "$nspawn_pid"
+    for _ in $(seq 1 300); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$nspawn_pid" 2>/dev/null && kill -KILL "$nspawn_pid"
+  fi
+  wait "$nspawn_pid" 2>/dev/null || true
+  cgroup_cleanup
+}
+trap poweroff EXIT
+
+ensure_tools
+ensure_rootfs
+# A fresh install every run: no state from the last one.
+rm -rf "$root/var/lib/busymate" "$root/usr/local/bin/busymate"*
+make -C "$top" --no-print-directory install DESTDIR="$root" PREFIX=/usr/local >/dev/null
+mkdir -p "$root/srv/www" && echo "hello from the box" >"$root/srv/www/index.html"
+cat >"$root/etc/systemd/system/box-origin.service" <<'UNIT'
+[Service]
+ExecStart=/bin/busybox httpd -f -p 127.0.0.1:8080 -h /srv/www
+UNIT
+boot
+
+inbox systemd-sysusers
+inbox systemd-tmpfiles --create
+inbox systemctl daemon-reload
+inbox systemctl start box-origin
+
+# 1. Type=notify: start returns once the supervisor sent READY=1.
+if inbox systemctl start busymate; then pass "systemctl start busymate returned"; else fail "systemctl start busymate"; fi
+[ "$(inbox systemctl is-active busymate)" = active ] && pass "unit is active" || fail "unit is not active"
+
+# 2. The STATUS= pill.
+status_text=$(inbox systemctl show -p StatusText --value busymate)
+case "$status_text" in
+  *"proxy :9090"*"CA ok"*) pass "StatusText: $status_text" ;;
+  *) fail "StatusText is \"$status_text\"" ;;
+esac
+
+# 3. Traffic through the proxy inside the box.
+body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:8080/index.html || true)
+[ "$body" = "hello from the box" ] && pass "proxied a request" || fail "proxy answered \"$body\""
+
+# 4. The tunnel runs as busymate, with no capabilities.
+tunnel_pid=$(inbox pgrep -x busymate-tunnel | head -n1 || true)
+if [ -n "$tunnel_pid" ]; then
+  uid=$(inbox awk '/^Uid:/ {print $2}' /proc/"$tunnel_pid"/status)
+  cap=$(inbox awk '/^CapEff:/ {print $2}' /proc/"$tunnel_pid"/status)
+  nnp=$(inbox awk '/^NoNewPrivs:/ {print $2}' /proc/"$tunnel_pid"/status)
+  [ "$uid" != 0 ] && [ "$cap" = 0000000000000000 ] && [ "$nnp" = 1 ] \
+    && pass "tunnel $tunnel_pid: uid $uid, CapEff $cap, NoNewPrivs $nnp" || fail "tunnel privileges: uid $uid CapEff $cap NoNewPrivs $nnp"
+else
+  fail "no busymate-tunnel process"
+fi
+
+# 5. journald fields.
+n=$(inbox journalctl -u busymate SUBSYSTEM=supervisor -o cat --no-pager | wc -l)
+[ "$n" -gt 0 ] && pass "journalctl -u busymate SUBSYSTEM=supervisor: $n entries" || fail "no SUBSYSTEM=supervisor entries"
+if inbox journalctl -u busymate SYSLOG_IDENTIFIER=busymate-tunnel SUBSYSTEM=tunnel -o json --no-pager | grep -q '"PRIORITY"'; then
+  pass "the tunnel logs to journald with SUBSYSTEM and PRIORITY"
+else
+  fail "no structured tunnel entries in the journal"
+fi
+
+# 6. Reload (SIGHUP): RELOADING=1, then READY=1; still active.
+if inbox systemctl reload busymate && sleep 0.5 && [ "$(inbox systemctl is-active busymate)" = active ] \
+   && inbox journalctl -u busymate SUBSYSTEM=supervisor -o cat --no-pager | grep -q "reloading (SIGHUP)"; then
+  pass "systemctl reload"
+else
+  fail "systemctl reload"
+fi
+
+# 7. The watchdog is armed and fed.
+wd=$(inbox systemctl show -p WatchdogUSec --value busymate)
+sleep 1.5
+fed=$(inbox systemctl show -p WatchdogTimestampMonotonic --value busymate)
+[ "$wd" = 30s ] && [ "${fed:-0}" -gt 0 ] && pass "watchdog $wd, last ping at $fed" || fail "watchdog: WatchdogUSec=$wd WatchdogTimestampMonotonic=$fed"
+
+# 8. Invalid settings reach the STATUS= line; the last good ones stay.
+inbox sh -c 'cp /var/lib/busymate/group/settings.json /root/good.json && printf "{\n  \"mode\": \"proxy\",,\n}\n" > /var/lib/busymate/group/settings.json'
+sleep 1
+status_text=$(inbox systemctl show -p StatusText --value busymate)
+case "$status_text" in *"settings.json invalid at 2:19"*) pass "StatusText shows the error: $status_text" ;; *) fail "StatusText with invalid settings: \"$status_text\"" ;; esac
+inbox sh -c 'cat /root/good.json > /var/lib/busymate/group/settings.json'
+
+# 9. A crashed supervisor: systemd restarts it, the tunnel lives on and is adopted.
+inbox systemctl kill -s SIGKILL --kill-whom=main busymate
+for _ in $(seq 1 50); do
+  [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$(inbox systemctl is-active busymate)" = active ] && break
+  sleep 0.2
+done
+after=$(inbox pgrep -x busymate-tunnel | tr '\n' ' ')
+if [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$after" = "$tunnel_pid " ] \
+   && inbox journalctl -u busymate SUBSYSTEM=supervisor -o cat --no-pager | grep -q "adopted the running tunnel"; then
+  pass "supervisor restarted by systemd and adopted tunnel $tunnel_pid"
+else
+  fail "after killing the supervisor: NRestarts=$(inbox systemctl show -p NRestarts --value busymate), tunnels: $after"
+fi
+body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:8080/index.html || true)
+[ "$body" = "hello from the box" ] && pass "proxied after the supervisor restart" || fail "proxy after restart answered \"$body\""
+
+# 10. Stop leaves nothing behind.
+inbox systemctl stop busymate
+left=$(inbox pgrep -f 'busymate-(app|tunnel)' || true)
+[ -z "$left" ] && [ "$(inbox systemctl is-active busymate || true)" = inactive ] && pass "systemctl stop left no process" || fail "processes left after stop: $left"
+
+if [ "$failures" -gt 0 ]; then
+  say "journal of the unit:"
+  inbox journalctl -u busymate -o short-precise --no-pager | tail -n 40 >&2 || true
+fi
+echo "systemd: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]
