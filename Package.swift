@@ -83,6 +83,14 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(
+            name: "SupervisorTests",
+            dependencies: [
+                "Supervisor",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "BusymateShared",

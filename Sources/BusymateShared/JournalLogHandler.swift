@@ -5,22 +5,12 @@ import Logging
 /// Sends each record to journald as structured fields, so that
 /// `journalctl -u busymate SUBSYSTEM=mitm` and `REQUEST_ID=…` work.
 /// (`sd_journal_send` is variadic, so this builds the iovecs for `sendv`.)
-public struct JournalLogHandler: LogHandler {
+public struct JournalLogHandler: LevelFollowingLogHandler {
     public let subsystem: String
     public var metadata: Logger.Metadata = [:]
-    private var overrideLevel: Logger.Level?
+    public var overrideLevel: Logger.Level?
 
     public init(subsystem: String) { self.subsystem = subsystem }
-
-    public var logLevel: Logger.Level {
-        get { overrideLevel ?? LogControl.level }
-        set { overrideLevel = newValue }
-    }
-
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
 
     public func log(event: LogEvent) {
         var fields = [
@@ -80,22 +70,12 @@ public struct JournalLogHandler: LogHandler {
 }
 
 /// Readable lines on stderr when journald is not there.
-public struct StderrLogHandler: LogHandler {
+public struct StderrLogHandler: LevelFollowingLogHandler {
     public let subsystem: String
     public var metadata: Logger.Metadata = [:]
-    private var overrideLevel: Logger.Level?
+    public var overrideLevel: Logger.Level?
 
     public init(subsystem: String) { self.subsystem = subsystem }
-
-    public var logLevel: Logger.Level {
-        get { overrideLevel ?? LogControl.level }
-        set { overrideLevel = newValue }
-    }
-
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
 
     public func log(event: LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { $1 }

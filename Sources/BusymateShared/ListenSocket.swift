@@ -63,7 +63,7 @@ public struct ListenSocket: Sendable {
                 $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
                     var addr = sin.pointee.sin_addr
                     inet_ntop(AF_INET, &addr, &host, socklen_t(host.count))
-                    return "\(String(cString: host)):\(UInt16(bigEndian: sin.pointee.sin_port))"
+                    return "\(text(host)):\(UInt16(bigEndian: sin.pointee.sin_port))"
                 }
             }
         case AF_INET6:
@@ -71,12 +71,16 @@ public struct ListenSocket: Sendable {
                 $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin in
                     var addr = sin.pointee.sin6_addr
                     inet_ntop(AF_INET6, &addr, &host, socklen_t(host.count))
-                    return "[\(String(cString: host))]:\(UInt16(bigEndian: sin.pointee.sin6_port))"
+                    return "[\(text(host))]:\(UInt16(bigEndian: sin.pointee.sin6_port))"
                 }
             }
         default:
             return nil
         }
+    }
+
+    private static func text(_ chars: [CChar]) -> String {
+        String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The socket's identity (sockfs inode), the same in every process that

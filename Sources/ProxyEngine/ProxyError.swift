@@ -33,7 +33,7 @@ enum ProxyError: Error, CustomStringConvertible {
             if let first = nio.connectionErrors.first { return describe(first.error) }
             return "no address to connect to"
         }
-        if error is ChannelError, case .connectTimeout = error as? ChannelError { return "timed out" }
+        if let channelError = error as? ChannelError, case .connectTimeout = channelError { return "timed out" }
         return "\(error)"
     }
 }

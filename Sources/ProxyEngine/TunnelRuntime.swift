@@ -23,10 +23,7 @@ public actor TunnelRuntime {
     private let settingsLogger = Logger(label: "busymate.settings")
     private let ipcLogger = Logger(label: "busymate.ipc")
 
-    private var settings: AppSettings
-    private var appliedSHA: String
-    private var settingsError: String?
-    private var reportedErrorSHA: String?
+    private var applied: AppliedSettings
     private var listeners: [String: Listener] = [:]
     private var listenerErrors: [String: String] = [:]
     private var state = TunnelState.starting
@@ -39,9 +36,7 @@ public actor TunnelRuntime {
         self.server = server
         self.notifier = notifier
         self.privileges = privileges
-        settings = snapshot.settings ?? AppSettings()
-        appliedSHA = snapshot.settings == nil ? "" : snapshot.sha256
-        settingsError = snapshot.error?.description
+        applied = AppliedSettings(snapshot)
     }
 
     // MARK: listeners
@@ -141,28 +136,10 @@ public actor TunnelRuntime {
     // MARK: settings
 
     func reloadSettings() async {
-        let snapshot = SettingsFile.read(paths.settings)
-        switch snapshot.result {
-        case let .success(new):
-            settingsError = nil
-            reportedErrorSHA = nil
-            guard snapshot.sha256 != appliedSHA else { return }
-            if new.tunnelUser != settings.tunnelUser || new.tunnelGroup != settings.tunnelGroup {
-                settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
-            }
-            settings = new
-            appliedSHA = snapshot.sha256
-            LogControl.level = new.logLevel
-            if !snapshot.unknownKeys.isEmpty {
-                settingsLogger.notice("settings.json has keys this version does not know; kept as they are", metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])
-            }
-            settingsLogger.info("settings applied", metadata: ["SHA256": "\(appliedSHA)"])
-        case let .failure(error):
-            settingsError = error.description
-            if reportedErrorSHA != snapshot.sha256 {
-                reportedErrorSHA = snapshot.sha256
-                settingsLogger.error("settings.json is invalid; keeping the last good settings", metadata: ["ERROR": "\(error)"])
-            }
+        let previous = applied.settings
+        if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger),
+           applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
+            settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
         }
         await publish()
     }
@@ -172,8 +149,8 @@ public actor TunnelRuntime {
     func status() -> TunnelStatus {
         let names = Set(listeners.keys).union(listenerErrors.keys).sorted()
         return TunnelStatus(
-            pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: settings.mode.rawValue,
-            startedAt: startedAt, updatedAt: Date(), settingsSha256: appliedSHA, settingsError: settingsError,
+            pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: applied.settings.mode.rawValue,
+            startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
             counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: lastError)
     }
@@ -209,10 +186,10 @@ public actor TunnelRuntime {
     func drain() async {
         guard state != .draining else { return }
         state = .draining
-        logger.info("draining", metadata: ["GRACE_SECONDS": "\(settings.drainSeconds)"])
+        logger.info("draining", metadata: ["GRACE_SECONDS": "\(applied.settings.drainSeconds)"])
         await publish()
         listeners.removeAll()
-        await server.drain(grace: .milliseconds(Int64(settings.drainSeconds * 1000)))
+        await server.drain(grace: .milliseconds(Int64(applied.settings.drainSeconds * 1000)))
     }
 
     func finish() {

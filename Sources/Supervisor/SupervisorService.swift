@@ -24,11 +24,8 @@ public actor SupervisorService {
     let settingsLogger = Logger(label: "busymate.settings")
     let startedAt = Date()
 
-    var settings: AppSettings
-    var appliedSHA: String
-    var settingsError: SettingsError?
-    var unknownKeys: [String] = []
-    var reportedErrorSHA: String?
+    var applied: AppliedSettings
+    var settings: AppSettings { applied.settings }
     var listeners: [ListenSocket] = []
     var listenerErrors: [String: String] = [:]
     var current: Tunnel?
@@ -50,10 +47,7 @@ public actor SupervisorService {
         self.launcher = launcher
         self.notifier = notifier
         self.ca = ca
-        settings = snapshot.settings ?? AppSettings()
-        appliedSHA = snapshot.settings == nil ? "" : snapshot.sha256
-        settingsError = snapshot.error
-        unknownKeys = snapshot.unknownKeys
+        applied = AppliedSettings(snapshot)
     }
 
     // MARK: start-up
@@ -304,28 +298,10 @@ public actor SupervisorService {
     // MARK: settings and CA
 
     func reloadSettings() {
-        let snapshot = SettingsFile.read(paths.settings)
-        switch snapshot.result {
-        case let .success(new):
-            settingsError = nil
-            reportedErrorSHA = nil
-            unknownKeys = snapshot.unknownKeys
-            guard snapshot.sha256 != appliedSHA else { return }
-            let listenChanged = new.listen != settings.listen
-            settings = new
-            appliedSHA = snapshot.sha256
-            LogControl.level = new.logLevel
-            settingsLogger.info("settings applied", metadata: ["SHA256": "\(appliedSHA)"])
-            if listenChanged && desired == .running {
-                bindListeners()
-                reconcileListeners()
-            }
-        case let .failure(error):
-            settingsError = error
-            if reportedErrorSHA != snapshot.sha256 {
-                reportedErrorSHA = snapshot.sha256
-                settingsLogger.error("settings.json is invalid; keeping the last good settings", metadata: ["ERROR": "\(error)"])
-            }
+        if case let .applied(previous) = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger),
+           previous.listen != settings.listen, desired == .running {
+            bindListeners()
+            reconcileListeners()
         }
         Systemd.status(pill())
     }
@@ -356,7 +332,7 @@ public actor SupervisorService {
     /// The one line for systemd's STATUS=, in the style of the iOS pill.
     func pill() -> String {
         var parts: [String] = []
-        if let error = settingsError { parts.append("settings.json invalid at \(error)") }
+        if let error = applied.error { parts.append("settings.json invalid at \(error)") }
         let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == current?.pid ? $0 : nil }
         switch (desired, current?.state) {
         case (.stopped, _): parts.append("tunnel stopped")
@@ -396,11 +372,11 @@ public actor SupervisorService {
         }
         return StatusReport(
             group: paths.root.path, mode: settings.mode.rawValue,
-            supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: appliedSHA),
+            supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: applied.sha256),
             tunnel: tunnel, listeners: listenerStatus,
             ca: .init(present: ca.present, trusted: CertificateAuthorityBootstrap.isTrusted(ca), error: ca.error, subject: ca.subject,
                       fingerprintSha256: ca.fingerprint, notAfter: ca.notAfter),
-            settings: .init(path: paths.settings.path, valid: settingsError == nil, error: settingsError?.description, unknownKeys: unknownKeys),
+            settings: .init(path: paths.settings.path, valid: applied.error == nil, error: applied.error?.description, unknownKeys: applied.unknownKeys),
             counters: tunnelStatus?.counters ?? TrafficCounters())
     }
 

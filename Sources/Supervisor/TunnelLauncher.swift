@@ -51,10 +51,15 @@ struct TunnelLauncher: Sendable {
         return Exit(pid: pid, description: "killed by signal \(signal) (\(name))", clean: false)
     }
 
+    /// A NULL-terminated C string array, as `argv` and `envp` want.
     private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
-        pointers.append(nil)
-        defer { pointers.forEach { free($0) } }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+        let pointers = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: strings.count + 1)
+        defer {
+            for i in 0..<strings.count { free(pointers[i]) }
+            pointers.deallocate()
+        }
+        for (i, s) in strings.enumerated() { pointers[i] = strdup(s) }
+        pointers[strings.count] = nil
+        return body(pointers)
     }
 }

@@ -1,0 +1,55 @@
+import Logging
+
+/// The settings a process has in force, and how the last read went. Both
+/// daemons reload through this, so both treat a save the same way: a valid
+/// file is applied once (by its SHA-256), an invalid one leaves the last good
+/// settings in force and is reported once per distinct content.
+public struct AppliedSettings: Sendable {
+    public private(set) var settings: AppSettings
+    /// SHA-256 of the file content now in force; empty when running on defaults.
+    public private(set) var sha256: String
+    public private(set) var error: SettingsError?
+    public private(set) var unknownKeys: [String]
+    private var reportedErrorSHA: String?
+
+    public enum Outcome: Sendable {
+        case unchanged
+        case applied(previous: AppSettings)
+        case rejected
+    }
+
+    public init(_ snapshot: SettingsSnapshot) {
+        settings = snapshot.settings ?? AppSettings()
+        sha256 = snapshot.settings == nil ? "" : snapshot.sha256
+        error = snapshot.error
+        unknownKeys = snapshot.unknownKeys
+    }
+
+    public mutating func apply(_ snapshot: SettingsSnapshot, logger: Logger) -> Outcome {
+        switch snapshot.result {
+        case let .success(new):
+            error = nil
+            reportedErrorSHA = nil
+            unknownKeys = snapshot.unknownKeys
+            // inotify and a notification may both report one save.
+            guard snapshot.sha256 != sha256 else { return .unchanged }
+            let previous = settings
+            settings = new
+            sha256 = snapshot.sha256
+            LogControl.level = new.logLevel
+            if !snapshot.unknownKeys.isEmpty {
+                logger.notice("settings.json has keys this version does not know; kept as they are",
+                              metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])
+            }
+            logger.info("settings applied", metadata: ["SHA256": "\(sha256)"])
+            return .applied(previous: previous)
+        case let .failure(failure):
+            error = failure
+            if reportedErrorSHA != snapshot.sha256 {
+                reportedErrorSHA = snapshot.sha256
+                logger.error("settings.json is invalid; keeping the last good settings", metadata: ["ERROR": "\(failure)"])
+            }
+            return .rejected
+        }
+    }
+}
