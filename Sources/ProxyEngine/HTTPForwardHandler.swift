@@ -96,9 +96,13 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        if case let .connected(_, channel, _) = upstream, !channel.isWritable {
+        switch upstream {
+        case .connecting:
+            // Nothing can be sent yet: hold the client rather than buffer its body.
             pendingRead = true
-        } else {
+        case let .connected(_, channel, _) where !channel.isWritable:
+            pendingRead = true
+        default:
             context.read()
         }
     }
@@ -167,9 +171,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             upstream = .connected(target, channel, upstreamHandler)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
+            resumeClientReads()
         case let .failure(error):
             upstream = .none
             fail(ProxyError.connectFailed(host: target.host, port: target.port, underlying: error), context: context)
+            resumeClientReads()
         }
     }
 
@@ -288,7 +294,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func upstreamBecameWritable() {
+    func resumeClientReads() {
         if pendingRead, let context {
             pendingRead = false
             context.read()
@@ -346,7 +352,7 @@ final class UpstreamHandler: ChannelDuplexHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { forward?.upstreamBecameWritable() }
+        if context.channel.isWritable { forward?.resumeClientReads() }
     }
 
     func read(context: ChannelHandlerContext) {

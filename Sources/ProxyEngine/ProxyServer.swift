@@ -5,25 +5,31 @@ import NIOExtras
 import NIOHTTP1
 import NIOPosix
 
+/// One listening socket being served, with what drains its connections.
+public struct ServingListener: Sendable {
+    public let channel: Channel
+    /// A quiescing helper tracks exactly one server channel.
+    let quiesce: ServerQuiescingHelper
+}
+
 /// The explicit proxy: serves listening sockets the supervisor bound and
 /// handed over, and drains them on request.
 public final class ProxyServer: Sendable {
     public let stats = TrafficStats()
     private let group: MultiThreadedEventLoopGroup
-    private let quiesce: ServerQuiescingHelper
     private let logger = Logger(label: "busymate.proxy")
 
     public init(group: MultiThreadedEventLoopGroup) {
         self.group = group
-        quiesce = ServerQuiescingHelper(group: group)
     }
 
     /// Starts accepting on `descriptor` (already bound and listening); NIO
     /// owns the descriptor from here on.
-    public func serve(descriptor: Int32) async throws -> Channel {
+    public func serve(descriptor: Int32) async throws -> ServingListener {
         let stats = self.stats
         let connectLogger = Logger(label: "busymate.connect")
-        return try await ServerBootstrap(group: group)
+        let quiesce = ServerQuiescingHelper(group: group)
+        let channel = try await ServerBootstrap(group: group)
             .serverChannelInitializer { [quiesce] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
@@ -39,6 +45,7 @@ public final class ProxyServer: Sendable {
             }
             .withBoundSocket(descriptor)
             .get()
+        return ServingListener(channel: channel, quiesce: quiesce)
     }
 
     /// The pipeline of one client connection.
@@ -56,12 +63,15 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats))
     }
 
-    /// Stops accepting everywhere, asks idle keep-alive connections to close
-    /// and waits for the rest, at most `grace`.
-    public func drain(grace: Duration) async {
-        let promise = group.next().makePromise(of: Void.self)
-        quiesce.initiateShutdown(promise: promise)
-        let done = promise.futureResult
+    /// Stops accepting on `listeners`, asks idle keep-alive connections to
+    /// close and waits for the rest, at most `grace`.
+    public func drain(_ listeners: [ServingListener], grace: Duration) async {
+        let loop = group.next()
+        let done = EventLoopFuture.andAllComplete(listeners.map { listener in
+            let promise = loop.makePromise(of: Void.self)
+            listener.quiesce.initiateShutdown(promise: promise)
+            return promise.futureResult
+        }, on: loop)
         await withTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try? await done.get() }
             tasks.addTask { try? await Task.sleep(for: grace) }

@@ -10,7 +10,7 @@ import NIOPosix
 public actor TunnelRuntime {
     private struct Listener {
         var socket: ListenSocket
-        var channel: Channel
+        var serving: ServingListener
         var identity: UInt64?
     }
 
@@ -49,11 +49,11 @@ public actor TunnelRuntime {
                 continue
             }
             if let existing = listeners.removeValue(forKey: socket.name) {
-                try? await existing.channel.close()
+                try? await existing.serving.channel.close()
             }
             do {
-                let channel = try await server.serve(descriptor: socket.descriptor)
-                listeners[socket.name] = Listener(socket: socket, channel: channel, identity: identity)
+                let serving = try await server.serve(descriptor: socket.descriptor)
+                listeners[socket.name] = Listener(socket: socket, serving: serving, identity: identity)
                 listenerErrors[socket.name] = nil
                 logger.info("serving", metadata: ["LISTENER": "\(socket.bound)"])
             } catch {
@@ -69,7 +69,8 @@ public actor TunnelRuntime {
         let wanted = Set(sockets.map(\.name))
         for (name, listener) in listeners where !wanted.contains(name) {
             listeners[name] = nil
-            try? await listener.channel.close()
+            // Connections it accepted carry on; it just accepts no more.
+            try? await listener.serving.channel.close()
             logger.info("stopped serving", metadata: ["LISTENER": "\(listener.socket.bound)"])
         }
         await serve(sockets)
@@ -188,8 +189,9 @@ public actor TunnelRuntime {
         state = .draining
         logger.info("draining", metadata: ["GRACE_SECONDS": "\(applied.settings.drainSeconds)"])
         await publish()
+        let serving = listeners.values.map(\.serving)
         listeners.removeAll()
-        await server.drain(grace: .milliseconds(Int64(applied.settings.drainSeconds * 1000)))
+        await server.drain(serving, grace: .milliseconds(Int64(applied.settings.drainSeconds * 1000)))
     }
 
     func finish() {

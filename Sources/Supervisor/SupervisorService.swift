@@ -315,16 +315,27 @@ public actor SupervisorService {
     var isHealthy: Bool {
         if desired == .stopped || shuttingDown { return true }
         if let tunnel = current {
-            if tunnel.state == .ready { return tunnel.link == nil || Date().timeIntervalSince(tunnel.lastPong) < 10 }
+            if tunnel.state == .ready { return tunnel.link == nil || Date().timeIntervalSince(tunnel.lastPong) < 2 * Self.unresponsiveAfter }
             return Date().timeIntervalSince(tunnel.startedAt) < 10
         }
         // Between a crash and its restart: healthy unless crash-looping.
         return nextRestartAt != nil && !crashLoop
     }
 
+    /// A tunnel that answers no ping for this long is hung: replace it.
+    static let unresponsiveAfter: TimeInterval = 5
+
     func tick() {
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
+        if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,
+           Date().timeIntervalSince(tunnel.lastPong) > Self.unresponsiveAfter {
+            // Its event loops are stuck; connections wait in the shared
+            // accept queue for the replacement.
+            logger.error("the tunnel stopped answering; killing it", metadata: ["TUNNEL_PID": "\(tunnel.pid)"])
+            current?.lastPong = Date()
+            kill(tunnel.pid, SIGKILL)
+        }
         if isHealthy, Systemd.watchdogInterval != nil { Systemd.watchdog() }
         Systemd.status(pill())
     }

@@ -34,7 +34,7 @@ final class Appliance: @unchecked Sendable {
     }
 
     deinit {
-        supervisor.map { kill($0.processIdentifier, SIGKILL) }
+        if let supervisor { kill(supervisor.processIdentifier, SIGKILL) }
         for pid in tunnelPIDs() { kill(pid, SIGKILL) }
         // BUSYMATE_KEEP_TEST_DIRS=1 keeps the group directory and logs for a post-mortem.
         if ProcessInfo.processInfo.environment["BUSYMATE_KEEP_TEST_DIRS"] == nil {
@@ -62,7 +62,7 @@ final class Appliance: @unchecked Sendable {
     }
 
     private func launch() throws {
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
         process.arguments = ["--group", group.path]

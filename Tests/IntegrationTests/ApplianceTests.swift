@@ -96,6 +96,51 @@ import Glibc
         try waitUntil("only one tunnel is left", timeout: 5) { appliance.tunnelPIDs().count == 1 }
     }
 
+    @Test func aRestartLetsRequestsInFlightFinish() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let old = try appliance.status().int("tunnel.pid") ?? 0
+        let out = appliance.base.appendingPathComponent("slow.txt")
+        let slow = Process()
+        slow.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        slow.arguments = ["-sS", "-o", out.path, "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/slow?ms=1200"]
+        let code = Pipe()
+        slow.standardOutput = code
+        try slow.run()
+        usleep(300_000)
+        #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
+        try waitUntil("the old tunnel is draining", timeout: 2) {
+            let current = try appliance.status().int("tunnel.pid") ?? old
+            return ProcessProbe.status(Int32(old))["State"] != nil && current != old
+        }
+        slow.waitUntilExit()
+        #expect(String(decoding: code.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "200")
+        #expect(try String(contentsOf: out, encoding: .utf8) == "origin GET /slow?ms=1200\n")
+        // Drained before its 2 s grace ran out, then gone.
+        try waitUntil("the old tunnel has exited", timeout: 3) { !appliance.tunnelPIDs().contains(Int32(old)) }
+    }
+
+    @Test func aFrozenTunnelIsReplacedAndWaitingClientsAreServed() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let frozen = try appliance.status().int("tunnel.pid") ?? 0
+        kill(Int32(frozen), SIGSTOP)
+        // Sent while nobody accepts: it waits in the listening socket's queue.
+        let waiting = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "15", "-w", "\n%{http_code}", "-x", "http://127.0.0.1:\(port)",
+                                                        "http://127.0.0.1:\(origin.port)/waited"], timeout: 20)
+        #expect(waiting.stdout.hasSuffix("\n200"), "\(waiting.stdout) \(waiting.stderr)")
+        let status = try appliance.status()
+        #expect(status.int("tunnel.pid") != frozen)
+        #expect(status.string("tunnel.last_exit")?.contains("signal 9") == true)
+        #expect(appliance.log.contains("the tunnel stopped answering; killing it"))
+    }
+
     @Test func aKilledTunnelIsBackWithinASecond() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
@@ -260,7 +305,7 @@ import Glibc
         let tail = Process()
         tail.executableURL = URL(fileURLWithPath: Command.binary("busymate"))
         tail.arguments = ["tail", "--events", "--group", appliance.group.path]
-        FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         tail.standardOutput = try FileHandle(forWritingTo: out)
         try tail.run()
         try waitUntil("tail has bound its socket", timeout: 3) {

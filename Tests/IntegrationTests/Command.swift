@@ -38,6 +38,7 @@ enum Command {
         return CommandResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }
 
+    @discardableResult
     static func shell(_ script: String, timeout: Double = 60) throws -> CommandResult {
         try run("/bin/sh", ["-c", script], timeout: timeout)
     }

@@ -76,6 +76,21 @@ private final class OriginHandler: ChannelInboundHandler {
         case .body: break
         case .end:
             guard let head else { return }
+            self.head = nil
+            // `/slow?ms=N` answers after N milliseconds.
+            if head.uri.hasPrefix("/slow?ms="), let ms = Int64(head.uri.dropFirst("/slow?ms=".count)) {
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .milliseconds(ms)) {
+                    let (handler, context) = bound.value
+                    handler.respond(to: head, context: context)
+                }
+                return
+            }
+            respond(to: head, context: context)
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
             let text = "origin \(head.method.rawValue) \(head.uri)\n"
             var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
             if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
@@ -84,7 +99,5 @@ private final class OriginHandler: ChannelInboundHandler {
                 context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
             }
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
-            self.head = nil
-        }
     }
 }

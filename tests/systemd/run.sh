@@ -76,6 +76,9 @@ cgroup_cleanup() {
 nspawn_pid=
 leader() { pgrep -P "$nspawn_pid" -x systemd | head -n1; }
 inbox() { nsenter -t "$(leader)" -a env -i PATH=$box_path HOME=/root LANG=C.UTF-8 "$@"; }
+# This boot's entries of the unit. Captured, not piped into `grep -q`: with
+# pipefail, grep leaving early would fail the pipeline through SIGPIPE.
+journal() { inbox journalctl -b -u busymate --no-pager "$@"; }
 
 boot() {
   cgroup_cleanup
@@ -155,9 +158,11 @@ else
 fi
 
 # 5. journald fields.
-n=$(inbox journalctl -u busymate SUBSYSTEM=supervisor -o cat --no-pager | wc -l)
+supervisor_log=$(journal SUBSYSTEM=supervisor -o cat)
+n=$(printf '%s\n' "$supervisor_log" | grep -c . || true)
 [ "$n" -gt 0 ] && pass "journalctl -u busymate SUBSYSTEM=supervisor: $n entries" || fail "no SUBSYSTEM=supervisor entries"
-if inbox journalctl -u busymate SYSLOG_IDENTIFIER=busymate-tunnel SUBSYSTEM=tunnel -o json --no-pager | grep -q '"PRIORITY"'; then
+tunnel_json=$(journal SYSLOG_IDENTIFIER=busymate-tunnel SUBSYSTEM=tunnel -o json)
+if grep -q '"PRIORITY"' <<<"$tunnel_json" && grep -q '"MESSAGE":"ready"' <<<"$tunnel_json"; then
   pass "the tunnel logs to journald with SUBSYSTEM and PRIORITY"
 else
   fail "no structured tunnel entries in the journal"
@@ -165,7 +170,7 @@ fi
 
 # 6. Reload (SIGHUP): RELOADING=1, then READY=1; still active.
 if inbox systemctl reload busymate && sleep 0.5 && [ "$(inbox systemctl is-active busymate)" = active ] \
-   && inbox journalctl -u busymate SUBSYSTEM=supervisor -o cat --no-pager | grep -q "reloading (SIGHUP)"; then
+   && grep -q "reloading (SIGHUP)" <<<"$(journal SUBSYSTEM=supervisor -o cat)"; then
   pass "systemctl reload"
 else
   fail "systemctl reload"
@@ -192,7 +197,7 @@ for _ in $(seq 1 50); do
 done
 after=$(inbox pgrep -x busymate-tunnel | tr '\n' ' ')
 if [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$after" = "$tunnel_pid " ] \
-   && inbox journalctl -u busymate SUBSYSTEM=supervisor -o cat --no-pager | grep -q "adopted the running tunnel"; then
+   && grep -q "adopted the running tunnel" <<<"$(journal SUBSYSTEM=supervisor -o cat)"; then
   pass "supervisor restarted by systemd and adopted tunnel $tunnel_pid"
 else
   fail "after killing the supervisor: NRestarts=$(inbox systemctl show -p NRestarts --value busymate), tunnels: $after"
@@ -207,7 +212,7 @@ left=$(inbox pgrep -f 'busymate-(app|tunnel)' || true)
 
 if [ "$failures" -gt 0 ]; then
   say "journal of the unit:"
-  inbox journalctl -u busymate -o short-precise --no-pager | tail -n 40 >&2 || true
+  journal -o short-precise | tail -n 40 >&2 || true
 fi
 echo "systemd: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]
