@@ -17,6 +17,20 @@ public enum ProcessProbe {
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The arguments the process was started with.
+    public static func arguments(_ pid: Int32) -> [String] {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return [] }
+        return data.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether `pid` is a live busymate-tunnel serving the group at `groupPath`.
+    public static func isTunnel(_ pid: Int32, servingGroup groupPath: String) -> Bool {
+        guard isAlive(pid), !isZombieOrGone(pid), commandName(pid) == "busymate-tunnel" else { return false }
+        let args = arguments(pid)
+        guard let flag = args.firstIndex(of: "--group"), flag + 1 < args.count else { return false }
+        return URL(fileURLWithPath: args[flag + 1]).standardizedFileURL.path == groupPath
+    }
+
     /// Lines of `/proc/<pid>/status` as a dictionary (`Uid`, `CapEff`, `NoNewPrivs`, …).
     public static func status(_ pid: Int32) -> [String: String] {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return [:] }

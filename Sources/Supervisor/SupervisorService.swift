@@ -55,8 +55,8 @@ public actor SupervisorService {
     /// Waits briefly for a tunnel an earlier supervisor left running to
     /// attach; starts a fresh one otherwise.
     func start() async {
-        if let status = TunnelStatus.read(paths.status), ProcessProbe.isAlive(status.pid),
-           ProcessProbe.commandName(status.pid) == "busymate-tunnel", !ProcessProbe.isZombieOrGone(status.pid) {
+        // Only a tunnel of this group: a pid can be reused by another's.
+        if let status = TunnelStatus.read(paths.status), ProcessProbe.isTunnel(status.pid, servingGroup: paths.root.path) {
             logger.notice("a tunnel is already running; waiting for it to attach", metadata: ["TUNNEL_PID": "\(status.pid)"])
             adoptionDeadline = Date().addingTimeInterval(3)
             for _ in 0..<30 {
@@ -155,7 +155,8 @@ public actor SupervisorService {
         spawnTunnel()
     }
 
-    var crashLoop: Bool { exits.count >= 5 }
+    /// Five exits within a minute.
+    var crashLoop: Bool { exits.filter { Date().timeIntervalSince($0) < 60 }.count >= 5 }
 
     // MARK: links
 
@@ -165,10 +166,11 @@ public actor SupervisorService {
             descriptors.forEach { close($0) }
             current?.link = peer.connection
             current?.state = hello.state ?? .starting
+            current?.lastPong = Date()
         } else if draining[pid] != nil {
             descriptors.forEach { close($0) }
             draining[pid]?.link = peer.connection
-        } else if current == nil, ProcessProbe.commandName(pid) == "busymate-tunnel" {
+        } else if current == nil, ProcessProbe.isTunnel(pid, servingGroup: paths.root.path) {
             // A tunnel that outlived the previous supervisor.
             var tunnel = Tunnel(pid: pid)
             tunnel.adopted = true
@@ -209,7 +211,10 @@ public actor SupervisorService {
             if let state = message.state {
                 if current?.pid == pid {
                     current?.state = state
-                    if state == .ready { tunnelBecameReady() }
+                    if state == .ready {
+                        current?.lastPong = Date()
+                        tunnelBecameReady()
+                    }
                 } else {
                     draining[pid]?.state = state
                 }
@@ -236,10 +241,6 @@ public actor SupervisorService {
             notifiedReady = true
             Systemd.ready(status: pill())
             logger.info("ready", metadata: ["STATUS": "\(pill())"])
-        }
-        if let started = current?.startedAt, Date().timeIntervalSince(started) > 0 {
-            // Healthy again: old crashes stop counting towards the backoff after a while.
-            exits = exits.filter { Date().timeIntervalSince($0) < 60 }
         }
     }
 

@@ -141,6 +141,25 @@ import Glibc
         #expect(appliance.log.contains("the tunnel stopped answering; killing it"))
     }
 
+    @Test func aStaleStatusNamingAnotherGroupsTunnelIsNotAdopted() async throws {
+        let other = try Appliance()
+        try other.start()
+        let othersTunnel = try other.status().int("tunnel.pid") ?? 0
+        // As if this group's last tunnel pid had been reused by the other group's.
+        let appliance = try Appliance()
+        try FileManager.default.copyItem(at: other.group.appendingPathComponent("status.json"),
+                                         to: appliance.group.appendingPathComponent("status.json"))
+        try appliance.start()
+        let mine = try appliance.status()
+        #expect(mine.int("tunnel.pid") != othersTunnel)
+        #expect(mine.bool("tunnel.adopted") == false)
+        #expect(!appliance.log.contains("a tunnel is already running"))
+        // The other group's tunnel is left alone (a wrong adoption kills it after 3 s).
+        usleep(3_500_000)
+        #expect(ProcessProbe.isTunnel(Int32(othersTunnel), servingGroup: other.group.path))
+        #expect(try other.status().int("tunnel.pid") == othersTunnel)
+    }
+
     @Test func aKilledTunnelIsBackWithinASecond() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
