@@ -58,6 +58,9 @@ struct Status: AsyncParsableCommand {
         lines.append("\(mark(r.tunnel.state == .ready)) \(tunnel)")
         if r.tunnel.crashLoop { lines.append("  crash loop: last exit \(r.tunnel.lastExit ?? "?")") }
         if let privileges = r.tunnel.privileges { lines.append("               \(privileges)") }
+        if let interception = r.tunnel.interception {
+            lines.append("\(mark(interception == "on")) HTTPS        interception \(interception)")
+        }
         for l in r.listeners {
             lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")
         }

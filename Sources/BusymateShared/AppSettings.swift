@@ -11,6 +11,10 @@ public struct AppSettings: Sendable, Equatable {
     public var listen: [ListenAddress] = [ListenAddress(host: "127.0.0.1", port: 9090)]
     public var sslInclude: [String] = []
     public var sslExclude: [String] = []
+    /// Hosts whose upstream certificate is not verified.
+    public var insecureUpstream: [String] = []
+    /// A PEM bundle trusted for upstream servers besides the system store.
+    public var upstreamTrust: String?
     public var tunnelUser = "busymate"
     public var tunnelGroup = "busymate"
     /// How long a replaced tunnel may finish requests in flight.
@@ -19,6 +23,7 @@ public struct AppSettings: Sendable, Equatable {
     public init() {}
 
     public var sslProxying: SSLProxyMatcher { SSLProxyMatcher(include: sslInclude, exclude: sslExclude) }
+    public var insecureUpstreamMatcher: SSLProxyMatcher { SSLProxyMatcher(include: insecureUpstream, exclude: []) }
 
     /// The document a new group directory starts with.
     public static let defaultDocument = """
@@ -67,7 +72,7 @@ extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
         "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel"],
         "proxy": ["listen"],
-        "ssl_proxying": ["include", "exclude"],
+        "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
         "tunnel": ["user", "group", "drain_seconds"],
     ]
 
@@ -136,6 +141,14 @@ extension AppSettings {
                 try object(ssl, path: "ssl_proxying")
                 if let node = ssl["include"] { s.sslInclude = try patterns(node, path: "ssl_proxying.include") }
                 if let node = ssl["exclude"] { s.sslExclude = try patterns(node, path: "ssl_proxying.exclude") }
+                if let node = ssl["insecure_upstream"] { s.insecureUpstream = try patterns(node, path: "ssl_proxying.insecure_upstream") }
+                if let node = ssl["upstream_trust"], node.value != .null {
+                    let path = try string(node, path: "ssl_proxying.upstream_trust")
+                    guard path.hasPrefix("/") else {
+                        throw SettingsError(message: "\"\(path)\" must be an absolute path to a PEM file", position: node.position, keyPath: "ssl_proxying.upstream_trust")
+                    }
+                    s.upstreamTrust = path
+                }
             }
             if let tunnel = root["tunnel"] {
                 try object(tunnel, path: "tunnel")

@@ -36,8 +36,10 @@ public struct StatusReport: Codable, Sendable {
         public var lastExit: String?
         public var nextRestartInSeconds: Double?
         public var adopted: Bool
+        public var interception: String?
         public init(pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
-                    startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool) {
+                    startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool,
+                    interception: String? = nil) {
             self.pid = pid
             self.uid = uid
             self.state = state
@@ -50,6 +52,7 @@ public struct StatusReport: Codable, Sendable {
             self.lastExit = lastExit
             self.nextRestartInSeconds = nextRestartInSeconds
             self.adopted = adopted
+            self.interception = interception
         }
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -65,6 +68,7 @@ public struct StatusReport: Codable, Sendable {
             try c.encode(lastExit, forKey: .lastExit)
             try c.encode(nextRestartInSeconds, forKey: .nextRestartInSeconds)
             try c.encode(adopted, forKey: .adopted)
+            try c.encode(interception, forKey: .interception)
         }
     }
 

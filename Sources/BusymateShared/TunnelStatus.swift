@@ -40,10 +40,12 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
     public var counters: TrafficCounters
     public var supervisorAttached: Bool
     public var lastError: String?
+    /// "on", or "off: <why>" when HTTPS cannot be intercepted (no usable CA).
+    public var interception: String?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
                 updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],
-                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?) {
+                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -58,6 +60,7 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
         self.counters = counters
         self.supervisorAttached = supervisorAttached
         self.lastError = lastError
+        self.interception = interception
     }
 
     public static func read(_ url: URL) -> TunnelStatus? {

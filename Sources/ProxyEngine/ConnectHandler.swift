@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// Answers `CONNECT host:port`: dials the host, replies 200, then takes the
 /// HTTP handlers out and glues the two sockets together. Any other request
@@ -19,6 +20,8 @@ final class ConnectHandler {
         case awaitingConnection(pendingBytes: [NIOAny])
         /// The dial finished before the request's end arrived.
         case awaitingEnd(connectResult: Channel)
+        /// Intercepting: nothing to dial yet, waiting for the request's end.
+        case interceptAwaitingEnd(MITMContexts, UpstreamTLS)
         /// Glued; bytes that arrived in between are delivered on removal.
         case upgradeComplete(pendingBytes: [NIOAny])
         case upgradeFailed
@@ -28,10 +31,12 @@ final class ConnectHandler {
     private var target: ProxyTarget?
     private var logger: Logger
     private let stats: TrafficStats
+    private let interception: Interception
 
-    init(logger: Logger, stats: TrafficStats) {
+    init(logger: Logger, stats: TrafficStats, interception: Interception) {
         self.logger = logger
         self.stats = stats
+        self.interception = interception
     }
 }
 
@@ -58,6 +63,12 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
                 state = .upgradeComplete(pendingBytes: [])
                 removeDecoder(context: context)
                 glue(peer, context: context)
+            }
+        case let .interceptAwaitingEnd(contexts, upstream):
+            if case .end = Self.unwrapInboundIn(data) {
+                state = .upgradeComplete(pendingBytes: [])
+                removeDecoder(context: context)
+                intercept(contexts, upstream, context: context)
             }
         case var .awaitingConnection(pending):
             // Raw bytes forwarded by the removed decoder: keep them for later.
@@ -99,8 +110,17 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         logger[metadataKey: "HOST"] = "\(target.host)"
         logger[metadataKey: "REQUEST_ID"] = "\(UUID().uuidString.lowercased())"
         stats.requestStarted()
+        switch interception.decide(host: target.host) {
+        case let .intercept(contexts, upstream):
+            // Upstream is dialled per request, after the client's handshake,
+            // so an upstream failure can reach the client as a 502.
+            logger.debug("CONNECT, intercepting", metadata: ["TARGET": "\(target)"])
+            state = .interceptAwaitingEnd(contexts, upstream)
+            return
+        case let .passthrough(why):
+            logger.debug("CONNECT, passing through", metadata: ["TARGET": "\(target)", "WHY": "\(why)"])
+        }
         state = .beganConnecting
-        logger.debug("CONNECT", metadata: ["TARGET": "\(target)"])
 
         let channel = context.channel
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -142,12 +162,41 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         ProxyReply.write(failure.status, "Busymate: \(failure)", close: true, context: context, wrap: Self.wrapOutboundOut)
     }
 
-    private func glue(_ peer: Channel, context: ChannelHandlerContext) {
+    private func intercept(_ contexts: MITMContexts, _ upstream: UpstreamTLS, context: ChannelHandlerContext) {
+        guard let target else { return }
+        let serverContext: NIOSSLContext
+        do {
+            serverContext = try contexts.serverContext(for: target.host)
+        } catch {
+            let failure = ProxyError.certificate(host: target.host, detail: "\(error)")
+            logger.error("cannot intercept", metadata: ["ERROR": "\(failure)"])
+            state = .upgradeFailed
+            ProxyReply.write(failure.status, "Busymate: \(failure)", close: true, context: context, wrap: Self.wrapOutboundOut)
+            return
+        }
+        writeEstablished(context: context)
+        removeHTTPHandlers(context: context)
+        do {
+            try MITMHandler.install(after: self, in: context.pipeline.syncOperations, target: target, serverContext: serverContext,
+                                    upstream: upstream, interception: interception, logger: logger, stats: stats)
+            // Removal hands the bytes that came early (the ClientHello) to TLS.
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+        } catch {
+            logger.error("cannot set up interception", metadata: ["ERROR": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    private func writeEstablished(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "Via", value: "1.1 busymate")
         let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"), headers: headers)
         context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+    }
+
+    private func glue(_ peer: Channel, context: ChannelHandlerContext) {
+        writeEstablished(context: context)
         removeHTTPHandlers(context: context)
 
         let stats = self.stats

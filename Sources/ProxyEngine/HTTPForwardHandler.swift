@@ -1,8 +1,18 @@
+import BusymateShared
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
+
+/// Where a client connection's requests go.
+enum ForwardRoute {
+    /// The explicit proxy: each request names its host (`GET http://host/`).
+    case absoluteForm
+    /// A decrypted CONNECT tunnel: origin-form requests to one host, over TLS.
+    case intercepted(ProxyTarget, UpstreamTLS)
+}
 
 /// Forwards absolute-form requests (`GET http://host/path`) upstream and
 /// streams the responses back, one upstream connection per client
@@ -37,10 +47,12 @@ final class HTTPForwardHandler {
     private var context: ChannelHandlerContext?
     private var logger: Logger
     private let stats: TrafficStats
+    private let route: ForwardRoute
 
-    init(logger: Logger, stats: TrafficStats) {
+    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm) {
         self.logger = logger
         self.stats = stats
+        self.route = route
     }
 }
 
@@ -109,8 +121,23 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: request side
 
+    /// The request's destination and its origin-form URI, or why it has none.
+    private func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? {
+        switch route {
+        case .absoluteForm:
+            return ProxyTarget.parseAbsoluteForm(head.uri)
+        case let .intercepted(target, _):
+            if head.uri.hasPrefix("/") || head.uri == "*" { return (target, head.uri) }
+            // Absolute-form inside the tunnel: the tunnel's host still decides.
+            guard let schemeEnd = head.uri.range(of: "://") else { return nil }
+            let rest = head.uri[schemeEnd.upperBound...]
+            let path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
+            return (target, path)
+        }
+    }
+
     private func beginRequest(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        guard let (target, originForm) = ProxyTarget.parseAbsoluteForm(head.uri) else {
+        guard let (target, originForm) = destination(of: head) else {
             let why = head.uri.lowercased().hasPrefix("https://")
                 ? "https:// URLs go through CONNECT; this proxy does not fetch them in absolute form"
                 : "this is a proxy: send absolute-form requests (GET http://host/path) or CONNECT host:port"
@@ -146,11 +173,18 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let upstreamHandler = UpstreamHandler(forward: self)
         let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
+        let tls: NIOSSLContext?
+        if case let .intercepted(_, upstreamTLS) = route { tls = upstreamTLS.context(for: target.host).context } else { tls = nil }
+        // SNI carries names only, never IP literals.
+        let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(boundUpstream.value)
                 }
@@ -287,7 +321,9 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard case let .connected(target, _, current) = upstream, current === handler else { return }
         upstream = .none
         guard let context, case .active = exchange else { return }
-        if let error {
+        if let error = error as? NIOSSLError {
+            fail(.upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(error)), context: context)
+        } else if let error {
             fail(.connectFailed(host: target.host, port: target.port, underlying: error), context: context)
         } else {
             fail(.upstreamClosedEarly, context: context)

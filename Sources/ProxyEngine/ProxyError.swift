@@ -8,6 +8,8 @@ enum ProxyError: Error, CustomStringConvertible {
     case badTarget(String)
     case connectFailed(host: String, port: Int, underlying: Error)
     case upstreamClosedEarly
+    case upstreamTLS(host: String, port: Int, detail: String)
+    case certificate(host: String, detail: String)
     case unsupported(String)
 
     var description: String {
@@ -15,6 +17,9 @@ enum ProxyError: Error, CustomStringConvertible {
         case let .badTarget(why): return why
         case let .connectFailed(host, port, underlying): return "cannot connect to \(host):\(port): \(Self.describe(underlying))"
         case .upstreamClosedEarly: return "the server closed the connection before it answered"
+        case let .upstreamTLS(host, port, detail):
+            return "TLS with \(host):\(port) failed: \(detail) (to skip verification for this host, add it to ssl_proxying.insecure_upstream)"
+        case let .certificate(host, detail): return "cannot make a certificate for \(host): \(detail)"
         case let .unsupported(what): return what
         }
     }
@@ -22,8 +27,23 @@ enum ProxyError: Error, CustomStringConvertible {
     var status: HTTPResponseStatus {
         switch self {
         case .badTarget, .unsupported: return .badRequest
-        case .connectFailed, .upstreamClosedEarly: return .badGateway
+        case .connectFailed, .upstreamClosedEarly, .upstreamTLS, .certificate: return .badGateway
         }
+    }
+
+    /// BoringSSL's reason codes, readable: `CERTIFICATE_VERIFY_FAILED` →
+    /// "certificate verify failed".
+    static func describeTLS(_ error: Error) -> String {
+        let text = "\(error)"
+        var reasons: [String] = []
+        var rest = text[...]
+        while let range = rest.range(of: "OPENSSL_internal:") {
+            let tail = rest[range.upperBound...]
+            let code = tail.prefix { $0.isUppercase || $0.isNumber || $0 == "_" }
+            if !code.isEmpty { reasons.append(code.lowercased().replacingOccurrences(of: "_", with: " ")) }
+            rest = tail
+        }
+        return reasons.isEmpty ? text : reasons.joined(separator: ", ")
     }
 
     static func describe(_ error: Error) -> String {

@@ -16,17 +16,20 @@ public struct ServingListener: Sendable {
 /// handed over, and drains them on request.
 public final class ProxyServer: Sendable {
     public let stats = TrafficStats()
+    public let interception: Interception
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
-    public init(group: MultiThreadedEventLoopGroup) {
+    public init(group: MultiThreadedEventLoopGroup, interception: Interception) {
         self.group = group
+        self.interception = interception
     }
 
     /// Starts accepting on `descriptor` (already bound and listening); NIO
     /// owns the descriptor from here on.
     public func serve(descriptor: Int32) async throws -> ServingListener {
         let stats = self.stats
+        let interception = self.interception
         let connectLogger = Logger(label: "busymate.connect")
         let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
@@ -40,7 +43,7 @@ public final class ProxyServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats)
+                    try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception)
                 }
             }
             .withBoundSocket(descriptor)
@@ -49,7 +52,8 @@ public final class ProxyServer: Sendable {
     }
 
     /// The pipeline of one client connection.
-    static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats) throws {
+    static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
+                                        interception: Interception) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // HTTPForwardHandler frames responses itself: only it knows which
         // answer a HEAD.
@@ -59,7 +63,7 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(HTTPServerProtocolErrorHandler())
-        try ops.addHandler(ConnectHandler(logger: logger, stats: stats))
+        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception))
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats))
     }
 

@@ -73,7 +73,10 @@ public enum TunnelMain {
         let paths = prepared.paths
         let logger = Logger(label: "busymate.tunnel")
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
-        let server = ProxyServer(group: group)
+        let interception = Interception()
+        interception.apply(prepared.snapshot.settings ?? AppSettings())
+        interception.reloadCA(paths)
+        let server = ProxyServer(group: group, interception: interception)
         let notifier: Notifier?
         do {
             notifier = try Notifier(paths: paths, role: "tunnel")
@@ -95,6 +98,7 @@ public enum TunnelMain {
                         switch name {
                         case GroupPaths.Watched.settings.rawValue: await runtime.reloadSettings()
                         case GroupPaths.Watched.controlSocket.rawValue: await runtime.attachIfNeeded()
+                        case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await runtime.reloadCA()
                         default: break
                         }
                     }
@@ -102,8 +106,12 @@ public enum TunnelMain {
             }
             if let notifier {
                 tasks.addTask {
-                    for await note in notifier.notifications() where note.name == .settingsDidChange {
-                        await runtime.reloadSettings()
+                    for await note in notifier.notifications() {
+                        switch note.name {
+                        case .settingsDidChange: await runtime.reloadSettings()
+                        case .caDidChange: await runtime.reloadCA()
+                        default: break
+                        }
                     }
                 }
             }

@@ -138,10 +138,18 @@ public actor TunnelRuntime {
 
     func reloadSettings() async {
         let previous = applied.settings
-        if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger),
-           applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
-            settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
+        if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger) {
+            server.interception.apply(applied.settings)
+            if applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
+                settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
+            }
         }
+        await publish()
+    }
+
+    /// The CA changed on disk (or `caDidChange`): reload it; idempotent.
+    func reloadCA() async {
+        server.interception.reloadCA(paths)
         await publish()
     }
 
@@ -153,7 +161,8 @@ public actor TunnelRuntime {
             pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: applied.settings.mode.rawValue,
             startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
-            counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: lastError)
+            counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: lastError,
+            interception: server.interception.caError.map { "off: \($0)" } ?? "on")
     }
 
     /// Writes `status.json` when something a reader cares about changed,

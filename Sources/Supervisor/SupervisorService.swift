@@ -327,6 +327,13 @@ public actor SupervisorService {
     static let unresponsiveAfter: TimeInterval = 5
 
     func tick() {
+        // A port that was busy (say, still held by a tunnel that is letting
+        // it go) is tried again every tick.
+        if desired == .running, !listenerErrors.isEmpty, !shuttingDown {
+            let before = listeners.count
+            bindListeners()
+            if listeners.count != before { reconcileListeners() }
+        }
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
         if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,
@@ -377,7 +384,8 @@ public actor SupervisorService {
             pid: current?.pid, uid: tunnelStatus?.uid, state: state, privileges: tunnelStatus?.privileges,
             settingsSha256: tunnelStatus?.settingsSha256, settingsError: tunnelStatus?.settingsError,
             startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
-            nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false)
+            nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false,
+            interception: tunnelStatus?.interception)
         let listenerStatus = settings.listen.map { address in
             ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
                            error: listenerErrors[address.description])

@@ -8,7 +8,8 @@ import Testing
 @Suite struct ClientPipelineTests {
     private func makeChannel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
-        try ProxyServer.configureClientPipeline(channel.pipeline.syncOperations, logger: Logger(label: "test"), stats: TrafficStats())
+        try ProxyServer.configureClientPipeline(channel.pipeline.syncOperations, logger: Logger(label: "test"), stats: TrafficStats(),
+                                                interception: Interception())
         return channel
     }
 

@@ -1,0 +1,80 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import NIOTLS
+
+/// Sits right behind the TLS server handler of an intercepted tunnel and
+/// watches the handshake. A client that refuses our leaf (an `unknown_ca`,
+/// `bad_certificate` or `certificate_unknown` alert, or a hang-up mid-
+/// handshake) has pinned its server: the host is passed through from then
+/// on, as ProxyApp's auto-pinning does. After the handshake it leaves.
+final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private enum State { case handshaking, done }
+    private var state = State.handshaking
+    private let host: String
+    private let interception: Interception
+    private let logger: Logger
+
+    init(host: String, interception: Interception, logger: Logger) {
+        self.host = host
+        self.interception = interception
+        self.logger = logger
+    }
+
+    /// The intercepted stack: TLS with a leaf for `target`, then HTTP parsed
+    /// and forwarded upstream over TLS.
+    static func install(after handler: ChannelHandler, in pipeline: ChannelPipeline.SynchronousOperations, target: ProxyTarget,
+                        serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception,
+                        logger: Logger, stats: TrafficStats) throws {
+        var encoderConfig = HTTPResponseEncoder.Configuration()
+        encoderConfig.automaticallySetFramingHeaders = false
+        let handlers: [ChannelHandler] = [
+            NIOSSLServerHandler(context: serverContext),
+            MITMHandler(host: target.host, interception: interception, logger: logger),
+            HTTPResponseEncoder(configuration: encoderConfig),
+            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
+            HTTPServerPipelineHandler(),
+            HTTPServerProtocolErrorHandler(),
+            HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream)),
+        ]
+        try pipeline.addHandlers(handlers, position: .after(handler))
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event {
+            state = .done
+            logger.debug("client handshake done", metadata: ["HOST": "\(host)"])
+            context.fireUserInboundEventTriggered(event)
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if state == .handshaking, let reason = Self.rejection(error) {
+            interception.pin(host, reason: reason)
+        }
+        context.fireErrorCaught(error)
+    }
+
+    /// Why `error` means the client refused our certificate, if it does.
+    static func rejection(_ error: Error) -> String? {
+        guard let tls = error as? NIOSSLError else { return nil }
+        let text = "\(tls)".uppercased()
+        for alert in ["ALERT_UNKNOWN_CA", "ALERT_BAD_CERTIFICATE", "ALERT_CERTIFICATE_UNKNOWN"] where text.contains(alert) {
+            return alert.lowercased().replacingOccurrences(of: "alert_", with: "")
+        }
+        // In TLS 1.3 a client that refuses the certificate before switching
+        // its own keys (OpenSSL does) sends the alert in plaintext, which
+        // BoringSSL, already expecting encrypted records, cannot read.
+        if text.contains("DECRYPTION_FAILED_OR_BAD_RECORD_MAC") || text.contains("BAD_PACKET_LENGTH") {
+            return "aborted the handshake (an alert sent before its key change)"
+        }
+        if case .uncleanShutdown = tls { return "closed during the handshake" }
+        return nil
+    }
+}
