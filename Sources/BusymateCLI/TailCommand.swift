@@ -12,13 +12,14 @@ struct Tail: AsyncParsableCommand {
         guard events else {
             throw CLIError(description: "capture tailing comes with the capture store; use `busymate tail --events` for notifications")
         }
+        // Signals first: once the socket exists, a stop must remove it.
+        let interrupts = SignalStream.make([SIGINT, SIGTERM])
         let notifier: Notifier
         do {
             notifier = try Notifier(paths: options.paths, role: "cli")
         } catch {
             throw CLIError(description: "cannot listen in \(options.paths.notifyDirectory.path): \(error)")
         }
-        let interrupts = SignalStream.make([SIGINT, SIGTERM])
         Task {
             for await _ in interrupts {
                 notifier.close()

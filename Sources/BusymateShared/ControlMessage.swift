@@ -8,8 +8,9 @@ public struct ControlMessage: Codable, Sendable {
         case status, tunnelStart, tunnelStop, tunnelRestart
         // tunnel → supervisor; `hello` carries the listeners the tunnel holds
         case hello, state, pong
-        // supervisor → tunnel; `listeners` carries the full set to serve
-        case listeners, ping
+        // supervisor → tunnel; `listeners` carries the full set to serve;
+        // `serve` starts accepting (only one tunnel accepts at a time)
+        case listeners, ping, serve
         // any answer
         case reply
     }

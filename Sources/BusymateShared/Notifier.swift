@@ -43,9 +43,10 @@ public final class Notifier: Sendable {
 
     /// Stops `notifications()` and removes this process's socket file.
     public func close() {
+        // Unlink before waking the reader: its consumer may exit at once.
+        unlink(socketPath)
         var byte: UInt8 = 1
         _ = Glibc.write(stopPipe.write, &byte, 1)
-        unlink(socketPath)
     }
 
     /// Posts `name` to every other process now, or, for throttled names,

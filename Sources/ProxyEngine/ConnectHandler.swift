@@ -224,6 +224,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let h = try? ops.handler(type: HTTPForwardHandler.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: HTTPServerProtocolErrorHandler.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: HTTPServerPipelineHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let h = try? ops.handler(type: DrainHandler.self) { ops.removeHandler(h, promise: nil) }
         if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
             ops.removeHandler(context: decoder, promise: nil)
         }

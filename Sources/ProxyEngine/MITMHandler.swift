@@ -36,6 +36,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             MITMHandler(host: target.host, interception: interception, logger: logger),
             HTTPResponseEncoder(configuration: encoderConfig),
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
+            DrainHandler(),
             HTTPServerPipelineHandler(),
             HTTPServerProtocolErrorHandler(),
             HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream)),

@@ -61,23 +61,32 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(ConnectionCounter(stats: stats))
         try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
         try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+        try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(HTTPServerProtocolErrorHandler())
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception))
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats))
     }
 
-    /// Stops accepting on `listeners`, asks idle keep-alive connections to
-    /// close and waits for the rest, at most `grace`.
-    public func drain(_ listeners: [ServingListener], grace: Duration) async {
+    /// Stops accepting on `listeners` and returns once they are closed
+    /// (so another tunnel may take over the sockets), with a future for the
+    /// moment the last of their connections has closed. Idle keep-alive
+    /// connections are asked to close at once.
+    public func stopAccepting(_ listeners: [ServingListener]) async -> EventLoopFuture<Void> {
         let loop = group.next()
-        let done = EventLoopFuture.andAllComplete(listeners.map { listener in
+        let connectionsDone = EventLoopFuture.andAllComplete(listeners.map { listener in
             let promise = loop.makePromise(of: Void.self)
             listener.quiesce.initiateShutdown(promise: promise)
             return promise.futureResult
         }, on: loop)
+        for listener in listeners { try? await listener.channel.closeFuture.get() }
+        return connectionsDone
+    }
+
+    /// Waits for `connectionsDone`, at most `grace`.
+    public func finishDrain(_ connectionsDone: EventLoopFuture<Void>, grace: Duration) async {
         await withTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try? await done.get() }
+            tasks.addTask { try? await connectionsDone.get() }
             tasks.addTask { try? await Task.sleep(for: grace) }
             await tasks.next()
             tasks.cancelAll()

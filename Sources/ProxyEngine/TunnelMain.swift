@@ -15,6 +15,7 @@ public enum TunnelMain {
         let snapshot: SettingsSnapshot
         let sockets: [ListenSocket]
         let privileges: String
+        let supervised: Bool
     }
 
     /// The synchronous start: must run on the main thread before anything
@@ -61,7 +62,7 @@ public enum TunnelMain {
         if let error = snapshot.error {
             Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
         }
-        return .success(Prepared(paths: paths, snapshot: snapshot, sockets: sockets, privileges: privileges))
+        return .success(Prepared(paths: paths, snapshot: snapshot, sockets: sockets, privileges: privileges, supervised: supervised))
     }
 
     public struct ExitCode: Error, Sendable {
@@ -85,9 +86,13 @@ public enum TunnelMain {
             notifier = nil
         }
         let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
-        await runtime.serve(prepared.sockets)
-        await runtime.attachIfNeeded()
-        await runtime.becomeReady()
+        await runtime.hold(prepared.sockets)
+        if prepared.supervised {
+            // Accepting waits for the supervisor's `serve`.
+            await runtime.attachIfNeeded()
+        } else {
+            await runtime.startServing()
+        }
 
         let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
         let watcher = try? FileWatcher(directory: paths.root)

@@ -25,6 +25,11 @@ public actor TunnelRuntime {
 
     private var applied: AppliedSettings
     private var listeners: [String: Listener] = [:]
+    /// Sockets handed over but not served yet: a supervised tunnel accepts
+    /// only once the supervisor says `serve`, so that two tunnels never
+    /// accept on one socket at the same time.
+    private var held: [ListenSocket] = []
+    private var serving = false
     private var listenerErrors: [String: String] = [:]
     private var state = TunnelState.starting
     private var link: LinkConnection?
@@ -64,8 +69,27 @@ public actor TunnelRuntime {
         }
     }
 
+    /// Keeps `sockets` until `startServing`.
+    func hold(_ sockets: [ListenSocket]) {
+        held.forEach { close($0.descriptor) }
+        held = sockets
+    }
+
+    func startServing() async {
+        guard !serving, state != .draining else { return }
+        serving = true
+        let sockets = held
+        held = []
+        await serve(sockets)
+        await becomeReady()
+    }
+
     /// The supervisor's full set: serve new ones, stop the ones not listed.
     func replaceListeners(with sockets: [ListenSocket]) async {
+        guard serving else {
+            hold(sockets)
+            return
+        }
         let wanted = Set(sockets.map(\.name))
         for (name, listener) in listeners where !wanted.contains(name) {
             listeners[name] = nil
@@ -90,10 +114,10 @@ public actor TunnelRuntime {
         let connection: LinkConnection
         do {
             connection = LinkConnection(socket: try UnixSocket.connect(path: paths.controlSocket.path))
-            let held = listeners.values.sorted { $0.socket.name < $1.socket.name }
+            let sockets = serving ? listeners.values.map(\.socket).sorted { $0.name < $1.name } : held
             // The supervisor keeps copies, so the listeners outlive this tunnel.
-            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: held.map(\.socket.name), state: state),
-                                descriptors: held.map(\.socket.descriptor))
+            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: sockets.map(\.name), state: state),
+                                descriptors: sockets.map(\.descriptor))
         } catch {
             ipcLogger.debug("supervisor not reachable yet", metadata: ["ERROR": "\(error)"])
             return
@@ -112,6 +136,7 @@ public actor TunnelRuntime {
     private func linkEnded(_ connection: LinkConnection) {
         guard link === connection else { return }
         link = nil
+        guard state != .draining else { return }
         ipcLogger.notice("the supervisor went away; serving on and waiting for the next one")
     }
 
@@ -129,6 +154,8 @@ public actor TunnelRuntime {
             await replaceListeners(with: sockets)
         case .ping:
             try? link?.send(ControlMessage(.pong, pid: getpid(), state: state, seq: message.seq))
+        case .serve:
+            await startServing()
         default:
             incoming.descriptors.forEach { close($0) }
         }
@@ -193,14 +220,18 @@ public actor TunnelRuntime {
 
     // MARK: shutdown
 
+    /// Stops accepting, tells the supervisor (which then lets the next
+    /// tunnel accept), and lets requests in flight finish.
     func drain() async {
         guard state != .draining else { return }
-        state = .draining
         logger.info("draining", metadata: ["GRACE_SECONDS": "\(applied.settings.drainSeconds)"])
-        await publish()
-        let serving = listeners.values.map(\.serving)
+        let open = listeners.values.map(\.serving)
         listeners.removeAll()
-        await server.drain(serving, grace: .milliseconds(Int64(applied.settings.drainSeconds * 1000)))
+        hold([])
+        let connectionsDone = await server.stopAccepting(open)
+        state = .draining
+        await publish()
+        await server.finishDrain(connectionsDone, grace: .milliseconds(Int64(applied.settings.drainSeconds * 1000)))
     }
 
     func finish() {

@@ -13,6 +13,10 @@ public actor SupervisorService {
         var state = TunnelState.starting
         var link: LinkConnection?
         var lastPong = Date()
+        /// `serve` was sent (a tunnel in standby holds its sockets unused).
+        var serveSent = false
+        /// When it was asked to drain.
+        var drainRequestedAt: Date?
     }
 
     enum Desired { case running, stopped }
@@ -114,6 +118,7 @@ public actor SupervisorService {
     func tunnelExited(_ exit: TunnelLauncher.Exit) {
         if let old = draining.removeValue(forKey: exit.pid) {
             logger.info("a replaced tunnel finished", metadata: ["TUNNEL_PID": "\(old.pid)", "EXIT": "\(exit.description)"])
+            handOver()
             return
         }
         guard current?.pid == exit.pid else { return }
@@ -193,6 +198,34 @@ public actor SupervisorService {
             return
         }
         if current?.pid == pid, current?.state == .ready { tunnelBecameReady() }
+        handOver()
+    }
+
+    /// Only one tunnel accepts at a time: a new one waits in standby until
+    /// every tunnel it replaces has closed its listeners (the kernel keeps
+    /// the connections that arrive meanwhile in the backlog).
+    func handOver() {
+        guard let tunnel = current, tunnel.link != nil, !tunnel.serveSent, tunnel.state == .starting else { return }
+        for (pid, old) in draining where old.drainRequestedAt == nil {
+            kill(pid, SIGTERM)
+            draining[pid]?.drainRequestedAt = Date()
+        }
+        for (pid, old) in draining where old.state != .draining {
+            // Still accepting; a silent one is killed after two seconds.
+            if let asked = old.drainRequestedAt, Date().timeIntervalSince(asked) > 2 {
+                logger.warning("a replaced tunnel did not stop accepting; killing it", metadata: ["TUNNEL_PID": "\(pid)"])
+                kill(pid, SIGKILL)
+                draining[pid]?.state = .draining
+                continue
+            }
+            return
+        }
+        do {
+            try tunnel.link?.send(ControlMessage(.serve))
+            current?.serveSent = true
+        } catch {
+            logger.error("cannot tell the tunnel to serve", metadata: ["TUNNEL_PID": "\(tunnel.pid)", "ERROR": "\(error)"])
+        }
     }
 
     /// An adopted tunnel is not our child: no waitpid, so poll for its end.
@@ -217,6 +250,7 @@ public actor SupervisorService {
                     }
                 } else {
                     draining[pid]?.state = state
+                    handOver()
                 }
             }
         case .pong:
@@ -232,11 +266,6 @@ public actor SupervisorService {
     }
 
     func tunnelBecameReady() {
-        // A replacement is serving: the old ones may go.
-        for (pid, old) in draining where old.state != .draining {
-            kill(pid, SIGTERM)
-            draining[pid]?.state = .draining
-        }
         if !notifiedReady {
             notifiedReady = true
             Systemd.ready(status: pill())
@@ -276,7 +305,7 @@ public actor SupervisorService {
         nextRestartAt = nil
         if let tunnel = current {
             draining[tunnel.pid] = tunnel
-            draining[tunnel.pid]?.state = .draining
+            draining[tunnel.pid]?.drainRequestedAt = Date()
             kill(tunnel.pid, SIGTERM)
             current = nil
         }
@@ -334,6 +363,7 @@ public actor SupervisorService {
             bindListeners()
             if listeners.count != before { reconcileListeners() }
         }
+        handOver()
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
         if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,

@@ -71,7 +71,8 @@ import Glibc
         let codes = appliance.base.appendingPathComponent("codes.txt")
         let loop = Process()
         loop.executableURL = URL(fileURLWithPath: "/bin/sh")
-        loop.arguments = ["-c", "for i in $(seq 1 300); do curl -s -o /dev/null --max-time 10 -w '%{http_code}\\n' -x http://127.0.0.1:\(port) http://127.0.0.1:\(origin.port)/$i; done > \(codes.path)"]
+        let errors = appliance.base.appendingPathComponent("curl-errors.txt")
+        loop.arguments = ["-c", "for i in $(seq 1 300); do curl -sS -o /dev/null --max-time 10 -w '%{http_code}\\n' -x http://127.0.0.1:\(port) http://127.0.0.1:\(origin.port)/$i 2>>\(errors.path); done > \(codes.path)"]
         try loop.run()
         var tunnels: Set<Int> = []
         for _ in 0..<3 {
@@ -87,7 +88,10 @@ import Glibc
         loop.waitUntilExit()
         let results = try String(contentsOf: codes, encoding: .utf8).split(separator: "\n")
         #expect(results.count == 300)
-        #expect(results.allSatisfy { $0 == "200" }, "non-200 results: \(results.filter { $0 != "200" })")
+        let curlErrors = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+        let trouble = appliance.log.split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") || $0.contains("notice connect") }
+        #expect(results.allSatisfy { $0 == "200" },
+                "non-200 results: \(results.filter { $0 != "200" }); curl said: \(curlErrors); supervisor log: \(trouble.joined(separator: "\n"))")
         let after = try appliance.status()
         #expect(after.int("supervisor.pid") == supervisorPID)
         #expect(after.int("tunnel.pid") != firstTunnel)

@@ -1,0 +1,150 @@
+import BusymateShared
+import Foundation
+import Testing
+
+/// HTTPS interception end to end: curl trusting only what the test says,
+/// through the real binaries, to a TLS origin on loopback.
+extension ApplianceTests {
+    /// Settings that intercept `include`, optionally trusting the origin upstream.
+    private func settings(include: [String], trust: URL? = nil, insecure: [String] = []) -> String {
+        func list(_ items: [String]) -> String { "[" + items.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+        return """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+             "ssl_proxying": {"include": \(list(include)), "insecure_upstream": \(list(insecure))\(trust.map { ", \"upstream_trust\": \"\($0.path)\"" } ?? "")}}
+
+            """
+    }
+
+    private func writeOriginCertificate(_ origin: Origin, into appliance: Appliance) throws -> URL {
+        let url = appliance.base.appendingPathComponent("origin.pem")
+        try Data((origin.certificatePEM ?? "").utf8).write(to: url)
+        chmod(url.path, 0o644)
+        return url
+    }
+
+    /// curl through the proxy trusting only `ca`; returns the result and the issuer curl saw.
+    private func fetch(_ url: String, port: Int, trusting ca: URL) throws -> (code: Int, body: String, issuer: String?, result: CommandResult) {
+        let r = try Command.run("/usr/bin/curl", ["-sS", "-v", "--max-time", "10", "--cacert", ca.path, "-x", "http://127.0.0.1:\(port)",
+                                                  "-w", "\n%{http_code}", url])
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let issuer = r.stderr.split(separator: "\n").first { $0.contains("issuer:") }.map { String($0) }
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), issuer, r)
+    }
+
+    @Test func interceptsListedHostsAndPassesTheOthersThrough() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = try writeOriginCertificate(origin, into: appliance)
+        try Data(settings(include: ["localhost"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        #expect(try appliance.status().string("tunnel.interception") == "on")
+        let ourCA = appliance.group.appendingPathComponent("ca.pem")
+
+        // Listed: the client trusts only Busymate's CA and sees our leaf.
+        let mitm = try fetch("https://localhost:\(origin.port)/secret?q=1", port: port, trusting: ourCA)
+        #expect(mitm.code == 200, "\(mitm.result.stderr)")
+        #expect(mitm.body == "origin GET /secret?q=1\n")
+        #expect(mitm.issuer?.contains("Busymate CA") == true, "\(mitm.issuer ?? "no issuer")")
+        // The same connection carries a second request (keep-alive inside TLS).
+        let two = try Command.run("/usr/bin/curl", ["-sS", "--cacert", ourCA.path, "-x", "http://127.0.0.1:\(port)", "-w", "[%{num_connects}]",
+                                                    "https://localhost:\(origin.port)/a", "https://localhost:\(origin.port)/b"])
+        #expect(two.stdout == "origin GET /a\n[1]origin GET /b\n[0]", "\(two.stderr)")
+
+        // Not listed (127.0.0.1): passed through, the origin's own certificate.
+        let through = try fetch("https://127.0.0.1:\(origin.port)/open", port: port, trusting: originCA)
+        #expect(through.code == 200, "\(through.result.stderr)")
+        #expect(through.issuer?.contains("CN=localhost") == true, "\(through.issuer ?? "no issuer")")
+        let refused = try fetch("https://127.0.0.1:\(origin.port)/open", port: port, trusting: ourCA)
+        #expect(refused.result.status != 0)
+    }
+
+    @Test func anUntrustedUpstreamGetsA502UntilItIsMarkedInsecure() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        try Data(settings(include: ["localhost"]).utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let ourCA = appliance.group.appendingPathComponent("ca.pem")
+        let tunnel = try appliance.status().int("tunnel.pid")
+
+        let rejected = try fetch("https://localhost:\(origin.port)/x", port: port, trusting: ourCA)
+        #expect(rejected.code == 502)
+        #expect(rejected.body.contains("certificate verify failed"), "\(rejected.body)")
+        #expect(rejected.body.contains("insecure_upstream"))
+
+        // Hot reload, no restart.
+        try Data(settings(include: ["localhost"], insecure: ["localhost"]).utf8).write(to: appliance.settingsURL)
+        try waitUntil("the insecure host is served", timeout: 2) {
+            try fetch("https://localhost:\(origin.port)/y", port: port, trusting: ourCA).code == 200
+        }
+        #expect(try appliance.status().int("tunnel.pid") == tunnel)
+    }
+
+    @Test func addingAHostToTheListInterceptsItWithoutARestart() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = try writeOriginCertificate(origin, into: appliance)
+        try Data(settings(include: [], trust: originCA).utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let ourCA = appliance.group.appendingPathComponent("ca.pem")
+        let tunnel = try appliance.status().int("tunnel.pid")
+        #expect(try fetch("https://localhost:\(origin.port)/", port: port, trusting: originCA).code == 200)
+
+        try Data(settings(include: ["*"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        try waitUntil("the host is intercepted", timeout: 2) {
+            try fetch("https://localhost:\(origin.port)/", port: port, trusting: ourCA).code == 200
+        }
+        #expect(try appliance.status().int("tunnel.pid") == tunnel)
+    }
+
+    @Test func aClientThatRejectsTheCAPinsItsHost() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = try writeOriginCertificate(origin, into: appliance)
+        try Data(settings(include: ["localhost"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+
+        // A pinning client: it trusts only the origin's certificate.
+        let first = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
+        #expect(first.result.status != 0, "the first attempt should see our leaf and refuse it")
+        try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("passing this host through from now on") }
+        let second = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
+        #expect(second.code == 200, "\(second.result.stderr)")
+        #expect(second.issuer?.contains("CN=localhost") == true)
+    }
+
+    @Test func withoutAUsableCAHTTPSIsPassedThroughAndTheTunnelKeepsServing() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = try writeOriginCertificate(origin, into: appliance)
+        try Data(settings(include: ["localhost"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let tunnel = try appliance.status().int("tunnel.pid")
+
+        // Break the key in place (an in-place save is seen by inotify).
+        try Command.shell("printf 'not a key\\n' > \(appliance.group.path)/ca.key")
+        try waitUntil("status says interception is off", timeout: 2) {
+            try appliance.status().string("tunnel.interception")?.hasPrefix("off: ") == true
+        }
+        let through = try fetch("https://localhost:\(origin.port)/", port: port, trusting: originCA)
+        #expect(through.code == 200, "\(through.result.stderr)")
+        #expect(through.issuer?.contains("CN=localhost") == true)
+        #expect(try appliance.status().int("tunnel.pid") == tunnel)
+        #expect(appliance.log.contains("the CA cannot be used; HTTPS is passed through"))
+        #expect(try appliance.cli(["status"]).stdout.contains("interception off"))
+    }
+}
