@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -36,9 +37,17 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(
+            name: "CaptureStore",
+            dependencies: [
+                "BusymateShared",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict),
+        .target(
             name: "ProxyEngine",
             dependencies: [
                 "BusymateShared",
+                "CaptureStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -66,6 +75,7 @@ let package = Package(
             name: "BusymateCLI",
             dependencies: [
                 "BusymateShared",
+                "CaptureStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
@@ -82,6 +92,10 @@ let package = Package(
                 "ProxyEngine",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "CaptureStoreTests",
+            dependencies: ["CaptureStore"],
             swiftSettings: strict),
         .testTarget(
             name: "SupervisorTests",

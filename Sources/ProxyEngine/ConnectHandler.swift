@@ -1,5 +1,7 @@
 import BusymateShared
+import CaptureStore
 import Foundation
+import Synchronization
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -32,11 +34,15 @@ final class ConnectHandler {
     private var logger: Logger
     private let stats: TrafficStats
     private let interception: Interception
+    private let capture: CaptureWriter?
+    /// A passed-through tunnel is one row: bytes each way and duration.
+    private var tunnelRecord: ExchangeRecord?
 
-    init(logger: Logger, stats: TrafficStats, interception: Interception) {
+    init(logger: Logger, stats: TrafficStats, interception: Interception, capture: CaptureWriter?) {
         self.logger = logger
         self.stats = stats
         self.interception = interception
+        self.capture = capture
     }
 }
 
@@ -119,6 +125,14 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         case let .passthrough(why):
             logger.debug("CONNECT, passing through", metadata: ["TARGET": "\(target)", "WHY": "\(why)"])
+            if capture != nil {
+                var record = ExchangeRecord(scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,
+                                            path: "", url: target.description, tlsMode: .passthrough)
+                record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
+                record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
+                record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
+                tunnelRecord = record
+            }
         }
         state = .beganConnecting
 
@@ -158,6 +172,12 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func connectFailed(_ error: Error, context: ChannelHandlerContext) {
         let failure = ProxyError.connectFailed(host: target?.host ?? "?", port: target?.port ?? 0, underlying: error)
         logger.notice("CONNECT failed", metadata: ["ERROR": "\(failure)"])
+        if var record = tunnelRecord {
+            record.endedAt = Date()
+            record.error = failure.description
+            capture?.submit(record)
+            tunnelRecord = nil
+        }
         state = .upgradeFailed
         ProxyReply.write(failure.status, "Busymate: \(failure)", close: true, context: context, wrap: Self.wrapOutboundOut)
     }
@@ -178,7 +198,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         removeHTTPHandlers(context: context)
         do {
             try MITMHandler.install(after: self, in: context.pipeline.syncOperations, target: target, serverContext: serverContext,
-                                    upstream: upstream, interception: interception, logger: logger, stats: stats)
+                                    upstream: upstream, interception: interception, logger: logger, stats: stats, capture: capture)
             // Removal hands the bytes that came early (the ClientHello) to TLS.
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
         } catch {
@@ -200,9 +220,29 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         removeHTTPHandlers(context: context)
 
         let stats = self.stats
+        let counts = TunnelByteCounts()
         let (localGlue, peerGlue) = GlueHandler.matchedPair(
-            onBytesFromFirst: { stats.received(fromClient: $0) },
-            onBytesFromSecond: { stats.sent(toClient: $0) })
+            onBytesFromFirst: {
+                stats.received(fromClient: $0)
+                counts.up.add($0, ordering: .relaxed)
+            },
+            onBytesFromSecond: {
+                stats.sent(toClient: $0)
+                counts.down.add($0, ordering: .relaxed)
+            })
+        if var opened = tunnelRecord, let capture {
+            opened.connectedAt = Date()
+            opened.serverAddress = peer.remoteAddress.map(ExchangeCapture.describe)
+            tunnelRecord = nil
+            let record = opened
+            context.channel.closeFuture.and(peer.closeFuture).whenComplete { _ in
+                var closed = record
+                closed.endedAt = Date()
+                closed.bytesUp = counts.up.load(ordering: .relaxed)
+                closed.bytesDown = counts.down.load(ordering: .relaxed)
+                capture.submit(closed)
+            }
+        }
         do {
             try context.channel.pipeline.syncOperations.addHandler(localGlue)
             try peer.pipeline.syncOperations.addHandler(peerGlue)
@@ -234,4 +274,10 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         let ops = context.pipeline.syncOperations
         if let h = try? ops.handler(type: HTTPResponseEncoder.self) { ops.removeHandler(h, promise: nil) }
     }
+}
+
+/// Bytes each way through one passed-through tunnel.
+final class TunnelByteCounts: Sendable {
+    let up = Atomic<Int>(0)
+    let down = Atomic<Int>(0)
 }

@@ -1,4 +1,5 @@
 import BusymateShared
+import CaptureStore
 import Foundation
 import Logging
 import NIOCore
@@ -48,11 +49,20 @@ final class HTTPForwardHandler {
     private var logger: Logger
     private let stats: TrafficStats
     private let route: ForwardRoute
+    private let capture: CaptureWriter?
+    private var exchangeCapture: ExchangeCapture?
 
-    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm) {
+    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, capture: CaptureWriter? = nil) {
         self.logger = logger
         self.stats = stats
         self.route = route
+        self.capture = capture
+    }
+
+    private func submitCapture(error: String? = nil) {
+        guard let exchange = exchangeCapture else { return }
+        exchangeCapture = nil
+        capture?.submit(exchange.finished(error: error))
     }
 }
 
@@ -74,7 +84,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             beginRequest(head, context: context)
         case let .body(buffer):
             stats.received(fromClient: buffer.readableBytes)
-            if case .active = exchange { sendUpstream(.body(.byteBuffer(buffer))) }
+            if case .active = exchange {
+                exchangeCapture?.requestBodyPart(buffer)
+                sendUpstream(.body(.byteBuffer(buffer)))
+            }
         case let .end(trailers):
             switch exchange {
             case var .active(active):
@@ -90,6 +103,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        submitCapture(error: "the client closed the connection before the exchange completed")
         closeUpstream()
         context.fireChannelInactive()
     }
@@ -147,7 +161,15 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         stats.requestStarted()
-        logger[metadataKey: "REQUEST_ID"] = "\(UUID().uuidString.lowercased())"
+        if capture != nil {
+            let (scheme, mode): (String, ExchangeRecord.TLSMode) = {
+                if case .intercepted = route { return ("https", .mitm) }
+                return ("http", .none)
+            }()
+            exchangeCapture = ExchangeCapture(head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
+                                              client: context.channel.remoteAddress)
+        }
+        logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? UUID().uuidString.lowercased())"
         logger[metadataKey: "HOST"] = "\(target.host)"
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
 
@@ -202,6 +224,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         switch result {
         case let .success(channel):
+            exchangeCapture?.connected(to: channel.remoteAddress)
             upstream = .connected(target, channel, upstreamHandler)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
@@ -250,6 +273,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func fail(_ error: ProxyError, context: ChannelHandlerContext) {
         guard case let .active(active) = exchange else { return }
         logger.notice("request failed", metadata: ["ERROR": "\(error)"])
+        submitCapture(error: error.description)
         closeUpstream()
         if active.responseStarted {
             // Part of the response is out already: only a close can say so.
@@ -269,6 +293,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch part {
         case let .head(head):
             active.responseStarted = true
+            exchangeCapture?.responseHead(head)
             var headers = head.headers
             HopByHop.strip(&headers)
             let bodyless = isHeadRequest || head.status.code < 200 || head.status == .noContent || head.status == .notModified
@@ -295,9 +320,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
         case let .body(buffer):
             stats.sent(toClient: buffer.readableBytes)
+            exchangeCapture?.responseBodyPart(buffer)
             context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         case let .end(trailers):
             exchange = .idle
+            submitCapture()
             let done = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
             if active.closeAfterResponse {
                 let channel = context.channel

@@ -28,8 +28,12 @@ public final class Interception: Sendable {
     private let state = Mutex(Snapshot())
     private let pinned = Mutex(Set<String>())
     private let logger = Logger(label: "busymate.mitm")
+    /// Persists a new pin (the capture store's pinned_domains).
+    private let onPin: (@Sendable (String, String) -> Void)?
 
-    public init() {}
+    public init(onPin: (@Sendable (_ host: String, _ reason: String) -> Void)? = nil) {
+        self.onPin = onPin
+    }
 
     /// Loads the CA; a missing or broken CA turns interception off, with
     /// one clear error, and never stops the tunnel.
@@ -87,11 +91,12 @@ public final class Interception: Sendable {
     /// A client refused our certificate for `host`: pass it through from now on.
     func pin(_ host: String, reason: String) {
         let inserted = pinned.withLock { $0.insert(host.lowercased()).inserted }
+        onPin?(host.lowercased(), reason)
         if inserted {
             logger.notice("the client rejected the interception certificate; passing this host through from now on", metadata: ["HOST": "\(host)", "REASON": "\(reason)"])
         }
     }
 
     func unpin(_ host: String) { _ = pinned.withLock { $0.remove(host.lowercased()) } }
-    func setPinned(_ hosts: Set<String>) { pinned.withLock { $0 = Set(hosts.map { $0.lowercased() }) } }
+    public func setPinned(_ hosts: Set<String>) { pinned.withLock { $0 = Set(hosts.map { $0.lowercased() }) } }
 }

@@ -1,3 +1,5 @@
+import CaptureStore
+import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -14,32 +16,35 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private enum State { case handshaking, done }
     private var state = State.handshaking
-    private let host: String
+    private let target: ProxyTarget
     private let interception: Interception
     private let logger: Logger
+    private let capture: CaptureWriter?
+    private var host: String { target.host }
 
-    init(host: String, interception: Interception, logger: Logger) {
-        self.host = host
+    init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureWriter?) {
+        self.target = target
         self.interception = interception
         self.logger = logger
+        self.capture = capture
     }
 
     /// The intercepted stack: TLS with a leaf for `target`, then HTTP parsed
     /// and forwarded upstream over TLS.
     static func install(after handler: ChannelHandler, in pipeline: ChannelPipeline.SynchronousOperations, target: ProxyTarget,
                         serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception,
-                        logger: Logger, stats: TrafficStats) throws {
+                        logger: Logger, stats: TrafficStats, capture: CaptureWriter?) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         encoderConfig.automaticallySetFramingHeaders = false
         let handlers: [ChannelHandler] = [
             NIOSSLServerHandler(context: serverContext),
-            MITMHandler(host: target.host, interception: interception, logger: logger),
+            MITMHandler(target: target, interception: interception, logger: logger, capture: capture),
             HTTPResponseEncoder(configuration: encoderConfig),
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
             DrainHandler(),
             HTTPServerPipelineHandler(),
             HTTPServerProtocolErrorHandler(),
-            HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream)),
+            HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), capture: capture),
         ]
         try pipeline.addHandlers(handlers, position: .after(handler))
     }
@@ -56,8 +61,18 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if state == .handshaking, let reason = Self.rejection(error) {
-            interception.pin(host, reason: reason)
+        if state == .handshaking {
+            state = .done
+            let rejection = Self.rejection(error)
+            if let rejection { interception.pin(host, reason: rejection) }
+            // A failed handshake is a failed exchange: one row with the error.
+            var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: host.lowercased(), port: target.port, path: "",
+                                        url: target.description, tlsMode: .mitm)
+            record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
+            record.endedAt = Date()
+            record.error = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
+                ?? "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
+            capture?.submit(record)
         }
         context.fireErrorCaught(error)
     }

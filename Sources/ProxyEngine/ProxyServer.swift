@@ -17,12 +17,15 @@ public struct ServingListener: Sendable {
 public final class ProxyServer: Sendable {
     public let stats = TrafficStats()
     public let interception: Interception
+    /// nil: capture off (a store that cannot be opened).
+    public let capture: CaptureWriter?
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
-    public init(group: MultiThreadedEventLoopGroup, interception: Interception) {
+    public init(group: MultiThreadedEventLoopGroup, interception: Interception, capture: CaptureWriter?) {
         self.group = group
         self.interception = interception
+        self.capture = capture
     }
 
     /// Starts accepting on `descriptor` (already bound and listening); NIO
@@ -30,6 +33,7 @@ public final class ProxyServer: Sendable {
     public func serve(descriptor: Int32) async throws -> ServingListener {
         let stats = self.stats
         let interception = self.interception
+        let capture = self.capture
         let connectLogger = Logger(label: "busymate.connect")
         let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
@@ -43,7 +47,8 @@ public final class ProxyServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception)
+                    try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception,
+                                                     capture: capture)
                 }
             }
             .withBoundSocket(descriptor)
@@ -53,7 +58,7 @@ public final class ProxyServer: Sendable {
 
     /// The pipeline of one client connection.
     static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
-                                        interception: Interception) throws {
+                                        interception: Interception, capture: CaptureWriter? = nil) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // HTTPForwardHandler frames responses itself: only it knows which
         // answer a HEAD.
@@ -64,8 +69,8 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(HTTPServerProtocolErrorHandler())
-        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception))
-        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats))
+        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, capture: capture))
+        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, capture: capture))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed

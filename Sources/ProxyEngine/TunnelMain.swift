@@ -1,4 +1,5 @@
 import BusymateShared
+import CaptureStore
 import Foundation
 import Logging
 import NIOCore
@@ -74,10 +75,6 @@ public enum TunnelMain {
         let paths = prepared.paths
         let logger = Logger(label: "busymate.tunnel")
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
-        let interception = Interception()
-        interception.apply(prepared.snapshot.settings ?? AppSettings())
-        interception.reloadCA(paths)
-        let server = ProxyServer(group: group, interception: interception)
         let notifier: Notifier?
         do {
             notifier = try Notifier(paths: paths, role: "tunnel")
@@ -85,6 +82,18 @@ public enum TunnelMain {
             Logger(label: "busymate.ipc").error("cannot bind the notification socket; notifications are off", metadata: ["ERROR": "\(error)"])
             notifier = nil
         }
+        let capture: CaptureWriter?
+        do {
+            capture = CaptureWriter(database: try CaptureDatabase(paths: paths), notifier: notifier)
+        } catch {
+            Logger(label: "busymate.db").error("cannot open the capture store; proxying without capture", metadata: ["ERROR": "\(error)"])
+            capture = nil
+        }
+        let interception = Interception(onPin: { host, reason in capture?.recordPin(host, reason: reason) })
+        interception.apply(prepared.snapshot.settings ?? AppSettings())
+        interception.reloadCA(paths)
+        if let capture { interception.setPinned(capture.pinnedHosts()) }
+        let server = ProxyServer(group: group, interception: interception, capture: capture)
         let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
@@ -95,6 +104,7 @@ public enum TunnelMain {
         }
 
         let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
+        let writer = Task { await capture?.run() }
         let watcher = try? FileWatcher(directory: paths.root)
         await withTaskGroup(of: Void.self) { tasks in
             if let watcher {
@@ -113,7 +123,9 @@ public enum TunnelMain {
                 tasks.addTask {
                     for await note in notifier.notifications() {
                         switch note.name {
-                        case .settingsDidChange: await runtime.reloadSettings()
+                        case .settingsDidChange:
+                            await runtime.reloadSettings()
+                            if let capture { interception.setPinned(capture.pinnedHosts()) }
                         case .caDidChange: await runtime.reloadCA()
                         default: break
                         }
@@ -139,6 +151,8 @@ public enum TunnelMain {
             tasks.cancelAll()
         }
         await runtime.drain()
+        writer.cancel()
+        await capture?.flush()
         await runtime.finish()
         // The process ends here; the event loops go with it.
         logger.info("stopped")

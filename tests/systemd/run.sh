@@ -44,20 +44,24 @@ mirror() {
   echo "${u:-http://deb.debian.org/debian}"
 }
 
+# What the installed binaries need at run time, besides systemd and glibc.
+box_packages=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0,libsqlite3-0
+marker=$root/.busymate-box-$(printf %s "$box_packages" | md5sum | cut -c1-8)
+
 ensure_rootfs() {
-  [ -f "$root/.busymate-box" ] && return 0
+  [ -f "$marker" ] && return 0
   rm -rf "$root"
   mkdir -p "$box_dir"
   . /etc/os-release
   say "debootstrap ${VERSION_CODENAME:-bookworm} into $root (once per machine)"
-  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0 \
+  debootstrap --variant=minbase --include="$box_packages" \
     "${VERSION_CODENAME:-bookworm}" "$root" "$(mirror)" >"$box_dir/debootstrap.log" 2>&1 \
     || { tail -n 20 "$box_dir/debootstrap.log" >&2; exit 1; }
   rm -f "$root"/var/cache/apt/archives/*.deb
   echo "$name" >"$root/etc/hostname"
   ln -sf /dev/null "$root/etc/systemd/system/console-getty.service"
   mkdir -p "$root/var/log/journal"
-  touch "$root/.busymate-box"
+  touch "$marker"
 }
 
 # nspawn with --keep-unit on a host whose PID 1 is not systemd makes its
@@ -144,6 +148,11 @@ esac
 # 3. Traffic through the proxy inside the box.
 body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:8080/index.html || true)
 [ "$body" = "hello from the box" ] && pass "proxied a request" || fail "proxy answered \"$body\""
+
+# 3b. It was captured: the CLI reads it back from the store.
+sleep 0.3
+captured=$(inbox /usr/local/bin/busymate list --json --group /var/lib/busymate/group || true)
+case "$captured" in *'"url" : "http://127.0.0.1:8080/index.html"'*|*'"url":"http://127.0.0.1:8080/index.html"'*) pass "the request is in the capture store" ;; *) fail "busymate list --json: $captured" ;; esac
 
 # 4. The tunnel runs as busymate, with no capabilities.
 tunnel_pid=$(inbox pgrep -x busymate-tunnel | head -n1 || true)

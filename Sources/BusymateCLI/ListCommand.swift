@@ -1,0 +1,79 @@
+import ArgumentParser
+import BusymateShared
+import CaptureStore
+import Foundation
+
+struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List captured exchanges, newest first.")
+
+    @OptionGroup var options: GroupOption
+    @Option(help: "Host glob, e.g. '*.example.com'.") var host: String?
+    @Option(help: "HTTP method.") var method: String?
+    @Option(help: "Status: 404, 4xx or 500-599.") var status: String?
+    @Option(help: "Only the last span: 30s, 10m, 2h, 1d.") var since: String?
+    @Option(help: "Text in the URL or headers.") var search: String?
+    @Option(help: "How many.") var limit = 50
+    @Flag(help: "Print a JSON array.") var json = false
+
+    func run() async throws {
+        var filter = TrafficRepository.Filter()
+        filter.hostGlob = host
+        filter.method = method
+        filter.search = search
+        filter.limit = max(1, limit)
+        if let status {
+            guard let range = Self.statusRange(status) else { throw CLIError(description: "--status takes 404, 4xx or 500-599, not \"\(status)\"") }
+            filter.status = range
+        }
+        if let since {
+            guard let seconds = Self.seconds(since) else { throw CLIError(description: "--since takes 30s, 10m, 2h or 1d, not \"\(since)\"") }
+            filter.since = Date().addingTimeInterval(-seconds)
+        }
+        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filter)
+        if json {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            let array: [[String: Any]] = records.map { r in
+                [
+                    "id": r.id ?? 0, "request_id": r.requestID, "started_at": formatter.string(from: r.startedAt), "method": r.method,
+                    "url": r.url, "host": r.host, "status": r.status as Any? ?? NSNull(), "tls": r.tlsMode.rawValue,
+                    "duration_ms": r.durationMilliseconds as Any? ?? NSNull(), "error": r.error as Any? ?? NSNull(),
+                ]
+            }
+            let data = try JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        let formatter = DateFormatter()
+        formatter.dateFormat = "HH:mm:ss.SSS"
+        for r in records {
+            let status = r.status.map(String.init) ?? (r.error == nil ? "…" : "ERR")
+            let duration = r.durationMilliseconds.map { "\($0)ms" } ?? "-"
+            var line = "\(String(r.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(formatter.string(from: r.startedAt)) "
+            line += "\(r.method.padding(toLength: 7, withPad: " ", startingAt: 0)) \(status.padding(toLength: 4, withPad: " ", startingAt: 0)) "
+            line += "\(duration.padding(toLength: 7, withPad: " ", startingAt: 0)) \(r.tlsMode.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(r.url)"
+            if let error = r.error { line += "  ! \(error)" }
+            print(line)
+        }
+    }
+
+    static func statusRange(_ text: String) -> ClosedRange<Int>? {
+        let t = text.lowercased()
+        if t.count == 3, t.hasSuffix("xx"), let d = Int(t.prefix(1)), (1...5).contains(d) { return d * 100...d * 100 + 99 }
+        if let code = Int(t), (100...599).contains(code) { return code...code }
+        let parts = t.split(separator: "-")
+        if parts.count == 2, let a = Int(parts[0]), let b = Int(parts[1]), a <= b { return a...b }
+        return nil
+    }
+
+    static func seconds(_ text: String) -> Double? {
+        guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return nil }
+        switch unit {
+        case "s": return value
+        case "m": return value * 60
+        case "h": return value * 3600
+        case "d": return value * 86_400
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import ArgumentParser
+import BusymateShared
+import CaptureStore
+import Foundation
+
+struct Pinned: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Hosts passed through because their clients refused the interception certificate.",
+        subcommands: [ListPins.self, Remove.self])
+
+    struct ListPins: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List pinned hosts.")
+        @OptionGroup var options: GroupOption
+        func run() async throws {
+            let formatter = ISO8601DateFormatter()
+            for pin in try PinnedDomainRepository(database: StoreAccess.open(options.paths)).all() {
+                print("\(pin.host)  \(pin.count)×  first \(formatter.string(from: pin.firstSeen))  last \(formatter.string(from: pin.lastSeen))\(pin.reason.map { "  (\($0))" } ?? "")")
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Intercept HOST again.")
+        @OptionGroup var options: GroupOption
+        @Argument var host: String
+        func run() async throws {
+            guard try PinnedDomainRepository(database: StoreAccess.open(options.paths, readOnly: false)).remove(host) else {
+                throw CLIError(description: "\(host) is not pinned")
+            }
+            // The tunnel reloads its pins when settings are said to change.
+            if let notifier = try? Notifier(paths: options.paths, role: "cli") {
+                notifier.post(.settingsDidChange)
+                notifier.close()
+            }
+            print("\(host) is no longer pinned")
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import BusymateShared
+import CaptureStore
+import Foundation
+
+struct Show: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show one exchange: headers, timing, TLS and bodies.")
+
+    @OptionGroup var options: GroupOption
+    @Argument(help: "The exchange's id (from `busymate list`) or request id.") var id: String
+    @Flag(help: "Print bodies exactly as stored.") var raw = false
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() async throws {
+        let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
+        guard let record = try Int64(id).flatMap({ try traffic.find(id: $0) }) ?? traffic.find(requestID: id) else {
+            throw CLIError(description: "no exchange \(id)")
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            encoder.dateEncodingStrategy = .iso8601
+            encoder.dataEncodingStrategy = .base64
+            FileHandle.standardOutput.write(try encoder.encode(record) + Data("\n".utf8))
+            return
+        }
+        var out: [String] = []
+        out.append("\(record.method) \(record.url)")
+        out.append("id \(record.id ?? 0) · request \(record.requestID) · \(record.tlsMode.rawValue)\(record.error.map { " · error: \($0)" } ?? "")")
+        let t0 = record.startedAt
+        func at(_ d: Date?) -> String { d.map { String(format: "+%.1fms", $0.timeIntervalSince(t0) * 1000) } ?? "-" }
+        out.append("timing: started \(ISO8601DateFormatter().string(from: t0)), connected \(at(record.connectedAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
+        if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
+        if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
+        out.append("")
+        out.append("> \(record.method) \(record.path.isEmpty ? record.url : record.path) \(record.httpVersion ?? "HTTP/1.1")")
+        for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) { out.append("> \(name): \(value)") }
+        out.append(contentsOf: body(record.requestBody, headers: record.requestHeaders, truncated: record.requestBodyTruncated, size: record.requestBodySize))
+        if let status = record.status {
+            out.append("")
+            out.append("< \(status) \(record.reason ?? "")")
+            for (name, value) in ExchangeRecord.decodeHeaders(record.responseHeaders) { out.append("< \(name): \(value)") }
+            out.append(contentsOf: body(record.responseBody, headers: record.responseHeaders, truncated: record.responseBodyTruncated, size: record.responseBodySize))
+        }
+        print(out.joined(separator: "\n"))
+    }
+
+    private func body(_ data: Data?, headers: String?, truncated: Bool, size: Int) -> [String] {
+        guard let data, !data.isEmpty else { return size > 0 ? ["", "(\(size) bytes, not stored)"] : [] }
+        var lines = [""]
+        let contentType = ExchangeRecord.decodeHeaders(headers).first { $0.0.lowercased() == "content-type" }?.1.lowercased() ?? ""
+        if !raw, contentType.contains("json"), let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
+           let pretty = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]) {
+            lines.append(String(decoding: pretty, as: UTF8.self))
+        } else if let text = String(data: data, encoding: .utf8) {
+            lines.append(text)
+        } else {
+            lines.append("(\(data.count) bytes of binary data)")
+        }
+        if truncated { lines.append("(stored \(data.count) of \(size) bytes)") }
+        return lines
+    }
+}

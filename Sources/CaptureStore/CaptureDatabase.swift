@@ -1,0 +1,83 @@
+import BusymateShared
+import Foundation
+import GRDB
+
+/// The capture store: `capture.sqlite` in the group directory, WAL mode,
+/// shared by the tunnel (writer) and the CLI, supervisor and web (readers).
+public final class CaptureDatabase: Sendable {
+    public let pool: DatabasePool
+    public let paths: GroupPaths
+
+    public init(paths: GroupPaths, readOnly: Bool = false) throws {
+        self.paths = paths
+        var config = Configuration()
+        // Several processes share the file: wait for a lock rather than fail.
+        config.busyMode = .timeout(5)
+        config.readonly = readOnly
+        config.prepareDatabase { db in
+            if !db.configuration.readonly {
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+        }
+        pool = try DatabasePool(path: paths.captureDatabase.path, configuration: config)
+        if !readOnly {
+            try Self.migrator.migrate(pool)
+            // Readers need write access to -shm too: group-writable files.
+            for suffix in ["", "-wal", "-shm"] { chmod(paths.captureDatabase.path + suffix, 0o660) }
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "exchanges") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("request_id", .text).notNull().unique()
+                t.column("started_at", .datetime).notNull()
+                t.column("connected_at", .datetime)
+                t.column("tls_done_at", .datetime)
+                t.column("first_byte_at", .datetime)
+                t.column("ended_at", .datetime)
+                t.column("client_address", .text)
+                t.column("server_address", .text)
+                t.column("scheme", .text).notNull()
+                t.column("method", .text).notNull()
+                t.column("host", .text).notNull()
+                t.column("port", .integer).notNull()
+                t.column("path", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("http_version", .text)
+                t.column("status", .integer)
+                t.column("reason", .text)
+                t.column("request_headers", .text).notNull().defaults(to: "[]")
+                t.column("response_headers", .text)
+                t.column("request_body_size", .integer).notNull().defaults(to: 0)
+                t.column("response_body_size", .integer).notNull().defaults(to: 0)
+                t.column("request_body", .blob)
+                t.column("response_body", .blob)
+                t.column("request_body_truncated", .boolean).notNull().defaults(to: false)
+                t.column("response_body_truncated", .boolean).notNull().defaults(to: false)
+                t.column("tls_mode", .text).notNull()
+                t.column("sni", .text)
+                t.column("tls_version", .text)
+                t.column("tls_cipher", .text)
+                t.column("error", .text)
+                t.column("bytes_up", .integer)
+                t.column("bytes_down", .integer)
+                t.column("resent_from", .text)
+            }
+            // The CLI's queries: newest first, by host, by status.
+            try db.create(index: "exchanges_started", on: "exchanges", columns: ["started_at"])
+            try db.create(index: "exchanges_host", on: "exchanges", columns: ["host", "started_at"])
+            try db.create(index: "exchanges_status", on: "exchanges", columns: ["status", "started_at"])
+            try db.create(table: "pinned_domains") { t in
+                t.primaryKey("host", .text)
+                t.column("count", .integer).notNull().defaults(to: 1)
+                t.column("first_seen", .datetime).notNull()
+                t.column("last_seen", .datetime).notNull()
+                t.column("reason", .text)
+            }
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,97 @@
+import BusymateShared
+import Foundation
+import Testing
+@testable import CaptureStore
+
+@Suite struct CaptureStoreTests {
+    final class Store {
+        let dir: URL
+        let database: CaptureDatabase
+        init() throws {
+            dir = URL(fileURLWithPath: "/tmp/bmc-\(UInt32.random(in: 0...UInt32.max))")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            database = try CaptureDatabase(paths: GroupPaths(root: dir))
+        }
+        deinit { try? FileManager.default.removeItem(at: dir) }
+        var traffic: TrafficRepository { TrafficRepository(database: database) }
+    }
+
+    private func exchange(_ host: String, _ method: String = "GET", status: Int? = 200, at offset: TimeInterval, path: String = "/") -> ExchangeRecord {
+        var r = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000 + offset), scheme: "https", method: method,
+                               host: host, port: 443, path: path, url: "https://\(host)\(path)", tlsMode: .mitm)
+        r.status = status
+        r.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("X-Trace", "abc"), ("X-Trace", "def")])
+        return r
+    }
+
+    @Test func insertsAndListsNewestFirstWithHeadersInOrder() throws {
+        let store = try Store()
+        let saved = try store.traffic.insert([exchange("a.example.com", at: 1), exchange("b.example.com", at: 2)])
+        #expect(saved.allSatisfy { $0.id != nil })
+        let listed = try store.traffic.list(.init())
+        #expect(listed.map(\.host) == ["b.example.com", "a.example.com"])
+        let headers = ExchangeRecord.decodeHeaders(listed[0].requestHeaders)
+        #expect(headers.map(\.0) == ["Accept", "X-Trace", "X-Trace"])
+        #expect(headers.map(\.1) == ["*/*", "abc", "def"])
+    }
+
+    @Test func aRetriedInsertOfTheSameRequestIsIgnored() throws {
+        let store = try Store()
+        let record = exchange("a.example.com", at: 1)
+        _ = try store.traffic.insert([record])
+        _ = try store.traffic.insert([record])
+        #expect(try store.traffic.count() == 1)
+    }
+
+    @Test func filtersByHostMethodStatusTimeAndText() throws {
+        let store = try Store()
+        _ = try store.traffic.insert([
+            exchange("api.example.com", "GET", status: 200, at: 1, path: "/users"),
+            exchange("api.example.com", "POST", status: 404, at: 2, path: "/users/9"),
+            exchange("cdn.example.org", "GET", status: 503, at: 3, path: "/img.png"),
+            exchange("api.example.com", "GET", status: nil, at: 4, path: "/timeout"),
+        ])
+        func hosts(_ build: (inout TrafficRepository.Filter) -> Void) throws -> [String] {
+            var f = TrafficRepository.Filter()
+            build(&f)
+            return try store.traffic.list(f).map(\.path)
+        }
+        #expect(try hosts { $0.hostGlob = "*.example.com" } == ["/timeout", "/users/9", "/users"])
+        #expect(try hosts { $0.method = "post" } == ["/users/9"])
+        #expect(try hosts { $0.status = 400...499 } == ["/users/9"])
+        #expect(try hosts { $0.status = 500...599 } == ["/img.png"])
+        #expect(try hosts { $0.since = Date(timeIntervalSince1970: 1_800_000_002.5) } == ["/timeout", "/img.png"])
+        #expect(try hosts { $0.search = "users/9" } == ["/users/9"])
+        #expect(try hosts { $0.limit = 1 } == ["/timeout"])
+    }
+
+    @Test func pruningKeepsTheNewest() throws {
+        let store = try Store()
+        _ = try store.traffic.insert((0..<10).map { exchange("h\($0).example.com", at: Double($0)) })
+        #expect(try store.traffic.prune(maxExchanges: 3) == 7)
+        #expect(try store.traffic.list(.init()).map(\.host) == ["h9.example.com", "h8.example.com", "h7.example.com"])
+    }
+
+    @Test func pinnedDomainsCountRefusals() throws {
+        let store = try Store()
+        let pinned = PinnedDomainRepository(database: store.database)
+        try pinned.record("Pinned.Example.com", reason: "unknown ca", at: Date(timeIntervalSince1970: 100))
+        try pinned.record("pinned.example.com", reason: "closed", at: Date(timeIntervalSince1970: 200))
+        let all = try pinned.all()
+        #expect(all.count == 1)
+        #expect(all.first?.count == 2)
+        #expect(all.first?.firstSeen == Date(timeIntervalSince1970: 100))
+        #expect(all.first?.lastSeen == Date(timeIntervalSince1970: 200))
+        #expect(try pinned.remove("pinned.example.com"))
+        #expect(try pinned.all().isEmpty)
+    }
+
+    @Test func aSecondProcessReadsWhatTheWriterCommitted() throws {
+        let store = try Store()
+        _ = try store.traffic.insert([exchange("a.example.com", at: 1)])
+        let reader = try CaptureDatabase(paths: GroupPaths(root: store.dir), readOnly: true)
+        #expect(try TrafficRepository(database: reader).count() == 1)
+        let mode = try FileManager.default.attributesOfItem(atPath: store.dir.appendingPathComponent("capture.sqlite").path)[.posixPermissions] as? Int
+        #expect(mode == 0o660)
+    }
+}

@@ -1,0 +1,107 @@
+import BusymateShared
+import Foundation
+import Testing
+
+/// Capture end to end: traffic through the real binaries, read back with
+/// the real CLI from the real SQLite file.
+extension ApplianceTests {
+    private func listJSON(_ appliance: Appliance, _ args: [String] = []) throws -> [[String: Any]] {
+        let r = try appliance.cli(["list", "--json"] + args)
+        guard r.status == 0, let array = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]] else {
+            throw Failure("busymate list --json failed (\(r.status)): \(r.stderr)")
+        }
+        return array
+    }
+
+    @Test func everyExchangeIsCapturedAndReadableFromTheCLI() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = appliance.base.appendingPathComponent("origin.pem")
+        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
+        chmod(originCA.path, 0o644)
+        try Data("""
+            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
+            """.utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let ourCA = appliance.group.appendingPathComponent("ca.pem").path
+
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/plain?x=1", extra: ["-H", "X-Test: one"]).code == 200)
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-d", "name=busymate"]).code == 200)
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", ourCA, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/secret"]).status == 0)
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/tunnel"]).status == 0)
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:1/refused").code == 502)
+
+        try waitUntil("five exchanges are stored", timeout: 3) { try listJSON(appliance).count == 5 }
+        let rows = try listJSON(appliance)
+        let byURL = Dictionary(rows.map { (($0["url"] as? String) ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        let plain = try #require(byURL["http://127.0.0.1:\(origin.port)/plain?x=1"])
+        #expect(plain["method"] as? String == "GET")
+        #expect(plain["status"] as? Int == 200)
+        #expect(plain["tls"] as? String == "none")
+        #expect(plain["duration_ms"] is Int)
+        #expect((plain["request_id"] as? String)?.count == 36)
+        let secret = try #require(byURL["https://localhost:\(tlsOrigin.port)/secret"])
+        #expect(secret["tls"] as? String == "mitm")
+        #expect(secret["status"] as? Int == 200)
+        let tunnel = try #require(byURL["127.0.0.1:\(tlsOrigin.port)"])
+        #expect(tunnel["tls"] as? String == "passthrough")
+        #expect(tunnel["method"] as? String == "CONNECT")
+        let refused = try #require(byURL["http://127.0.0.1:1/refused"])
+        #expect((refused["error"] as? String)?.contains("cannot connect") == true)
+        #expect(refused["status"] is NSNull)
+
+        // Filters.
+        #expect(try listJSON(appliance, ["--method", "POST"]).map { $0["url"] as? String } == ["http://127.0.0.1:\(origin.port)/form"])
+        #expect(try listJSON(appliance, ["--host", "localhost"]).count == 1)
+        #expect(try listJSON(appliance, ["--status", "2xx"]).count == 3)
+        #expect(try listJSON(appliance, ["--search", "plain?x"]).count == 1)
+
+        // show: headers both ways and the bodies.
+        let formID = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/form") == true }?["id"] as? Int)
+        let shown = try appliance.cli(["show", "\(formID)"])
+        #expect(shown.status == 0)
+        #expect(shown.stdout.contains("> POST /form HTTP/1.1"))
+        #expect(shown.stdout.contains("name=busymate"))
+        #expect(shown.stdout.contains("< 200 OK"))
+        #expect(shown.stdout.contains("origin POST /form"))
+        let plainShown = try appliance.cli(["show", plain["request_id"] as? String ?? ""])
+        #expect(plainShown.stdout.contains("> X-Test: one"))
+        // The tunnel row counts bytes both ways.
+        let tunnelJSON = try appliance.cli(["show", "--json", "\(tunnel["id"] as? Int ?? 0)"])
+        let tunnelObject = try JSONSerialization.jsonObject(with: Data(tunnelJSON.stdout.utf8)) as? [String: Any]
+        #expect((tunnelObject?["bytes_up"] as? Int ?? 0) > 0)
+        #expect((tunnelObject?["bytes_down"] as? Int ?? 0) > 0)
+    }
+
+    @Test func pinsAreStoredListedAndRemovable() async throws {
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = appliance.base.appendingPathComponent("origin.pem")
+        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
+        chmod(originCA.path, 0o644)
+        try Data("""
+            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
+            """.utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let pinningClient = ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
+
+        #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
+        try waitUntil("the pin is stored", timeout: 2) { try appliance.cli(["pinned", "list"]).stdout.contains("localhost") }
+        #expect(try Command.run("/usr/bin/curl", pinningClient).status == 0)
+
+        // Pins survive a tunnel restart: they live in the store.
+        #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
+        try waitUntil("the restarted tunnel serves", timeout: 5) { try Command.run("/usr/bin/curl", pinningClient).status == 0 }
+
+        #expect(try appliance.cli(["pinned", "remove", "localhost"]).status == 0)
+        try waitUntil("the host is intercepted again", timeout: 2) { try Command.run("/usr/bin/curl", pinningClient).status != 0 }
+        #expect(try appliance.cli(["pinned", "remove", "nothing.example"]).status != 0)
+    }
+}
