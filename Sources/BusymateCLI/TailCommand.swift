@@ -1,17 +1,15 @@
 import ArgumentParser
 import BusymateShared
+import CaptureStore
 import Foundation
 
 struct Tail: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Follow live activity.")
+    static let configuration = CommandConfiguration(abstract: "Follow new exchanges as they are captured (or, with --events, the notifications).")
 
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Show notifications between the processes as they arrive.") var events = false
 
     func run() async throws {
-        guard events else {
-            throw CLIError(description: "capture tailing comes with the capture store; use `busymate tail --events` for notifications")
-        }
         // Signals first: once the socket exists, a stop must remove it.
         let interrupts = SignalStream.make([SIGINT, SIGTERM])
         let notifier: Notifier
@@ -26,11 +24,33 @@ struct Tail: AsyncParsableCommand {
                 Foundation.exit(0)
             }
         }
+        guard events else {
+            try await tailExchanges(notifier)
+            return
+        }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         for await note in notifier.notifications() {
             // Unbuffered, so a pipe sees each line as it happens.
             FileHandle.standardOutput.write(Data("\(formatter.string(from: Date())) \(note.name.rawValue) from \(note.sender)\(note.payload.map { " \($0)" } ?? "")\n".utf8))
+        }
+    }
+}
+
+extension Tail {
+    /// New rows, each time the tunnel says it committed some.
+    func tailExchanges(_ notifier: Notifier) async throws {
+        let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
+        var last = try traffic.list(.init()).first?.id ?? 0
+        for await note in notifier.notifications() where note.name == .newTrafficCaptured {
+            var filter = TrafficRepository.Filter()
+            filter.limit = 1000
+            let fresh = try traffic.list(filter).filter { ($0.id ?? 0) > last }.reversed()
+            for record in fresh {
+                last = max(last, record.id ?? 0)
+                let status = record.status.map(String.init) ?? "ERR"
+                FileHandle.standardOutput.write(Data("\(record.id ?? 0) \(record.method) \(status) \(record.url)\(record.error.map { "  ! \($0)" } ?? "")\n".utf8))
+            }
         }
     }
 }

@@ -19,6 +19,8 @@ public struct AppSettings: Sendable, Equatable {
     public var tunnelGroup = "busymate"
     /// How long a replaced tunnel may finish requests in flight.
     public var drainSeconds: Double = 5
+    /// Retention: the oldest exchanges go beyond this many.
+    public var maxExchanges = 100_000
 
     public init() {}
 
@@ -70,7 +72,8 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel"],
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture"],
+        "capture": ["max_exchanges"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
         "tunnel": ["user", "group", "drain_seconds"],
@@ -160,6 +163,16 @@ extension AppSettings {
                         throw SettingsError(message: "must be between 0 and 300", position: node.position, keyPath: "tunnel.drain_seconds")
                     }
                     s.drainSeconds = value
+                }
+            }
+            if let capture = root["capture"] {
+                try object(capture, path: "capture")
+                if let node = capture["max_exchanges"] {
+                    let value = try number(node, path: "capture.max_exchanges")
+                    guard value >= 1, value <= 100_000_000, value == value.rounded() else {
+                        throw SettingsError(message: "must be a whole number from 1 to 100000000", position: node.position, keyPath: "capture.max_exchanges")
+                    }
+                    s.maxExchanges = Int(value)
                 }
             }
             return s

@@ -54,6 +54,36 @@ public enum SettingsFile {
         try edit(&root)
         let text = JSONWriter.write(root)
         _ = try AppSettings.decode(text)
-        try AtomicFile.write(Data(text.utf8), to: url, mode: 0o664)
+        do {
+            try AtomicFile.write(Data(text.utf8), to: url, mode: 0o664)
+        } catch {
+            // A group member may not replace root's file in the sticky group
+            // directory, but may write it: do that instead.
+            let handle = try FileHandle(forWritingTo: url)
+            defer { try? handle.close() }
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: Data(text.utf8))
+        }
+    }
+
+    /// The array of strings at `path` (e.g. ["ssl_proxying", "include"]),
+    /// creating objects on the way; used by the CLI's edits.
+    public static func strings(in root: JSONNode, at path: [String]) -> [String] {
+        var node: JSONNode? = root
+        for key in path { node = node?[key] }
+        guard case let .array(items)? = node?.value else { return [] }
+        return items.compactMap { if case let .string(s) = $0.value { return s } else { return nil } }
+    }
+
+    public static func setStrings(_ values: [String], in root: inout JSONNode, at path: [String]) {
+        guard let key = path.first else { return }
+        if path.count == 1 {
+            root.set(key, JSONNode(.array(values.map { JSONNode(.string($0)) })))
+            return
+        }
+        var child = root[key] ?? JSONNode(.object([]))
+        if case .object = child.value {} else { child = JSONNode(.object([])) }
+        setStrings(values, in: &child, at: Array(path.dropFirst()))
+        root.set(key, child)
     }
 }

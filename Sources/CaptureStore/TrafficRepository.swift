@@ -67,14 +67,24 @@ public struct TrafficRepository: Sendable {
         try database.pool.read { db in try ExchangeRecord.fetchCount(db) }
     }
 
+    /// Everything but the newest N.
+    static let pruneSQL = """
+        DELETE FROM exchanges WHERE id IN (
+          SELECT id FROM exchanges ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)
+        """
+
+    public func prune(maxExchanges: Int) async throws -> Int {
+        try await database.pool.write { db in
+            try db.execute(sql: Self.pruneSQL, arguments: [maxExchanges])
+            return db.changesCount
+        }
+    }
+
     /// Drops the oldest exchanges beyond `maxExchanges`; returns how many went.
     @discardableResult
     public func prune(maxExchanges: Int) throws -> Int {
         try database.pool.write { db in
-            try db.execute(sql: """
-                DELETE FROM exchanges WHERE id IN (
-                  SELECT id FROM exchanges ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)
-                """, arguments: [maxExchanges])
+            try db.execute(sql: Self.pruneSQL, arguments: [maxExchanges])
             return db.changesCount
         }
     }

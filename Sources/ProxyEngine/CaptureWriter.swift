@@ -16,6 +16,9 @@ public final class CaptureWriter: Sendable {
     private let wakeUp: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
     private let logger = Logger(label: "busymate.capture")
+    /// `capture.max_exchanges`, applied after commits.
+    private let maxExchanges = Atomic<Int>(AppSettings().maxExchanges)
+    private let sincePrune = Atomic<Int>(0)
     static let maxPending = 100_000
     /// Bodies up to this size are kept in the row.
     public static let inlineBodyLimit = 16 * 1024
@@ -37,6 +40,26 @@ public final class CaptureWriter: Sendable {
         }
         if dropped > 0 { logger.error("the capture store is falling behind; dropped the oldest exchanges", metadata: ["DROPPED": "\(dropped)"]) }
         wakeUp.yield()
+    }
+
+    public func apply(_ settings: AppSettings) {
+        maxExchanges.store(settings.maxExchanges, ordering: .relaxed)
+        sincePrune.store(Int.max / 2, ordering: .relaxed)
+        wakeUp.yield()
+    }
+
+    /// Retention costs a query: run it once per ~1% of the limit written.
+    private func pruneIfDue(added: Int) async {
+        let limit = maxExchanges.load(ordering: .relaxed)
+        let due = sincePrune.add(added, ordering: .relaxed).newValue >= max(1, limit / 100)
+        guard due else { return }
+        sincePrune.store(0, ordering: .relaxed)
+        do {
+            let removed = try await traffic.prune(maxExchanges: limit)
+            if removed > 0 { logger.debug("retention removed old exchanges", metadata: ["REMOVED": "\(removed)"]) }
+        } catch {
+            logger.error("retention failed", metadata: ["ERROR": "\(error)"])
+        }
     }
 
     func recordPin(_ host: String, reason: String) {
@@ -66,10 +89,14 @@ public final class CaptureWriter: Sendable {
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
-        guard !batch.isEmpty else { return }
+        guard !batch.isEmpty else {
+            await pruneIfDue(added: 0)
+            return
+        }
         do {
             try await traffic.save(batch)
             notifier?.post(.newTrafficCaptured)
+            await pruneIfDue(added: batch.count)
         } catch {
             logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(batch.count)", "ERROR": "\(error)"])
             pending.withLock { $0.insert(contentsOf: batch, at: 0) }

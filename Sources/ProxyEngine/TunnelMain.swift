@@ -92,7 +92,10 @@ public enum TunnelMain {
         let interception = Interception(onPin: { host, reason in capture?.recordPin(host, reason: reason) })
         interception.apply(prepared.snapshot.settings ?? AppSettings())
         interception.reloadCA(paths)
-        if let capture { interception.setPinned(capture.pinnedHosts()) }
+        if let capture {
+            interception.setPinned(capture.pinnedHosts())
+            capture.apply(prepared.snapshot.settings ?? AppSettings())
+        }
         let server = ProxyServer(group: group, interception: interception, capture: capture)
         let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
         await runtime.hold(prepared.sockets)
@@ -125,7 +128,10 @@ public enum TunnelMain {
                         switch note.name {
                         case .settingsDidChange:
                             await runtime.reloadSettings()
-                            if let capture { interception.setPinned(capture.pinnedHosts()) }
+                            if let capture {
+            interception.setPinned(capture.pinnedHosts())
+            capture.apply(prepared.snapshot.settings ?? AppSettings())
+        }
                         case .caDidChange: await runtime.reloadCA()
                         default: break
                         }

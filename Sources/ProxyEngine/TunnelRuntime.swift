@@ -167,6 +167,7 @@ public actor TunnelRuntime {
         let previous = applied.settings
         if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger) {
             server.interception.apply(applied.settings)
+            server.capture?.apply(applied.settings)
             if applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
                 settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
             }

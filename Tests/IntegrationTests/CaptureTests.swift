@@ -105,3 +105,117 @@ extension ApplianceTests {
         #expect(try appliance.cli(["pinned", "remove", "nothing.example"]).status != 0)
     }
 }
+
+extension ApplianceTests {
+    @Test func sslProxyingEditsApplyLiveAndKeepUnknownKeys() async throws {
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = appliance.base.appendingPathComponent("origin.pem")
+        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
+        chmod(originCA.path, 0o644)
+        try Data("""
+            {"future_feature": {"enabled": true}, "proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"upstream_trust": "\(originCA.path)"}}
+            """.utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let tunnel = try appliance.status().int("tunnel.pid")
+        let viaOurCA = ["-sS", "--cacert", appliance.group.appendingPathComponent("ca.pem").path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
+        #expect(try Command.run("/usr/bin/curl", viaOurCA).status != 0)
+
+        let added = try appliance.cli(["ssl-proxying", "add", "localhost"])
+        #expect(added.status == 0, "\(added.stderr)")
+        try waitUntil("localhost is intercepted", timeout: 2) { try Command.run("/usr/bin/curl", viaOurCA).status == 0 }
+        let text = try String(contentsOf: appliance.settingsURL, encoding: .utf8)
+        #expect(text.contains("\"future_feature\": {\n    \"enabled\": true\n  }"))
+        #expect(try appliance.status().value("settings.unknown_keys") as? [String] == ["future_feature"])
+        #expect(try appliance.cli(["ssl-proxying", "list"]).stdout.contains("include: localhost"))
+        #expect(try appliance.status().int("tunnel.pid") == tunnel)
+
+        let bad = try appliance.cli(["ssl-proxying", "add", "https://example.com"])
+        #expect(bad.status != 0 && bad.stderr.contains("without a scheme"))
+        #expect(try appliance.cli(["ssl-proxying", "remove", "nothere.example"]).status != 0)
+        #expect(try appliance.cli(["ssl-proxying", "remove", "localhost"]).status == 0)
+        try waitUntil("localhost is passed through again", timeout: 2) { try Command.run("/usr/bin/curl", viaOurCA).status != 0 }
+    }
+
+    @Test func curlIDReproducesTheRequest() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/it's?a=1", extra: ["-d", "x='1'&y=2", "-H", "X-Quote: it's"]).code == 200)
+        var id = 0
+        try waitUntil("the exchange is stored", timeout: 2) {
+            let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]]
+            id = rows?.first?["id"] as? Int ?? 0
+            return id > 0
+        }
+        let command = try appliance.cli(["curl", "\(id)"])
+        #expect(command.status == 0, "\(command.stderr)")
+        #expect(command.stdout.hasPrefix("curl -X 'POST' 'http://127.0.0.1:\(origin.port)/it'\\''s?a=1'"))
+        let rerun = try Command.shell("\(command.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) -sS -w '\\n%{http_code}'")
+        #expect(rerun.stdout == "origin POST /it's?a=1\n\n200", "\(rerun.stdout) \(rerun.stderr)")
+    }
+
+    @Test func retentionKeepsTheNewestExchanges() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"proxy": {"listen": ["127.0.0.1:0"]}, "capture": {"max_exchanges": 3}}
+            """)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        for i in 1...6 {
+            #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/n\(i)").code == 200)
+        }
+        try waitUntil("only the newest three are left", timeout: 3) {
+            let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]]
+            return rows?.compactMap { ($0["url"] as? String)?.split(separator: "/").last.map(String.init) } == ["n6", "n5", "n4"]
+        }
+    }
+
+    @Test func tailPrintsNewExchangesAsTheyAreCaptured() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/before").code == 200)
+        try waitUntil("the first exchange is stored", timeout: 2) { try appliance.cli(["list"]).stdout.contains("/before") }
+        let out = appliance.base.appendingPathComponent("tail.txt")
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        let tail = Process()
+        tail.executableURL = URL(fileURLWithPath: Command.binary("busymate"))
+        tail.arguments = ["tail", "--group", appliance.group.path]
+        tail.standardOutput = try FileHandle(forWritingTo: out)
+        try tail.run()
+        defer { kill(tail.processIdentifier, SIGTERM); tail.waitUntilExit() }
+        try waitUntil("tail listens", timeout: 3) {
+            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
+        }
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
+        try waitUntil("tail shows the new exchange", timeout: 3) { try String(contentsOf: out, encoding: .utf8).contains("GET 200 http://127.0.0.1:\(origin.port)/after") }
+        #expect(try !String(contentsOf: out, encoding: .utf8).contains("/before"))
+    }
+
+    @Test(.enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/update-ca-certificates"),
+                   "installing into the system trust store needs root"))
+    func theCAIsExportedAndInstalledIntoTheSystemTrustStore() async throws {
+        let appliance = try Appliance()
+        try appliance.start()
+        #expect(try appliance.cli(["ca", "path"]).stdout == appliance.group.appendingPathComponent("ca.pem").path + "\n")
+        let der = appliance.base.appendingPathComponent("exported.der")
+        #expect(try appliance.cli(["ca", "export", "--der", "-o", der.path]).status == 0)
+        #expect(FileManager.default.contents(atPath: der.path) == FileManager.default.contents(atPath: appliance.group.appendingPathComponent("ca.der").path))
+        #expect(try appliance.cli(["ca", "export"]).stdout.hasPrefix("-----BEGIN CERTIFICATE-----"))
+        #expect(try appliance.status().bool("ca.trusted") == false)
+        defer { _ = try? appliance.cli(["ca", "uninstall"]) }
+        #expect(try appliance.cli(["ca", "install"]).status == 0)
+        #expect(try appliance.status().bool("ca.trusted") == true)
+        #expect(try appliance.cli(["ca", "uninstall"]).status == 0)
+        #expect(try appliance.status().bool("ca.trusted") == false)
+    }
+}
