@@ -28,6 +28,7 @@ run: build
 # Unit and end-to-end tests, then the unit in a real systemd (root only;
 # skipped with a message otherwise).
 test: build
+	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) $(SWIFT) test -c $(CONFIG)
 	tests/systemd/run.sh
 

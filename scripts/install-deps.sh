@@ -18,6 +18,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+# The tests validate HAR exports with Python's jsonschema.
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' 2>/dev/null; then
+  echo "busymate: installing jsonschema (pip) for the HAR check" >&2
+  python3 -m pip install --quiet jsonschema
+fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then
   echo "busymate: creating system user and group busymate" >&2

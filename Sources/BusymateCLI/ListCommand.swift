@@ -3,33 +3,42 @@ import BusymateShared
 import CaptureStore
 import Foundation
 
-struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List captured exchanges, newest first.")
-
-    @OptionGroup var options: GroupOption
+/// The filters `list` and `export` share.
+struct FilterOptions: ParsableArguments {
     @Option(help: "Host glob, e.g. '*.example.com'.") var host: String?
     @Option(help: "HTTP method.") var method: String?
     @Option(help: "Status: 404, 4xx or 500-599.") var status: String?
     @Option(help: "Only the last span: 30s, 10m, 2h, 1d.") var since: String?
     @Option(help: "Text in the URL or headers.") var search: String?
-    @Option(help: "How many.") var limit = 50
-    @Flag(help: "Print a JSON array.") var json = false
 
-    func run() async throws {
+    func filter(limit: Int) throws -> TrafficRepository.Filter {
         var filter = TrafficRepository.Filter()
         filter.hostGlob = host
         filter.method = method
         filter.search = search
         filter.limit = max(1, limit)
         if let status {
-            guard let range = Self.statusRange(status) else { throw CLIError(description: "--status takes 404, 4xx or 500-599, not \"\(status)\"") }
+            guard let range = List.statusRange(status) else { throw CLIError(description: "--status takes 404, 4xx or 500-599, not \"\(status)\"") }
             filter.status = range
         }
         if let since {
-            guard let seconds = Self.seconds(since) else { throw CLIError(description: "--since takes 30s, 10m, 2h or 1d, not \"\(since)\"") }
+            guard let seconds = List.seconds(since) else { throw CLIError(description: "--since takes 30s, 10m, 2h or 1d, not \"\(since)\"") }
             filter.since = Date().addingTimeInterval(-seconds)
         }
-        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filter)
+        return filter
+    }
+}
+
+struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List captured exchanges, newest first.")
+
+    @OptionGroup var options: GroupOption
+    @OptionGroup var filters: FilterOptions
+    @Option(help: "How many.") var limit = 50
+    @Flag(help: "Print a JSON array.") var json = false
+
+    func run() async throws {
+        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filters.filter(limit: limit))
         if json {
             let formatter = ISO8601DateFormatter()
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

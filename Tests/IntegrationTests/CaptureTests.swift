@@ -219,3 +219,56 @@ extension ApplianceTests {
         #expect(try appliance.status().bool("ca.trusted") == false)
     }
 }
+
+extension ApplianceTests {
+    @Test func harExportIsValidHAR12() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = appliance.base.appendingPathComponent("origin.pem")
+        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
+        chmod(originCA.path, 0o644)
+        try Data("""
+            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
+            """.utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/q?a=1&b=two").code == 200)
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/post", extra: ["-H", "Content-Type: application/json", "-d", "{\"k\":1}"]).code == 200)
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.group.appendingPathComponent("ca.pem").path, "-x", "http://127.0.0.1:\(port)",
+                                                  "https://localhost:\(tlsOrigin.port)/tls"]).status == 0)
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:1/down").code == 502)
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/"]).status == 0)
+        try waitUntil("all five are stored", timeout: 3) { try appliance.cli(["list"]).stdout.split(separator: "\n").count == 5 }
+
+        let har = appliance.base.appendingPathComponent("export.har")
+        let exported = try appliance.cli(["export", "--har", har.path])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(exported.stdout == "wrote 4 exchanges to \(har.path)\n")
+        let validator = Command.repoRoot.appendingPathComponent("tests/har/validate.py").path
+        let check = try Command.run("/usr/bin/env", ["python3", validator, har.path])
+        #expect(check.status == 0, "HAR 1.2 violations: \(check.stdout) \(check.stderr)")
+
+        let document = try JSONSerialization.jsonObject(with: Data(contentsOf: har)) as? [String: Any]
+        let entries = (document?["log"] as? [String: Any])?["entries"] as? [[String: Any]] ?? []
+        let urls = entries.compactMap { ($0["request"] as? [String: Any])?["url"] as? String }
+        #expect(urls == ["http://127.0.0.1:\(origin.port)/q?a=1&b=two", "http://127.0.0.1:\(origin.port)/post",
+                         "https://localhost:\(tlsOrigin.port)/tls", "http://127.0.0.1:1/down"])
+        let query = (entries.first?["request"] as? [String: Any])?["queryString"] as? [[String: String]]
+        #expect(query == [["name": "a", "value": "1"], ["name": "b", "value": "two"]])
+        let post = (entries[1]["request"] as? [String: Any])?["postData"] as? [String: String]
+        #expect(post == ["mimeType": "application/json", "text": "{\"k\":1}"])
+        let content = (entries[1]["response"] as? [String: Any])?["content"] as? [String: Any]
+        #expect(content?["text"] as? String == "origin POST /post\n")
+        #expect((entries[3]["_error"] as? String)?.contains("cannot connect") == true)
+
+        // The checker is strict: a HAR without a response fails it.
+        var broken = entries
+        broken[0]["response"] = nil
+        let bad = appliance.base.appendingPathComponent("broken.har")
+        try JSONSerialization.data(withJSONObject: ["log": ["version": "1.2", "creator": ["name": "x", "version": "1"], "entries": broken]]).write(to: bad)
+        #expect(try Command.run("/usr/bin/env", ["python3", validator, bad.path]).status == 1)
+    }
+}
