@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -77,6 +78,8 @@ let package = Package(
                 "BusymateShared",
                 "CaptureStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strict),
         .executableTarget(name: "busymate-app", dependencies: ["Supervisor"], swiftSettings: strict),
@@ -116,6 +119,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ],
             swiftSettings: strict),
     ]

@@ -1,7 +1,9 @@
 import ArgumentParser
 import BusymateShared
 import CaptureStore
+import CompressNIO
 import Foundation
+import NIOCore
 
 struct Show: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show one exchange: headers, timing, TLS and bodies.")
@@ -45,9 +47,19 @@ struct Show: AsyncParsableCommand {
         print(out.joined(separator: "\n"))
     }
 
-    private func body(_ data: Data?, headers: String?, truncated: Bool, size: Int) -> [String] {
-        guard let data, !data.isEmpty else { return size > 0 ? ["", "(\(size) bytes, not stored)"] : [] }
+    private func body(_ stored: Data?, headers: String?, truncated: Bool, size: Int) -> [String] {
+        guard var data = stored, !data.isEmpty else { return size > 0 ? ["", "(\(size) bytes, not stored)"] : [] }
         var lines = [""]
+        // Stored as received; decoded here, unless --raw.
+        let encoding = ExchangeRecord.decodeHeaders(headers).first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
+        if !raw, let encoding, !truncated {
+            if let decoded = Self.decode(data, encoding: encoding) {
+                lines.append("(\(encoding), \(data.count) bytes, shown decoded: \(decoded.count) bytes)")
+                data = decoded
+            } else {
+                lines.append("(\(encoding): cannot decode; shown as stored)")
+            }
+        }
         let contentType = ExchangeRecord.decodeHeaders(headers).first { $0.0.lowercased() == "content-type" }?.1.lowercased() ?? ""
         if !raw, contentType.contains("json"), let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
            let pretty = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]) {
@@ -57,7 +69,23 @@ struct Show: AsyncParsableCommand {
         } else {
             lines.append("(\(data.count) bytes of binary data)")
         }
-        if truncated { lines.append("(stored \(data.count) of \(size) bytes)") }
+        if truncated { lines.append("(stored \(stored?.count ?? 0) of \(size) bytes)") }
         return lines
+    }
+
+    /// gzip and deflate (zlib); others (br) are shown as stored.
+    static func decode(_ data: Data, encoding: String) -> Data? {
+        // HTTP's "deflate" is zlib-wrapped, but some servers send it raw.
+        let candidates: [CompressionAlgorithm]
+        switch encoding {
+        case "gzip", "x-gzip": candidates = [.gzip()]
+        case "deflate": candidates = [.zlib(), .deflate()]
+        default: return nil
+        }
+        for algorithm in candidates {
+            var buffer = ByteBuffer(bytes: data)
+            if let decoded = try? buffer.decompress(with: algorithm) { return Data(decoded.readableBytesView) }
+        }
+        return nil
     }
 }

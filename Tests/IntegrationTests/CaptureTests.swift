@@ -272,3 +272,30 @@ extension ApplianceTests {
         #expect(try Command.run("/usr/bin/env", ["python3", validator, bad.path]).status == 1)
     }
 }
+
+extension ApplianceTests {
+    @Test func showDecodesAGzipBodyAndRawShowsItAsStored() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        // No --compressed: the client gets the gzip bytes as the origin sent them.
+        let fetched = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-x", "http://127.0.0.1:\(port)",
+                                                        "http://127.0.0.1:\(origin.port)/gzip"])
+        #expect(fetched.stdout.hasPrefix("200 "))
+        var id = 0
+        try waitUntil("the exchange is stored", timeout: 2) {
+            let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]]
+            id = rows?.first?["id"] as? Int ?? 0
+            return id > 0
+        }
+        let shown = try appliance.cli(["show", "\(id)"])
+        #expect(shown.stdout.contains("(gzip, "), "\(shown.stdout)")
+        // Decoded and pretty-printed as JSON.
+        #expect(shown.stdout.contains("{\n  \"compressed\" : true,\n  \"n\" : 42\n}"), "\(shown.stdout)")
+        let raw = try appliance.cli(["show", "--raw", "\(id)"])
+        #expect(!raw.stdout.contains("\"compressed\""))
+        #expect(raw.stdout.contains("binary data"))
+    }
+}

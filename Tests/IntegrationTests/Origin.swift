@@ -1,3 +1,4 @@
+import CompressNIO
 import Crypto
 import Foundation
 import NIOCore
@@ -86,8 +87,22 @@ private final class OriginHandler: ChannelInboundHandler {
                 }
                 return
             }
+            if head.uri == "/gzip" {
+                respondGzip(context: context)
+                return
+            }
             respond(to: head, context: context)
         }
+    }
+
+    /// `/gzip`: a compressed JSON body with Content-Encoding: gzip.
+    private func respondGzip(context: ChannelHandlerContext) {
+        var plain = context.channel.allocator.buffer(string: "{\"compressed\":true,\"n\":42}")
+        guard let body = try? plain.compress(with: .gzip()) else { return }
+        let headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Content-Length", "\(body.readableBytes)")])
+        context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+        context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
     }
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
