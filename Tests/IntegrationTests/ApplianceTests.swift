@@ -335,8 +335,9 @@ import Glibc
             (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains { $0.hasPrefix("cli-") }
         }
         #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
+        // The old tunnel reports draining, then the new one ready.
         try waitUntil("tail shows the new tunnel's readiness", timeout: 3) {
-            try String(contentsOf: out, encoding: .utf8).contains("tunnelStateChanged from tunnel-")
+            try String(contentsOf: out, encoding: .utf8).split(separator: "\n").contains { $0.contains("tunnelStateChanged from tunnel-") && $0.hasSuffix(" ready") }
         }
         kill(tail.processIdentifier, SIGTERM)
         tail.waitUntilExit()
