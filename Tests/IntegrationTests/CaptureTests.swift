@@ -299,3 +299,51 @@ extension ApplianceTests {
         #expect(raw.stdout.contains("binary data"))
     }
 }
+
+extension ApplianceTests {
+    private func peakAndCurrentRSS(_ pid: Int) -> (peak: Int, current: Int) {
+        let status = ProcessProbe.status(Int32(pid))
+        func kib(_ key: String) -> Int { Int(status[key]?.split(separator: " ").first ?? "") ?? 0 }
+        return (kib("VmHWM"), kib("VmRSS"))
+    }
+
+    @Test func aLargeDownloadStreamsWithBoundedTunnelMemory() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        let originCA = appliance.base.appendingPathComponent("origin.pem")
+        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
+        chmod(originCA.path, 0o644)
+        try Data("""
+            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
+            """.utf8).write(to: appliance.settingsURL)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let tunnel = try appliance.status().int("tunnel.pid") ?? 0
+        // Warm up both paths so their one-time allocations are in the baseline.
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/big?mb=1").code == 200)
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "--cacert", appliance.group.appendingPathComponent("ca.pem").path,
+                                                  "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/big?mb=1"]).status == 0)
+        let before = peakAndCurrentRSS(tunnel)
+
+        let plain = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-x", "http://127.0.0.1:\(port)",
+                                                      "http://127.0.0.1:\(origin.port)/big?mb=256"], timeout: 120)
+        #expect(plain.stdout == "200 268435456", "\(plain.stderr)")
+        let mitm = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                                     "--cacert", appliance.group.appendingPathComponent("ca.pem").path, "-x", "http://127.0.0.1:\(port)",
+                                                     "https://localhost:\(tlsOrigin.port)/big?mb=64"], timeout: 120)
+        #expect(mitm.stdout == "200 67108864", "\(mitm.stderr)")
+        let after = peakAndCurrentRSS(tunnel)
+        // 320 MiB went through; the tunnel's peak grew by far less.
+        #expect(after.peak - max(before.peak, before.current) < 48 * 1024, "peak RSS \(before.peak) KiB → \(after.peak) KiB")
+
+        // Stored capped, flagged, with the true size.
+        let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "--limit", "2"]).stdout.utf8)) as? [[String: Any]] ?? []
+        let id = rows.first { ($0["url"] as? String)?.contains("mb=256") == true }?["id"] as? Int ?? 0
+        let shown = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(id)"]).stdout.utf8)) as? [String: Any]
+        #expect(shown?["response_body_size"] as? Int == 256 << 20)
+        #expect(shown?["response_body_truncated"] as? Bool == true)
+    }
+}

@@ -70,6 +70,41 @@ private final class OriginHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
     private var head: HTTPRequestHead?
+    /// `/big?mb=N`: bytes still to stream, written only while writable.
+    private var streamRemaining = 0
+    private static let chunk = [UInt8](repeating: 0x61, count: 64 * 1024)
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable && streamRemaining > 0 { pump(context: context) }
+    }
+
+    private var pumping = false
+    private var pumpAgain = false
+
+    private func pump(context: ChannelHandlerContext) {
+        // flush() can re-enter through channelWritabilityChanged: note it
+        // and go round again rather than recurse.
+        guard !pumping else {
+            pumpAgain = true
+            return
+        }
+        pumping = true
+        defer { pumping = false }
+        repeat {
+            pumpAgain = false
+            while streamRemaining > 0 && context.channel.isWritable {
+                let n = min(Self.chunk.count, streamRemaining)
+                streamRemaining -= n
+                context.write(Self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: Self.chunk[0..<n])))), promise: nil)
+            }
+            if streamRemaining == 0 {
+                streamRemaining = -1
+                context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+                return
+            }
+            context.flush()
+        } while pumpAgain && context.channel.isWritable
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch Self.unwrapInboundIn(data) {
@@ -85,6 +120,13 @@ private final class OriginHandler: ChannelInboundHandler {
                     let (handler, context) = bound.value
                     handler.respond(to: head, context: context)
                 }
+                return
+            }
+            if head.uri.hasPrefix("/big?mb="), let mb = Int(head.uri.dropFirst("/big?mb=".count)) {
+                let headers = HTTPHeaders([("Content-Type", "application/octet-stream"), ("Content-Length", "\(mb << 20)")])
+                context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                streamRemaining = mb << 20
+                pump(context: context)
                 return
             }
             if head.uri == "/gzip" {
