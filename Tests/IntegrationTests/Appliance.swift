@@ -43,6 +43,33 @@ final class Appliance: @unchecked Sendable {
     }
 
     var settingsURL: URL { group.appendingPathComponent("settings.json") }
+    /// The group's CA certificate, for clients that should trust Busymate.
+    var caFile: URL { group.appendingPathComponent("ca.pem") }
+
+    /// Writes settings.json, creating the group directory when needed.
+    func writeSettings(_ text: String) throws {
+        try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: settingsURL)
+    }
+
+    /// Puts `origin`'s certificate where the tunnel (another user) can read
+    /// it, for `ssl_proxying.upstream_trust` and for clients that pin it.
+    func trust(_ origin: Origin) throws -> URL {
+        let url = base.appendingPathComponent("origin-\(origin.port).pem")
+        try Data((origin.certificatePEM ?? "").utf8).write(to: url)
+        chmod(url.path, 0o644)
+        return url
+    }
+
+    /// Settings that intercept `include`, optionally trusting an origin upstream.
+    static func interceptionSettings(include: [String], trust: URL? = nil, insecure: [String] = [], extra: String = "") -> String {
+        func list(_ items: [String]) -> String { "[" + items.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+        return """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}\(extra),
+             "ssl_proxying": {"include": \(list(include)), "insecure_upstream": \(list(insecure))\(trust.map { ", \"upstream_trust\": \"\($0.path)\"" } ?? "")}}
+
+            """
+    }
 
     /// Starts a supervisor on a group directory that does not exist yet;
     /// once it has written the skeleton, points `proxy.listen` at `listen`

@@ -18,16 +18,11 @@ extension ApplianceTests {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = appliance.base.appendingPathComponent("origin.pem")
-        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
-        chmod(originCA.path, 0o644)
-        try Data("""
-            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
-            """.utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
-        let ourCA = appliance.group.appendingPathComponent("ca.pem").path
+        let ourCA = appliance.caFile.path
 
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/plain?x=1", extra: ["-H", "X-Test: one"]).code == 200)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-d", "name=busymate"]).code == 200)
@@ -81,13 +76,8 @@ extension ApplianceTests {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = appliance.base.appendingPathComponent("origin.pem")
-        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
-        chmod(originCA.path, 0o644)
-        try Data("""
-            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
-            """.utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
         let pinningClient = ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
@@ -111,17 +101,14 @@ extension ApplianceTests {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = appliance.base.appendingPathComponent("origin.pem")
-        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
-        chmod(originCA.path, 0o644)
-        try Data("""
+        let originCA = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings("""
             {"future_feature": {"enabled": true}, "proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"upstream_trust": "\(originCA.path)"}}
-            """.utf8).write(to: appliance.settingsURL)
+            """)
         try appliance.start()
         let port = try appliance.proxyPort
         let tunnel = try appliance.status().int("tunnel.pid")
-        let viaOurCA = ["-sS", "--cacert", appliance.group.appendingPathComponent("ca.pem").path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
+        let viaOurCA = ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
         #expect(try Command.run("/usr/bin/curl", viaOurCA).status != 0)
 
         let added = try appliance.cli(["ssl-proxying", "add", "localhost"])
@@ -206,7 +193,7 @@ extension ApplianceTests {
     func theCAIsExportedAndInstalledIntoTheSystemTrustStore() async throws {
         let appliance = try Appliance()
         try appliance.start()
-        #expect(try appliance.cli(["ca", "path"]).stdout == appliance.group.appendingPathComponent("ca.pem").path + "\n")
+        #expect(try appliance.cli(["ca", "path"]).stdout == appliance.caFile.path + "\n")
         let der = appliance.base.appendingPathComponent("exported.der")
         #expect(try appliance.cli(["ca", "export", "--der", "-o", der.path]).status == 0)
         #expect(FileManager.default.contents(atPath: der.path) == FileManager.default.contents(atPath: appliance.group.appendingPathComponent("ca.der").path))
@@ -226,18 +213,13 @@ extension ApplianceTests {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = appliance.base.appendingPathComponent("origin.pem")
-        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
-        chmod(originCA.path, 0o644)
-        try Data("""
-            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
-            """.utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/q?a=1&b=two").code == 200)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/post", extra: ["-H", "Content-Type: application/json", "-d", "{\"k\":1}"]).code == 200)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.group.appendingPathComponent("ca.pem").path, "-x", "http://127.0.0.1:\(port)",
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
                                                   "https://localhost:\(tlsOrigin.port)/tls"]).status == 0)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:1/down").code == 502)
         #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/"]).status == 0)
@@ -312,19 +294,14 @@ extension ApplianceTests {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = appliance.base.appendingPathComponent("origin.pem")
-        try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: originCA)
-        chmod(originCA.path, 0o644)
-        try Data("""
-            {"proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(originCA.path)"}}
-            """.utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
         let tunnel = try appliance.status().int("tunnel.pid") ?? 0
         // Warm up both paths so their one-time allocations are in the baseline.
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/big?mb=1").code == 200)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "--cacert", appliance.group.appendingPathComponent("ca.pem").path,
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "--cacert", appliance.caFile.path,
                                                   "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/big?mb=1"]).status == 0)
         let before = peakAndCurrentRSS(tunnel)
 
@@ -332,7 +309,7 @@ extension ApplianceTests {
                                                       "http://127.0.0.1:\(origin.port)/big?mb=256"], timeout: 120)
         #expect(plain.stdout == "200 268435456", "\(plain.stderr)")
         let mitm = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
-                                                     "--cacert", appliance.group.appendingPathComponent("ca.pem").path, "-x", "http://127.0.0.1:\(port)",
+                                                     "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
                                                      "https://localhost:\(tlsOrigin.port)/big?mb=64"], timeout: 120)
         #expect(mitm.stdout == "200 67108864", "\(mitm.stderr)")
         let after = peakAndCurrentRSS(tunnel)

@@ -5,23 +5,6 @@ import Testing
 /// HTTPS interception end to end: curl trusting only what the test says,
 /// through the real binaries, to a TLS origin on loopback.
 extension ApplianceTests {
-    /// Settings that intercept `include`, optionally trusting the origin upstream.
-    private func settings(include: [String], trust: URL? = nil, insecure: [String] = []) -> String {
-        func list(_ items: [String]) -> String { "[" + items.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
-        return """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
-             "ssl_proxying": {"include": \(list(include)), "insecure_upstream": \(list(insecure))\(trust.map { ", \"upstream_trust\": \"\($0.path)\"" } ?? "")}}
-
-            """
-    }
-
-    private func writeOriginCertificate(_ origin: Origin, into appliance: Appliance) throws -> URL {
-        let url = appliance.base.appendingPathComponent("origin.pem")
-        try Data((origin.certificatePEM ?? "").utf8).write(to: url)
-        chmod(url.path, 0o644)
-        return url
-    }
-
     /// curl through the proxy trusting only `ca`; returns the result and the issuer curl saw.
     private func fetch(_ url: String, port: Int, trusting ca: URL) throws -> (code: Int, body: String, issuer: String?, result: CommandResult) {
         let r = try Command.run("/usr/bin/curl", ["-sS", "-v", "--max-time", "10", "--cacert", ca.path, "-x", "http://127.0.0.1:\(port)",
@@ -35,13 +18,12 @@ extension ApplianceTests {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = try writeOriginCertificate(origin, into: appliance)
-        try Data(settings(include: ["localhost"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(origin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
         #expect(try appliance.status().string("tunnel.interception") == "on")
-        let ourCA = appliance.group.appendingPathComponent("ca.pem")
+        let ourCA = appliance.caFile
 
         // Listed: the client trusts only Busymate's CA and sees our leaf.
         let mitm = try fetch("https://localhost:\(origin.port)/secret?q=1", port: port, trusting: ourCA)
@@ -64,12 +46,10 @@ extension ApplianceTests {
     @Test func anUntrustedUpstreamGetsA502UntilItIsMarkedInsecure() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        try Data(settings(include: ["localhost"]).utf8).write(to: appliance.settingsURL)
+        let appliance = try Appliance(settings: Appliance.interceptionSettings(include: ["localhost"]))
         try appliance.start()
         let port = try appliance.proxyPort
-        let ourCA = appliance.group.appendingPathComponent("ca.pem")
+        let ourCA = appliance.caFile
         let tunnel = try appliance.status().int("tunnel.pid")
 
         let rejected = try fetch("https://localhost:\(origin.port)/x", port: port, trusting: ourCA)
@@ -78,7 +58,7 @@ extension ApplianceTests {
         #expect(rejected.body.contains("insecure_upstream"))
 
         // Hot reload, no restart.
-        try Data(settings(include: ["localhost"], insecure: ["localhost"]).utf8).write(to: appliance.settingsURL)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], insecure: ["localhost"]))
         try waitUntil("the insecure host is served", timeout: 2) {
             try fetch("https://localhost:\(origin.port)/y", port: port, trusting: ourCA).code == 200
         }
@@ -89,16 +69,15 @@ extension ApplianceTests {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = try writeOriginCertificate(origin, into: appliance)
-        try Data(settings(include: [], trust: originCA).utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(origin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: [], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
-        let ourCA = appliance.group.appendingPathComponent("ca.pem")
+        let ourCA = appliance.caFile
         let tunnel = try appliance.status().int("tunnel.pid")
         #expect(try fetch("https://localhost:\(origin.port)/", port: port, trusting: originCA).code == 200)
 
-        try Data(settings(include: ["*"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["*"], trust: originCA))
         try waitUntil("the host is intercepted", timeout: 2) {
             try fetch("https://localhost:\(origin.port)/", port: port, trusting: ourCA).code == 200
         }
@@ -109,9 +88,8 @@ extension ApplianceTests {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = try writeOriginCertificate(origin, into: appliance)
-        try Data(settings(include: ["localhost"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(origin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
 
@@ -128,9 +106,8 @@ extension ApplianceTests {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
-        let originCA = try writeOriginCertificate(origin, into: appliance)
-        try Data(settings(include: ["localhost"], trust: originCA).utf8).write(to: appliance.settingsURL)
+        let originCA = try appliance.trust(origin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
         try appliance.start()
         let port = try appliance.proxyPort
         let tunnel = try appliance.status().int("tunnel.pid")
