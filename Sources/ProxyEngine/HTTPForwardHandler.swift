@@ -351,7 +351,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let error = error as? NIOSSLError {
             fail(.upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(error)), context: context)
         } else if let error {
-            fail(.connectFailed(host: target.host, port: target.port, underlying: error), context: context)
+            fail(.upstreamFailed(host: target.host, port: target.port, underlying: error), context: context)
         } else {
             fail(.upstreamClosedEarly, context: context)
         }

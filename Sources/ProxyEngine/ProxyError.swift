@@ -8,6 +8,8 @@ enum ProxyError: Error, CustomStringConvertible {
     case badTarget(String)
     case connectFailed(host: String, port: Int, underlying: Error)
     case upstreamClosedEarly
+    /// The upstream connection broke after it was made (a reset, a timeout).
+    case upstreamFailed(host: String, port: Int, underlying: Error)
     case upstreamTLS(host: String, port: Int, detail: String)
     case certificate(host: String, detail: String)
     case unsupported(String)
@@ -17,6 +19,7 @@ enum ProxyError: Error, CustomStringConvertible {
         case let .badTarget(why): return why
         case let .connectFailed(host, port, underlying): return "cannot connect to \(host):\(port): \(Self.describe(underlying))"
         case .upstreamClosedEarly: return "the server closed the connection before it answered"
+        case let .upstreamFailed(host, port, underlying): return "the connection to \(host):\(port) failed: \(Self.describe(underlying))"
         case let .upstreamTLS(host, port, detail):
             return "TLS with \(host):\(port) failed: \(detail) (to skip verification for this host, add it to ssl_proxying.insecure_upstream)"
         case let .certificate(host, detail): return "cannot make a certificate for \(host): \(detail)"
@@ -27,7 +30,7 @@ enum ProxyError: Error, CustomStringConvertible {
     var status: HTTPResponseStatus {
         switch self {
         case .badTarget, .unsupported: return .badRequest
-        case .connectFailed, .upstreamClosedEarly, .upstreamTLS, .certificate: return .badGateway
+        case .connectFailed, .upstreamClosedEarly, .upstreamFailed, .upstreamTLS, .certificate: return .badGateway
         }
     }
 

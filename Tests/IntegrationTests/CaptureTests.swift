@@ -324,3 +324,27 @@ extension ApplianceTests {
         #expect(shown?["response_body_truncated"] as? Bool == true)
     }
 }
+
+extension ApplianceTests {
+    @Test func anUpstreamThatBreaksMidResponseIsRecordedAndTheClientToldByAClose() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let broken = try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/break")
+        // curl got the head and 10 bytes, then a close: a transfer error, not a 200 it could trust.
+        #expect(broken.result.status != 0)
+        var row: [String: Any]?
+        try waitUntil("the exchange is stored", timeout: 2) {
+            let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]]
+            row = rows?.first
+            return row != nil
+        }
+        #expect(row?["status"] as? Int == 200)
+        let error = row?["error"] as? String ?? ""
+        #expect(error.contains("the connection to 127.0.0.1:\(origin.port) failed"), "\(error)")
+        // The tunnel serves on.
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
+    }
+}

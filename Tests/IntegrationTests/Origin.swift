@@ -129,6 +129,14 @@ private final class OriginHandler: ChannelInboundHandler {
                 pump(context: context)
                 return
             }
+            if head.uri == "/break" {
+                // Promises 1000 bytes, sends 10, hangs up.
+                let headers = HTTPHeaders([("Content-Length", "1000")])
+                context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "0123456789")))), promise: nil)
+                context.close(promise: nil)
+                return
+            }
             if head.uri == "/gzip" {
                 respondGzip(context: context)
                 return
