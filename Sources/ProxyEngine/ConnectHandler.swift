@@ -8,8 +8,10 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-/// Answers `CONNECT host:port`: dials the host, replies 200, then takes the
-/// HTTP handlers out and glues the two sockets together. Any other request
+/// Answers `CONNECT host:port`. For a host on the SSL-proxying list it
+/// replies 200 and hands the connection to the intercepting stack
+/// (`MITMHandler`); otherwise it dials the host, replies 200, takes the HTTP
+/// handlers out and glues the two sockets together. Any other request
 /// passes on to `HTTPForwardHandler`. Shaped after swift-nio-examples'
 /// connect-proxy.
 final class ConnectHandler {

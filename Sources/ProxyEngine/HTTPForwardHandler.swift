@@ -15,10 +15,12 @@ enum ForwardRoute {
     case intercepted(ProxyTarget, UpstreamTLS)
 }
 
-/// Forwards absolute-form requests (`GET http://host/path`) upstream and
-/// streams the responses back, one upstream connection per client
+/// Forwards requests upstream and streams the responses back: absolute-form
+/// requests from the explicit proxy, or origin-form ones inside an
+/// intercepted tunnel (over TLS). One upstream connection per client
 /// connection, reused while the host stays the same (as mitmproxy does).
-/// Reads on either side wait while the other side cannot take more.
+/// Reads on either side wait while the other side cannot take more. Each
+/// exchange is captured as it happens.
 final class HTTPForwardHandler {
     private enum Upstream {
         case none
