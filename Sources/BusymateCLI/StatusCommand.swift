@@ -58,6 +58,7 @@ struct Status: AsyncParsableCommand {
         lines.append("\(mark(r.tunnel.state == .ready)) \(tunnel)")
         if r.tunnel.crashLoop { lines.append("  crash loop: last exit \(r.tunnel.lastExit ?? "?")") }
         if let privileges = r.tunnel.privileges { lines.append("               \(privileges)") }
+        if let error = r.tunnel.lastError { lines.append("\(mark(false)) tunnel error \(error)") }
         if let interception = r.tunnel.interception {
             lines.append("\(mark(interception == "on")) HTTPS        interception \(interception)")
         }

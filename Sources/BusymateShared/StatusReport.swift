@@ -37,9 +37,11 @@ public struct StatusReport: Codable, Sendable {
         public var nextRestartInSeconds: Double?
         public var adopted: Bool
         public var interception: String?
+        /// A problem the tunnel reports while serving (e.g. an unusable upstream trust bundle).
+        public var lastError: String?
         public init(pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
                     startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool,
-                    interception: String? = nil) {
+                    interception: String? = nil, lastError: String? = nil) {
             self.pid = pid
             self.uid = uid
             self.state = state
@@ -53,6 +55,7 @@ public struct StatusReport: Codable, Sendable {
             self.nextRestartInSeconds = nextRestartInSeconds
             self.adopted = adopted
             self.interception = interception
+            self.lastError = lastError
         }
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -69,6 +72,7 @@ public struct StatusReport: Codable, Sendable {
             try c.encode(nextRestartInSeconds, forKey: .nextRestartInSeconds)
             try c.encode(adopted, forKey: .adopted)
             try c.encode(interception, forKey: .interception)
+            try c.encode(lastError, forKey: .lastError)
         }
     }
 

@@ -15,3 +15,9 @@ public enum TunnelState: String, Codable, Sendable {
     /// No tunnel and no supervisor to say more.
     case absent
 }
+
+/// The tunnel's exit status when it cannot start at all (EX_CONFIG, e.g. its
+/// user is missing); the supervisor then retries with backoff and says why.
+public enum TunnelExitStatus {
+    public static let cannotStart: Int32 = 78
+}

@@ -255,12 +255,9 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func requestBodyFlush() {
-        if case let .connected(_, channel, _) = upstream { channel.flush() }
-    }
-
     func channelReadComplete(context: ChannelHandlerContext) {
-        requestBodyFlush()
+        // Request body parts are written as they come and flushed per read.
+        if case let .connected(_, channel, _) = upstream { channel.flush() }
         context.fireChannelReadComplete()
     }
 

@@ -97,6 +97,5 @@ public final class Interception: Sendable {
         }
     }
 
-    func unpin(_ host: String) { _ = pinned.withLock { $0.remove(host.lowercased()) } }
     public func setPinned(_ hosts: Set<String>) { pinned.withLock { $0 = Set(hosts.map { $0.lowercased() }) } }
 }

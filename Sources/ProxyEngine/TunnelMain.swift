@@ -7,7 +7,6 @@ import NIOPosix
 
 /// `busymate-tunnel`'s whole program, reachable from tests.
 public enum TunnelMain {
-    public static let exitConfiguration: Int32 = 78
 
     /// What `prepare` leaves for `run`: listeners bound or inherited, root
     /// already given up.
@@ -58,7 +57,7 @@ public enum TunnelMain {
             }
         } catch {
             logger.critical("cannot drop privileges; refusing to serve", metadata: ["ERROR": "\(error)"])
-            return .failure(ExitCode(exitConfiguration))
+            return .failure(ExitCode(TunnelExitStatus.cannotStart))
         }
         if let error = snapshot.error {
             Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])

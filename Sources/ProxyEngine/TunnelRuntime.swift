@@ -33,7 +33,6 @@ public actor TunnelRuntime {
     private var listenerErrors: [String: String] = [:]
     private var state = TunnelState.starting
     private var link: LinkConnection?
-    private var lastError: String?
     private var lastWritten: TunnelStatus?
 
     init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot) {
@@ -189,15 +188,15 @@ public actor TunnelRuntime {
             pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: applied.settings.mode.rawValue,
             startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
-            counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: lastError,
+            counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
             interception: server.interception.caError.map { "off: \($0)" } ?? "on")
     }
 
     /// Writes `status.json` when something a reader cares about changed,
     /// and tells the supervisor about state changes.
-    func publish(force: Bool = false) async {
+    func publish() async {
         var current = status()
-        if let last = lastWritten, !force {
+        if let last = lastWritten {
             var a = last, b = current
             a.updatedAt = .distantPast
             b.updatedAt = .distantPast

@@ -44,7 +44,6 @@ public actor SupervisorService {
     var shuttingDown = false
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
-    var adoptionDeadline: Date?
 
     init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info) {
         self.paths = paths
@@ -62,7 +61,6 @@ public actor SupervisorService {
         // Only a tunnel of this group: a pid can be reused by another's.
         if let status = TunnelStatus.read(paths.status), ProcessProbe.isTunnel(status.pid, servingGroup: paths.root.path) {
             logger.notice("a tunnel is already running; waiting for it to attach", metadata: ["TUNNEL_PID": "\(status.pid)"])
-            adoptionDeadline = Date().addingTimeInterval(3)
             for _ in 0..<30 {
                 if current != nil { return }
                 try? await Task.sleep(for: .milliseconds(100))
@@ -70,7 +68,6 @@ public actor SupervisorService {
             logger.warning("the running tunnel did not attach; stopping it and starting a new one", metadata: ["TUNNEL_PID": "\(status.pid)"])
             kill(status.pid, SIGTERM)
         }
-        adoptionDeadline = nil
         bindListeners()
         spawnTunnel()
     }
@@ -129,7 +126,7 @@ public actor SupervisorService {
             logger.info("the tunnel stopped", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
             return
         }
-        if exit.pid > 0 && exit.description.contains("status 78") {
+        if exit.status == TunnelExitStatus.cannotStart {
             logger.error("the tunnel cannot start (see its log); retrying with backoff", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
         } else {
             logger.error("the tunnel exited unexpectedly; restarting it", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
@@ -156,7 +153,7 @@ public actor SupervisorService {
         pendingRestart = nil
         guard current == nil, desired == .running, !shuttingDown else { return }
         restarts += 1
-        if listeners.count != settings.listen.count { bindListeners() }
+        bindListeners()
         spawnTunnel()
     }
 
@@ -415,7 +412,7 @@ public actor SupervisorService {
             settingsSha256: tunnelStatus?.settingsSha256, settingsError: tunnelStatus?.settingsError,
             startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
             nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false,
-            interception: tunnelStatus?.interception)
+            interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError)
         let listenerStatus = settings.listen.map { address in
             ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
                            error: listenerErrors[address.description])

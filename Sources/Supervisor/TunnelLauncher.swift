@@ -12,6 +12,8 @@ struct TunnelLauncher: Sendable {
         var pid: Int32
         var description: String
         var clean: Bool
+        /// The exit status, when it exited rather than being killed.
+        var status: Int32?
     }
 
     func spawn(listeners: [ListenSocket], onExit: @escaping @Sendable (Exit) -> Void) throws -> Int32 {
@@ -45,7 +47,7 @@ struct TunnelLauncher: Sendable {
         let signal = status & 0x7f
         if signal == 0 {
             let code = (status >> 8) & 0xff
-            return Exit(pid: pid, description: "exited with status \(code)", clean: code == 0)
+            return Exit(pid: pid, description: "exited with status \(code)", clean: code == 0, status: code)
         }
         let name = String(cString: strsignal(signal))
         return Exit(pid: pid, description: "killed by signal \(signal) (\(name))", clean: false)

@@ -125,3 +125,16 @@ extension ApplianceTests {
         #expect(try appliance.cli(["status"]).stdout.contains("interception off"))
     }
 }
+
+extension ApplianceTests {
+    @Test func anUnusableUpstreamTrustBundleIsReportedInStatus() async throws {
+        let appliance = try Appliance(settings: Appliance.interceptionSettings(include: ["localhost"]))
+        try appliance.start()
+        #expect(try appliance.status().isNull("tunnel.last_error"))
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: appliance.base.appendingPathComponent("missing.pem")))
+        try waitUntil("status shows the bad bundle", timeout: 2) {
+            try appliance.status().string("tunnel.last_error")?.contains("ssl_proxying.upstream_trust") == true
+        }
+        #expect(try appliance.cli(["status"]).stdout.contains("tunnel error ssl_proxying.upstream_trust"))
+    }
+}
