@@ -29,7 +29,7 @@ run: build
 # skipped with a message otherwise).
 test: build
 	@scripts/install-deps.sh --test
-	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) $(SWIFT) test -c $(CONFIG)
+	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
 	tests/systemd/run.sh
 
 systemd-test: build

@@ -74,7 +74,8 @@ public final class CaptureWriter: Sendable {
         Set(((try? pins.all()) ?? []).map(\.host))
     }
 
-    /// Runs until cancelled; call once.
+    /// Runs until `finish()`; call once. Not cancelled: a cancelled GRDB
+    /// write throws, and the last batch would be lost at exit.
     public func run() async {
         for await _ in wakes {
             // Let a burst gather into one transaction.
@@ -83,6 +84,9 @@ public final class CaptureWriter: Sendable {
         }
         await flush()
     }
+
+    /// Ends `run()` after one last flush.
+    public func finish() { wakeUp.finish() }
 
     func flush() async {
         let batch = pending.withLock { queue in

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -13,6 +14,7 @@ final class DrainHandler: ChannelInboundHandler, RemovableChannelHandler {
     private enum State { case fresh, quiescePending, seenRequest }
     private var state = State.fresh
     static let firstRequestWait: TimeAmount = .seconds(1)
+    private static let logger = Logger(label: "busymate.proxy")
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let pending = state == .quiescePending
@@ -32,7 +34,10 @@ final class DrainHandler: ChannelInboundHandler, RemovableChannelHandler {
         let channel = context.channel
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: Self.firstRequestWait) {
-            if bound.value.state == .quiescePending { channel.close(promise: nil) }
+            if bound.value.state == .quiescePending {
+                Self.logger.notice("closing a connection that sent no request after the drain began", metadata: ["PEER": "\(channel.remoteAddress.map { "\($0)" } ?? "?")"])
+                channel.close(promise: nil)
+            }
         }
     }
 }

@@ -78,6 +78,15 @@ public final class ProxyServer: Sendable {
     /// moment the last of their connections has closed. Idle keep-alive
     /// connections are asked to close at once.
     public func stopAccepting(_ listeners: [ServingListener]) async -> EventLoopFuture<Void> {
+        // NIO sets up an accepted connection on its own event loop and closes
+        // it if the server channel has closed by the time that is done: the
+        // client would get a reset. So stop reading first, let one task pass
+        // through every loop (set-ups queued before it finish), then close.
+        for listener in listeners {
+            try? await listener.channel.setOption(ChannelOptions.autoRead, value: false).get()
+        }
+        for loop in group.makeIterator() { try? await loop.submit {}.get() }
+        for listener in listeners { try? await listener.channel.eventLoop.submit {}.get() }
         let loop = group.next()
         let connectionsDone = EventLoopFuture.andAllComplete(listeners.map { listener in
             let promise = loop.makePromise(of: Void.self)

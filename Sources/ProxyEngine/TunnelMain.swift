@@ -127,10 +127,8 @@ public enum TunnelMain {
                         switch note.name {
                         case .settingsDidChange:
                             await runtime.reloadSettings()
-                            if let capture {
-            interception.setPinned(capture.pinnedHosts())
-            capture.apply(prepared.snapshot.settings ?? AppSettings())
-        }
+                            // `busymate pinned remove` posts this too.
+                            if let capture { interception.setPinned(capture.pinnedHosts()) }
                         case .caDidChange: await runtime.reloadCA()
                         default: break
                         }
@@ -156,7 +154,8 @@ public enum TunnelMain {
             tasks.cancelAll()
         }
         await runtime.drain()
-        writer.cancel()
+        capture?.finish()
+        await writer.value
         await capture?.flush()
         await runtime.finish()
         // The process ends here; the event loops go with it.

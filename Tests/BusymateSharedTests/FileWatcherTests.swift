@@ -7,7 +7,10 @@ import Testing
     private func sees(_ change: (URL) throws -> Void) async throws -> Bool {
         let dir = try TestDirectory()
         let file = dir.url.appendingPathComponent("settings.json")
-        try Data("{}\n".utf8).write(to: file)
+        // Close-on-exec: Foundation's plain write leaves the fd open in children
+        // that parallel tests fork, and their later exit would close it last,
+        // firing IN_CLOSE_WRITE after the watch is set.
+        try AtomicFile.write(Data("{}\n".utf8), to: file)
         let watcher = try FileWatcher(directory: dir.url)
         let changes = watcher.changes()
         try change(file)

@@ -98,6 +98,14 @@ import Glibc
         #expect(tunnels.count == 3)
         // The replaced tunnels drained and exited.
         try waitUntil("only one tunnel is left", timeout: 5) { appliance.tunnelPIDs().count == 1 }
+        // And wrote what they captured before they went: every request is in the store.
+        var stored = 0
+        try? waitUntil("all 300 exchanges are stored", timeout: 3) {
+            let r = try appliance.cli(["list", "--json", "--limit", "1000"])
+            stored = (try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [Any])?.count ?? 0
+            return stored == 300
+        }
+        #expect(stored == 300)
     }
 
     @Test func aRestartLetsRequestsInFlightFinish() async throws {
