@@ -26,6 +26,7 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CBrotli", pkgConfig: "libbrotlidec", providers: [.apt(["libbrotli-dev"])]),
         .target(name: "CLinux"),
         .target(
             name: "BusymateShared",
@@ -41,7 +42,10 @@ let package = Package(
             name: "CaptureStore",
             dependencies: [
                 "BusymateShared",
+                "CBrotli",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strict),
         .target(

@@ -2,7 +2,7 @@
 # Installs what building and running Busymate needs, only what is missing,
 # and only as root; otherwise says what to install.
 set -euo pipefail
-packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev curl)
+packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,9 +12,11 @@ struct Export: AsyncParsableCommand {
     @Option(help: "At most this many exchanges.") var limit = 100_000
 
     func run() async throws {
-        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filters.filter(limit: limit))
+        let database = try StoreAccess.open(options.paths)
+        let records = try TrafficRepository(database: database).list(filters.filter(limit: limit))
+        let bodies = BodyStore(paths: database.paths)
         // Oldest first, as a browser records them; tunnels have no HTTP to show.
-        let entries = records.reversed().filter { $0.tlsMode != .passthrough && $0.method != "CONNECT" }.map(HAR.entry)
+        let entries = records.reversed().filter { $0.tlsMode != .passthrough && $0.method != "CONNECT" }.map { HAR.entry($0, bodies: bodies) }
         let document: [String: Any] = [
             "log": [
                 "version": "1.2",
@@ -53,22 +55,32 @@ enum HAR {
         return items.map { ["name": $0.name, "value": $0.value ?? ""] }
     }
 
-    static func entry(_ r: ExchangeRecord) -> [String: Any] {
+    /// A body as HAR wants it: decoded, as text when it is UTF-8.
+    static func text(_ body: Data, headers: String?, truncated: Bool) -> (text: String, base64: Bool, size: Int) {
+        var data = body
+        if !truncated, let encoding = header("content-encoding", in: headers), let decoded = BodyDecoder.decode(body, encoding: encoding) { data = decoded }
+        if let text = String(data: data, encoding: .utf8) { return (text, false, data.count) }
+        return (data.base64EncodedString(), true, data.count)
+    }
+
+    static func entry(_ r: ExchangeRecord, bodies: BodyStore) -> [String: Any] {
+        // A body file removed under us leaves the row's first bytes.
+        let requestBody = (try? bodies.body(of: r, .request)) ?? r.requestBody
+        let responseBody = (try? bodies.body(of: r, .response)) ?? r.responseBody
         var request: [String: Any] = [
             "method": r.method, "url": r.url, "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
             "headers": headers(r.requestHeaders), "queryString": queryString(r.url), "headersSize": -1, "bodySize": r.requestBodySize,
         ]
-        if let body = r.requestBody {
+        if let body = requestBody {
             request["postData"] = ["mimeType": header("content-type", in: r.requestHeaders) ?? "", "text": String(decoding: body, as: UTF8.self)]
         }
-        var content: [String: Any] = ["size": r.responseBodySize, "mimeType": header("content-type", in: r.responseHeaders) ?? ""]
-        if let body = r.responseBody {
-            if let text = String(data: body, encoding: .utf8) {
-                content["text"] = text
-            } else {
-                content["text"] = body.base64EncodedString()
-                content["encoding"] = "base64"
-            }
+        var content: [String: Any] = ["size": r.responseBodyDecodedSize ?? r.responseBodySize, "mimeType": header("content-type", in: r.responseHeaders) ?? ""]
+        if let decoded = r.responseBodyDecodedSize, decoded >= r.responseBodySize { content["compression"] = decoded - r.responseBodySize }
+        if let body = responseBody {
+            let shown = text(body, headers: r.responseHeaders, truncated: r.responseBodyTruncated)
+            content["text"] = shown.text
+            if shown.base64 { content["encoding"] = "base64" }
+            if r.responseBodyTruncated { content["comment"] = "stored truncated: \(body.count) of \(r.responseBodySize) bytes" }
         }
         let response: [String: Any] = [
             "status": r.status ?? 0, "statusText": r.reason ?? "", "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],

@@ -1,9 +1,7 @@
 import ArgumentParser
 import BusymateShared
 import CaptureStore
-import CompressNIO
 import Foundation
-import NIOCore
 
 struct Show: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show one exchange: headers, timing, TLS and bodies.")
@@ -14,7 +12,9 @@ struct Show: AsyncParsableCommand {
     @Flag(help: "Print one JSON object.") var json = false
 
     func run() async throws {
-        let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
+        let database = try StoreAccess.open(options.paths)
+        let traffic = TrafficRepository(database: database)
+        let bodies = BodyStore(paths: database.paths)
         guard let record = try Int64(id).flatMap({ try traffic.find(id: $0) }) ?? traffic.find(requestID: id) else {
             throw CLIError(description: "no exchange \(id)")
         }
@@ -37,23 +37,26 @@ struct Show: AsyncParsableCommand {
         out.append("")
         out.append("> \(record.method) \(record.path.isEmpty ? record.url : record.path) \(record.httpVersion ?? "HTTP/1.1")")
         for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) { out.append("> \(name): \(value)") }
-        out.append(contentsOf: body(record.requestBody, headers: record.requestHeaders, truncated: record.requestBodyTruncated, size: record.requestBodySize))
+        out.append(contentsOf: body(try bodies.body(of: record, .request), headers: record.requestHeaders, truncated: record.requestBodyTruncated,
+                                    size: record.requestBodySize, file: record.requestBodyFile))
         if let status = record.status {
             out.append("")
             out.append("< \(status) \(record.reason ?? "")")
             for (name, value) in ExchangeRecord.decodeHeaders(record.responseHeaders) { out.append("< \(name): \(value)") }
-            out.append(contentsOf: body(record.responseBody, headers: record.responseHeaders, truncated: record.responseBodyTruncated, size: record.responseBodySize))
+            out.append(contentsOf: body(try bodies.body(of: record, .response), headers: record.responseHeaders, truncated: record.responseBodyTruncated,
+                                        size: record.responseBodySize, file: record.responseBodyFile))
         }
         print(out.joined(separator: "\n"))
     }
 
-    private func body(_ stored: Data?, headers: String?, truncated: Bool, size: Int) -> [String] {
+    private func body(_ stored: Data?, headers: String?, truncated: Bool, size: Int, file: String?) -> [String] {
         guard var data = stored, !data.isEmpty else { return size > 0 ? ["", "(\(size) bytes, not stored)"] : [] }
         var lines = [""]
+        if let file { lines.append("(\(data.count) bytes, stored in bodies/\(file))") }
         // Stored as received; decoded here, unless --raw.
         let encoding = ExchangeRecord.decodeHeaders(headers).first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
         if !raw, let encoding, !truncated {
-            if let decoded = Self.decode(data, encoding: encoding) {
+            if let decoded = BodyDecoder.decode(data, encoding: encoding) {
                 lines.append("(\(encoding), \(data.count) bytes, shown decoded: \(decoded.count) bytes)")
                 data = decoded
             } else {
@@ -71,21 +74,5 @@ struct Show: AsyncParsableCommand {
         }
         if truncated { lines.append("(stored \(stored?.count ?? 0) of \(size) bytes)") }
         return lines
-    }
-
-    /// gzip and deflate (zlib); others (br) are shown as stored.
-    static func decode(_ data: Data, encoding: String) -> Data? {
-        // HTTP's "deflate" is zlib-wrapped, but some servers send it raw.
-        let candidates: [CompressionAlgorithm]
-        switch encoding {
-        case "gzip", "x-gzip": candidates = [.gzip()]
-        case "deflate": candidates = [.zlib(), .deflate()]
-        default: return nil
-        }
-        for algorithm in candidates {
-            var buffer = ByteBuffer(bytes: data)
-            if let decoded = try? buffer.decompress(with: algorithm) { return Data(decoded.readableBytesView) }
-        }
-        return nil
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 
 /// All of Busymate's settings, read from the group's `settings.json`.
@@ -21,6 +22,10 @@ public struct AppSettings: Sendable, Equatable {
     public var drainSeconds: Double = 5
     /// Retention: the oldest exchanges go beyond this many.
     public var maxExchanges = 100_000
+    /// Retention: the oldest exchanges go while their bodies exceed this.
+    public var maxBytes = 1 << 30
+    /// What is stored of one body (never what is forwarded).
+    public var bodyMax = 64 << 20
 
     public init() {}
 
@@ -73,7 +78,7 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
         "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture"],
-        "capture": ["max_exchanges"],
+        "capture": ["max_exchanges", "max_bytes", "body_max"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
         "tunnel": ["user", "group", "drain_seconds"],
@@ -174,6 +179,8 @@ extension AppSettings {
                     }
                     s.maxExchanges = Int(value)
                 }
+                if let node = capture["max_bytes"] { s.maxBytes = try byteCount(node, path: "capture.max_bytes", minimum: 1 << 20) }
+                if let node = capture["body_max"] { s.bodyMax = try byteCount(node, path: "capture.body_max", minimum: 0) }
             }
             return s
         }
@@ -200,6 +207,28 @@ extension AppSettings {
                 throw SettingsError(message: "expected a number, found \(node.value.typeName)", position: node.position, keyPath: path)
             }
             return value
+        }
+
+        /// Bytes as a whole number or a string with a unit: 1048576, "512KiB", "64MiB", "2GiB" (K/M/G are 1024s too).
+        func byteCount(_ node: JSONNode, path: String, minimum: Int) throws(SettingsError) -> Int {
+            let value: Double
+            switch node.value {
+            case let .number(text):
+                value = Double(text) ?? -1
+            case let .string(text):
+                let trimmed = text.trimmingCharacters(in: .whitespaces)
+                let (k, m, g): (Double, Double, Double) = (1024, 1024 * 1024, 1024 * 1024 * 1024)
+                let units: [(String, Double)] = [("GiB", g), ("MiB", m), ("KiB", k), ("GB", g), ("MB", m), ("KB", k), ("G", g), ("M", m), ("K", k), ("B", 1)]
+                let unit = units.first { trimmed.uppercased().hasSuffix($0.0.uppercased()) } ?? ("", 1)
+                let digits = trimmed.dropLast(unit.0.count).trimmingCharacters(in: .whitespaces)
+                value = (Double(digits) ?? -1) * unit.1
+            default:
+                throw SettingsError(message: "expected a size (bytes, or a string such as \"64MiB\"), found \(node.value.typeName)", position: node.position, keyPath: path)
+            }
+            guard value >= Double(minimum), value <= 1_125_899_906_842_624, value == value.rounded() else {
+                throw SettingsError(message: "must be a whole number of bytes of at least \(minimum), or a size such as \"64MiB\"", position: node.position, keyPath: path)
+            }
+            return Int(value)
         }
 
         func strings(_ node: JSONNode, path: String) throws(SettingsError) -> [(text: String, position: SourcePosition)] {

@@ -78,6 +78,16 @@ public final class CaptureDatabase: Sendable {
                 t.column("reason", .text)
             }
         }
+        migrator.registerMigration("v2: body files, decoded sizes") { db in
+            try db.alter(table: "exchanges") { t in
+                t.add(column: "request_body_file", .text)
+                t.add(column: "response_body_file", .text)
+                t.add(column: "request_body_decoded_size", .integer)
+                t.add(column: "response_body_decoded_size", .integer)
+                t.add(column: "stored_bytes", .integer).notNull().defaults(to: 0)
+            }
+            try db.execute(sql: "UPDATE exchanges SET stored_bytes = ifnull(length(request_body), 0) + ifnull(length(response_body), 0)")
+        }
         return migrator
     }
 }

@@ -34,8 +34,20 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var responseBodySize: Int
     public var requestBody: Data?
     public var responseBody: Data?
+    /// Stored past `capture.body_max`, or not at all when its file failed.
     public var requestBodyTruncated: Bool
     public var responseBodyTruncated: Bool
+    /// Names under `bodies/` of bodies too large for the row (the row keeps
+    /// their first bytes).
+    public var requestBodyFile: String?
+    public var responseBodyFile: String?
+    /// Sizes after Content-Encoding is undone; nil when unknown (stored
+    /// truncated, or an encoding that cannot be decoded).
+    public var requestBodyDecodedSize: Int?
+    public var responseBodyDecodedSize: Int?
+    /// Body bytes this row keeps, inline and in files: what
+    /// `capture.max_bytes` counts.
+    public var storedBytes: Int
     public var tlsMode: TLSMode
     public var sni: String?
     public var tlsVersion: String?
@@ -62,6 +74,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         responseBodySize = 0
         requestBodyTruncated = false
         responseBodyTruncated = false
+        storedBytes = 0
     }
 
     enum CodingKeys: String, CodingKey {
@@ -72,6 +85,9 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodySize = "request_body_size", responseBodySize = "response_body_size",
              requestBody = "request_body", responseBody = "response_body",
              requestBodyTruncated = "request_body_truncated", responseBodyTruncated = "response_body_truncated",
+             requestBodyFile = "request_body_file", responseBodyFile = "response_body_file",
+             requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
+             storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
              bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from"
     }

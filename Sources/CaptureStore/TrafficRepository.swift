@@ -67,25 +67,65 @@ public struct TrafficRepository: Sendable {
         try database.pool.read { db in try ExchangeRecord.fetchCount(db) }
     }
 
-    /// Everything but the newest N.
-    static let pruneSQL = """
-        DELETE FROM exchanges WHERE id IN (
-          SELECT id FROM exchanges ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)
-        """
-
-    public func prune(maxExchanges: Int) async throws -> Int {
-        try await database.pool.write { db in
-            try db.execute(sql: Self.pruneSQL, arguments: [maxExchanges])
-            return db.changesCount
+    /// How much the store keeps: `capture.max_exchanges` and `capture.max_bytes`.
+    public struct Retention: Sendable, Equatable {
+        public var maxExchanges: Int
+        public var maxBytes: Int
+        public init(maxExchanges: Int, maxBytes: Int) {
+            self.maxExchanges = maxExchanges
+            self.maxBytes = maxBytes
         }
     }
 
-    /// Drops the oldest exchanges beyond `maxExchanges`; returns how many went.
+    /// The oldest rows past either limit, counting from the newest: the
+    /// running count and the running sum of stored body bytes decide. The
+    /// newest exchange stays, however big.
+    static let victimsSQL = """
+        SELECT id, request_body_file, response_body_file FROM (
+          SELECT id, request_body_file, response_body_file,
+                 ROW_NUMBER() OVER newest AS n, SUM(stored_bytes) OVER newest AS kept
+          FROM exchanges
+          WINDOW newest AS (ORDER BY started_at DESC, id DESC ROWS UNBOUNDED PRECEDING))
+        WHERE n > 1 AND (n > ? OR kept > ?)
+        """
+
+    private static func prune(_ db: Database, _ retention: Retention) throws -> (removed: Int, files: [String]) {
+        let rows = try Row.fetchAll(db, sql: victimsSQL, arguments: [retention.maxExchanges, retention.maxBytes])
+        let ids: [Int64] = rows.map { $0["id"] }
+        let files = rows.flatMap { row -> [String] in [row["request_body_file"], row["response_body_file"]].compactMap { $0 } }
+        var start = 0
+        while start < ids.count {
+            let chunk = Array(ids[start..<min(start + 10_000, ids.count)])
+            _ = try ExchangeRecord.deleteAll(db, keys: chunk)
+            start += chunk.count
+        }
+        return (ids.count, files)
+    }
+
+    /// Drops the oldest exchanges past `retention`, then their body files
+    /// (rows first: no reader finds a row whose file is gone for good).
+    /// Returns how many exchanges went.
+    public func prune(_ retention: Retention) async throws -> Int {
+        let result = try await database.pool.write { db in try Self.prune(db, retention) }
+        BodyStore(paths: database.paths).remove(result.files)
+        return result.removed
+    }
+
     @discardableResult
-    public func prune(maxExchanges: Int) throws -> Int {
-        try database.pool.write { db in
-            try db.execute(sql: Self.pruneSQL, arguments: [maxExchanges])
-            return db.changesCount
+    public func prune(_ retention: Retention) throws -> Int {
+        let result = try database.pool.write { db in try Self.prune(db, retention) }
+        BodyStore(paths: database.paths).remove(result.files)
+        return result.removed
+    }
+
+    /// Every body file a row names, for the orphan sweep.
+    public func bodyFiles() throws -> Set<String> {
+        try database.pool.read { db in
+            let names = try String.fetchAll(db, sql: """
+                SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
+                UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
+                """)
+            return Set(names)
         }
     }
 }

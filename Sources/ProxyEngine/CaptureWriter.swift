@@ -7,18 +7,30 @@ import Synchronization
 /// Batches captured exchanges into the store, off the event loops, and posts
 /// `newTrafficCaptured` (throttled) after each commit. A failed commit (a
 /// full disk, a locked file) keeps the batch and retries; only past
-/// `maxPending` are the oldest dropped, and that is logged.
+/// `maxPending` are the oldest dropped, and that is logged. An exchange with
+/// body files is committed once they are closed.
 public final class CaptureWriter: Sendable {
+    struct Pending: Sendable {
+        var record: ExchangeRecord
+        var files: [BodyFileWriter]
+    }
+
     private let traffic: TrafficRepository
     private let pins: PinnedDomainRepository
+    private let bodies: BodyStore
     private let notifier: Notifier?
-    private let pending = Mutex<[ExchangeRecord]>([])
+    private let pending = Mutex<[Pending]>([])
     private let wakeUp: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
     private let logger = Logger(label: "busymate.capture")
     /// `capture.max_exchanges`, applied after commits.
     private let maxExchanges = Atomic<Int>(AppSettings().maxExchanges)
+    /// `capture.max_bytes`, likewise.
+    private let maxBytes = Atomic<Int>(AppSettings().maxBytes)
+    /// `capture.body_max`: what is stored of one body.
+    private let bodyMaxValue = Atomic<Int>(AppSettings().bodyMax)
     private let sincePrune = Atomic<Int>(0)
+    private let bytesSincePrune = Atomic<Int>(0)
     static let maxPending = 100_000
     /// Bodies up to this size are kept in the row.
     public static let inlineBodyLimit = 16 * 1024
@@ -26,13 +38,22 @@ public final class CaptureWriter: Sendable {
     public init(database: CaptureDatabase, notifier: Notifier?) {
         traffic = TrafficRepository(database: database)
         pins = PinnedDomainRepository(database: database)
+        bodies = BodyStore(paths: database.paths)
         self.notifier = notifier
         (wakes, wakeUp) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
-    func submit(_ record: ExchangeRecord) {
+    var bodyMax: Int { bodyMaxValue.load(ordering: .relaxed) }
+
+    /// A file for a body that outgrew the row; nil (the body is then stored
+    /// truncated) when there is no `bodies/` to write to.
+    func openBodyFile(requestID: String, _ direction: BodyStore.Direction) -> BodyFileWriter? {
+        BodyFileWriter(store: bodies, requestID: requestID, direction: direction)
+    }
+
+    func submit(_ record: ExchangeRecord, files: [BodyFileWriter] = []) {
         let dropped = pending.withLock { queue -> Int in
-            queue.append(record)
+            queue.append(Pending(record: record, files: files))
             guard queue.count > Self.maxPending else { return 0 }
             let excess = queue.count - Self.maxPending
             queue.removeFirst(excess)
@@ -44,18 +65,23 @@ public final class CaptureWriter: Sendable {
 
     public func apply(_ settings: AppSettings) {
         maxExchanges.store(settings.maxExchanges, ordering: .relaxed)
+        maxBytes.store(settings.maxBytes, ordering: .relaxed)
+        bodyMaxValue.store(settings.bodyMax, ordering: .relaxed)
         sincePrune.store(Int.max / 2, ordering: .relaxed)
         wakeUp.yield()
     }
 
-    /// Retention costs a query: run it once per ~1% of the limit written.
-    private func pruneIfDue(added: Int) async {
+    /// Retention costs a query: run it once per ~1% of either limit written.
+    private func pruneIfDue(added: Int, bytes: Int) async {
         let limit = maxExchanges.load(ordering: .relaxed)
+        let byteLimit = maxBytes.load(ordering: .relaxed)
         let due = sincePrune.add(added, ordering: .relaxed).newValue >= max(1, limit / 100)
+            || bytesSincePrune.add(bytes, ordering: .relaxed).newValue >= max(1, byteLimit / 100)
         guard due else { return }
         sincePrune.store(0, ordering: .relaxed)
+        bytesSincePrune.store(0, ordering: .relaxed)
         do {
-            let removed = try await traffic.prune(maxExchanges: limit)
+            let removed = try await traffic.prune(.init(maxExchanges: limit, maxBytes: maxBytes.load(ordering: .relaxed)))
             if removed > 0 { logger.debug("retention removed old exchanges", metadata: ["REMOVED": "\(removed)"]) }
         } catch {
             logger.error("retention failed", metadata: ["ERROR": "\(error)"])
@@ -77,6 +103,7 @@ public final class CaptureWriter: Sendable {
     /// Runs until `finish()`; call once. Not cancelled: a cancelled GRDB
     /// write throws, and the last batch would be lost at exit.
     public func run() async {
+        sweepOrphans()
         for await _ in wakes {
             // Let a burst gather into one transaction.
             try? await Task.sleep(for: .milliseconds(20))
@@ -94,18 +121,71 @@ public final class CaptureWriter: Sendable {
             return queue
         }
         guard !batch.isEmpty else {
-            await pruneIfDue(added: 0)
+            await pruneIfDue(added: 0, bytes: 0)
             return
         }
+        var records: [ExchangeRecord] = []
+        for entry in batch { records.append(await complete(entry)) }
         do {
-            try await traffic.save(batch)
+            try await traffic.save(records)
             notifier?.post(.newTrafficCaptured)
-            await pruneIfDue(added: batch.count)
+            await pruneIfDue(added: records.count, bytes: records.reduce(0) { $0 + $1.storedBytes })
         } catch {
             logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(batch.count)", "ERROR": "\(error)"])
-            pending.withLock { $0.insert(contentsOf: batch, at: 0) }
+            pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
             try? await Task.sleep(for: .seconds(1))
             wakeUp.yield()
         }
+    }
+
+    /// Waits for the entry's body files and fills in what they decide:
+    /// a failed file leaves the row's first bytes, flagged truncated.
+    private func complete(_ entry: Pending) async -> ExchangeRecord {
+        var record = entry.record
+        var stored = (record.requestBody?.count ?? 0) + (record.responseBody?.count ?? 0)
+        for file in entry.files {
+            switch await file.written.value {
+            case let .success(bytes):
+                stored += bytes
+            case let .failure(error):
+                logger.error("cannot store a body file; keeping its first bytes in the row", metadata: ["REQUEST_ID": "\(record.requestID)", "ERROR": "\(error)"])
+                switch file.direction {
+                case .request:
+                    record.requestBodyFile = nil
+                    record.requestBodyTruncated = true
+                case .response:
+                    record.responseBodyFile = nil
+                    record.responseBodyTruncated = true
+                }
+            }
+        }
+        record.storedBytes = stored
+        record.requestBodyDecodedSize = decodedSize(record, .request)
+        record.responseBodyDecodedSize = decodedSize(record, .response)
+        return record
+    }
+
+    /// Bodies bigger than this are not decoded just to be measured.
+    static let decodeToMeasureLimit = 8 * 1024 * 1024
+
+    private func decodedSize(_ record: ExchangeRecord, _ direction: BodyStore.Direction) -> Int? {
+        let (size, truncated, headers) = direction == .request
+            ? (record.requestBodySize, record.requestBodyTruncated, record.requestHeaders)
+            : (record.responseBodySize, record.responseBodyTruncated, record.responseHeaders)
+        let encoding = ExchangeRecord.decodeHeaders(headers).last { $0.0.lowercased() == "content-encoding" }?.1
+        guard let encoding, !encoding.trimmingCharacters(in: .whitespaces).isEmpty, encoding.lowercased() != "identity" else { return size }
+        guard size > 0 else { return 0 }
+        guard !truncated, size <= Self.decodeToMeasureLimit, let body = try? bodies.body(of: record, direction) else { return nil }
+        return BodyDecoder.decode(body, encoding: encoding)?.count
+    }
+
+    /// Body files no row names, left by a tunnel that died between writing
+    /// a body and committing its exchange.
+    private func sweepOrphans() {
+        guard let referenced = try? traffic.bodyFiles() else { return }
+        let orphans = bodies.orphans(referenced: referenced)
+        guard !orphans.isEmpty else { return }
+        bodies.remove(orphans)
+        logger.notice("removed body files no exchange names", metadata: ["FILES": "\(orphans.count)"])
     }
 }

@@ -6,10 +6,16 @@ import NIOHTTP1
 /// One exchange as `HTTPForwardHandler` sees it happen, on its event loop.
 struct ExchangeCapture {
     var record: ExchangeRecord
-    private var requestBody: [UInt8] = []
-    private var responseBody: [UInt8] = []
+    private let writer: CaptureWriter
+    private var requestBody: BodySink
+    private var responseBody: BodySink
 
-    init(head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String, tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?) {
+    init(writer: CaptureWriter, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
+         tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?) {
+        self.writer = writer
+        let limit = writer.bodyMax
+        requestBody = BodySink(direction: .request, limit: limit)
+        responseBody = BodySink(direction: .response, limit: limit)
         let defaultPort = scheme == "https" ? 443 : 80
         let authority = Self.bracketed(target.host) + (target.port == defaultPort ? "" : ":\(target.port)")
         record = ExchangeRecord(scheme: scheme, method: head.method.rawValue, host: target.host.lowercased(), port: target.port,
@@ -26,26 +32,17 @@ struct ExchangeCapture {
         return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
 
+    /// What is stored is capped (`capture.body_max`), never what is forwarded.
     mutating func requestBodyPart(_ buffer: ByteBuffer) {
         record.requestBodySize += buffer.readableBytes
-        Self.keep(buffer, in: &requestBody, truncated: &record.requestBodyTruncated)
+        let (writer, id) = (writer, record.requestID)
+        requestBody.append(buffer) { writer.openBodyFile(requestID: id, .request) }
     }
 
     mutating func responseBodyPart(_ buffer: ByteBuffer) {
         record.responseBodySize += buffer.readableBytes
-        Self.keep(buffer, in: &responseBody, truncated: &record.responseBodyTruncated)
-    }
-
-    /// Keeps what fits under the inline limit; what is stored is capped,
-    /// never what is forwarded.
-    private static func keep(_ buffer: ByteBuffer, in body: inout [UInt8], truncated: inout Bool) {
-        let room = CaptureWriter.inlineBodyLimit - body.count
-        guard room > 0 else {
-            if buffer.readableBytes > 0 { truncated = true }
-            return
-        }
-        body += buffer.readableBytesView.prefix(room)
-        if buffer.readableBytes > room { truncated = true }
+        let (writer, id) = (writer, record.requestID)
+        responseBody.append(buffer) { writer.openBodyFile(requestID: id, .response) }
     }
 
     mutating func connected(to server: SocketAddress?) {
@@ -60,12 +57,20 @@ struct ExchangeCapture {
         record.responseHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
     }
 
-    func finished(error: String? = nil) -> ExchangeRecord {
+    /// Hands the exchange to the writer, which commits it once its body
+    /// files are closed.
+    func submit(error: String? = nil) {
         var done = record
         done.endedAt = Date()
         done.error = error
-        done.requestBody = requestBody.isEmpty ? nil : Data(requestBody)
-        done.responseBody = responseBody.isEmpty ? nil : Data(responseBody)
-        return done
+        done.requestBody = requestBody.inline.isEmpty ? nil : Data(requestBody.inline)
+        done.responseBody = responseBody.inline.isEmpty ? nil : Data(responseBody.inline)
+        done.requestBodyTruncated = requestBody.truncated
+        done.responseBodyTruncated = responseBody.truncated
+        done.requestBodyFile = requestBody.file?.name
+        done.responseBodyFile = responseBody.file?.name
+        requestBody.finish()
+        responseBody.finish()
+        writer.submit(done, files: [requestBody.file, responseBody.file].compactMap { $0 })
     }
 }

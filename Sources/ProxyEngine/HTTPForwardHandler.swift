@@ -64,7 +64,7 @@ final class HTTPForwardHandler {
     private func submitCapture(error: String? = nil) {
         guard let exchange = exchangeCapture else { return }
         exchangeCapture = nil
-        capture?.submit(exchange.finished(error: error))
+        exchange.submit(error: error)
     }
 }
 
@@ -163,12 +163,12 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         stats.requestStarted()
-        if capture != nil {
+        if let capture {
             let (scheme, mode): (String, ExchangeRecord.TLSMode) = {
                 if case .intercepted = route { return ("https", .mitm) }
                 return ("http", .none)
             }()
-            exchangeCapture = ExchangeCapture(head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
+            exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
                                               client: context.channel.remoteAddress)
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? UUID().uuidString.lowercased())"

@@ -21,8 +21,10 @@ import Testing
             {"mode": "proxy", "log_level": "debug",
              "proxy": {"listen": ["127.0.0.1:8080", "[::1]:8081"]},
              "ssl_proxying": {"include": ["*.example.com"], "exclude": ["pinned.example.com"]},
-             "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 1.5}}
+             "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 1.5},
+             "capture": {"max_exchanges": 500, "max_bytes": "2GiB", "body_max": 1048576}}
             """)
+        #expect(s.maxExchanges == 500 && s.maxBytes == 2 << 30 && s.bodyMax == 1 << 20)
         #expect(s.logLevel == .debug)
         #expect(s.listen.map(\.description) == ["127.0.0.1:8080", "[::1]:8081"])
         #expect(s.sslInclude == ["*.example.com"])
@@ -71,6 +73,10 @@ import Testing
         #expect(error("{\"tunnel\": {\"user\": \"\"}}")?.keyPath == "tunnel.user")
         #expect(error("{\"tunnel\": \"busymate\"}")?.message == "expected an object, found a string")
         #expect(error("[]")?.message == "expected an object, found an array")
+        #expect(error("{\"capture\": {\"body_max\": \"lots\"}}")?.keyPath == "capture.body_max")
+        #expect(error("{\"capture\": {\"body_max\": -1}}")?.keyPath == "capture.body_max")
+        #expect(error("{\"capture\": {\"max_bytes\": \"1KiB\"}}")?.keyPath == "capture.max_bytes")
+        #expect(error("{\"capture\": {\"max_bytes\": true}}")?.message.hasPrefix("expected a size") == true)
     }
 
     @Test func columnsCountCharactersNotBytes() {

@@ -68,9 +68,61 @@ import Testing
     @Test func pruningKeepsTheNewest() throws {
         let store = try Store()
         _ = try store.traffic.insert((0..<10).map { exchange("h\($0).example.com", at: Double($0)) })
-        #expect(try store.traffic.prune(maxExchanges: 3) == 7)
+        #expect(try store.traffic.prune(.init(maxExchanges: 3, maxBytes: .max)) == 7)
         #expect(try store.traffic.list(.init()).map(\.host) == ["h9.example.com", "h8.example.com", "h7.example.com"])
     }
+
+    @Test func pruningByBytesRemovesTheOldestAndTheirBodyFiles() throws {
+        let store = try Store()
+        let bodies = BodyStore(paths: GroupPaths(root: store.dir))
+        try FileManager.default.createDirectory(at: bodies.directory, withIntermediateDirectories: true)
+        // Five exchanges of 1000 stored bytes each, every one with a body file.
+        let records = try (0..<5).map { i -> ExchangeRecord in
+            var r = exchange("h\(i).example.com", at: Double(i))
+            r.responseBodyFile = BodyStore.fileName(requestID: r.requestID, .response)
+            r.storedBytes = 1000
+            try Data(repeating: 0x61, count: 1000).write(to: bodies.url(r.responseBodyFile ?? ""))
+            return r
+        }
+        _ = try store.traffic.insert(records)
+        #expect(try store.traffic.prune(.init(maxExchanges: 100, maxBytes: 2500)) == 3)
+        #expect(try store.traffic.list(.init()).map(\.host) == ["h4.example.com", "h3.example.com"])
+        let left = try FileManager.default.contentsOfDirectory(atPath: bodies.directory.path).sorted()
+        #expect(left == records[3...].compactMap(\.responseBodyFile).sorted())
+        #expect(try store.traffic.bodyFiles() == Set(left))
+        #expect(try bodies.body(of: records[4], .response)?.count == 1000)
+        #expect(throws: BodyStoreError.self) { try bodies.body(of: records[0], .response) }
+    }
+
+    @Test func decodesGzipDeflateAndBrotli() throws {
+        let text = Data(String(repeating: "busymate ", count: 200).utf8)
+        // Made with python3's gzip and zlib.
+        func gzip(_ args: [String]) throws -> Data {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            p.arguments = ["-c", "import sys,zlib,gzip; d=sys.stdin.buffer.read(); sys.stdout.buffer.write(" + args[0] + ")"]
+            let input = Pipe(), output = Pipe()
+            p.standardInput = input
+            p.standardOutput = output
+            try p.run()
+            input.fileHandleForWriting.write(text)
+            try input.fileHandleForWriting.close()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            return data
+        }
+        #expect(BodyDecoder.decode(try gzip(["gzip.compress(d)"]), encoding: "gzip") == text)
+        #expect(BodyDecoder.decode(try gzip(["zlib.compress(d)"]), encoding: "deflate") == text)
+        #expect(BodyDecoder.decode(try gzip(["zlib.compress(d)[2:-4]"]), encoding: "deflate") == text)
+        #expect(BodyDecoder.decode(Self.brotliOfBusymate, encoding: "br") == Data("busymate busymate busymate\n".utf8))
+        #expect(BodyDecoder.decode(Data("not gzip".utf8), encoding: "gzip") == nil)
+        #expect(BodyDecoder.decode(Data("x".utf8), encoding: "zstd") == nil)
+    }
+
+    /// `BrotliEncoderCompress(11, 22, BROTLI_MODE_TEXT, "busymate busymate busymate\n")`
+    /// from libbrotlienc 1.0.9.
+    static let brotliOfBusymate = Data([0x1b, 0x1a, 0x00, 0xf8, 0x1d, 0xa9, 0x53, 0x9f, 0xbb, 0x70, 0x25, 0x56, 0xd7, 0x0a, 0x20,
+                                        0x73, 0x74, 0x3a, 0xac, 0xac, 0x2d, 0x4f, 0x29, 0xa2, 0x4f, 0x30, 0xf0, 0x76, 0xac, 0x00])
 
     @Test func pinnedDomainsCountRefusals() throws {
         let store = try Store()

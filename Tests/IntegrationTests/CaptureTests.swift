@@ -279,6 +279,75 @@ extension ApplianceTests {
         let raw = try appliance.cli(["show", "--raw", "\(id)"])
         #expect(!raw.stdout.contains("\"compressed\""))
         #expect(raw.stdout.contains("binary data"))
+        // Both sizes are in the row: as sent, and decoded.
+        let row = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(id)"]).stdout.utf8)) as? [String: Any]
+        #expect(row?["response_body_decoded_size"] as? Int == "{\"compressed\":true,\"n\":42}".utf8.count)
+        #expect((row?["response_body_size"] as? Int ?? 0) > 0 && row?["response_body_size"] as? Int != row?["response_body_decoded_size"] as? Int)
+    }
+
+    @Test func largeBodiesAreStoredAsFilesCappedAndRemovedByRetention() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
+             "capture": {"body_max": "450KiB", "max_bytes": "1MiB"}}
+
+            """)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let bodiesDir = appliance.group.appendingPathComponent("bodies")
+        func rows(_ count: Int) throws -> [[String: Any]] {
+            var found: [[String: Any]] = []
+            try waitUntil("\(count) exchanges are stored", timeout: 3) {
+                found = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+                return found.count == count
+            }
+            return found
+        }
+        func row(_ id: Int) throws -> [String: Any] {
+            try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(id)"]).stdout.utf8)) as? [String: Any] ?? [:]
+        }
+        func fileSize(_ name: Any?) -> Int? {
+            guard let name = name as? String else { return nil }
+            return (try? FileManager.default.attributesOfItem(atPath: bodiesDir.appendingPathComponent(name).path))?[.size] as? Int
+        }
+
+        // A 100 KiB upload: too big for the row, so a file, whole.
+        let upload = appliance.base.appendingPathComponent("upload.bin")
+        let payload = Data((0..<(100 * 1024)).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        try payload.write(to: upload)
+        let posted = try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/upload", extra: ["--data-binary", "@\(upload.path)"])
+        #expect(posted.code == 200)
+        let first = try row(try rows(1)[0]["id"] as? Int ?? 0)
+        let uploadFile = first["request_body_file"] as? String
+        #expect(uploadFile != nil)
+        #expect(first["request_body_size"] as? Int == payload.count)
+        #expect(first["request_body_truncated"] as? Bool == false)
+        #expect(try Data(contentsOf: bodiesDir.appendingPathComponent(uploadFile ?? "-")) == payload)
+        #expect(try appliance.cli(["show", "\(first["id"] as? Int ?? 0)"]).stdout.contains("(\(payload.count) bytes, stored in bodies/\(uploadFile ?? "-"))"))
+
+        // A 1 MiB download: forwarded whole, stored up to body_max, flagged.
+        let download = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{size_download}", "-x", "http://127.0.0.1:\(port)",
+                                                         "http://127.0.0.1:\(origin.port)/big?mb=1"])
+        #expect(download.stdout == "\(1 << 20)")
+        let second = try row(try rows(2)[0]["id"] as? Int ?? 0)
+        #expect(second["response_body_size"] as? Int == 1 << 20)
+        #expect(second["response_body_truncated"] as? Bool == true)
+        #expect(fileSize(second["response_body_file"]) == 450 * 1024)
+
+        // Another one takes the store past max_bytes (2 × (450 + 16) KiB
+        // + (100 + 16) KiB > 1 MiB): the oldest exchange goes, and its body
+        // file with it.
+        _ = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/big?mb=1"])
+        var left: [[String: Any]] = []
+        try waitUntil("the upload is pruned", timeout: 3) {
+            left = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            return left.count == 2
+        }
+        #expect(!left.contains { ($0["url"] as? String)?.hasSuffix("/upload") == true })
+        #expect(!FileManager.default.fileExists(atPath: bodiesDir.appendingPathComponent(uploadFile ?? "-").path))
+        let files = try FileManager.default.contentsOfDirectory(atPath: bodiesDir.path)
+        #expect(files.count == 2, "\(files)")
     }
 }
 
@@ -295,7 +364,7 @@ extension ApplianceTests {
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
         let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA, extra: #", "capture": {"body_max": "4MiB"}"#))
         try appliance.start()
         let port = try appliance.proxyPort
         let tunnel = try appliance.status().int("tunnel.pid") ?? 0
@@ -322,6 +391,8 @@ extension ApplianceTests {
         let shown = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(id)"]).stdout.utf8)) as? [String: Any]
         #expect(shown?["response_body_size"] as? Int == 256 << 20)
         #expect(shown?["response_body_truncated"] as? Bool == true)
+        let file = appliance.group.appendingPathComponent("bodies").appendingPathComponent(shown?["response_body_file"] as? String ?? "-")
+        #expect((try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int == 4 << 20)
     }
 }
 

@@ -45,7 +45,7 @@ mirror() {
 }
 
 # What the installed binaries need at run time, besides systemd and glibc.
-box_packages=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0,libsqlite3-0
+box_packages=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0,libsqlite3-0,libbrotli1
 marker=$root/.busymate-box-$(printf %s "$box_packages" | md5sum | cut -c1-8)
 
 ensure_rootfs() {

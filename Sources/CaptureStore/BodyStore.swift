@@ -1,0 +1,50 @@
+import BusymateShared
+import Foundation
+
+/// Bodies too large to keep in the row: files under the group's `bodies/`,
+/// named after the exchange's request id.
+public struct BodyStore: Sendable {
+    public enum Direction: String, Sendable { case request, response }
+
+    public let directory: URL
+
+    public init(paths: GroupPaths) { directory = paths.bodies }
+
+    public static func fileName(requestID: String, _ direction: Direction) -> String { "\(requestID).\(direction.rawValue)" }
+
+    public func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
+
+    /// The stored body of `record` in `direction`: its file when it has one,
+    /// else the inline bytes. Throws when the row names a file that is gone.
+    public func body(of record: ExchangeRecord, _ direction: Direction) throws -> Data? {
+        let (file, inline) = direction == .request ? (record.requestBodyFile, record.requestBody) : (record.responseBodyFile, record.responseBody)
+        guard let file else { return inline }
+        do {
+            return try Data(contentsOf: url(file))
+        } catch {
+            throw BodyStoreError(description: "cannot read the body file \(url(file).path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Removes body files; a file already gone is not an error.
+    @discardableResult
+    public func remove(_ names: [String]) -> Int {
+        names.reduce(0) { removed, name in unlink(url(name).path) == 0 ? removed + 1 : removed }
+    }
+
+    /// Files no row names and not written to for `olderThan` seconds: left
+    /// by a tunnel that died between writing a body and committing its row.
+    public func orphans(referenced: Set<String>, olderThan age: TimeInterval = 60) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        let cutoff = Date().addingTimeInterval(-age)
+        return names.filter { name in
+            guard !referenced.contains(name), name.hasSuffix(".request") || name.hasSuffix(".response") else { return false }
+            let modified = (try? FileManager.default.attributesOfItem(atPath: url(name).path))?[.modificationDate] as? Date
+            return (modified ?? .distantPast) < cutoff
+        }
+    }
+}
+
+public struct BodyStoreError: Error, CustomStringConvertible {
+    public var description: String
+}

@@ -1,0 +1,51 @@
+import CaptureStore
+import NIOCore
+
+/// What is kept of one body as it streams past: the first bytes in the row,
+/// all of it (up to `capture.body_max`) in a file once it outgrows the row.
+/// Confined to its connection's event loop, like its handler.
+struct BodySink {
+    let direction: BodyStore.Direction
+    let limit: Int
+    private(set) var inline: [UInt8] = []
+    private(set) var file: BodyFileWriter?
+    /// Bytes stored (inline, or in the file when there is one).
+    private(set) var stored = 0
+    private(set) var truncated = false
+
+    init(direction: BodyStore.Direction, limit: Int) {
+        self.direction = direction
+        self.limit = limit
+    }
+
+    mutating func append(_ buffer: ByteBuffer, openFile: () -> BodyFileWriter?) {
+        let room = limit - stored
+        guard room > 0 else {
+            if buffer.readableBytes > 0 { truncated = true }
+            return
+        }
+        let kept = buffer.readableBytes > room ? buffer.getSlice(at: buffer.readerIndex, length: room) ?? buffer : buffer
+        if kept.readableBytes < buffer.readableBytes { truncated = true }
+        if file == nil, stored + kept.readableBytes <= CaptureWriter.inlineBodyLimit {
+            inline += kept.readableBytesView
+            stored += kept.readableBytes
+            return
+        }
+        if file == nil {
+            guard let opened = openFile() else {
+                truncated = true
+                return
+            }
+            file = opened
+            // The file holds the whole body; the row keeps its beginning.
+            opened.append(ByteBuffer(bytes: inline))
+            let head = CaptureWriter.inlineBodyLimit - inline.count
+            inline += kept.readableBytesView.prefix(head)
+        }
+        file?.append(kept)
+        stored += kept.readableBytes
+    }
+
+    /// Closes the file, if any; its writer reports how it went.
+    func finish() { file?.finish() }
+}
