@@ -87,14 +87,16 @@ enum HAR {
             "headers": headers(r.responseHeaders), "content": content, "redirectURL": header("location", in: r.responseHeaders) ?? "",
             "headersSize": -1, "bodySize": r.status == nil ? -1 : r.responseBodySize,
         ]
-        let connect = milliseconds(r.startedAt, r.connectedAt)
-        let wait = milliseconds(r.connectedAt ?? r.startedAt, r.firstByteAt)
+        let connect = milliseconds(r.startedAt, r.tlsDoneAt ?? r.connectedAt)
+        // HAR counts ssl inside connect.
+        let ssl = r.tlsDoneAt == nil ? -1 : milliseconds(r.connectedAt, r.tlsDoneAt)
+        let wait = milliseconds(r.tlsDoneAt ?? r.connectedAt ?? r.startedAt, r.firstByteAt)
         let receive = milliseconds(r.firstByteAt, r.endedAt)
         var entry: [String: Any] = [
             "startedDateTime": timestamp(r.startedAt),
             "time": max(0, milliseconds(r.startedAt, r.endedAt)),
             "request": request, "response": response, "cache": [:] as [String: Any],
-            "timings": ["blocked": -1, "dns": -1, "connect": connect, "ssl": -1, "send": 0, "wait": max(0, wait), "receive": max(0, receive)],
+            "timings": ["blocked": -1, "dns": -1, "connect": connect, "ssl": ssl, "send": 0, "wait": max(0, wait), "receive": max(0, receive)],
             "_requestId": r.requestID,
         ]
         if let server = r.serverAddress { entry["serverIPAddress"] = server.split(separator: ":").dropLast().joined(separator: ":").trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }

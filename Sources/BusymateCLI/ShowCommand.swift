@@ -31,8 +31,10 @@ struct Show: AsyncParsableCommand {
         out.append("id \(record.id ?? 0) · request \(record.requestID) · \(record.tlsMode.rawValue)\(record.error.map { " · error: \($0)" } ?? "")")
         let t0 = record.startedAt
         func at(_ d: Date?) -> String { d.map { String(format: "+%.1fms", $0.timeIntervalSince(t0) * 1000) } ?? "-" }
-        out.append("timing: started \(ISO8601DateFormatter().string(from: t0)), connected \(at(record.connectedAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
+        out.append("timing: started \(ISO8601DateFormatter().string(from: t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
         if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
+        let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
+        if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
         if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
         out.append("")
         out.append("> \(record.method) \(record.path.isEmpty ? record.url : record.path) \(record.httpVersion ?? "HTTP/1.1")")

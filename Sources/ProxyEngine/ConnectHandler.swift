@@ -242,10 +242,18 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
                 closed.endedAt = Date()
                 closed.bytesUp = counts.up.load(ordering: .relaxed)
                 closed.bytesDown = counts.down.load(ordering: .relaxed)
+                let hello = counts.hello.withLock { $0 }
+                (closed.sni, closed.tlsVersion, closed.tlsCipher) = (hello.sni, hello.version, hello.cipher)
                 capture.submit(closed)
             }
         }
         do {
+            if capture != nil {
+                try context.channel.pipeline.syncOperations.addHandler(TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } })
+                try peer.pipeline.syncOperations.addHandler(TLSHelloSniffer(.server) { hello in
+                    counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) }
+                })
+            }
             try context.channel.pipeline.syncOperations.addHandler(localGlue)
             try peer.pipeline.syncOperations.addHandler(peerGlue)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
@@ -282,4 +290,6 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
 final class TunnelByteCounts: Sendable {
     let up = Atomic<Int>(0)
     let down = Atomic<Int>(0)
+    /// What the hellos going past said: the client's SNI, the server's choices.
+    let hello = Mutex(TLSHello())
 }

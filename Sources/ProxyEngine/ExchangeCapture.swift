@@ -45,6 +45,13 @@ struct ExchangeCapture {
         responseBody.append(buffer) { writer.openBodyFile(requestID: id, .response) }
     }
 
+    /// The upstream TLS: the server's choices, and when its handshake ended.
+    mutating func tls(_ hello: TLSHello?, doneAt: Date?) {
+        if let version = hello?.version { record.tlsVersion = version }
+        if let cipher = hello?.cipher { record.tlsCipher = cipher }
+        if let doneAt { record.tlsDoneAt = doneAt }
+    }
+
     mutating func connected(to server: SocketAddress?) {
         record.connectedAt = Date()
         record.serverAddress = server.map(Self.describe)

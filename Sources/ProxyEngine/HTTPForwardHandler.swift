@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import NIOTLS
 
 /// Where a client connection's requests go.
 enum ForwardRoute {
@@ -53,6 +54,10 @@ final class HTTPForwardHandler {
     private let route: ForwardRoute
     private let capture: CaptureWriter?
     private var exchangeCapture: ExchangeCapture?
+    /// The SNI the client sent us (intercepted tunnels).
+    var clientSNI: String?
+    /// What the upstream server chose, for the connection in use.
+    private var upstreamHello: TLSHello?
 
     init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, capture: CaptureWriter? = nil) {
         self.logger = logger
@@ -170,6 +175,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }()
             exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
                                               client: context.channel.remoteAddress)
+            if case .intercepted = route {
+                exchangeCapture?.record.sni = clientSNI
+                // A reused connection's TLS is already known.
+                if case .connected = upstream { exchangeCapture?.tls(upstreamHello, doneAt: nil) }
+            }
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? UUID().uuidString.lowercased())"
         logger[metadataKey: "HOST"] = "\(target.host)"
@@ -194,6 +204,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func connect(to target: ProxyTarget, first: HTTPClientRequestPart, context: ChannelHandlerContext) {
         upstream = .connecting(target, pending: [first])
+        upstreamHello = nil
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let upstreamHandler = UpstreamHandler(forward: self)
         let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
@@ -207,6 +218,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {
+                        try channel.pipeline.syncOperations.addHandler(TLSHelloSniffer(.server) { hello in boundUpstream.value.serverHello(hello) })
                         try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
@@ -339,6 +351,21 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func upstreamReadComplete() { context?.flush() }
 
+    func upstreamServerHello(_ hello: TLSHello, from handler: UpstreamHandler) {
+        switch upstream {
+        case let .connected(_, _, current) where current === handler: break
+        case .connecting: break
+        default: return
+        }
+        upstreamHello = hello
+        exchangeCapture?.tls(hello, doneAt: nil)
+    }
+
+    func upstreamHandshakeDone(_ handler: UpstreamHandler) {
+        guard case let .connected(_, _, current) = upstream, current === handler else { return }
+        exchangeCapture?.tls(upstreamHello, doneAt: Date())
+    }
+
     func upstreamKeepAliveEnded(_ handler: UpstreamHandler) {
         if case let .connected(_, _, current) = upstream, current === handler { closeUpstream() }
     }
@@ -407,6 +434,13 @@ final class UpstreamHandler: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) { forward?.upstreamReadComplete() }
 
     func channelInactive(context: ChannelHandlerContext) { forward?.upstreamClosed(self, error: failure) }
+
+    func serverHello(_ hello: TLSHello) { forward?.upstreamServerHello(hello, from: self) }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event { forward?.upstreamHandshakeDone(self) }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         failure = error

@@ -21,6 +21,8 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let logger: Logger
     private let capture: CaptureWriter?
     private var host: String { target.host }
+    /// The client's SNI, for the row of a failed handshake.
+    var sni: String?
 
     init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureWriter?) {
         self.target = target
@@ -36,15 +38,21 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
                         logger: Logger, stats: TrafficStats, capture: CaptureWriter?) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         encoderConfig.automaticallySetFramingHeaders = false
+        let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture)
+        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), capture: capture)
         let handlers: [ChannelHandler] = [
+            TLSHelloSniffer(.client) { hello in
+                watcher.sni = hello.sni
+                forward.clientSNI = hello.sni
+            },
             NIOSSLServerHandler(context: serverContext),
-            MITMHandler(target: target, interception: interception, logger: logger, capture: capture),
+            watcher,
             HTTPResponseEncoder(configuration: encoderConfig),
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
             DrainHandler(),
             HTTPServerPipelineHandler(),
             HTTPServerProtocolErrorHandler(),
-            HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), capture: capture),
+            forward,
         ]
         try pipeline.addHandlers(handlers, position: .after(handler))
     }
@@ -69,6 +77,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: host.lowercased(), port: target.port, path: "",
                                         url: target.description, tlsMode: .mitm)
             record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
+            record.sni = sni
             record.endedAt = Date()
             record.error = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
                 ?? "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"

@@ -41,6 +41,34 @@ extension ApplianceTests {
         #expect(through.issuer?.contains("CN=localhost") == true, "\(through.issuer ?? "no issuer")")
         let refused = try fetch("https://127.0.0.1:\(origin.port)/open", port: port, trusting: ourCA)
         #expect(refused.result.status != 0)
+
+        // The rows carry the TLS details: the client's SNI, and what the
+        // server chose (upstream, for an intercepted exchange).
+        func row(_ suffix: String, mode: String) throws -> [String: Any] {
+            var found: [String: Any]?
+            try waitUntil("the \(suffix) row is stored", timeout: 3) {
+                let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+                let id = rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true && $0["tls"] as? String == mode }?["id"] as? Int
+                found = try id.flatMap { try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\($0)"]).stdout.utf8)) as? [String: Any] }
+                return found != nil
+            }
+            return found ?? [:]
+        }
+        let secret = try row("/secret?q=1", mode: "mitm")
+        #expect(secret["sni"] as? String == "localhost")
+        #expect(secret["tls_version"] as? String == "TLSv1.3")
+        #expect((secret["tls_cipher"] as? String)?.hasPrefix("TLS_") == true, "\(secret["tls_cipher"] ?? "none")")
+        #expect(secret["tls_done_at"] is String)
+        // The second request reused the connection: same TLS, no new handshake.
+        let reused = try row("/b", mode: "mitm")
+        #expect(reused["tls_version"] as? String == "TLSv1.3")
+        #expect(reused["tls_done_at"] == nil || reused["tls_done_at"] is NSNull)
+        let tunnel = try row("127.0.0.1:\(origin.port)", mode: "passthrough")
+        #expect(tunnel["sni"] == nil || tunnel["sni"] is NSNull, "no SNI for an IP address")
+        #expect(tunnel["tls_version"] as? String == "TLSv1.3")
+        #expect((tunnel["tls_cipher"] as? String)?.hasPrefix("TLS_") == true)
+        let shown = try appliance.cli(["show", "\(secret["id"] as? Int ?? 0)"]).stdout
+        #expect(shown.contains("tls: mitm, SNI localhost, TLSv1.3, TLS_"), "\(shown)")
     }
 
     @Test func anUntrustedUpstreamGetsA502UntilItIsMarkedInsecure() async throws {
