@@ -272,7 +272,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func removeDecoder(context: ChannelHandlerContext) {
         let ops = context.pipeline.syncOperations
         if let h = try? ops.handler(type: HTTPForwardHandler.self) { ops.removeHandler(h, promise: nil) }
-        if let h = try? ops.handler(type: HTTPServerProtocolErrorHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let h = try? ops.handler(type: ProtocolErrorResponder.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: HTTPServerPipelineHandler.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: DrainHandler.self) { ops.removeHandler(h, promise: nil) }
         if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {

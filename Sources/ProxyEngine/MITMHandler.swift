@@ -51,7 +51,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
             DrainHandler(),
             HTTPServerPipelineHandler(),
-            HTTPServerProtocolErrorHandler(),
+            ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target),
             forward,
         ]
         try pipeline.addHandlers(handlers, position: .after(handler))

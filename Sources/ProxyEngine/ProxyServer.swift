@@ -68,7 +68,7 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(HTTPServerProtocolErrorHandler())
+        try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, capture: capture))
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, capture: capture))
     }

@@ -419,3 +419,43 @@ extension ApplianceTests {
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
     }
 }
+
+extension ApplianceTests {
+    /// Raw bytes to the proxy from bash's /dev/tcp, then what came back
+    /// until the proxy closed, or (`hangUp`) nothing: the client just goes.
+    private func raw(_ port: Int, _ bytes: String, hangUp: Bool = false) throws -> String {
+        try Command.run("/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port); printf '\(bytes)' >&3; \(hangUp ? "exec 3>&-" : "cat <&3")"],
+                        timeout: 10).stdout
+    }
+
+    @Test func malformedAndOversizedRequestsAreAnsweredAndRecorded() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+
+        let garbage = try raw(port, "THIS IS NOT HTTP\\r\\n\\r\\n")
+        #expect(garbage.hasPrefix("HTTP/1.1 400 Bad Request\r\n"), "\(garbage)")
+        let big = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)",
+                                                    "-H", "X-Big: " + String(repeating: "a", count: 85_000), "http://127.0.0.1:\(origin.port)/"])
+        #expect(big.stdout == "431", "\(big.stderr)")
+        // A client that promises 1000 bytes, sends 10 and hangs up.
+        _ = try raw(port, "POST http://127.0.0.1:\(origin.port)/upload HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n0123456789", hangUp: true)
+
+        var rows: [[String: Any]] = []
+        try waitUntil("three rows are stored", timeout: 3) {
+            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            return rows.count == 3
+        }
+        let errors = rows.compactMap { $0["error"] as? String }
+        #expect(errors.contains { $0.contains("malformed request") && $0.contains("answered 400") }, "\(errors)")
+        #expect(errors.contains { $0.contains("over 80 KiB") && $0.contains("answered 431") }, "\(errors)")
+        #expect(errors.contains { $0.contains("client closed") }, "\(errors)")
+        let aborted = rows.first { ($0["url"] as? String)?.hasSuffix("/upload") == true }
+        let shown = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(aborted?["id"] as? Int ?? 0)"]).stdout.utf8)) as? [String: Any]
+        #expect(shown?["request_body_size"] as? Int == 10)
+        // And the tunnel serves everyone else as before.
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
+    }
+}
