@@ -4,7 +4,7 @@ import NIOCore
 /// What is kept of one body as it streams past: the first bytes in the row,
 /// all of it (up to `capture.body_max`) in a file once it outgrows the row.
 /// Confined to its connection's event loop, like its handler.
-struct BodySink {
+struct BodySink: Sendable {
     let direction: BodyStore.Direction
     let limit: Int
     private(set) var inline: [UInt8] = []

@@ -4,7 +4,7 @@ import NIOCore
 import NIOHTTP1
 
 /// One exchange as `HTTPForwardHandler` sees it happen, on its event loop.
-struct ExchangeCapture {
+struct ExchangeCapture: Sendable {
     var record: ExchangeRecord
     private let writer: CaptureWriter
     private var requestBody: BodySink

@@ -43,6 +43,11 @@ final class HTTPForwardHandler {
         var clientWantsClose: Bool
         var clientIsHTTP10: Bool
         var closeAfterResponse = false
+        /// The `Upgrade` the client asked for (a WebSocket), if any.
+        var upgrade: String?
+        /// The upstream said 101: bytes flow both ways once both heads have ended.
+        var switching = false
+        var responseEnded = false
     }
 
     private var upstream = Upstream.none
@@ -101,6 +106,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 active.requestEnded = true
                 exchange = .active(active)
                 sendUpstream(.end(trailers))
+                if active.switching && active.responseEnded { switchProtocols() }
             case .rejected:
                 exchange = .idle
             case .idle:
@@ -186,12 +192,20 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
 
         var headers = head.headers
+        let upgrade = HopByHop.upgrade(in: headers)
         HopByHop.strip(&headers)
+        if let upgrade {
+            // The one hop-by-hop request the origin must see: it is the origin that switches.
+            headers.add(name: "Connection", value: "Upgrade")
+            headers.add(name: "Upgrade", value: upgrade)
+        }
         if !headers.contains(name: "host") {
             headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
         }
         let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: originForm, headers: headers)
-        exchange = .active(Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1))
+        var active = Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1)
+        active.upgrade = upgrade
+        exchange = .active(active)
 
         switch upstream {
         case let .connected(current, channel, _) where current == target && channel.isActive:
@@ -221,8 +235,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                         try channel.pipeline.syncOperations.addHandler(TLSHelloSniffer(.server) { hello in boundUpstream.value.serverHello(hello) })
                         try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
                     }
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(boundUpstream.value)
+                    // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
+                    let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)
+                    try channel.pipeline.syncOperations.addHandlers([
+                        HTTPRequestEncoder(), ByteToMessageHandler(decoder), NIOHTTPRequestHeadersValidator(), boundUpstream.value,
+                    ])
                 }
             }
             .connect(host: target.host, port: target.port)
@@ -302,6 +319,25 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func upstreamResponse(_ part: HTTPClientResponsePart, isHeadRequest: Bool) {
         guard let context, case var .active(active) = exchange else { return }
         switch part {
+        case let .head(head) where head.status.code < 200 && head.status != .switchingProtocols:
+            // 100 Continue and friends: passed on, and the real answer follows.
+            var headers = head.headers
+            HopByHop.strip(&headers)
+            context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
+        case let .head(head) where head.status == .switchingProtocols:
+            guard let upgrade = active.upgrade else {
+                fail(.upstreamProtocol("the server switched protocols unasked"), context: context)
+                return
+            }
+            active.responseStarted = true
+            active.switching = true
+            exchange = .active(active)
+            exchangeCapture?.responseHead(head)
+            var headers = head.headers
+            HopByHop.strip(&headers)
+            headers.add(name: "Connection", value: "Upgrade")
+            headers.add(name: "Upgrade", value: head.headers["upgrade"].first ?? upgrade)
+            context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
         case let .head(head):
             active.responseStarted = true
             exchangeCapture?.responseHead(head)
@@ -333,6 +369,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             stats.sent(toClient: buffer.readableBytes)
             exchangeCapture?.responseBodyPart(buffer)
             context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        case .end where active.switching:
+            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+            active.responseEnded = true
+            exchange = .active(active)
+            if active.requestEnded { switchProtocols() }
         case let .end(trailers):
             exchange = .idle
             submitCapture()
@@ -395,7 +436,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 /// The upstream half of `HTTPForwardHandler`: hands response parts over and
 /// holds upstream reads while the client cannot take more.
-final class UpstreamHandler: ChannelDuplexHandler {
+final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
@@ -464,5 +505,72 @@ final class UpstreamHandler: ChannelDuplexHandler {
             pendingRead = false
             context.read()
         }
+    }
+}
+
+// MARK: protocol switch (WebSocket)
+
+extension HTTPForwardHandler {
+    /// After a 101 both connections stop speaking HTTP: the HTTP handlers on
+    /// each side go and the bytes are glued, as for a passed-through CONNECT.
+    /// The exchange's row (the handshake) is written when both have closed,
+    /// with the bytes that went each way.
+    private func switchProtocols() {
+        guard let context, case let .connected(_, upstreamChannel, upstreamHandler) = upstream else { return }
+        upstream = .none
+        exchange = .idle
+        upstreamHandler.detach()
+        let stats = self.stats
+        let counts = TunnelByteCounts()
+        let (clientGlue, upstreamGlue) = GlueHandler.matchedPair(
+            onBytesFromFirst: {
+                stats.received(fromClient: $0)
+                counts.up.add($0, ordering: .relaxed)
+            },
+            onBytesFromSecond: {
+                stats.sent(toClient: $0)
+                counts.down.add($0, ordering: .relaxed)
+            })
+        if let handshake = exchangeCapture {
+            exchangeCapture = nil
+            context.channel.closeFuture.and(upstreamChannel.closeFuture).whenComplete { _ in
+                var closed = handshake
+                closed.record.bytesUp = counts.up.load(ordering: .relaxed)
+                closed.record.bytesDown = counts.down.load(ordering: .relaxed)
+                closed.submit()
+            }
+        }
+        logger.debug("switched protocols; passing bytes through")
+        let client = context.pipeline.syncOperations
+        let server = upstreamChannel.pipeline.syncOperations
+        do {
+            try client.addHandler(clientGlue)
+            try server.addHandler(upstreamGlue)
+            // Outbound HTTP first, so the bytes a decoder hands over on its
+            // way out meet the glue and nothing that expects HTTP parts.
+            try Self.remove(HTTPResponseEncoder.self, from: client)
+            try Self.remove(ProtocolErrorResponder.self, from: client)
+            try Self.remove(HTTPServerPipelineHandler.self, from: client)
+            try Self.remove(DrainHandler.self, from: client)
+            try Self.remove(ConnectHandler.self, from: client)
+            try Self.remove(UpstreamHandler.self, from: server)
+            try Self.remove(NIOHTTPRequestHeadersValidator.self, from: server)
+            try Self.remove(HTTPRequestEncoder.self, from: server)
+            server.removeHandler(context: try server.context(handlerType: ByteToMessageHandler<HTTPResponseDecoder>.self), promise: nil)
+            client.removeHandler(self, promise: nil)
+            client.removeHandler(context: try client.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+            // Reads held while this handler forwarded HTTP start again.
+            context.channel.read()
+            upstreamChannel.read()
+        } catch {
+            logger.error("cannot switch protocols", metadata: ["ERROR": "\(error)"])
+            upstreamChannel.close(promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
+    private static func remove<Handler: RemovableChannelHandler>(_ type: Handler.Type, from ops: ChannelPipeline.SynchronousOperations) throws {
+        guard let handler = try? ops.handler(type: type) else { return }
+        ops.removeHandler(handler, promise: nil)
     }
 }

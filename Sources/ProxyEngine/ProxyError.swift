@@ -13,6 +13,7 @@ enum ProxyError: Error, CustomStringConvertible {
     case upstreamTLS(host: String, port: Int, detail: String)
     case certificate(host: String, detail: String)
     case unsupported(String)
+    case upstreamProtocol(String)
 
     var description: String {
         switch self {
@@ -24,13 +25,14 @@ enum ProxyError: Error, CustomStringConvertible {
             return "TLS with \(host):\(port) failed: \(detail) (to skip verification for this host, add it to ssl_proxying.insecure_upstream)"
         case let .certificate(host, detail): return "cannot make a certificate for \(host): \(detail)"
         case let .unsupported(what): return what
+        case let .upstreamProtocol(what): return what
         }
     }
 
     var status: HTTPResponseStatus {
         switch self {
         case .badTarget, .unsupported: return .badRequest
-        case .connectFailed, .upstreamClosedEarly, .upstreamFailed, .upstreamTLS, .certificate: return .badGateway
+        case .connectFailed, .upstreamClosedEarly, .upstreamFailed, .upstreamTLS, .certificate, .upstreamProtocol: return .badGateway
         }
     }
 

@@ -59,6 +59,14 @@ enum HopByHop {
         "te", "trailer", "upgrade",
     ]
 
+    /// The protocol a request asks to switch to (`Connection: upgrade` with
+    /// `Upgrade: websocket`), if it does.
+    static func upgrade(in headers: HTTPHeaders) -> String? {
+        let tokens = headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard tokens.contains("upgrade"), let value = headers["upgrade"].first, !value.isEmpty else { return nil }
+        return value
+    }
+
     /// Removes hop-by-hop headers, including those named in `Connection`.
     static func strip(_ headers: inout HTTPHeaders) {
         var named = Set<String>()

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import NIOWebSocket
 import SwiftASN1
 import X509
 
@@ -51,8 +52,21 @@ final class Origin: @unchecked Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(OriginHandler())
+                    // `/ws` is a WebSocket echo server.
+                    let http = OriginHandler()
+                    let websocket = NIOWebSocketServerUpgrader(
+                        shouldUpgrade: { channel, head in
+                            channel.eventLoop.makeSucceededFuture(head.uri == "/ws" ? HTTPHeaders() : nil)
+                        },
+                        upgradePipelineHandler: { channel, _ in
+                            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(WebSocketEcho()) }
+                        })
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [websocket], completionHandler: { context in
+                            let ops = context.pipeline.syncOperations
+                            if let http = try? ops.handler(type: OriginHandler.self) { ops.removeHandler(http, promise: nil) }
+                        }))
+                    try channel.pipeline.syncOperations.addHandler(http)
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -66,7 +80,7 @@ final class Origin: @unchecked Sendable {
     }
 }
 
-private final class OriginHandler: ChannelInboundHandler {
+private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
     private var head: HTTPRequestHead?
@@ -108,7 +122,12 @@ private final class OriginHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch Self.unwrapInboundIn(data) {
-        case let .head(h): head = h
+        case let .head(h):
+            head = h
+            // NIO leaves Expect: 100-continue to the application.
+            if h.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
+                context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
+            }
         case .body: break
         case .end:
             guard let head else { return }
@@ -164,5 +183,28 @@ private final class OriginHandler: ChannelInboundHandler {
                 context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
             }
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
+
+/// Echoes text and binary frames; answers pings; closes on close.
+private final class WebSocketEcho: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = Self.unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: frame.unmaskedData)), promise: nil)
+        case .ping:
+            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
+        case .connectionClose:
+            let channel = context.channel
+            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData))).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+        default:
+            break
+        }
     }
 }
