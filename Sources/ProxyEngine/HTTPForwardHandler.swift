@@ -163,7 +163,14 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func beginRequest(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+    /// Set by `busymate resend`: the exchange this request repeats. Recorded,
+    /// never forwarded.
+    static let resentFromHeader = "X-Busymate-Resent-From"
+
+    private func beginRequest(_ received: HTTPRequestHead, context: ChannelHandlerContext) {
+        var head = received
+        let resentFrom = head.headers.first(name: Self.resentFromHeader)
+        head.headers.remove(name: Self.resentFromHeader)
         guard let (target, originForm) = destination(of: head) else {
             let why = head.uri.lowercased().hasPrefix("https://")
                 ? "https:// URLs go through CONNECT; this proxy does not fetch them in absolute form"
@@ -181,6 +188,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }()
             exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
                                               client: context.channel.remoteAddress)
+            exchangeCapture?.record.resentFrom = resentFrom
             if case .intercepted = route {
                 exchangeCapture?.record.sni = clientSNI
                 // A reused connection's TLS is already known.

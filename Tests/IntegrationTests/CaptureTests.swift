@@ -459,3 +459,50 @@ extension ApplianceTests {
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
     }
 }
+
+extension ApplianceTests {
+    @Test func resendRepeatsTheRequestThroughTheTunnelAndLinksTheNewRow() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let originCA = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
+        try appliance.start()
+        let port = try appliance.proxyPort
+
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-H", "X-Mine: 1", "--data-binary", "a=1&b=2"]).code == 200)
+        #expect(try Command.curl(proxyPort: port, "https://localhost:\(tlsOrigin.port)/api", extra: ["--cacert", appliance.caFile.path]).code == 200)
+        var rows: [[String: Any]] = []
+        try waitUntil("both exchanges are stored", timeout: 3) {
+            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            return rows.filter { $0["method"] as? String != "CONNECT" }.count == 2
+        }
+        let form = rows.first { ($0["url"] as? String)?.hasSuffix("/form") == true } ?? [:]
+        let api = rows.first { ($0["url"] as? String)?.hasSuffix("/api") == true } ?? [:]
+
+        for original in [form, api] {
+            let r = try appliance.cli(["resend", "\(original["id"] as? Int ?? 0)"])
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(r.stdout.contains(": 200 OK"), "\(r.stdout)")
+            #expect(r.stdout.contains("recorded as exchange"), "\(r.stdout)")
+        }
+        rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+        for original in [form, api] {
+            let copies = rows.filter { $0["resent_from"] as? String == original["request_id"] as? String }
+            #expect(copies.count == 1, "\(rows)")
+            let copy = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(copies.first?["id"] as? Int ?? 0)"]).stdout.utf8)) as? [String: Any] ?? [:]
+            #expect(copy["url"] as? String == original["url"] as? String)
+            #expect(copy["method"] as? String == original["method"] as? String)
+            #expect(copy["status"] as? Int == 200)
+            let headers = copy["request_headers"] as? String ?? ""
+            #expect(!headers.lowercased().contains("x-busymate-resent-from"), "the marker is recorded as resent_from, not as a header")
+            if original["method"] as? String == "POST" {
+                #expect(headers.contains("X-Mine"))
+                #expect(copy["request_body"] as? String == Data("a=1&b=2".utf8).base64EncodedString())
+            } else {
+                #expect(copy["tls_mode"] as? String == "mitm")
+            }
+        }
+    }
+}

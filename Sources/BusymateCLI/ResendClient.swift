@@ -1,0 +1,131 @@
+import CaptureStore
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// Sends one stored request through the proxy, as a client would: absolute
+/// form for http, CONNECT then TLS (trusting the system store and the
+/// group's CA) for https.
+enum ResendClient {
+    struct Answer: Sendable {
+        var status: Int
+        var reason: String
+        var bodyBytes: Int
+    }
+
+    static func send(_ record: ExchangeRecord, body: Data, proxy: (host: String, port: Int), trusting caPEM: URL) async throws -> Answer {
+        let https = record.scheme == "https"
+        var headers = HTTPHeaders()
+        let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "te", "upgrade"]
+        for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) where !skip.contains(name.lowercased()) {
+            headers.add(name: name, value: value)
+        }
+        headers.replaceOrAdd(name: Resend.header, value: record.requestID)
+        headers.add(name: "Content-Length", value: "\(body.count)")
+        headers.add(name: "Connection", value: "close")
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: record.method), uri: https ? record.path : record.url, headers: headers)
+        let authority = record.host.contains(":") ? "[\(record.host)]:\(record.port)" : "\(record.host):\(record.port)"
+
+        var tls: NIOSSLContext?
+        if https {
+            var config = TLSConfiguration.makeClientConfiguration()
+            config.additionalTrustRoots = [.file(caPEM.path)]
+            tls = try NIOSSLContext(configuration: config)
+        }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let channel = try await ClientBootstrap(group: group).connectTimeout(.seconds(10)).connect(host: proxy.host, port: proxy.port).get()
+        defer { channel.close(promise: nil) }
+        if let tls {
+            try await ConnectTunnel.open(authority, on: channel)
+            let serverName = record.host.contains(":") || record.host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : record.host
+            try await channel.eventLoop.submit {
+                try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+            }.get()
+        }
+        let answer = channel.eventLoop.makePromise(of: Answer.self)
+        try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.addHTTPClientHandlers()
+            try channel.pipeline.syncOperations.addHandler(ResponseCollector(answer))
+        }.get()
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        if !body.isEmpty { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil) }
+        try await channel.writeAndFlush(HTTPClientRequestPart.end(nil)).get()
+        return try await answer.futureResult.get()
+    }
+}
+
+/// `CONNECT host:port` over raw bytes; done once the proxy says 200.
+private final class ConnectTunnel: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    private var seen = ""
+    private let done: EventLoopPromise<Void>
+
+    private init(_ done: EventLoopPromise<Void>) { self.done = done }
+
+    static func open(_ authority: String, on channel: Channel) async throws {
+        let done = channel.eventLoop.makePromise(of: Void.self)
+        try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.addHandler(ConnectTunnel(done))
+        }.get()
+        try await channel.writeAndFlush(ByteBuffer(string: "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n")).get()
+        try await done.futureResult.get()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = Self.unwrapInboundIn(data)
+        seen += buffer.readString(length: buffer.readableBytes) ?? ""
+        guard let end = seen.range(of: "\r\n\r\n") else { return }
+        let statusLine = seen[..<end.lowerBound].split(separator: "\r\n").first ?? ""
+        if statusLine.split(separator: " ").dropFirst().first == "200" {
+            context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            done.succeed()
+        } else {
+            done.fail(ResendError(description: "the proxy refused the CONNECT: \(statusLine)"))
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        done.fail(ResendError(description: "the proxy closed the connection during CONNECT"))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        done.fail(error)
+        context.close(promise: nil)
+    }
+}
+
+/// Collects the response's head and counts its body.
+private final class ResponseCollector: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    private var head: HTTPResponseHead?
+    private var bytes = 0
+    private let answer: EventLoopPromise<ResendClient.Answer>
+
+    init(_ answer: EventLoopPromise<ResendClient.Answer>) { self.answer = answer }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch Self.unwrapInboundIn(data) {
+        case let .head(h): head = h
+        case let .body(buffer): bytes += buffer.readableBytes
+        case .end:
+            guard let head else { return }
+            answer.succeed(.init(status: Int(head.status.code), reason: head.status.reasonPhrase, bodyBytes: bytes))
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        answer.fail(ResendError(description: "the connection closed before the response ended"))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        answer.fail(error)
+        context.close(promise: nil)
+    }
+}
+
+struct ResendError: Error, CustomStringConvertible {
+    var description: String
+}
