@@ -11,6 +11,9 @@ final class Appliance: @unchecked Sendable {
     let group: URL
     let logURL: URL
     private(set) var supervisor: Process?
+    /// Run in a network namespace of its own with only loopback up (root
+    /// only): names do not resolve there, and nothing leaves the machine.
+    let isolatedNetwork: Bool
 
     static let defaultSettings = """
         {
@@ -21,7 +24,8 @@ final class Appliance: @unchecked Sendable {
 
         """
 
-    init(settings: String? = defaultSettings) throws {
+    init(settings: String? = defaultSettings, isolatedNetwork: Bool = false) throws {
+        self.isolatedNetwork = isolatedNetwork
         base = URL(fileURLWithPath: "/tmp/bmi-\(UInt32.random(in: 0...UInt32.max))")
         group = base.appendingPathComponent("group")
         logURL = base.appendingPathComponent("supervisor.log")
@@ -91,8 +95,15 @@ final class Appliance: @unchecked Sendable {
     private func launch() throws {
         _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
-        process.arguments = ["--group", group.path]
+        if isolatedNetwork {
+            // unshare and sh exec: the pid stays the supervisor's.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+            process.arguments = ["--net", "--", "/bin/sh", "-c", "ip link set lo up && exec \"$0\" \"$@\"",
+                                 Command.binary("busymate-app"), "--group", group.path]
+        } else {
+            process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
+            process.arguments = ["--group", group.path]
+        }
         var env = ProcessInfo.processInfo.environment
         env["BUSYMATE_LOG"] = "stderr"
         env.removeValue(forKey: "NOTIFY_SOCKET")
@@ -103,6 +114,18 @@ final class Appliance: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         supervisor = process
+    }
+
+    /// curl through the proxy, from inside the appliance's network namespace
+    /// when it has one.
+    func curl(_ url: String, extra: [String] = []) throws -> (code: Int, body: String, result: CommandResult) {
+        let port = try proxyPort
+        let args = ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(port)", "-w", "\n%{http_code}", url] + extra
+        let r = isolatedNetwork
+            ? try Command.run("/usr/bin/nsenter", ["--net=/proc/\(supervisor?.processIdentifier ?? 0)/ns/net", "--", "/usr/bin/curl"] + args)
+            : try Command.run("/usr/bin/curl", args)
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), r)
     }
 
     func killSupervisor() {

@@ -506,3 +506,28 @@ extension ApplianceTests {
         }
     }
 }
+
+extension ApplianceTests {
+    @Test func aNameThatDoesNotResolveGetsA502AndARowThatSaysDNS() async throws {
+        // In a network namespace of the test's own: no DNS server is reachable.
+        let appliance = try Appliance(isolatedNetwork: true)
+        try appliance.start()
+        let plain = try appliance.curl("http://nonexistent.invalid/page")
+        #expect(plain.code == 502, "\(plain.result.stderr)")
+        #expect(plain.body.contains("DNS lookup failed"), "\(plain.body)")
+        let tunnel = try appliance.curl("https://nonexistent.invalid/")
+        #expect(tunnel.result.stderr.contains("502"), "\(tunnel.result.stderr)")
+
+        var rows: [[String: Any]] = []
+        try waitUntil("both failures are stored", timeout: 3) {
+            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+            return rows.count == 2
+        }
+        for row in rows {
+            #expect(row["host"] as? String == "nonexistent.invalid")
+            #expect((row["error"] as? String)?.contains("DNS lookup failed") == true, "\(row)")
+        }
+        // Everyone else is still served: the tunnel answers on its own port.
+        #expect(try appliance.curl("http://127.0.0.1:1/").code == 502)
+    }
+}
