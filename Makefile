@@ -11,7 +11,7 @@ SYSUSERSDIR ?= $(DESTDIR)/usr/lib/sysusers.d
 TMPFILESDIR ?= $(DESTDIR)/usr/lib/tmpfiles.d
 BUILD_BIN = .build/$(CONFIG)
 
-.PHONY: all deps build run test systemd-test install clean
+.PHONY: all deps build run test systemd-test bench install clean
 
 all: build
 
@@ -34,6 +34,15 @@ test: build
 
 systemd-test: build
 	tests/systemd/run.sh
+
+# Busymate against mitmdump 12.3.1 and the direct path, release build,
+# servers on core 0 and the load generator on core 1; writes BENCHMARKS.md.
+bench:
+	@scripts/install-deps.sh --bench
+	$(SWIFT) build -c release
+	@mitm=$$(bench/install-mitmproxy.sh 2>.build/bench-mitmproxy.log) || { echo "bench: mitmdump could not be installed (see .build/bench-mitmproxy.log); measuring Busymate against direct only" >&2; mitm=""; }; \
+	taskset -c 1 .build/release/busymate-bench --binaries .build/release --mitmdump "$$mitm" \
+	  --mitmdump-missing "$$(tail -1 .build/bench-mitmproxy.log 2>/dev/null)" --output BENCHMARKS.md
 
 install: build
 	install -d $(BINDIR) $(SHAREDIR)/skeleton $(UNITDIR) $(SYSUSERSDIR) $(TMPFILESDIR)

@@ -64,6 +64,10 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(
+            name: "ProxyClient",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict),
+        .target(
             name: "Supervisor",
             dependencies: [
                 "BusymateShared",
@@ -81,6 +85,7 @@ let package = Package(
             dependencies: [
                 "BusymateShared",
                 "CaptureStore",
+                "ProxyClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -91,6 +96,22 @@ let package = Package(
         .executableTarget(name: "busymate-app", dependencies: ["Supervisor"], swiftSettings: strict),
         .executableTarget(name: "busymate-tunnel", dependencies: ["ProxyEngine"], swiftSettings: strict),
         .executableTarget(name: "busymate", dependencies: ["BusymateCLI"], swiftSettings: strict),
+        .executableTarget(
+            name: "busymate-bench",
+            dependencies: [
+                "BusymateShared",
+                "ProxyClient",
+                "ProxyEngine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict),
         .testTarget(
             name: "BusymateSharedTests",
             dependencies: ["BusymateShared"],

@@ -3,8 +3,10 @@
 # and only as root; otherwise says what to install.
 set -euo pipefail
 packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl)
-# The tests also use ip(8), for a network namespace of their own.
+# The tests also use ip(8), for a network namespace of their own; the
+# benchmark's origin is nginx.
 [ "${1:-}" = "--test" ] && packages+=(iproute2)
+[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

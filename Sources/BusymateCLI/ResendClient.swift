@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import ProxyClient
 
 /// Sends one stored request through the proxy, as a client would: absolute
 /// form for http, CONNECT then TLS (trusting the system store and the
@@ -38,7 +39,7 @@ enum ResendClient {
         let channel = try await ClientBootstrap(group: group).connectTimeout(.seconds(10)).connect(host: proxy.host, port: proxy.port).get()
         defer { channel.close(promise: nil) }
         if let tls {
-            try await ConnectTunnel.open(authority, on: channel)
+            try await ConnectPreamble.open(authority, on: channel).get()
             let serverName = record.host.contains(":") || record.host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : record.host
             try await channel.eventLoop.submit {
                 try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
@@ -53,46 +54,6 @@ enum ResendClient {
         if !body.isEmpty { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil) }
         try await channel.writeAndFlush(HTTPClientRequestPart.end(nil)).get()
         return try await answer.futureResult.get()
-    }
-}
-
-/// `CONNECT host:port` over raw bytes; done once the proxy says 200.
-private final class ConnectTunnel: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    private var seen = ""
-    private let done: EventLoopPromise<Void>
-
-    private init(_ done: EventLoopPromise<Void>) { self.done = done }
-
-    static func open(_ authority: String, on channel: Channel) async throws {
-        let done = channel.eventLoop.makePromise(of: Void.self)
-        try await channel.eventLoop.submit {
-            try channel.pipeline.syncOperations.addHandler(ConnectTunnel(done))
-        }.get()
-        try await channel.writeAndFlush(ByteBuffer(string: "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n")).get()
-        try await done.futureResult.get()
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var buffer = Self.unwrapInboundIn(data)
-        seen += buffer.readString(length: buffer.readableBytes) ?? ""
-        guard let end = seen.range(of: "\r\n\r\n") else { return }
-        let statusLine = seen[..<end.lowerBound].split(separator: "\r\n").first ?? ""
-        if statusLine.split(separator: " ").dropFirst().first == "200" {
-            context.pipeline.syncOperations.removeHandler(self, promise: nil)
-            done.succeed()
-        } else {
-            done.fail(ResendError(description: "the proxy refused the CONNECT: \(statusLine)"))
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        done.fail(ResendError(description: "the proxy closed the connection during CONNECT"))
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        done.fail(error)
-        context.close(promise: nil)
     }
 }
 
@@ -126,6 +87,4 @@ private final class ResponseCollector: ChannelInboundHandler {
     }
 }
 
-struct ResendError: Error, CustomStringConvertible {
-    var description: String
-}
+typealias ResendError = ProxyClientError

@@ -221,17 +221,8 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         writeEstablished(context: context)
         removeHTTPHandlers(context: context)
 
-        let stats = self.stats
         let counts = TunnelByteCounts()
-        let (localGlue, peerGlue) = GlueHandler.matchedPair(
-            onBytesFromFirst: {
-                stats.received(fromClient: $0)
-                counts.up.add($0, ordering: .relaxed)
-            },
-            onBytesFromSecond: {
-                stats.sent(toClient: $0)
-                counts.down.add($0, ordering: .relaxed)
-            })
+        let (localGlue, peerGlue) = counts.gluePair(stats: stats)
         if var opened = tunnelRecord, let capture {
             opened.connectedAt = Date()
             opened.serverAddress = peer.remoteAddress.map(ExchangeCapture.describe)
@@ -292,4 +283,17 @@ final class TunnelByteCounts: Sendable {
     let down = Atomic<Int>(0)
     /// What the hellos going past said: the client's SNI, the server's choices.
     let hello = Mutex(TLSHello())
+
+    /// Glue for a client (first) and a server (second) that counts here and in `stats`.
+    func gluePair(stats: TrafficStats) -> (GlueHandler, GlueHandler) {
+        GlueHandler.matchedPair(
+            onBytesFromFirst: { [self] in
+                stats.received(fromClient: $0)
+                up.add($0, ordering: .relaxed)
+            },
+            onBytesFromSecond: { [self] in
+                stats.sent(toClient: $0)
+                down.add($0, ordering: .relaxed)
+            })
+    }
 }

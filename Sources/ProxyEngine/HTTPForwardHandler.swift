@@ -528,17 +528,8 @@ extension HTTPForwardHandler {
         upstream = .none
         exchange = .idle
         upstreamHandler.detach()
-        let stats = self.stats
         let counts = TunnelByteCounts()
-        let (clientGlue, upstreamGlue) = GlueHandler.matchedPair(
-            onBytesFromFirst: {
-                stats.received(fromClient: $0)
-                counts.up.add($0, ordering: .relaxed)
-            },
-            onBytesFromSecond: {
-                stats.sent(toClient: $0)
-                counts.down.add($0, ordering: .relaxed)
-            })
+        let (clientGlue, upstreamGlue) = counts.gluePair(stats: stats)
         if let handshake = exchangeCapture {
             exchangeCapture = nil
             context.channel.closeFuture.and(upstreamChannel.closeFuture).whenComplete { _ in

@@ -116,6 +116,42 @@ final class Appliance: @unchecked Sendable {
         supervisor = process
     }
 
+    /// A started appliance intercepting `localhost` and trusting `origin` upstream.
+    static func intercepting(_ origin: Origin) throws -> Appliance {
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings(interceptionSettings(include: ["localhost"], trust: try appliance.trust(origin)))
+        try appliance.start()
+        return appliance
+    }
+
+    /// `busymate list --json` (newest first).
+    func rows() throws -> [[String: Any]] {
+        let r = try cli(["list", "--json", "--limit", "1000"])
+        guard r.status == 0, let rows = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]] else {
+            throw Failure("busymate list --json failed (\(r.status)): \(r.stderr)")
+        }
+        return rows
+    }
+
+    /// Waits until `list` shows rows that satisfy `condition`; returns them.
+    func rows(_ what: String, timeout: Double = 3, until condition: ([[String: Any]]) -> Bool) throws -> [[String: Any]] {
+        var found: [[String: Any]] = []
+        try waitUntil(what, timeout: timeout) {
+            found = try rows()
+            return condition(found)
+        }
+        return found
+    }
+
+    /// `busymate show --json ID`: the whole row.
+    func row(_ id: Any?) throws -> [String: Any] {
+        let r = try cli(["show", "--json", "\(id as? Int ?? 0)"])
+        guard r.status == 0, let row = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else {
+            throw Failure("busymate show --json failed (\(r.status)): \(r.stderr)")
+        }
+        return row
+    }
+
     /// curl through the proxy, from inside the appliance's network namespace
     /// when it has one.
     func curl(_ url: String, extra: [String] = []) throws -> (code: Int, body: String, result: CommandResult) {

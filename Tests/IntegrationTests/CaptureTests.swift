@@ -296,16 +296,8 @@ extension ApplianceTests {
         try appliance.start()
         let port = try appliance.proxyPort
         let bodiesDir = appliance.group.appendingPathComponent("bodies")
-        func rows(_ count: Int) throws -> [[String: Any]] {
-            var found: [[String: Any]] = []
-            try waitUntil("\(count) exchanges are stored", timeout: 3) {
-                found = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-                return found.count == count
-            }
-            return found
-        }
-        func row(_ id: Int) throws -> [String: Any] {
-            try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(id)"]).stdout.utf8)) as? [String: Any] ?? [:]
+        func newest(_ count: Int) throws -> [String: Any] {
+            try appliance.row(try appliance.rows("\(count) exchanges are stored") { $0.count == count }.first?["id"])
         }
         func fileSize(_ name: Any?) -> Int? {
             guard let name = name as? String else { return nil }
@@ -318,7 +310,7 @@ extension ApplianceTests {
         try payload.write(to: upload)
         let posted = try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/upload", extra: ["--data-binary", "@\(upload.path)"])
         #expect(posted.code == 200)
-        let first = try row(try rows(1)[0]["id"] as? Int ?? 0)
+        let first = try newest(1)
         let uploadFile = first["request_body_file"] as? String
         #expect(uploadFile != nil)
         #expect(first["request_body_size"] as? Int == payload.count)
@@ -330,7 +322,7 @@ extension ApplianceTests {
         let download = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{size_download}", "-x", "http://127.0.0.1:\(port)",
                                                          "http://127.0.0.1:\(origin.port)/big?mb=1"])
         #expect(download.stdout == "\(1 << 20)")
-        let second = try row(try rows(2)[0]["id"] as? Int ?? 0)
+        let second = try newest(2)
         #expect(second["response_body_size"] as? Int == 1 << 20)
         #expect(second["response_body_truncated"] as? Bool == true)
         #expect(fileSize(second["response_body_file"]) == 450 * 1024)
@@ -339,11 +331,7 @@ extension ApplianceTests {
         // + (100 + 16) KiB > 1 MiB): the oldest exchange goes, and its body
         // file with it.
         _ = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/big?mb=1"])
-        var left: [[String: Any]] = []
-        try waitUntil("the upload is pruned", timeout: 3) {
-            left = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            return left.count == 2
-        }
+        let left = try appliance.rows("the upload is pruned") { $0.count == 2 }
         #expect(!left.contains { ($0["url"] as? String)?.hasSuffix("/upload") == true })
         #expect(!FileManager.default.fileExists(atPath: bodiesDir.appendingPathComponent(uploadFile ?? "-").path))
         let files = try FileManager.default.contentsOfDirectory(atPath: bodiesDir.path)
@@ -443,18 +431,13 @@ extension ApplianceTests {
         // A client that promises 1000 bytes, sends 10 and hangs up.
         _ = try raw(port, "POST http://127.0.0.1:\(origin.port)/upload HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n0123456789", hangUp: true)
 
-        var rows: [[String: Any]] = []
-        try waitUntil("three rows are stored", timeout: 3) {
-            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            return rows.count == 3
-        }
+        let rows = try appliance.rows("three rows are stored") { $0.count == 3 }
         let errors = rows.compactMap { $0["error"] as? String }
         #expect(errors.contains { $0.contains("malformed request") && $0.contains("answered 400") }, "\(errors)")
         #expect(errors.contains { $0.contains("over 80 KiB") && $0.contains("answered 431") }, "\(errors)")
         #expect(errors.contains { $0.contains("client closed") }, "\(errors)")
         let aborted = rows.first { ($0["url"] as? String)?.hasSuffix("/upload") == true }
-        let shown = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(aborted?["id"] as? Int ?? 0)"]).stdout.utf8)) as? [String: Any]
-        #expect(shown?["request_body_size"] as? Int == 10)
+        #expect(try appliance.row(aborted?["id"])["request_body_size"] as? Int == 10)
         // And the tunnel serves everyone else as before.
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
     }
@@ -465,19 +448,12 @@ extension ApplianceTests {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
+        let appliance = try Appliance.intercepting(tlsOrigin)
         let port = try appliance.proxyPort
 
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-H", "X-Mine: 1", "--data-binary", "a=1&b=2"]).code == 200)
         #expect(try Command.curl(proxyPort: port, "https://localhost:\(tlsOrigin.port)/api", extra: ["--cacert", appliance.caFile.path]).code == 200)
-        var rows: [[String: Any]] = []
-        try waitUntil("both exchanges are stored", timeout: 3) {
-            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            return rows.filter { $0["method"] as? String != "CONNECT" }.count == 2
-        }
+        var rows = try appliance.rows("both exchanges are stored") { $0.filter { $0["method"] as? String != "CONNECT" }.count == 2 }
         let form = rows.first { ($0["url"] as? String)?.hasSuffix("/form") == true } ?? [:]
         let api = rows.first { ($0["url"] as? String)?.hasSuffix("/api") == true } ?? [:]
 
@@ -487,11 +463,11 @@ extension ApplianceTests {
             #expect(r.stdout.contains(": 200 OK"), "\(r.stdout)")
             #expect(r.stdout.contains("recorded as exchange"), "\(r.stdout)")
         }
-        rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
+        rows = try appliance.rows()
         for original in [form, api] {
             let copies = rows.filter { $0["resent_from"] as? String == original["request_id"] as? String }
             #expect(copies.count == 1, "\(rows)")
-            let copy = try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\(copies.first?["id"] as? Int ?? 0)"]).stdout.utf8)) as? [String: Any] ?? [:]
+            let copy = try appliance.row(copies.first?["id"])
             #expect(copy["url"] as? String == original["url"] as? String)
             #expect(copy["method"] as? String == original["method"] as? String)
             #expect(copy["status"] as? Int == 200)
@@ -518,12 +494,7 @@ extension ApplianceTests {
         let tunnel = try appliance.curl("https://nonexistent.invalid/")
         #expect(tunnel.result.stderr.contains("502"), "\(tunnel.result.stderr)")
 
-        var rows: [[String: Any]] = []
-        try waitUntil("both failures are stored", timeout: 3) {
-            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            return rows.count == 2
-        }
-        for row in rows {
+        for row in try appliance.rows("both failures are stored", until: { $0.count == 2 }) {
             #expect(row["host"] as? String == "nonexistent.invalid")
             #expect((row["error"] as? String)?.contains("DNS lookup failed") == true, "\(row)")
         }

@@ -45,14 +45,8 @@ extension ApplianceTests {
         // The rows carry the TLS details: the client's SNI, and what the
         // server chose (upstream, for an intercepted exchange).
         func row(_ suffix: String, mode: String) throws -> [String: Any] {
-            var found: [String: Any]?
-            try waitUntil("the \(suffix) row is stored", timeout: 3) {
-                let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-                let id = rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true && $0["tls"] as? String == mode }?["id"] as? Int
-                found = try id.flatMap { try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\($0)"]).stdout.utf8)) as? [String: Any] }
-                return found != nil
-            }
-            return found ?? [:]
+            func matches(_ row: [String: Any]) -> Bool { (row["url"] as? String)?.hasSuffix(suffix) == true && row["tls"] as? String == mode }
+            return try appliance.row(try appliance.rows("the \(suffix) row is stored") { $0.contains(where: matches) }.first(where: matches)?["id"])
         }
         let secret = try row("/secret?q=1", mode: "mitm")
         #expect(secret["sni"] as? String == "localhost")

@@ -10,15 +10,9 @@ extension ApplianceTests {
     }
 
     private func handshakeRow(_ appliance: Appliance, suffix: String) throws -> [String: Any] {
-        var found: [String: Any]?
         // The row is written when both sides have closed.
-        try waitUntil("the handshake row is stored", timeout: 3) {
-            let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            let id = rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true }?["id"] as? Int
-            found = try id.flatMap { try JSONSerialization.jsonObject(with: Data(appliance.cli(["show", "--json", "\($0)"]).stdout.utf8)) as? [String: Any] }
-            return found != nil
-        }
-        return found ?? [:]
+        let rows = try appliance.rows("the handshake row is stored") { $0.contains { ($0["url"] as? String)?.hasSuffix(suffix) == true } }
+        return try appliance.row(rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true }?["id"])
     }
 
     @Test func aWebSocketIsPassedThroughAfterThe101AndItsHandshakeRecorded() async throws {
@@ -47,10 +41,7 @@ extension ApplianceTests {
     @Test func anInterceptedWebSocketIsDecryptedAndPassedThrough() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        let originCA = try appliance.trust(origin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
+        let appliance = try Appliance.intercepting(origin)
         let port = try appliance.proxyPort
 
         let r = try websocket(port, "wss://localhost:\(origin.port)/ws", "secret frames", ca: appliance.caFile)
@@ -74,11 +65,7 @@ extension ApplianceTests {
                                                   "--data-binary", String(repeating: "x", count: 2000), "http://127.0.0.1:\(origin.port)/upload"])
         #expect(r.stdout == "200", "\(r.stderr)")
         #expect(r.stderr.contains("< HTTP/1.1 100 Continue"), "\(r.stderr)")
-        var rows: [[String: Any]] = []
-        try waitUntil("the exchange is stored", timeout: 3) {
-            rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]] ?? []
-            return !rows.isEmpty
-        }
+        let rows = try appliance.rows("the exchange is stored") { !$0.isEmpty }
         #expect(rows.first?["status"] as? Int == 200)
     }
 }

@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import ProxyEngine
+
+/// `make bench`: origin, Busymate and mitmdump on core 0 (the server side,
+/// one at a time under load), this load generator on core 1.
+@main
+struct BusymateBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "busymate-bench", abstract: "Busymate against mitmdump and the direct path, on loopback.")
+
+    @Option(help: "Seconds each scenario is measured (after a one-second warm-up).") var seconds = 5.0
+    @Option(help: "Concurrent keep-alive connections.") var connections = 32
+    @Option(help: "Concurrent clients opening a new connection per request.") var newConnectionClients = 8
+    @Option(help: "The release binaries.") var binaries = ".build/release"
+    @Option(help: "mitmdump 12.3.1, or empty to measure Busymate against direct only.") var mitmdump = ""
+    @Option(help: "Why mitmdump is missing, for the report.") var mitmdumpMissing = ""
+    @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
+    @Option(help: "The core the servers run on.") var serverCore = 0
+
+    func run() async throws {
+        let work = URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+        let origin = try NginxOrigin.start(in: work.appendingPathComponent("origin"), core: serverCore)
+        defer { origin.process.stop() }
+        var report = Report(connections: connections, seconds: seconds)
+        report.notes.append(mitmdump.isEmpty ? "mitmdump: not measured (\(mitmdumpMissing.isEmpty ? "not installed" : mitmdumpMissing))" : "mitmdump: \(mitmdump)")
+
+        let scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients)
+        log("direct")
+        for scenario in scenarios {
+            report.record(scenario.name, .direct, try await measure(scenario, through: nil, origin: origin, group: group))
+        }
+        var proxies: [(Report.Column, () throws -> ProxyUnderTest)] = [
+            (.busymate, { try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: work.appendingPathComponent("busymate"), core: serverCore, origin: origin) }),
+        ]
+        if !mitmdump.isEmpty {
+            proxies.append((.mitmdump, { try Mitmdump.start(executable: mitmdump, in: work.appendingPathComponent("mitmdump"), core: serverCore, origin: origin) }))
+        }
+        for (column, start) in proxies {
+            let proxy = try start()
+            log(proxy.name)
+            for scenario in scenarios {
+                report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
+            }
+            proxy.process.stop()
+        }
+        report.mint = try mintTimes()
+        let table = report.render()
+        FileHandle.standardOutput.write(Data((table + "\n").utf8))
+        try report.write(to: URL(fileURLWithPath: output))
+        try await group.shutdownGracefully()
+    }
+
+    private func measure(_ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup) async throws -> LoadResult {
+        var trust = [origin.certificate.path]
+        if let proxy { trust.append(proxy.caCertificate.path) }
+        var config = TLSConfiguration.makeClientConfiguration()
+        config.trustRoots = .certificates(try trust.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        config.applicationProtocols = ["http/1.1"]
+        var plan = scenario.plan
+        plan.proxy = proxy.map { ("127.0.0.1", $0.port) }
+        plan.tls = plan.https ? try NIOSSLContext(configuration: config) : nil
+        var warmUp = plan
+        warmUp.duration = .seconds(1)
+        _ = try await LoadGenerator.run(warmUp, group: group)
+        plan.duration = .milliseconds(Int64(seconds * 1000))
+        let before = CoreLoad.read()
+        var result = try await LoadGenerator.run(plan, group: group)
+        let after = CoreLoad.read()
+        result.serverCore = after.busy(serverCore, since: before)
+        result.generatorCore = after.busy(serverCore == 0 ? 1 : 0, since: before)
+        log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
+        log("  \(scenario.name): \(Int(result.perSecond)) req/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")")
+        return result
+    }
+
+    /// Leaf minting in this process: a fresh CA, 2,000 names past the cache.
+    private func mintTimes() throws -> (p50: Double, p99: Double) {
+        let ca = try BenchCA.make()
+        var times: [Double] = []
+        for i in 0..<2000 {
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = try ca.mintUncached("host\(i).example.com")
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        }
+        times.sort()
+        return (times[times.count / 2], times[times.count * 99 / 100])
+    }
+
+    private func log(_ line: String) {
+        FileHandle.standardError.write(Data(("bench: " + line + "\n").utf8))
+    }
+}

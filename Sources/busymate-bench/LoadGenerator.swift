@@ -1,0 +1,225 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import ProxyClient
+
+/// What to load: one URL, directly or through an HTTP proxy (absolute form
+/// for http, CONNECT for https), over `connections` connections that keep
+/// alive or open anew for every request.
+struct LoadPlan: Sendable {
+    var https: Bool
+    var host: String
+    var port: Int
+    var path: String
+    var proxy: (host: String, port: Int)?
+    var connections: Int
+    var duration: TimeAmount
+    var newConnectionPerRequest = false
+    /// Client TLS, trusting whatever the system under test presents.
+    var tls: NIOSSLContext?
+}
+
+struct LoadResult: Sendable {
+    var requests = 0
+    var failures = 0
+    var bodyBytes = 0
+    var seconds = 0.0
+    /// Sorted, in microseconds.
+    var latencies: [UInt32] = []
+    var firstError: String?
+    /// How busy the servers' core and the generator's core were.
+    var serverCore = Double.nan
+    var generatorCore = Double.nan
+
+    var perSecond: Double { seconds > 0 ? Double(requests) / seconds : 0 }
+    var megabytesPerSecond: Double { seconds > 0 ? Double(bodyBytes) / seconds / 1_000_000 : 0 }
+
+    func percentile(_ q: Double) -> Double {
+        guard !latencies.isEmpty else { return .nan }
+        let index = min(latencies.count - 1, Int((Double(latencies.count) * q).rounded(.up)) - 1)
+        return Double(latencies[max(0, index)]) / 1000 // milliseconds
+    }
+}
+
+/// A closed-loop load generator on NIO: every connection sends its next
+/// request when the last response has ended.
+enum LoadGenerator {
+    static func run(_ plan: LoadPlan, group: EventLoopGroup) async throws -> LoadResult {
+        let started = NIODeadline.now()
+        let deadline = started + plan.duration
+        let workers = (0..<plan.connections).map { _ in Worker(plan: plan, loop: group.next(), deadline: deadline) }
+        let results = try await withThrowingTaskGroup(of: Worker.Tally.self) { tasks in
+            for worker in workers { tasks.addTask { try await worker.run().get() } }
+            var all: [Worker.Tally] = []
+            for try await tally in tasks { all.append(tally) }
+            return all
+        }
+        var result = LoadResult()
+        result.seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
+        for tally in results {
+            result.requests += tally.requests
+            result.failures += tally.failures
+            result.bodyBytes += tally.bodyBytes
+            result.latencies += tally.latencies
+            if result.firstError == nil { result.firstError = tally.firstError }
+        }
+        result.latencies.sort()
+        return result
+    }
+}
+
+/// One connection's loop, confined to its event loop.
+private final class Worker: @unchecked Sendable {
+    struct Tally: Sendable {
+        var requests = 0
+        var failures = 0
+        var bodyBytes = 0
+        var latencies: [UInt32] = []
+        var firstError: String?
+    }
+
+    private let plan: LoadPlan
+    private let loop: EventLoop
+    private let deadline: NIODeadline
+    private let finished: EventLoopPromise<Tally>
+    private var tally = Tally()
+    private var channel: Channel?
+    private var sentAt = NIODeadline.now()
+    private let request: HTTPRequestHead
+    /// SNI carries names only.
+    private var serverName: String? { plan.host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : plan.host }
+
+    init(plan: LoadPlan, loop: EventLoop, deadline: NIODeadline) {
+        self.plan = plan
+        self.loop = loop
+        self.deadline = deadline
+        finished = loop.makePromise()
+        let authority = "\(plan.host):\(plan.port)"
+        let uri = plan.proxy != nil && !plan.https ? "http://\(authority)\(plan.path)" : plan.path
+        var headers = HTTPHeaders([("Host", authority), ("User-Agent", "busymate-bench")])
+        if plan.newConnectionPerRequest { headers.add(name: "Connection", value: "close") }
+        request = HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers)
+    }
+
+    func run() -> EventLoopFuture<Tally> {
+        loop.execute { self.connect() }
+        return finished.futureResult
+    }
+
+    private func connect() {
+        guard NIODeadline.now() < deadline else { return finish() }
+        sentAt = NIODeadline.now()
+        let plan = self.plan
+        let target = plan.proxy ?? (plan.host, plan.port)
+        let direct = plan.proxy == nil
+        let serverName = self.serverName
+        ClientBootstrap(group: loop)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    // Direct TLS starts right away; through a proxy it waits for CONNECT.
+                    if direct, let tls = plan.tls {
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    }
+                }
+            }
+            .connect(host: target.0, port: target.1)
+            .flatMap { channel -> EventLoopFuture<Channel> in
+                guard !direct, plan.https else { return channel.eventLoop.makeSucceededFuture(channel) }
+                return ConnectPreamble.open("\(plan.host):\(plan.port)", on: channel).flatMapThrowing {
+                    if let tls = plan.tls {
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    }
+                    return channel
+                }
+            }
+            .flatMapThrowing { channel -> Channel in
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                try channel.pipeline.syncOperations.addHandler(ResponseReader(self))
+                return channel
+            }
+            .whenComplete { result in
+                switch result {
+                case let .success(channel):
+                    self.channel = channel
+                    self.send()
+                case let .failure(error):
+                    self.failed(error)
+                }
+            }
+    }
+
+    private func send() {
+        guard let channel else { return }
+        if !plan.newConnectionPerRequest { sentAt = NIODeadline.now() }
+        channel.write(HTTPClientRequestPart.head(request), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+    }
+
+    func body(_ bytes: Int) { tally.bodyBytes += bytes }
+
+    func responseEnded(status: UInt) {
+        let micros = (NIODeadline.now() - sentAt).nanoseconds / 1000
+        if status == 200 {
+            tally.requests += 1
+            tally.latencies.append(UInt32(clamping: micros))
+        } else {
+            tally.failures += 1
+            if tally.firstError == nil { tally.firstError = "status \(status)" }
+        }
+        if plan.newConnectionPerRequest || NIODeadline.now() >= deadline {
+            let old = channel
+            channel = nil
+            old?.close(promise: nil)
+            connect()
+        } else {
+            send()
+        }
+    }
+
+    func failed(_ error: Error) {
+        // A close after the deadline (or the one we asked for) is no failure.
+        guard NIODeadline.now() < deadline else { return finish() }
+        tally.failures += 1
+        if tally.firstError == nil { tally.firstError = "\(error)" }
+        channel?.close(promise: nil)
+        channel = nil
+        loop.scheduleTask(in: .milliseconds(10)) { self.connect() }
+    }
+
+    func closed(_ channel: Channel) {
+        guard channel === self.channel else { return }
+        failed(ProxyClientError(description: "the connection closed mid-request"))
+    }
+
+    private func finish() {
+        channel?.close(promise: nil)
+        channel = nil
+        finished.succeed(tally)
+    }
+}
+
+private final class ResponseReader: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+    private let worker: Worker
+    private var status: UInt = 0
+
+    init(_ worker: Worker) { self.worker = worker }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch Self.unwrapInboundIn(data) {
+        case let .head(head): status = head.status.code
+        case let .body(buffer): worker.body(buffer.readableBytes)
+        case .end: worker.responseEnded(status: status)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) { worker.closed(context.channel) }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        worker.failed(error)
+    }
+}

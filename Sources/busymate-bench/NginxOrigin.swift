@@ -1,0 +1,83 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// nginx on loopback serving `/1k` and `/1m` over HTTP and HTTPS, one
+/// worker, logs off: the origin every scenario shares. HTTPS also listens
+/// on 127.0.0.2, the address no proxy intercepts (mitmproxy matches
+/// `ignore_hosts` against addresses too, and localhost is 127.0.0.1).
+struct NginxOrigin {
+    let httpPort: Int
+    let httpsPort: Int
+    /// The origin's self-signed certificate (PEM), for clients and proxies.
+    let certificate: URL
+    let process: BenchProcess
+
+    static func start(in directory: URL, core: Int) throws -> NginxOrigin {
+        let nginx = ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let nginx else { throw BenchError("nginx is not installed (scripts/install-deps.sh --bench installs it)") }
+        let www = directory.appendingPathComponent("www")
+        try FileManager.default.createDirectory(at: www, withIntermediateDirectories: true)
+        try Data(repeating: 0x61, count: 1024).write(to: www.appendingPathComponent("1k"))
+        try Data(repeating: 0x62, count: 1 << 20).write(to: www.appendingPathComponent("1m"))
+        try Data(repeating: 0x63, count: 64 << 20).write(to: www.appendingPathComponent("64m"))
+        let (cert, key) = try selfSigned()
+        let certificate = directory.appendingPathComponent("origin.pem")
+        let keyFile = directory.appendingPathComponent("origin.key")
+        try Data(cert.utf8).write(to: certificate)
+        try Data(key.utf8).write(to: keyFile)
+        for path in [directory.path, www.path] { chmod(path, 0o755) }
+        for file in [certificate, keyFile] { chmod(file.path, 0o644) }
+        let (httpPort, httpsPort) = (try Wait.freePort(), try Wait.freePort())
+        let config = directory.appendingPathComponent("nginx.conf")
+        try Data("""
+            worker_processes 1;
+            daemon off;
+            master_process off;
+            pid \(directory.path)/nginx.pid;
+            error_log \(directory.path)/nginx-error.log warn;
+            events { worker_connections 8192; }
+            http {
+                access_log off;
+                keepalive_requests 100000000;
+                keepalive_timeout 300s;
+                default_type application/octet-stream;
+                sendfile on;
+                server {
+                    listen 127.0.0.1:\(httpPort) backlog=4096;
+                    listen 127.0.0.1:\(httpsPort) ssl backlog=4096;
+                    listen 127.0.0.2:\(httpsPort) ssl backlog=4096;
+                    ssl_certificate \(certificate.path);
+                    ssl_certificate_key \(keyFile.path);
+                    ssl_session_cache off;
+                    ssl_session_tickets off;
+                    root \(www.path);
+                }
+            }
+
+            """.utf8).write(to: config)
+        let process = try BenchProcess("nginx", core: core, executable: nginx, arguments: ["-c", config.path, "-e", "\(directory.path)/nginx-error.log"],
+                                       logDirectory: directory)
+        try Wait.until("nginx", seconds: 10) { Wait.accepts(httpPort) && Wait.accepts(httpsPort) }
+        return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, certificate: certificate, process: process)
+    }
+
+    /// P-256, for localhost and 127.0.0.1. Session resumption is off in
+    /// nginx, so every new connection pays a full handshake.
+    private static func selfSigned() throws -> (certificate: String, key: String) {
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName("localhost") }
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: Date().addingTimeInterval(-3600), notValidAfter: Date().addingTimeInterval(7 * 86_400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                                         .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 2]))])
+            },
+            issuerPrivateKey: .init(key))
+        return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)
+    }
+}

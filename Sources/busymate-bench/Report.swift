@@ -1,0 +1,77 @@
+import Foundation
+
+/// The table: absolute figures and the ratios of one run.
+struct Report {
+    enum Column: CaseIterable { case direct, busymate, mitmdump }
+
+    let connections: Int
+    let seconds: Double
+    var rows: [(name: String, results: [Column: LoadResult])] = []
+    var mint: (p50: Double, p99: Double)?
+    var notes: [String] = []
+
+    mutating func record(_ name: String, _ column: Column, _ result: LoadResult) {
+        if let index = rows.firstIndex(where: { $0.name == name }) {
+            rows[index].results[column] = result
+        } else {
+            rows.append((name, [column: result]))
+        }
+    }
+
+    func render() -> String {
+        var lines = [
+            "| scenario | direct | Busymate | mitmdump | Busymate / mitmdump | Busymate / direct |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in rows {
+            let download = row.name.contains("MiB")
+            func cell(_ column: Column) -> String {
+                guard let r = row.results[column], r.requests > 0 else { return "–" }
+                let rate = download ? String(format: "%.0f MB/s", r.megabytesPerSecond) : String(format: "%.0f req/s", r.perSecond)
+                let failed = r.failures > 0 ? ", \(r.failures) failed" : ""
+                return rate + String(format: " (p50 %.2f ms, p99 %.2f ms; cores %.0f/%.0f %%%@)", r.percentile(0.5), r.percentile(0.99),
+                                     r.serverCore * 100, r.generatorCore * 100, failed)
+            }
+            func ratio(_ a: Column, _ b: Column) -> String {
+                guard let x = row.results[a], let y = row.results[b], x.requests > 0, y.requests > 0 else { return "–" }
+                let value = download ? x.megabytesPerSecond / y.megabytesPerSecond : x.perSecond / y.perSecond
+                return value >= 10 ? String(format: "%.0f×", value) : String(format: "%.2f×", value)
+            }
+            lines.append("| \(row.name) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |")
+        }
+        if let mint { lines.append(String(format: "| leaf certificate mint (in process) | – | p50 %.3f ms, p99 %.3f ms | – | – | – |", mint.p50, mint.p99)) }
+        return lines.joined(separator: "\n")
+    }
+
+    func write(to url: URL) throws {
+        let memory = (try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8))?.split(separator: "\n").first ?? ""
+        let commit = (try? shell("git describe --always --dirty")) ?? "unknown"
+        let text = """
+            # Benchmarks
+
+            Made by `make bench` on \(ISO8601DateFormatter().string(from: Date())), commit \(commit), \
+            \(ProcessInfo.processInfo.activeProcessorCount) cores (`nproc`), \(memory.replacingOccurrences(of: "  ", with: "")).
+            Release build, capture on. Origin: nginx (one worker). The servers (origin and the proxy measured) run on core 0,
+            the load generator on core 1; \(connections) keep-alive connections, \(Int(seconds)) s per cell after a 1 s warm-up.
+            Ratios are from this one run. "cores a/b %" is how busy the servers' core and the generator's core were:
+            a cell is a fair measure of the server side when the first is near 100 % and the second is not.
+
+            \(render())
+
+            \(notes.map { "- \($0)" }.joined(separator: "\n"))
+
+            """
+        try Data(text.utf8).write(to: url)
+    }
+
+    private func shell(_ command: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        p.waitUntilExit()
+        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
