@@ -7,10 +7,12 @@ import Synchronization
 public enum LogControl {
     private static let levelIndex = Atomic<Int>(Logger.Level.allCases.firstIndex(of: .info) ?? 2)
     private static let identifierBox = Mutex("busymate")
+    /// Read on every log call: `allCases` would build an array each time.
+    private static let levels = Logger.Level.allCases
 
     public static var level: Logger.Level {
-        get { Logger.Level.allCases[levelIndex.load(ordering: .relaxed)] }
-        set { levelIndex.store(Logger.Level.allCases.firstIndex(of: newValue) ?? 2, ordering: .relaxed) }
+        get { levels[levelIndex.load(ordering: .relaxed)] }
+        set { levelIndex.store(levels.firstIndex(of: newValue) ?? 2, ordering: .relaxed) }
     }
 
     public static var identifier: String { identifierBox.withLock { $0 } }

@@ -92,15 +92,113 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from"
     }
 
+    /// By hand rather than through Codable: the writer saves thousands of
+    /// rows a second and Codable's encoder was a third of its time.
+    public func encode(to container: inout PersistenceContainer) throws {
+        container["id"] = id
+        container["request_id"] = requestID
+        container["started_at"] = startedAt
+        container["connected_at"] = connectedAt
+        container["tls_done_at"] = tlsDoneAt
+        container["first_byte_at"] = firstByteAt
+        container["ended_at"] = endedAt
+        container["client_address"] = clientAddress
+        container["server_address"] = serverAddress
+        container["scheme"] = scheme
+        container["method"] = method
+        container["host"] = host
+        container["port"] = port
+        container["path"] = path
+        container["url"] = url
+        container["http_version"] = httpVersion
+        container["status"] = status
+        container["reason"] = reason
+        container["request_headers"] = requestHeaders
+        container["response_headers"] = responseHeaders
+        container["request_body_size"] = requestBodySize
+        container["response_body_size"] = responseBodySize
+        container["request_body"] = requestBody
+        container["response_body"] = responseBody
+        container["request_body_truncated"] = requestBodyTruncated
+        container["response_body_truncated"] = responseBodyTruncated
+        container["request_body_file"] = requestBodyFile
+        container["response_body_file"] = responseBodyFile
+        container["request_body_decoded_size"] = requestBodyDecodedSize
+        container["response_body_decoded_size"] = responseBodyDecodedSize
+        container["stored_bytes"] = storedBytes
+        container["tls_mode"] = tlsMode.rawValue
+        container["sni"] = sni
+        container["tls_version"] = tlsVersion
+        container["tls_cipher"] = tlsCipher
+        container["error"] = error
+        container["bytes_up"] = bytesUp
+        container["bytes_down"] = bytesDown
+        container["resent_from"] = resentFrom
+    }
+
+    /// One prepared statement for every insert (the writer's hot path).
+    static let insertSQL = """
+        INSERT OR IGNORE INTO exchanges (
+          request_id, started_at, connected_at, tls_done_at, first_byte_at, ended_at, client_address,
+          server_address, scheme, method, host, port, path, url, http_version, status, reason,
+          request_headers, response_headers, request_body_size, response_body_size, request_body,
+          response_body, request_body_truncated, response_body_truncated, request_body_file,
+          response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
+          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    var insertArguments: StatementArguments {
+        [
+            requestID, startedAt, connectedAt, tlsDoneAt, firstByteAt, endedAt, clientAddress, serverAddress, scheme,
+            method, host, port, path, url, httpVersion, status, reason, requestHeaders, responseHeaders, requestBodySize,
+            responseBodySize, requestBody, responseBody, requestBodyTruncated, responseBodyTruncated, requestBodyFile,
+            responseBodyFile, requestBodyDecodedSize, responseBodyDecodedSize, storedBytes, tlsMode.rawValue, sni,
+            tlsVersion, tlsCipher, error, bytesUp, bytesDown, resentFrom
+        ]
+    }
+
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID
     }
 
-    /// Headers as stored: an array of name/value pairs.
-    public static func encodeHeaders(_ pairs: [(String, String)]) -> String {
-        let array = pairs.map { [$0.0, $0.1] }
-        guard let data = try? JSONSerialization.data(withJSONObject: array), let text = String(data: data, encoding: .utf8) else { return "[]" }
-        return text
+    /// Headers as stored: an array of name/value pairs. Written by hand:
+    /// it runs twice per exchange on the event loop, and JSONSerialization
+    /// cost a fifth of the tunnel's time.
+    public static func encodeHeaders<Pairs: Sequence>(_ pairs: Pairs) -> String where Pairs.Element == (String, String) {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(256)
+        var first = true
+        for (name, value) in pairs {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            out.append(UInt8(ascii: "["))
+            appendJSONString(name, to: &out)
+            out.append(UInt8(ascii: ","))
+            appendJSONString(value, to: &out)
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// RFC 8259 string escaping: quote, backslash and control characters.
+    static func appendJSONString(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0..<0x20, 0x7F:
+                let hex = Array("0123456789abcdef".utf8)
+                out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 
     public static func decodeHeaders(_ text: String?) -> [(String, String)] {

@@ -18,13 +18,12 @@ public struct TrafficRepository: Sendable {
         }
     }
 
-    /// The same, suspending instead of blocking (GRDB's writer queue does the work).
+    /// The tunnel's writer: one transaction, one cached statement, and no
+    /// ids read back (nobody needs them), suspending instead of blocking.
     public func save(_ records: [ExchangeRecord]) async throws {
         try await database.pool.write { db in
-            for record in records {
-                var record = record
-                try record.insert(db, onConflict: .ignore)
-            }
+            let statement = try db.cachedStatement(sql: ExchangeRecord.insertSQL)
+            for record in records { try statement.execute(arguments: record.insertArguments) }
         }
     }
 

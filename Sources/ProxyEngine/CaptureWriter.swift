@@ -165,6 +165,13 @@ public final class CaptureWriter: Sendable {
         return record
     }
 
+    /// Whether stored headers name Content-Encoding, in any case: a byte scan,
+    /// far cheaper than Foundation's case-insensitive search.
+    static func namesContentEncoding(_ headers: String) -> Bool {
+        let lowered = headers.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }
+        return lowered.firstRange(of: Array("\"content-encoding\"".utf8)) != nil
+    }
+
     /// Bodies bigger than this are not decoded just to be measured.
     static let decodeToMeasureLimit = 8 * 1024 * 1024
 
@@ -172,9 +179,11 @@ public final class CaptureWriter: Sendable {
         let (size, truncated, headers) = direction == .request
             ? (record.requestBodySize, record.requestBodyTruncated, record.requestHeaders)
             : (record.responseBodySize, record.responseBodyTruncated, record.responseHeaders)
+        guard size > 0 else { return 0 }
+        // Parsing the headers is the dear part: only when an encoding is named.
+        guard let headers, Self.namesContentEncoding(headers) else { return size }
         let encoding = ExchangeRecord.decodeHeaders(headers).last { $0.0.lowercased() == "content-encoding" }?.1
         guard let encoding, !encoding.trimmingCharacters(in: .whitespaces).isEmpty, encoding.lowercased() != "identity" else { return size }
-        guard size > 0 else { return 0 }
         guard !truncated, size <= Self.decodeToMeasureLimit, let body = try? bodies.body(of: record, direction) else { return nil }
         return BodyDecoder.decode(body, encoding: encoding)?.count
     }

@@ -19,6 +19,8 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Why mitmdump is missing, for the report.") var mitmdumpMissing = ""
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
     @Option(help: "The core the servers run on.") var serverCore = 0
+    @Option(help: "Only the scenarios whose name contains this (for profiling).") var only = ""
+    @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
 
     func run() async throws {
         let work = URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())")
@@ -32,9 +34,12 @@ struct BusymateBench: AsyncParsableCommand {
         report.notes.append(mitmdump.isEmpty ? "mitmdump: not measured (\(mitmdumpMissing.isEmpty ? "not installed" : mitmdumpMissing))" : "mitmdump: \(mitmdump)")
 
         let scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients)
-        log("direct")
-        for scenario in scenarios {
-            report.record(scenario.name, .direct, try await measure(scenario, through: nil, origin: origin, group: group))
+            .filter { only.isEmpty || $0.name.contains(only) }
+        if !skipDirect {
+            log("direct")
+            for scenario in scenarios {
+                report.record(scenario.name, .direct, try await measure(scenario, through: nil, origin: origin, group: group))
+            }
         }
         var proxies: [(Report.Column, () throws -> ProxyUnderTest)] = [
             (.busymate, { try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: work.appendingPathComponent("busymate"), core: serverCore, origin: origin) }),

@@ -147,3 +147,52 @@ import Testing
         #expect(mode == 0o660)
     }
 }
+
+@Suite struct HeaderEncodingTests {
+    @Test func headersRoundTripThroughTheHandWrittenJSON() throws {
+        let pairs = [("Accept", "*/*"), ("X-Quote", "say \"hi\" \\ back"), ("X-Control", "a\tb\u{01}c\r\n"), ("X-Ünïcode", "日本 🚀"), ("X-Dup", "1"), ("X-Dup", "2")]
+        let text = ExchangeRecord.encodeHeaders(pairs)
+        // A strict parser reads it back, order and duplicates kept.
+        let parsed = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String]]
+        #expect(parsed?.map { $0[0] } == pairs.map(\.0))
+        #expect(parsed?.map { $0[1] } == pairs.map(\.1))
+        #expect(ExchangeRecord.decodeHeaders(text).map(\.1) == pairs.map(\.1))
+        #expect(ExchangeRecord.encodeHeaders([(String, String)]()) == "[]")
+    }
+
+    @Test func aRowSavedAndReadBackIsTheSame() async throws {
+        let dir = URL(fileURLWithPath: "/tmp/bmh-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let traffic = TrafficRepository(database: try CaptureDatabase(paths: GroupPaths(root: dir)))
+        var record = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000.25), scheme: "https", method: "POST", host: "h.example",
+                                    port: 8443, path: "/p?q=1", url: "https://h.example:8443/p?q=1", tlsMode: .mitm)
+        record.connectedAt = Date(timeIntervalSince1970: 1_800_000_000.5)
+        record.status = 201
+        record.reason = "Created"
+        record.requestHeaders = ExchangeRecord.encodeHeaders([("A", "1")])
+        record.responseHeaders = "[]"
+        record.requestBody = Data("body".utf8)
+        record.requestBodySize = 4
+        record.responseBodyFile = "x.response"
+        record.responseBodyTruncated = true
+        record.responseBodyDecodedSize = 10
+        record.storedBytes = 20
+        record.sni = "h.example"
+        record.tlsVersion = "TLSv1.3"
+        record.bytesUp = 5
+        record.resentFrom = "abc"
+        let saved = try traffic.insert([record])
+        var expected = record
+        expected.id = saved.first?.id
+        #expect(try traffic.find(requestID: record.requestID) == expected)
+        // The writer's path (one cached statement) stores the same.
+        var second = record
+        second.requestID = "second"
+        try await traffic.save([second, second])
+        let read = try traffic.find(requestID: "second")
+        second.id = read?.id
+        #expect(read == second)
+        #expect(try traffic.count() == 2)
+    }
+}
