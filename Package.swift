@@ -100,6 +100,7 @@ let package = Package(
             name: "busymate-bench",
             dependencies: [
                 "BusymateShared",
+                "CaptureStore",
                 "ProxyClient",
                 "ProxyEngine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

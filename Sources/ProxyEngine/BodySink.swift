@@ -12,6 +12,8 @@ struct BodySink: Sendable {
     /// Bytes stored (inline, or in the file when there is one).
     private(set) var stored = 0
     private(set) var truncated = false
+    /// The disk fell behind (see `BodyFileWriter.Backlog`): what is stored ends here.
+    private var stalled = false
 
     init(direction: BodyStore.Direction, limit: Int) {
         self.direction = direction
@@ -19,7 +21,7 @@ struct BodySink: Sendable {
     }
 
     mutating func append(_ buffer: ByteBuffer, openFile: () -> BodyFileWriter?) {
-        let room = limit - stored
+        let room = stalled ? 0 : limit - stored
         guard room > 0 else {
             if buffer.readableBytes > 0 { truncated = true }
             return
@@ -36,13 +38,22 @@ struct BodySink: Sendable {
                 truncated = true
                 return
             }
-            file = opened
             // The file holds the whole body; the row keeps its beginning.
-            opened.append(ByteBuffer(bytes: inline))
+            guard opened.append(ByteBuffer(bytes: inline)) else {
+                opened.finish()
+                stalled = true
+                truncated = true
+                return
+            }
+            file = opened
             let head = CaptureWriter.inlineBodyLimit - inline.count
             inline += kept.readableBytesView.prefix(head)
         }
-        file?.append(kept)
+        guard file?.append(kept) == true else {
+            stalled = true
+            truncated = true
+            return
+        }
         stored += kept.readableBytes
     }
 

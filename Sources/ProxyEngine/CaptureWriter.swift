@@ -48,10 +48,29 @@ public final class CaptureWriter: Sendable {
     /// A file for a body that outgrew the row; nil (the body is then stored
     /// truncated) when there is no `bodies/` to write to.
     func openBodyFile(requestID: String, _ direction: BodyStore.Direction) -> BodyFileWriter? {
-        BodyFileWriter(store: bodies, requestID: requestID, direction: direction)
+        BodyFileWriter(store: bodies, requestID: requestID, direction: direction, backlog: fileBacklog)
     }
 
+    /// What may wait in memory for the disk, across all body files.
+    static let fileBacklogLimit = 32 << 20
+    private let fileBacklog = BodyFileWriter.Backlog(limit: CaptureWriter.fileBacklogLimit)
+
+    /// Exchanges submitted and not yet committed (queued or being written).
+    private let uncommitted = Atomic<Int>(0)
+    /// Past this many uncommitted exchanges the proxy stops reading new
+    /// requests until the store catches up: capture costs throughput, never
+    /// exchanges or unbounded memory.
+    static let highWater = 2_000
+
+    /// Set while commits fail (a full disk): then traffic is not held back
+    /// (it would stall for good); the queue keeps what it can and says so.
+    private let storeFailing = Atomic<Bool>(false)
+
+    /// True while the store is behind but working; `HTTPForwardHandler` then holds reads.
+    var isBehind: Bool { uncommitted.load(ordering: .relaxed) > Self.highWater && !storeFailing.load(ordering: .relaxed) }
+
     func submit(_ record: ExchangeRecord, files: [BodyFileWriter] = []) {
+        uncommitted.add(1, ordering: .relaxed)
         let dropped = pending.withLock { queue -> Int in
             queue.append(Pending(record: record, files: files))
             guard queue.count > Self.maxPending else { return 0 }
@@ -59,6 +78,7 @@ public final class CaptureWriter: Sendable {
             queue.removeFirst(excess)
             return excess
         }
+        if dropped > 0 { uncommitted.subtract(dropped, ordering: .relaxed) }
         if dropped > 0 { logger.error("the capture store is falling behind; dropped the oldest exchanges", metadata: ["DROPPED": "\(dropped)"]) }
         wakeUp.yield()
     }
@@ -128,9 +148,12 @@ public final class CaptureWriter: Sendable {
         for entry in batch { records.append(await complete(entry)) }
         do {
             try await traffic.save(records)
+            uncommitted.subtract(records.count, ordering: .relaxed)
+            storeFailing.store(false, ordering: .relaxed)
             notifier?.post(.newTrafficCaptured)
             await pruneIfDue(added: records.count, bytes: records.reduce(0) { $0 + $1.storedBytes })
         } catch {
+            storeFailing.store(true, ordering: .relaxed)
             logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(batch.count)", "ERROR": "\(error)"])
             pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
             try? await Task.sleep(for: .seconds(1))

@@ -63,6 +63,7 @@ final class HTTPForwardHandler {
     var clientSNI: String?
     /// What the upstream server chose, for the connection in use.
     private var upstreamHello: TLSHello?
+    private var waitingForCapture = false
 
     init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, capture: CaptureWriter? = nil) {
         self.logger = logger
@@ -135,6 +136,12 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
+        if let capture, capture.isBehind {
+            // The store is behind: no new requests until it catches up.
+            pendingRead = true
+            waitForCapture(context)
+            return
+        }
         switch upstream {
         case .connecting:
             // Nothing can be sent yet: hold the client rather than buffer its body.
@@ -429,6 +436,24 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             fail(.upstreamFailed(host: target.host, port: target.port, underlying: error), context: context)
         } else {
             fail(.upstreamClosedEarly, context: context)
+        }
+    }
+
+    /// Looks again every millisecond while the store is behind (one timer
+    /// per connection at most).
+    private func waitForCapture(_ context: ChannelHandlerContext) {
+        guard !waitingForCapture else { return }
+        waitingForCapture = true
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .milliseconds(1)) {
+            let handler = bound.value
+            handler.waitingForCapture = false
+            guard let context = handler.context else { return }
+            if handler.capture?.isBehind == true {
+                handler.waitForCapture(context)
+            } else {
+                handler.resumeClientReads()
+            }
         }
     }
 

@@ -21,6 +21,7 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "The core the servers run on.") var serverCore = 0
     @Option(help: "Only the scenarios whose name contains this (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
+    @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
 
     func run() async throws {
         let work = URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())")
@@ -49,11 +50,18 @@ struct BusymateBench: AsyncParsableCommand {
         }
         for (column, start) in proxies {
             let proxy = try start()
+            let fresh = MemoryBench.rss(proxy.dataPathPID)
             log(proxy.name)
             for scenario in scenarios {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
+                log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
             }
+            if column == .busymate && only.isEmpty { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             proxy.process.stop()
+        }
+        if only.isEmpty {
+            log("store: \(storeRows) rows")
+            report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: work, rows: storeRows)
         }
         report.mint = try mintTimes()
         let table = report.render()
@@ -83,6 +91,27 @@ struct BusymateBench: AsyncParsableCommand {
         log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
         log("  \(scenario.name): \(Int(result.perSecond)) req/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")")
         return result
+    }
+
+    /// Busymate's tunnel at 1,000 MITM keep-alive connections, and while
+    /// one client downloads 1 GiB through it (capture on).
+    private func memory(_ proxy: ProxyUnderTest, fresh: Int, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Result {
+        let pid = proxy.dataPathPID
+        let idle = MemoryBench.rss(pid)
+        var config = TLSConfiguration.makeClientConfiguration()
+        config.trustRoots = .certificates(try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        let tls = try NIOSSLContext(configuration: config)
+        let thousand = LoadPlan(https: true, host: "localhost", port: origin.httpsPort, path: "/1k", proxy: ("127.0.0.1", proxy.port),
+                                connections: 1000, duration: .seconds(8), tls: tls)
+        let crowd = try await MemoryBench.peak(of: pid, during: thousand, group: group)
+        log("  1,000 connections: peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed")
+        // One request whose response takes as long as it takes.
+        let start = MemoryBench.rss(pid)
+        let download = LoadPlan(https: true, host: "localhost", port: origin.httpsPort, path: "/1g", proxy: ("127.0.0.1", proxy.port),
+                                connections: 1, duration: .milliseconds(1), tls: tls)
+        let streamed = try await MemoryBench.peak(of: pid, during: download, group: group)
+        log("  1 GiB download: RSS \(start) KiB before, peak \(streamed.kib) KiB, \(Int(streamed.result.megabytesPerSecond)) MB/s")
+        return .init(freshKiB: fresh, idleKiB: idle, atThousandKiB: crowd.kib, downloadKiB: (start, streamed.kib), downloadMBps: streamed.result.megabytesPerSecond)
     }
 
     /// Leaf minting in this process: a fresh CA, 2,000 names past the cache.

@@ -21,7 +21,12 @@ struct NginxOrigin {
         try FileManager.default.createDirectory(at: www, withIntermediateDirectories: true)
         try Data(repeating: 0x61, count: 1024).write(to: www.appendingPathComponent("1k"))
         try Data(repeating: 0x62, count: 1 << 20).write(to: www.appendingPathComponent("1m"))
-        try Data(repeating: 0x63, count: 64 << 20).write(to: www.appendingPathComponent("64m"))
+        // 1 GiB, sparse: read back as zeros, for the streaming memory check.
+        let big = www.appendingPathComponent("1g")
+        _ = FileManager.default.createFile(atPath: big.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: big)
+        try handle.truncate(atOffset: 1 << 30)
+        try handle.close()
         let (cert, key) = try selfSigned()
         let certificate = directory.appendingPathComponent("origin.pem")
         let keyFile = directory.appendingPathComponent("origin.key")

@@ -1,4 +1,5 @@
 import BusymateShared
+import CaptureStore
 import Foundation
 
 /// A proxy the benchmark drives: where it listens and the CA its
@@ -10,6 +11,13 @@ struct ProxyUnderTest {
     let process: BenchProcess
     /// The process whose memory is the proxy's (Busymate's tunnel).
     let dataPathPID: Int32
+    /// Busymate's group, whose store the bench can count.
+    var group: GroupPaths?
+
+    func rowsStored() -> Int? {
+        guard let group, let database = try? CaptureDatabase(paths: group, readOnly: true) else { return nil }
+        return try? TrafficRepository(database: database).count()
+    }
 }
 
 enum Busymate {
@@ -35,7 +43,7 @@ enum Busymate {
         guard let status, let bound = status.listeners.first?.bound, let port = Int(bound.split(separator: ":").last ?? "") else {
             throw BenchError("Busymate did not say where it listens:\n\(process.tail())")
         }
-        return ProxyUnderTest(name: "Busymate", port: port, caCertificate: paths.caPEM, process: process, dataPathPID: status.pid)
+        return ProxyUnderTest(name: "Busymate", port: port, caCertificate: paths.caPEM, process: process, dataPathPID: status.pid, group: paths)
     }
 }
 

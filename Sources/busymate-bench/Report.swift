@@ -8,6 +8,8 @@ struct Report {
     let seconds: Double
     var rows: [(name: String, results: [Column: LoadResult])] = []
     var mint: (p50: Double, p99: Double)?
+    var memory: MemoryBench.Result?
+    var store: StoreBench.Result?
     var notes: [String] = []
 
     mutating func record(_ name: String, _ column: Column, _ result: LoadResult) {
@@ -40,6 +42,17 @@ struct Report {
             lines.append("| \(row.name) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |")
         }
         if let mint { lines.append(String(format: "| leaf certificate mint (in process) | – | p50 %.3f ms, p99 %.3f ms | – | – | – |", mint.p50, mint.p99)) }
+        if let memory {
+            lines.append(String(format: "| tunnel RSS: at start; idle after the scenarios above; peak at 1,000 MITM keep-alive connections | – | %.1f MB; %.1f MB; %.1f MB | – | – | – |",
+                                Double(memory.freshKiB) / 1024, Double(memory.idleKiB) / 1024, Double(memory.atThousandKiB) / 1024))
+            lines.append(String(format: "| tunnel RSS during a 1 GiB MITM download | – | %.1f MB before, %.1f MB peak (%.0f MB/s) | – | – | – |",
+                                Double(memory.downloadKiB.start) / 1024, Double(memory.downloadKiB.max) / 1024, memory.downloadMBps))
+        }
+        if let store {
+            lines.append(String(format: "| capture store write rate (the tunnel's write path, batches of 500) | – | %.0f exchanges/s | – | – | – |", store.exchangesPerSecond))
+            lines.append(String(format: "| `busymate list` first page over %d rows (process start to exit) | – | p50 %.0f ms, max %.0f ms | – | – | – |",
+                                store.rows, store.listMilliseconds.p50, store.listMilliseconds.max))
+        }
         return lines.joined(separator: "\n")
     }
 
