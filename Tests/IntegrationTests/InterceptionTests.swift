@@ -65,6 +65,25 @@ extension ApplianceTests {
         #expect(shown.contains("tls: mitm, SNI localhost, TLSv1.3, TLS_"), "\(shown)")
     }
 
+    @Test func aClientWithoutSNIGetsACertificateForTheConnectHost() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let originCA = try appliance.trust(origin)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost", "127.0.0.1"], trust: originCA))
+        try appliance.start()
+        let port = try appliance.proxyPort
+
+        // openssl with no SNI at all: the leaf names the CONNECT host.
+        let r = try Command.run("/bin/sh", ["-c", "echo | openssl s_client -proxy 127.0.0.1:\(port) -connect localhost:\(origin.port) -noservername -CAfile '\(appliance.caFile.path)' -verify_hostname localhost -verify_return_error 2>&1"])
+        #expect(r.stdout.contains("Verify return code: 0 (ok)"), "\(r.stdout)")
+        #expect(r.stdout.contains("CN = localhost") && r.stdout.contains("Busymate CA"), "\(r.stdout)")
+        // An IP literal carries no SNI either: the leaf has an IP SAN, which curl checks.
+        let byIP = try fetch("https://127.0.0.1:\(origin.port)/ip", port: port, trusting: appliance.caFile)
+        #expect(byIP.code == 200, "\(byIP.result.stderr)")
+        #expect(byIP.issuer?.contains("Busymate CA") == true, "\(byIP.issuer ?? "no issuer")")
+    }
+
     @Test func anUntrustedUpstreamGetsA502UntilItIsMarkedInsecure() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
