@@ -126,7 +126,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "CaptureStoreTests",
-            dependencies: ["CaptureStore"],
+            dependencies: ["CaptureStore", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict),
         .testTarget(
             name: "SupervisorTests",

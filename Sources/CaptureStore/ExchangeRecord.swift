@@ -148,9 +148,11 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
+    private func text(_ date: Date?) -> String? { date.map(DatabaseDateText.string) }
+
     var insertArguments: StatementArguments {
         [
-            requestID, startedAt, connectedAt, tlsDoneAt, firstByteAt, endedAt, clientAddress, serverAddress, scheme,
+            requestID, text(startedAt), text(connectedAt), text(tlsDoneAt), text(firstByteAt), text(endedAt), clientAddress, serverAddress, scheme,
             method, host, port, path, url, httpVersion, status, reason, requestHeaders, responseHeaders, requestBodySize,
             responseBodySize, requestBody, responseBody, requestBodyTruncated, responseBodyTruncated, requestBodyFile,
             responseBodyFile, requestBodyDecodedSize, responseBodyDecodedSize, storedBytes, tlsMode.rawValue, sni,

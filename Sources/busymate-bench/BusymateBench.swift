@@ -19,7 +19,7 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Why mitmdump is missing, for the report.") var mitmdumpMissing = ""
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
     @Option(help: "The core the servers run on.") var serverCore = 0
-    @Option(help: "Only the scenarios whose name contains this (for profiling).") var only = ""
+    @Option(help: "Only the scenarios whose name contains this, or `store` for the store alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
 
@@ -59,7 +59,7 @@ struct BusymateBench: AsyncParsableCommand {
             if column == .busymate && only.isEmpty { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             proxy.process.stop()
         }
-        if only.isEmpty {
+        if only.isEmpty || only == "store" {
             log("store: \(storeRows) rows")
             report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: work, rows: storeRows)
         }

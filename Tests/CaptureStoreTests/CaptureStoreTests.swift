@@ -2,6 +2,7 @@ import BusymateShared
 import Foundation
 import Testing
 @testable import CaptureStore
+import GRDB
 
 @Suite struct CaptureStoreTests {
     final class Store {
@@ -194,5 +195,17 @@ import Testing
         second.id = read?.id
         #expect(read == second)
         #expect(try traffic.count() == 2)
+    }
+}
+
+@Suite struct DatabaseDateTextTests {
+    @Test func writesWhatGRDBWrites() {
+        var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_800_000_000.25), Date(timeIntervalSince1970: 951_782_400.999),
+                     Date(timeIntervalSince1970: 4_102_444_799.9994), Date(timeIntervalSince1970: 1_709_164_800.0005)]
+        for _ in 0..<2000 { dates.append(Date(timeIntervalSince1970: Double.random(in: 0...4_102_444_800))) }
+        for date in dates {
+            let grdb = String.fromDatabaseValue(date.databaseValue)
+            #expect(DatabaseDateText.string(date) == grdb, "\(date.timeIntervalSince1970)")
+        }
     }
 }
