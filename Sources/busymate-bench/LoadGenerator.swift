@@ -104,12 +104,13 @@ private final class Worker: @unchecked Sendable {
     }
 
     func run() -> EventLoopFuture<Tally> {
-        loop.execute { self.connect() }
+        loop.execute { self.connect(first: true) }
         return finished.futureResult
     }
 
-    private func connect() {
-        guard NIODeadline.now() < deadline else { return finish() }
+    /// The first connection is always made: a busy loop may start late.
+    private func connect(first: Bool = false) {
+        guard first || NIODeadline.now() < deadline else { return finish() }
         sentAt = NIODeadline.now()
         let plan = self.plan
         let target = plan.proxy ?? (plan.host, plan.port)
