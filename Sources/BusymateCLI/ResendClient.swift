@@ -78,7 +78,7 @@ private final class ResponseCollector: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        answer.fail(ResendError(description: "the connection closed before the response ended"))
+        answer.fail(ProxyClientError(description: "the connection closed before the response ended"))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -87,4 +87,3 @@ private final class ResponseCollector: ChannelInboundHandler {
     }
 }
 
-typealias ResendError = ProxyClientError

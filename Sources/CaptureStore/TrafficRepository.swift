@@ -110,13 +110,6 @@ public struct TrafficRepository: Sendable {
         return result.removed
     }
 
-    @discardableResult
-    public func prune(_ retention: Retention) throws -> Int {
-        let result = try database.pool.write { db in try Self.prune(db, retention) }
-        BodyStore(paths: database.paths).remove(result.files)
-        return result.removed
-    }
-
     /// Every body file a row names, for the orphan sweep.
     public func bodyFiles() throws -> Set<String> {
         try database.pool.read { db in

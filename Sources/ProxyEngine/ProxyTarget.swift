@@ -62,9 +62,10 @@ enum HopByHop {
     /// The protocol a request asks to switch to (`Connection: upgrade` with
     /// `Upgrade: websocket`), if it does.
     static func upgrade(in headers: HTTPHeaders) -> String? {
+        // Per request: most have no Upgrade, and need no token splitting.
+        guard let value = headers.first(name: "upgrade"), !value.isEmpty else { return nil }
         let tokens = headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard tokens.contains("upgrade"), let value = headers["upgrade"].first, !value.isEmpty else { return nil }
-        return value
+        return tokens.contains("upgrade") ? value : nil
     }
 
     /// Removes hop-by-hop headers, including those named in `Connection`.

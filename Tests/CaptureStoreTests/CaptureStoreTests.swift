@@ -66,14 +66,14 @@ import GRDB
         #expect(try hosts { $0.limit = 1 } == ["/timeout"])
     }
 
-    @Test func pruningKeepsTheNewest() throws {
+    @Test func pruningKeepsTheNewest() async throws {
         let store = try Store()
         _ = try store.traffic.insert((0..<10).map { exchange("h\($0).example.com", at: Double($0)) })
-        #expect(try store.traffic.prune(.init(maxExchanges: 3, maxBytes: .max)) == 7)
+        #expect(try await store.traffic.prune(.init(maxExchanges: 3, maxBytes: .max)) == 7)
         #expect(try store.traffic.list(.init()).map(\.host) == ["h9.example.com", "h8.example.com", "h7.example.com"])
     }
 
-    @Test func pruningByBytesRemovesTheOldestAndTheirBodyFiles() throws {
+    @Test func pruningByBytesRemovesTheOldestAndTheirBodyFiles() async throws {
         let store = try Store()
         let bodies = BodyStore(paths: GroupPaths(root: store.dir))
         try FileManager.default.createDirectory(at: bodies.directory, withIntermediateDirectories: true)
@@ -86,7 +86,7 @@ import GRDB
             return r
         }
         _ = try store.traffic.insert(records)
-        #expect(try store.traffic.prune(.init(maxExchanges: 100, maxBytes: 2500)) == 3)
+        #expect(try await store.traffic.prune(.init(maxExchanges: 100, maxBytes: 2500)) == 3)
         #expect(try store.traffic.list(.init()).map(\.host) == ["h4.example.com", "h3.example.com"])
         let left = try FileManager.default.contentsOfDirectory(atPath: bodies.directory.path).sorted()
         #expect(left == records[3...].compactMap(\.responseBodyFile).sorted())

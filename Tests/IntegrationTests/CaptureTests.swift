@@ -17,10 +17,8 @@ extension ApplianceTests {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
-        let appliance = try Appliance(settings: nil)
+        let appliance = try Appliance.intercepting(tlsOrigin)
         let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
         let port = try appliance.proxyPort
         let ourCA = appliance.caFile.path
 
@@ -75,10 +73,8 @@ extension ApplianceTests {
     @Test func pinsAreStoredListedAndRemovable() async throws {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await tlsOrigin.stop() } }
-        let appliance = try Appliance(settings: nil)
+        let appliance = try Appliance.intercepting(tlsOrigin)
         let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
         let port = try appliance.proxyPort
         let pinningClient = ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
 
@@ -212,10 +208,8 @@ extension ApplianceTests {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop() } }
-        let appliance = try Appliance(settings: nil)
+        let appliance = try Appliance.intercepting(tlsOrigin)
         let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
         let port = try appliance.proxyPort
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/q?a=1&b=two").code == 200)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/post", extra: ["-H", "Content-Type: application/json", "-d", "{\"k\":1}"]).code == 200)

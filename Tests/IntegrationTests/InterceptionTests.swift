@@ -17,10 +17,8 @@ extension ApplianceTests {
     @Test func interceptsListedHostsAndPassesTheOthersThrough() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
+        let appliance = try Appliance.intercepting(origin)
         let originCA = try appliance.trust(origin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
         let port = try appliance.proxyPort
         #expect(try appliance.status().string("tunnel.interception") == "on")
         let ourCA = appliance.caFile
@@ -128,10 +126,8 @@ extension ApplianceTests {
     @Test func aClientThatRejectsTheCAPinsItsHost() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
+        let appliance = try Appliance.intercepting(origin)
         let originCA = try appliance.trust(origin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
         let port = try appliance.proxyPort
 
         // A pinning client: it trusts only the origin's certificate.
@@ -146,10 +142,8 @@ extension ApplianceTests {
     @Test func withoutAUsableCAHTTPSIsPassedThroughAndTheTunnelKeepsServing() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
+        let appliance = try Appliance.intercepting(origin)
         let originCA = try appliance.trust(origin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA))
-        try appliance.start()
         let port = try appliance.proxyPort
         let tunnel = try appliance.status().int("tunnel.pid")
 
