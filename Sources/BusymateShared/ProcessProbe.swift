@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -5,6 +6,10 @@ import Glibc
 
 /// What `/proc` says about a process.
 public enum ProcessProbe {
+    /// The CPUs this process may use: its affinity (taskset, systemd's
+    /// CPUAffinity=), not the machine's count. One event loop per CPU.
+    public static var usableCPUs: Int { Int(busymate_usable_cpus()) }
+
     public static func isAlive(_ pid: Int32) -> Bool {
         guard pid > 0 else { return false }
         if kill(pid, 0) == 0 { return true }

@@ -2,6 +2,7 @@
 #include "CLinux.h"
 #include <errno.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -60,4 +61,11 @@ int busymate_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *uid = cred.uid;
     *gid = cred.gid;
     return 0;
+}
+
+int busymate_usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
 }

@@ -24,32 +24,28 @@ enum DatabaseDateText {
         let second = rest / 1000
         let milli = rest - second * 1000
 
-        var out = [UInt8]()
-        out.reserveCapacity(23)
-        func put(_ value: Int64, _ width: Int) {
-            var digits = [UInt8](repeating: UInt8(ascii: "0"), count: width)
-            var v = value
-            var i = width - 1
-            while i >= 0 {
-                digits[i] = UInt8(ascii: "0") + UInt8(v % 10)
-                v /= 10
-                i -= 1
+        return String(unsafeUninitializedCapacity: 23) { out in
+            var at = 0
+            func put(_ value: Int64, _ width: Int, then separator: UInt8?) {
+                var v = value
+                for i in stride(from: at + width - 1, through: at, by: -1) {
+                    out[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v % 10)
+                    v /= 10
+                }
+                at += width
+                if let separator {
+                    out[at] = separator
+                    at += 1
+                }
             }
-            out += digits
+            put(year, 4, then: UInt8(ascii: "-"))
+            put(month, 2, then: UInt8(ascii: "-"))
+            put(day, 2, then: UInt8(ascii: " "))
+            put(hour, 2, then: UInt8(ascii: ":"))
+            put(minute, 2, then: UInt8(ascii: ":"))
+            put(second, 2, then: UInt8(ascii: "."))
+            put(milli, 3, then: nil)
+            return at
         }
-        put(year, 4)
-        out.append(UInt8(ascii: "-"))
-        put(month, 2)
-        out.append(UInt8(ascii: "-"))
-        put(day, 2)
-        out.append(UInt8(ascii: " "))
-        put(hour, 2)
-        out.append(UInt8(ascii: ":"))
-        put(minute, 2)
-        out.append(UInt8(ascii: ":"))
-        put(second, 2)
-        out.append(UInt8(ascii: "."))
-        put(milli, 3)
-        return String(decoding: out, as: UTF8.self)
     }
 }

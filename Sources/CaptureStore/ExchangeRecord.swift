@@ -58,7 +58,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     /// The exchange this one re-sent (`busymate resend`).
     public var resentFrom: String?
 
-    public init(requestID: String = UUID().uuidString.lowercased(), startedAt: Date = Date(), scheme: String, method: String,
+    public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
         self.requestID = requestID
         self.startedAt = startedAt
@@ -147,18 +147,6 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from
         ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
-
-    private func text(_ date: Date?) -> String? { date.map(DatabaseDateText.string) }
-
-    var insertArguments: StatementArguments {
-        [
-            requestID, text(startedAt), text(connectedAt), text(tlsDoneAt), text(firstByteAt), text(endedAt), clientAddress, serverAddress, scheme,
-            method, host, port, path, url, httpVersion, status, reason, requestHeaders, responseHeaders, requestBodySize,
-            responseBodySize, requestBody, responseBody, requestBodyTruncated, responseBodyTruncated, requestBodyFile,
-            responseBodyFile, requestBodyDecodedSize, responseBodyDecodedSize, storedBytes, tlsMode.rawValue, sni,
-            tlsVersion, tlsCipher, error, bytesUp, bytesDown, resentFrom
-        ]
-    }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         id = inserted.rowID

@@ -18,13 +18,30 @@ public struct TrafficRepository: Sendable {
         }
     }
 
-    /// The tunnel's writer: one transaction, one cached statement, and no
-    /// ids read back (nobody needs them), suspending instead of blocking.
+    /// The tunnel's writer: one transaction, one cached statement bound
+    /// directly, and no ids read back (nobody needs them), suspending
+    /// instead of blocking.
     public func save(_ records: [ExchangeRecord]) async throws {
+        try await database.pool.write { db in try Self.insert(records, db) }
+    }
+
+    /// The writer's commit: the batch, then retention in the same
+    /// transaction. `size` is what the writer last knew of the store (nil:
+    /// measure it once); the answer carries the new size and the body
+    /// files to remove once the transaction is committed.
+    public func save(_ records: [ExchangeRecord], keeping retention: Retention, size: Size?) async throws -> Trimmed {
         try await database.pool.write { db in
-            let statement = try db.cachedStatement(sql: ExchangeRecord.insertSQL)
-            for record in records { try statement.execute(arguments: record.insertArguments) }
+            var size = try size ?? Self.size(db)
+            try Self.insert(records, db)
+            size.exchanges += records.count
+            size.bytes += records.reduce(0) { $0 + $1.storedBytes }
+            return try Self.trim(db, retention, size)
         }
+    }
+
+    private static func insert(_ records: [ExchangeRecord], _ db: Database) throws {
+        let insert = try ExchangeInsert(db)
+        for record in records { try insert.execute(record) }
     }
 
     public struct Filter: Sendable {
@@ -76,38 +93,71 @@ public struct TrafficRepository: Sendable {
         }
     }
 
-    /// The oldest rows past either limit, counting from the newest: the
-    /// running count and the running sum of stored body bytes decide. The
-    /// newest exchange stays, however big.
-    static let victimsSQL = """
-        SELECT id, request_body_file, response_body_file FROM (
-          SELECT id, request_body_file, response_body_file,
-                 ROW_NUMBER() OVER newest AS n, SUM(stored_bytes) OVER newest AS kept
-          FROM exchanges
-          WINDOW newest AS (ORDER BY started_at DESC, id DESC ROWS UNBOUNDED PRECEDING))
-        WHERE n > 1 AND (n > ? OR kept > ?)
-        """
-
-    private static func prune(_ db: Database, _ retention: Retention) throws -> (removed: Int, files: [String]) {
-        let rows = try Row.fetchAll(db, sql: victimsSQL, arguments: [retention.maxExchanges, retention.maxBytes])
-        let ids: [Int64] = rows.map { $0["id"] }
-        let files = rows.flatMap { row -> [String] in [row["request_body_file"], row["response_body_file"]].compactMap { $0 } }
-        var start = 0
-        while start < ids.count {
-            let chunk = Array(ids[start..<min(start + 10_000, ids.count)])
-            _ = try ExchangeRecord.deleteAll(db, keys: chunk)
-            start += chunk.count
+    /// Exchanges and stored body bytes: what retention weighs.
+    public struct Size: Sendable, Equatable {
+        public var exchanges: Int
+        public var bytes: Int
+        public init(exchanges: Int, bytes: Int) {
+            self.exchanges = exchanges
+            self.bytes = bytes
         }
-        return (ids.count, files)
     }
 
-    /// Drops the oldest exchanges past `retention`, then their body files
-    /// (rows first: no reader finds a row whose file is gone for good).
-    /// Returns how many exchanges went.
+    /// What a commit left: the store's size, and what retention took.
+    public struct Trimmed: Sendable {
+        public var size: Size
+        public var removed: Int
+        /// Body files of removed exchanges, to delete after the commit.
+        public var files: [String]
+    }
+
+    /// One scan: the writer measures once, then counts what it adds and removes.
+    static func size(_ db: Database) throws -> Size {
+        let row = try Row.fetchOne(db, sql: "SELECT count(*), total(stored_bytes) FROM exchanges")
+        return Size(exchanges: row?[0] ?? 0, bytes: Int(row?[1] as Double? ?? 0))
+    }
+
+    /// Removes the first-stored exchanges while `size` is past either
+    /// limit; the newest stays, however big. Costs what it removes, never a
+    /// scan of the store (removal follows the rowid and every index's oldest end).
+    static func trim(_ db: Database, _ retention: Retention, _ size: Size) throws -> Trimmed {
+        var trimmed = Trimmed(size: size, removed: 0, files: [])
+        func over() -> Bool { trimmed.size.exchanges > retention.maxExchanges || trimmed.size.bytes > retention.maxBytes }
+        var measured = false
+        while over() {
+            let want = min(max(trimmed.size.exchanges - retention.maxExchanges, 64), 10_000)
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT id, stored_bytes, request_body_file, response_body_file FROM exchanges
+                WHERE id < (SELECT max(id) FROM exchanges) ORDER BY id LIMIT ?
+                """, arguments: [want])
+            if rows.count < want && !measured {
+                // Fewer rows than the count says: something else changed the store. Measure, then go on.
+                trimmed.size = try Self.size(db)
+                measured = true
+                continue
+            }
+            // Only the newest is left.
+            guard !rows.isEmpty else { break }
+            var last: Int64?
+            for row in rows where over() {
+                last = row["id"]
+                trimmed.size.exchanges -= 1
+                trimmed.size.bytes -= row["stored_bytes"] as Int
+                trimmed.files += [row["request_body_file"], row["response_body_file"]].compactMap { $0 as String? }
+                trimmed.removed += 1
+            }
+            if let last { try db.execute(sql: "DELETE FROM exchanges WHERE id <= ?", arguments: [last]) }
+        }
+        return trimmed
+    }
+
+    /// Drops the first-stored exchanges past `retention`, then their body
+    /// files (rows first: no reader finds a row whose file is gone for
+    /// good). Returns how many exchanges went.
     public func prune(_ retention: Retention) async throws -> Int {
-        let result = try await database.pool.write { db in try Self.prune(db, retention) }
-        BodyStore(paths: database.paths).remove(result.files)
-        return result.removed
+        let trimmed = try await database.pool.write { db in try Self.trim(db, retention, Self.size(db)) }
+        BodyStore(paths: database.paths).remove(trimmed.files)
+        return trimmed.removed
     }
 
     /// Every body file a row names, for the orphan sweep.

@@ -29,8 +29,11 @@ public final class CaptureWriter: Sendable {
     private let maxBytes = Atomic<Int>(AppSettings().maxBytes)
     /// `capture.body_max`: what is stored of one body.
     private let bodyMaxValue = Atomic<Int>(AppSettings().bodyMax)
-    private let sincePrune = Atomic<Int>(0)
-    private let bytesSincePrune = Atomic<Int>(0)
+    /// The store's size as last committed (nil: measure at the next commit),
+    /// and commits since it was measured: measured again now and then, in
+    /// case something besides this writer changed the store.
+    private let size = Mutex<(TrafficRepository.Size?, commits: Int)>((nil, 0))
+    static let commitsPerMeasure = 1_000
     static let maxPending = 100_000
     /// Bodies up to this size are kept in the row.
     public static let inlineBodyLimit = 16 * 1024
@@ -87,25 +90,8 @@ public final class CaptureWriter: Sendable {
         maxExchanges.store(settings.maxExchanges, ordering: .relaxed)
         maxBytes.store(settings.maxBytes, ordering: .relaxed)
         bodyMaxValue.store(settings.bodyMax, ordering: .relaxed)
-        sincePrune.store(Int.max / 2, ordering: .relaxed)
+        // An empty flush applies lowered limits at once.
         wakeUp.yield()
-    }
-
-    /// Retention costs a query: run it once per ~1% of either limit written.
-    private func pruneIfDue(added: Int, bytes: Int) async {
-        let limit = maxExchanges.load(ordering: .relaxed)
-        let byteLimit = maxBytes.load(ordering: .relaxed)
-        let due = sincePrune.add(added, ordering: .relaxed).newValue >= max(1, limit / 100)
-            || bytesSincePrune.add(bytes, ordering: .relaxed).newValue >= max(1, byteLimit / 100)
-        guard due else { return }
-        sincePrune.store(0, ordering: .relaxed)
-        bytesSincePrune.store(0, ordering: .relaxed)
-        do {
-            let removed = try await traffic.prune(.init(maxExchanges: limit, maxBytes: maxBytes.load(ordering: .relaxed)))
-            if removed > 0 { logger.debug("retention removed old exchanges", metadata: ["REMOVED": "\(removed)"]) }
-        } catch {
-            logger.error("retention failed", metadata: ["ERROR": "\(error)"])
-        }
     }
 
     func recordPin(_ host: String, reason: String) {
@@ -140,19 +126,24 @@ public final class CaptureWriter: Sendable {
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
-        guard !batch.isEmpty else {
-            await pruneIfDue(added: 0, bytes: 0)
-            return
-        }
+        let retention = TrafficRepository.Retention(maxExchanges: maxExchanges.load(ordering: .relaxed), maxBytes: maxBytes.load(ordering: .relaxed))
+        let known = size.withLock { $0.commits < Self.commitsPerMeasure ? $0.0 : nil }
+        if batch.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes { return }
         var records: [ExchangeRecord] = []
         for entry in batch { records.append(await complete(entry)) }
         do {
-            try await traffic.save(records)
+            let trimmed = try await traffic.save(records, keeping: retention, size: known)
+            size.withLock { $0 = (trimmed.size, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
-            notifier?.post(.newTrafficCaptured)
-            await pruneIfDue(added: records.count, bytes: records.reduce(0) { $0 + $1.storedBytes })
+            if !records.isEmpty { notifier?.post(.newTrafficCaptured) }
+            if trimmed.removed > 0 {
+                bodies.remove(trimmed.files)
+                logger.debug("retention removed old exchanges", metadata: ["REMOVED": "\(trimmed.removed)"])
+            }
         } catch {
+            // Measure again next time: the failed transaction may have been half done.
+            size.withLock { $0 = (nil, 0) }
             storeFailing.store(true, ordering: .relaxed)
             logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(batch.count)", "ERROR": "\(error)"])
             pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
@@ -191,9 +182,18 @@ public final class CaptureWriter: Sendable {
     /// Whether stored headers name Content-Encoding, in any case: a byte scan,
     /// far cheaper than Foundation's case-insensitive search.
     static func namesContentEncoding(_ headers: String) -> Bool {
-        let lowered = headers.utf8.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }
-        return lowered.firstRange(of: Array("\"content-encoding\"".utf8)) != nil
+        var headers = headers
+        return headers.withUTF8 { bytes in
+            let needle = contentEncodingName
+            guard bytes.count >= needle.count else { return false }
+            // `| 0x20` lowers letters and keeps `"` and `-`.
+            return (0...(bytes.count - needle.count)).contains { start in
+                bytes[start] == needle[0] && (1..<needle.count).allSatisfy { bytes[start + $0] | 0x20 == needle[$0] }
+            }
+        }
     }
+
+    private static let contentEncodingName = Array("\"content-encoding\"".utf8)
 
     /// Bodies bigger than this are not decoded just to be measured.
     static let decodeToMeasureLimit = 8 * 1024 * 1024

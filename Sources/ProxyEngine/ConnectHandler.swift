@@ -116,7 +116,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         self.target = target
         logger[metadataKey: "HOST"] = "\(target.host)"
-        logger[metadataKey: "REQUEST_ID"] = "\(UUID().uuidString.lowercased())"
+        logger[metadataKey: "REQUEST_ID"] = "\(RequestID.make())"
         stats.requestStarted()
         switch interception.decide(host: target.host) {
         case let .intercept(contexts, upstream):

@@ -202,7 +202,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 if case .connected = upstream { exchangeCapture?.tls(upstreamHello, doneAt: nil) }
             }
         }
-        logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? UUID().uuidString.lowercased())"
+        logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
 

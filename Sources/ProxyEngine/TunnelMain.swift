@@ -73,7 +73,7 @@ public enum TunnelMain {
     public static func run(_ prepared: Prepared) async -> Int32 {
         let paths = prepared.paths
         let logger = Logger(label: "busymate.tunnel")
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: ProcessProbe.usableCPUs)
         let notifier: Notifier?
         do {
             notifier = try Notifier(paths: paths, role: "tunnel")

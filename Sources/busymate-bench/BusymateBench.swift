@@ -5,8 +5,10 @@ import NIOPosix
 import NIOSSL
 import ProxyEngine
 
-/// `make bench`: origin, Busymate and mitmdump on core 0 (the server side,
-/// one at a time under load), this load generator on core 1.
+/// `make bench`: the system under test alone on core 0 (nginx for the
+/// direct cells; Busymate or mitmdump, one at a time, for the others), this
+/// load generator on core 1, and nginx beside it while a proxy is measured:
+/// the origin stands for a remote server, not for the proxy's competition.
 @main
 struct BusymateBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "busymate-bench", abstract: "Busymate against mitmdump and the direct path, on loopback.")
@@ -18,7 +20,8 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "mitmdump 12.3.1, or empty to measure Busymate against direct only.") var mitmdump = ""
     @Option(help: "Why mitmdump is missing, for the report.") var mitmdumpMissing = ""
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
-    @Option(help: "The core the servers run on.") var serverCore = 0
+    @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.") var serverCore = 0
+    var otherCore: Int { serverCore == 0 ? 1 : 0 }
     @Option(help: "Only the scenarios whose name contains this, or `store` for the store alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
@@ -71,6 +74,7 @@ struct BusymateBench: AsyncParsableCommand {
     }
 
     private func measure(_ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup) async throws -> LoadResult {
+        try origin.pin(to: proxy == nil ? serverCore : otherCore)
         var trust = [origin.certificate.path]
         if let proxy { trust.append(proxy.caCertificate.path) }
         var config = TLSConfiguration.makeClientConfiguration()
@@ -87,7 +91,7 @@ struct BusymateBench: AsyncParsableCommand {
         var result = try await LoadGenerator.run(plan, group: group)
         let after = CoreLoad.read()
         result.serverCore = after.busy(serverCore, since: before)
-        result.generatorCore = after.busy(serverCore == 0 ? 1 : 0, since: before)
+        result.generatorCore = after.busy(otherCore, since: before)
         log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
         log("  \(scenario.name): \(Int(result.perSecond)) req/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")")
         return result
@@ -96,6 +100,7 @@ struct BusymateBench: AsyncParsableCommand {
     /// Busymate's tunnel at 1,000 MITM keep-alive connections, and while
     /// one client downloads 1 GiB through it (capture on).
     private func memory(_ proxy: ProxyUnderTest, fresh: Int, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Result {
+        try origin.pin(to: otherCore)
         let pid = proxy.dataPathPID
         let idle = MemoryBench.rss(pid)
         var config = TLSConfiguration.makeClientConfiguration()

@@ -68,6 +68,17 @@ struct NginxOrigin {
         return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, certificate: certificate, process: process)
     }
 
+    /// Moves the origin to `core` (nginx runs as one process here).
+    func pin(to core: Int) throws {
+        let taskset = Process()
+        taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+        taskset.arguments = ["-p", "-c", "\(core)", "\(process.pid)"]
+        taskset.standardOutput = FileHandle.nullDevice
+        try taskset.run()
+        taskset.waitUntilExit()
+        guard taskset.terminationStatus == 0 else { throw BenchError("taskset could not move nginx to core \(core)") }
+    }
+
     /// P-256, for localhost and 127.0.0.1. Session resumption is off in
     /// nginx, so every new connection pays a full handshake.
     private static func selfSigned() throws -> (certificate: String, key: String) {

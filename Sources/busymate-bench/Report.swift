@@ -64,10 +64,11 @@ struct Report {
 
             Made by `make bench` on \(ISO8601DateFormatter().string(from: Date())), commit \(commit), \
             \(ProcessInfo.processInfo.activeProcessorCount) cores (`nproc`), \(memory.replacingOccurrences(of: "  ", with: "")).
-            Release build, capture on. Origin: nginx (one worker). The servers (origin and the proxy measured) run on core 0,
-            the load generator on core 1; \(connections) keep-alive connections, \(Int(seconds)) s per cell after a 1 s warm-up.
-            Ratios are from this one run. "cores a/b %" is how busy the servers' core and the generator's core were:
-            a cell is a fair measure of the server side when the first is near 100 % and the second is not.
+            Release build, capture on. Origin: nginx (one worker). The system under test runs alone on core 0: nginx in the
+            direct column, the proxy (the tunnel and its capture writer, or mitmdump) in the others, where nginx moves to
+            core 1 beside the load generator, standing in for a remote origin. \(connections) keep-alive connections,
+            \(Int(seconds)) s per cell after a 1 s warm-up. Ratios are from this one run. "cores a/b %" is how busy core 0
+            and core 1 were: a cell measures the system under test when the first is near 100 % and the second is not.
 
             \(render())
 

@@ -73,6 +73,46 @@ import GRDB
         #expect(try store.traffic.list(.init()).map(\.host) == ["h9.example.com", "h8.example.com", "h7.example.com"])
     }
 
+    @Test func theWritersCommitAppliesRetentionAsItGoes() async throws {
+        let store = try Store()
+        let retention = TrafficRepository.Retention(maxExchanges: 100, maxBytes: 50_000)
+        var size: TrafficRepository.Size?
+        var removed = 0
+        for batch in 0..<10 {
+            let records = (0..<30).map { i -> ExchangeRecord in
+                var r = exchange("h\(batch * 30 + i).example.com", at: Double(batch * 30 + i))
+                r.storedBytes = 100
+                return r
+            }
+            let trimmed = try await store.traffic.save(records, keeping: retention, size: size)
+            size = trimmed.size
+            removed += trimmed.removed
+        }
+        #expect(removed == 200)
+        #expect(size == .init(exchanges: 100, bytes: 10_000))
+        var all = TrafficRepository.Filter()
+        all.limit = 1000
+        #expect(try store.traffic.list(all).map(\.host) == (200..<300).reversed().map { "h\($0).example.com" })
+        // Bytes: 10 KB kept, limit lowered to 2.5 KB → 25 rows stay.
+        let trimmed = try await store.traffic.save([], keeping: .init(maxExchanges: 100, maxBytes: 2_500), size: size)
+        #expect(trimmed.removed == 75 && trimmed.size == .init(exchanges: 25, bytes: 2_500))
+        #expect(try store.traffic.count() == 25)
+        // A size that drifted (rows removed behind the writer's back) is measured again, and nothing more goes.
+        let drifted = try await store.traffic.save([], keeping: .init(maxExchanges: 20, maxBytes: .max), size: .init(exchanges: 500, bytes: 0))
+        #expect(drifted.removed == 5 && drifted.size == .init(exchanges: 20, bytes: 2_000))
+        #expect(try store.traffic.count() == 20)
+    }
+
+    @Test func requestIDsAreVersion7AndSortByTime() throws {
+        // RFC 9562, appendix A.6.
+        #expect(RequestID.make(milliseconds: 0x017F_22E2_79B0, random: 0xCC3, 0x18C4_DC0C_0C07_398F) == "017f22e2-79b0-7cc3-98c4-dc0c0c07398f")
+        let earlier = RequestID.make(at: Date(timeIntervalSince1970: 1_800_000_000))
+        let later = RequestID.make(at: Date(timeIntervalSince1970: 1_800_000_000.002))
+        #expect(earlier < later)
+        #expect(UUID(uuidString: later) != nil && later.count == 36 && later == later.lowercased())
+        #expect(Array(later)[14] == "7" && "89ab".contains(Array(later)[19]))
+    }
+
     @Test func pruningByBytesRemovesTheOldestAndTheirBodyFiles() async throws {
         let store = try Store()
         let bodies = BodyStore(paths: GroupPaths(root: store.dir))
@@ -195,6 +235,26 @@ import GRDB
         second.id = read?.id
         #expect(read == second)
         #expect(try traffic.count() == 2)
+        // Empty text and an empty blob stay empty (not NULL), and non-ASCII text is kept, on both paths.
+        var edge = record
+        edge.requestID = "edge-grdb"
+        edge.reason = ""
+        edge.responseBody = Data()
+        edge.path = "/日本?q=🚀"
+        _ = try traffic.insert([edge])
+        var raw = edge
+        raw.requestID = "edge-raw"
+        try await traffic.save([raw])
+        let grdbRow = try traffic.find(requestID: "edge-grdb")
+        let rawRow = try traffic.find(requestID: "edge-raw")
+        #expect(rawRow?.reason == "" && rawRow?.responseBody == Data() && rawRow?.path == "/日本?q=🚀")
+        raw.id = rawRow?.id
+        #expect(rawRow == raw)
+        #expect(grdbRow?.responseBody == rawRow?.responseBody)
+        let types = try await traffic.database.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT typeof(response_body) || typeof(reason) FROM exchanges WHERE request_id IN ('edge-grdb', 'edge-raw')")
+        }
+        #expect(types == ["blobtext", "blobtext"])
     }
 }
 

@@ -22,4 +22,7 @@ int busymate_pipe_cloexec(int fds[2]);
 int busymate_accept_cloexec(int fd);
 /// SO_PEERCRED: `struct ucred` is GNU-only in the headers Swift sees.
 int busymate_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+/// CPUs this process may run on (sched_getaffinity, which taskset and
+/// systemd's CPUAffinity= set); at least 1.
+int busymate_usable_cpus(void);
 #endif
