@@ -38,7 +38,8 @@ public struct BodyStore: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         let cutoff = Date().addingTimeInterval(-age)
         return names.filter { name in
-            guard !referenced.contains(name), name.hasSuffix(".request") || name.hasSuffix(".response") else { return false }
+            // `.spare`: a pruned body file the last tunnel kept for reuse.
+            guard !referenced.contains(name), name.hasSuffix(".request") || name.hasSuffix(".response") || name.hasSuffix(".spare") else { return false }
             let modified = (try? FileManager.default.attributesOfItem(atPath: url(name).path))?[.modificationDate] as? Date
             return (modified ?? .distantPast) < cutoff
         }

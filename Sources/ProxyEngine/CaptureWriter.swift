@@ -2,6 +2,7 @@ import BusymateShared
 import CaptureStore
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 
 /// Batches captured exchanges into the store, off the event loops, and posts
@@ -18,6 +19,7 @@ public final class CaptureWriter: Sendable {
     private let traffic: TrafficRepository
     private let pins: PinnedDomainRepository
     private let bodies: BodyStore
+    private let spares: SpareBodyFiles
     private let notifier: Notifier?
     private let pending = Mutex<[Pending]>([])
     private let wakeUp: AsyncStream<Void>.Continuation
@@ -42,6 +44,7 @@ public final class CaptureWriter: Sendable {
         traffic = TrafficRepository(database: database)
         pins = PinnedDomainRepository(database: database)
         bodies = BodyStore(paths: database.paths)
+        spares = SpareBodyFiles(store: bodies)
         self.notifier = notifier
         (wakes, wakeUp) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
@@ -50,8 +53,8 @@ public final class CaptureWriter: Sendable {
 
     /// A file for a body that outgrew the row; nil (the body is then stored
     /// truncated) when there is no `bodies/` to write to.
-    func openBodyFile(requestID: String, _ direction: BodyStore.Direction) -> BodyFileWriter? {
-        BodyFileWriter(store: bodies, requestID: requestID, direction: direction, backlog: fileBacklog)
+    func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? {
+        BodyFileWriter(store: bodies, requestID: requestID, direction: direction, backlog: fileBacklog, spares: spares, eventLoop: eventLoop)
     }
 
     /// What may wait in memory for the disk, across all body files.
@@ -138,7 +141,7 @@ public final class CaptureWriter: Sendable {
             storeFailing.store(false, ordering: .relaxed)
             if !records.isEmpty { notifier?.post(.newTrafficCaptured) }
             if trimmed.removed > 0 {
-                bodies.remove(trimmed.files)
+                spares.retire(trimmed.files)
                 logger.debug("retention removed old exchanges", metadata: ["REMOVED": "\(trimmed.removed)"])
             }
         } catch {
@@ -158,7 +161,7 @@ public final class CaptureWriter: Sendable {
         var record = entry.record
         var stored = (record.requestBody?.count ?? 0) + (record.responseBody?.count ?? 0)
         for file in entry.files {
-            switch await file.written.value {
+            switch (try? await file.written.get()) ?? .failure(BodyFileError(description: "the body file was never finished")) {
             case let .success(bytes):
                 stored += bytes
             case let .failure(error):

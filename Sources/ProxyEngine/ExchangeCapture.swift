@@ -7,12 +7,15 @@ import NIOHTTP1
 struct ExchangeCapture: Sendable {
     var record: ExchangeRecord
     private let writer: CaptureWriter
+    /// The connection's: body files are written from it.
+    private let eventLoop: EventLoop
     private var requestBody: BodySink
     private var responseBody: BodySink
 
     init(writer: CaptureWriter, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
-         tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?) {
+         tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, eventLoop: EventLoop) {
         self.writer = writer
+        self.eventLoop = eventLoop
         let limit = writer.bodyMax
         requestBody = BodySink(direction: .request, limit: limit)
         responseBody = BodySink(direction: .response, limit: limit)
@@ -35,14 +38,14 @@ struct ExchangeCapture: Sendable {
     /// What is stored is capped (`capture.body_max`), never what is forwarded.
     mutating func requestBodyPart(_ buffer: ByteBuffer) {
         record.requestBodySize += buffer.readableBytes
-        let (writer, id) = (writer, record.requestID)
-        requestBody.append(buffer) { writer.openBodyFile(requestID: id, .request) }
+        let (writer, id, eventLoop) = (writer, record.requestID, eventLoop)
+        requestBody.append(buffer) { writer.openBodyFile(requestID: id, .request, on: eventLoop) }
     }
 
     mutating func responseBodyPart(_ buffer: ByteBuffer) {
         record.responseBodySize += buffer.readableBytes
-        let (writer, id) = (writer, record.requestID)
-        responseBody.append(buffer) { writer.openBodyFile(requestID: id, .response) }
+        let (writer, id, eventLoop) = (writer, record.requestID, eventLoop)
+        responseBody.append(buffer) { writer.openBodyFile(requestID: id, .response, on: eventLoop) }
     }
 
     /// The upstream TLS: the server's choices, and when its handshake ended.

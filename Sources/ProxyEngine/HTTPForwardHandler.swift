@@ -194,7 +194,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 return ("http", .none)
             }()
             exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
-                                              client: context.channel.remoteAddress)
+                                              client: context.channel.remoteAddress, eventLoop: context.eventLoop)
             exchangeCapture?.record.resentFrom = resentFrom
             if case .intercepted = route {
                 exchangeCapture?.record.sni = clientSNI

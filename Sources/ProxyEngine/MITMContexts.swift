@@ -8,6 +8,12 @@ import Synchronization
 /// when it connects by IP, still gets the right name); its
 /// `sslContextCallback` swaps in a leaf for any other SNI.
 final class MITMContexts: Sendable {
+    /// How long a closing TLS connection waits for the peer's close_notify
+    /// (NIOSSL's default is 5 s). NIOSSL keeps the handler, its buffers and
+    /// the SSL object until this timer fires even when the peer has hung up,
+    /// so at a thousand connections a second the default held 150 MB.
+    static let shutdownTimeout = TimeAmount.milliseconds(250)
+
     let authority: CertificateAuthority
     private let contexts = Mutex(LeafCache<(context: NIOSSLContext, notAfter: Date)>(capacity: 1024))
 
@@ -24,6 +30,7 @@ final class MITMContexts: Sendable {
         var config = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(leaf.certificate)], privateKey: .privateKey(authority.leafKeyForNIO))
         config.applicationProtocols = ["http/1.1"]
+        config.shutdownTimeout = Self.shutdownTimeout
         let authority = self.authority
         config.sslContextCallback = { values, promise in
             guard let sni = values.serverHostname?.lowercased(), sni != key else {
@@ -56,11 +63,13 @@ struct UpstreamTLS: Sendable {
     init(extraTrust: String?, insecureHosts: SSLProxyMatcherBox) throws {
         var config = TLSConfiguration.makeClientConfiguration()
         config.applicationProtocols = ["http/1.1"]
+        config.shutdownTimeout = MITMContexts.shutdownTimeout
         if let extraTrust { config.additionalTrustRoots = [.file(extraTrust)] }
         verifying = try NIOSSLContext(configuration: config)
         var loose = TLSConfiguration.makeClientConfiguration()
         loose.applicationProtocols = ["http/1.1"]
         loose.certificateVerification = .none
+        loose.shutdownTimeout = MITMContexts.shutdownTimeout
         insecure = try NIOSSLContext(configuration: loose)
         self.insecureHosts = insecureHosts
     }

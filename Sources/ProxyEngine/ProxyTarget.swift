@@ -1,3 +1,4 @@
+import Foundation
 import NIOHTTP1
 
 /// Where a proxied request goes: a CONNECT authority or the authority of an
@@ -8,47 +9,80 @@ struct ProxyTarget: Hashable, CustomStringConvertible {
 
     var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    /// `host:port`, `[v6]:port`, or `host` with `defaultPort`.
+    /// `host:port`, `[v6]:port`, or `host` with `defaultPort`. Parsed as
+    /// bytes: it runs for every request, and Character-level work was dear.
     static func parseAuthority(_ text: Substring, defaultPort: Int?) -> ProxyTarget? {
-        var host: Substring
-        var portText: Substring?
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
-            host = text[text.index(after: text.startIndex)..<close]
-            let rest = text[text.index(after: close)...]
+        let bytes = text.utf8
+        var host: Substring.UTF8View.SubSequence
+        var portText: Substring.UTF8View.SubSequence?
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            host = bytes[bytes.index(after: bytes.startIndex)..<close]
+            let rest = bytes[bytes.index(after: close)...]
             if !rest.isEmpty {
-                guard rest.hasPrefix(":") else { return nil }
+                guard rest.first == UInt8(ascii: ":") else { return nil }
                 portText = rest.dropFirst()
             }
-        } else if let colon = text.lastIndex(of: ":") {
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
+        } else if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) {
+            host = bytes[..<colon]
+            portText = bytes[bytes.index(after: colon)...]
         } else {
-            host = text
+            host = bytes[...]
         }
-        if let at = host.lastIndex(of: "@") { host = host[host.index(after: at)...] }
-        guard !host.isEmpty, host.allSatisfy({ $0.isLetter || $0.isNumber || "-._:%".contains($0) }) else { return nil }
+        if let at = host.lastIndex(of: UInt8(ascii: "@")) { host = host[host.index(after: at)...] }
+        guard !host.isEmpty, host.allSatisfy(isHostByte) else { return nil }
         let port: Int
         if let portText {
-            guard let p = Int(portText), (1...65535).contains(p) else { return nil }
+            guard let p = parsePort(portText) else { return nil }
             port = p
         } else {
             guard let defaultPort else { return nil }
             port = defaultPort
         }
-        return ProxyTarget(host: String(host), port: port)
+        return ProxyTarget(host: String(Substring(host)), port: port)
+    }
+
+    /// Letters, digits, `-._:%`, and the bytes of non-ASCII letters (IDNs
+    /// written out).
+    private static func isHostByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "%"), 0x80...0xFF:
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static func parsePort<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Int? {
+        guard !bytes.isEmpty, bytes.count <= 5 else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return (1...65535).contains(value) ? value : nil
     }
 
     /// Splits `http://host[:port]/path?q` into target and origin-form.
     static func parseAbsoluteForm(_ uri: String) -> (target: ProxyTarget, originForm: String)? {
-        guard let schemeEnd = uri.range(of: "://") else { return nil }
-        guard uri[..<schemeEnd.lowerBound].lowercased() == "http" else { return nil }
-        let rest = uri[schemeEnd.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        guard let target = parseAuthority(rest[..<authorityEnd], defaultPort: 80) else { return nil }
-        var path = String(rest[authorityEnd...])
-        if let hash = path.firstIndex(of: "#") { path = String(path[..<hash]) }
-        if path.isEmpty || path.hasPrefix("?") { path = "/" + path }
+        let bytes = uri.utf8
+        // "http://", in any case.
+        guard bytes.count >= 7 else { return nil }
+        let scheme = Array("http://".utf8)
+        var index = bytes.startIndex
+        for expected in scheme {
+            let byte = bytes[index]
+            guard byte == expected || (expected >= UInt8(ascii: "a") && byte | 0x20 == expected) else { return nil }
+            index = bytes.index(after: index)
+        }
+        let rest = bytes[index...]
+        let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
+        guard let target = parseAuthority(Substring(rest[..<authorityEnd]), defaultPort: 80) else { return nil }
+        var pathBytes = rest[authorityEnd...]
+        if let hash = pathBytes.firstIndex(of: UInt8(ascii: "#")) { pathBytes = pathBytes[..<hash] }
+        let path = String(Substring(pathBytes))
+        if path.isEmpty || pathBytes.first == UInt8(ascii: "?") { return (target, "/" + path) }
         return (target, path)
     }
 }
@@ -69,15 +103,36 @@ enum HopByHop {
     }
 
     /// Removes hop-by-hop headers, including those named in `Connection`.
+    /// Most requests carry none, or only `Connection`: one pass finds out.
     static func strip(_ headers: inout HTTPHeaders) {
-        var named = Set<String>()
-        for value in headers["connection"] + headers["proxy-connection"] {
-            for token in value.split(separator: ",") {
-                named.insert(token.trimmingCharacters(in: .whitespaces).lowercased())
+        var listed = false
+        var named: [Substring] = []
+        for (name, value) in headers where isListed(name) {
+            listed = true
+            if equalsIgnoringCase(name, "connection") || equalsIgnoringCase(name, "proxy-connection") {
+                for token in value.split(separator: ",") {
+                    let trimmed = token.trimmingCharacters(in: .whitespaces)
+                    // Framing is this proxy's business, whatever the client lists.
+                    if !equalsIgnoringCase(trimmed, "transfer-encoding") && !equalsIgnoringCase(trimmed, "content-length") {
+                        named.append(Substring(trimmed))
+                    }
+                }
             }
         }
-        named.remove("transfer-encoding")
-        named.remove("content-length")
-        for name in names.union(named) { headers.remove(name: name) }
+        guard listed else { return }
+        headers = HTTPHeaders(headers.filter { name, _ in
+            !isListed(name) && !named.contains { equalsIgnoringCase(name, $0) }
+        }.map { ($0.name, $0.value) })
+    }
+
+    private static func isListed(_ name: String) -> Bool {
+        names.contains { equalsIgnoringCase(name, $0) }
+    }
+
+    /// ASCII case-insensitive equality, without lowercasing copies.
+    static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
+            x == y || (x | 0x20 == y | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(x | 0x20))
+        }
     }
 }

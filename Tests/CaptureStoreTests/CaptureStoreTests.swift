@@ -135,6 +135,20 @@ import GRDB
         #expect(throws: BodyStoreError.self) { try bodies.body(of: records[0], .response) }
     }
 
+    @Test func orphansAreOldBodyFilesNoRowNamesAndLeftoverSpares() throws {
+        let store = try Store()
+        let bodies = BodyStore(paths: GroupPaths(root: store.dir))
+        try FileManager.default.createDirectory(at: bodies.directory, withIntermediateDirectories: true)
+        for name in ["kept.response", "lost.request", "7.spare", "notes.txt", "fresh.response"] {
+            try Data("x".utf8).write(to: bodies.url(name))
+        }
+        let old = Date().addingTimeInterval(-600)
+        for name in ["kept.response", "lost.request", "7.spare", "notes.txt"] {
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: bodies.url(name).path)
+        }
+        #expect(bodies.orphans(referenced: ["kept.response"]).sorted() == ["7.spare", "lost.request"])
+    }
+
     @Test func decodesGzipDeflateAndBrotli() throws {
         let text = Data(String(repeating: "busymate ", count: 200).utf8)
         // Made with python3's gzip and zlib.

@@ -70,6 +70,16 @@ import Testing
         #expect(ProxyTarget.parseAuthority("example.com:443", defaultPort: nil) == ProxyTarget(host: "example.com", port: 443))
         #expect(ProxyTarget.parseAuthority("example.com:0", defaultPort: nil) == nil)
         #expect(ProxyTarget.parseAuthority("exa mple.com:443", defaultPort: nil) == nil)
+        #expect(ProxyTarget.parseAbsoluteForm("HTTP://user:pw@Host.example:8080/x")?.target == ProxyTarget(host: "Host.example", port: 8080))
+        #expect(ProxyTarget.parseAbsoluteForm("http://bücher.example/")?.target.host == "bücher.example")
+        #expect(ProxyTarget.parseAbsoluteForm("http://h.example:65536/") == nil)
+        #expect(ProxyTarget.parseAbsoluteForm("http://h.example:/") == nil)
+        #expect(ProxyTarget.parseAbsoluteForm("http://h.example:8a/") == nil)
+        #expect(ProxyTarget.parseAbsoluteForm("http:/h.example/") == nil)
+        #expect(ProxyTarget.parseAbsoluteForm("http://") == nil)
+        #expect(ProxyTarget.parseAbsoluteForm("http://h.example#top")?.originForm == "/")
+        #expect(ProxyTarget.parseAuthority("[::1]x", defaultPort: 443) == nil)
+        #expect(ProxyTarget.parseAuthority("[fe80::1%eth0]", defaultPort: 443) == ProxyTarget(host: "fe80::1%eth0", port: 443))
     }
 
     @Test func hopByHopHeadersAreStripped() {
@@ -77,5 +87,13 @@ import Testing
                                    ("Keep-Alive", "timeout=5"), ("Accept", "*/*"), ("Content-Length", "3")])
         HopByHop.strip(&headers)
         #expect(headers.map(\.name).sorted() == ["Accept", "Content-Length"])
+        // Names in any case; framing headers stay even when listed; order kept.
+        var mixed = HTTPHeaders([("X-A", "1"), ("CONNECTION", "x-secret, Transfer-Encoding"), ("x-SECRET", "2"), ("TE", "trailers"),
+                                 ("Transfer-Encoding", "chunked"), ("X-B", "3")])
+        HopByHop.strip(&mixed)
+        #expect(mixed.map(\.name) == ["X-A", "Transfer-Encoding", "X-B"])
+        var plain = HTTPHeaders([("Host", "h"), ("Accept", "*/*")])
+        HopByHop.strip(&plain)
+        #expect(plain.map(\.name) == ["Host", "Accept"])
     }
 }
