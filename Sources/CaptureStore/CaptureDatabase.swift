@@ -93,6 +93,15 @@ public final class CaptureDatabase: Sendable {
             }
             try db.execute(sql: "UPDATE exchanges SET stored_bytes = ifnull(length(request_body), 0) + ifnull(length(response_body), 0)")
         }
+        // Every insert paid for these two, and `list` is faster without
+        // them: a filter walks `started_at` newest first and stops at a page
+        // (SQLite chose these indexes and sorted every match: 280 ms for
+        // `--status 404` over 1M rows, 25 ms now). A filter that matches
+        // almost nothing scans the store: about 0.3 s per million rows.
+        migrator.registerMigration("v3: capture pays for one time index only") { db in
+            try db.drop(index: "exchanges_host")
+            try db.drop(index: "exchanges_status")
+        }
         return migrator
     }
 }

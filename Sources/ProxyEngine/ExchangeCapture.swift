@@ -28,11 +28,11 @@ struct ExchangeCapture: Sendable {
         record.clientAddress = client.map(Self.describe)
     }
 
-    static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+    static func bracketed(_ host: String) -> String { host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host }
 
     static func describe(_ address: SocketAddress) -> String {
         guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
-        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+        return ip.utf8.contains(UInt8(ascii: ":")) ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
 
     /// What is stored is capped (`capture.body_max`), never what is forwarded.

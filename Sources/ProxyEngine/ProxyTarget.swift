@@ -7,7 +7,11 @@ struct ProxyTarget: Hashable, CustomStringConvertible {
     var host: String
     var port: Int
 
-    var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// An IPv6 literal (a byte test: Foundation's `contains` for a String
+    /// argument is a locale-aware search).
+    var isIPv6: Bool { host.utf8.contains(UInt8(ascii: ":")) }
 
     /// `host:port`, `[v6]:port`, or `host` with `defaultPort`. Parsed as
     /// bytes: it runs for every request, and Character-level work was dear.
@@ -103,26 +107,28 @@ enum HopByHop {
     }
 
     /// Removes hop-by-hop headers, including those named in `Connection`.
-    /// Most requests carry none, or only `Connection`: one pass finds out.
+    /// Most messages carry none, or only `Connection: keep-alive`: one pass
+    /// finds out, and only what is there is removed.
     static func strip(_ headers: inout HTTPHeaders) {
-        var listed = false
-        var named: [Substring] = []
+        var remove: [String] = []
         for (name, value) in headers where isListed(name) {
-            listed = true
-            if equalsIgnoringCase(name, "connection") || equalsIgnoringCase(name, "proxy-connection") {
-                for token in value.split(separator: ",") {
-                    let trimmed = token.trimmingCharacters(in: .whitespaces)
-                    // Framing is this proxy's business, whatever the client lists.
-                    if !equalsIgnoringCase(trimmed, "transfer-encoding") && !equalsIgnoringCase(trimmed, "content-length") {
-                        named.append(Substring(trimmed))
-                    }
-                }
+            if !remove.contains(where: { equalsIgnoringCase($0, name) }) { remove.append(name) }
+            guard equalsIgnoringCase(name, "connection") || equalsIgnoringCase(name, "proxy-connection") else { continue }
+            for token in value.utf8.split(separator: UInt8(ascii: ",")) {
+                let trimmed = trim(token)
+                // Framing is this proxy's business, whatever the client lists.
+                guard !trimmed.isEmpty, !equalsIgnoringCase(trimmed, "transfer-encoding".utf8), !equalsIgnoringCase(trimmed, "content-length".utf8),
+                      !remove.contains(where: { equalsIgnoringCase($0.utf8, trimmed) }) else { continue }
+                remove.append(String(Substring(trimmed)))
             }
         }
-        guard listed else { return }
-        headers = HTTPHeaders(headers.filter { name, _ in
-            !isListed(name) && !named.contains { equalsIgnoringCase(name, $0) }
-        }.map { ($0.name, $0.value) })
+        for name in remove { headers.remove(name: name) }
+    }
+
+    private static func trim(_ bytes: Substring.UTF8View.SubSequence) -> Substring.UTF8View.SubSequence {
+        let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return bytes[bytes.endIndex...] }
+        return bytes[first...last]
     }
 
     private static func isListed(_ name: String) -> Bool {
@@ -130,8 +136,10 @@ enum HopByHop {
     }
 
     /// ASCII case-insensitive equality, without lowercasing copies.
-    static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool {
-        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
+    static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool { equalsIgnoringCase(a.utf8, b.utf8) }
+
+    static func equalsIgnoringCase<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { x, y in
             x == y || (x | 0x20 == y | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(x | 0x20))
         }
     }

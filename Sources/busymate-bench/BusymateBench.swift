@@ -22,7 +22,7 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
     @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.") var serverCore = 0
     var otherCore: Int { serverCore == 0 ? 1 : 0 }
-    @Option(help: "Only the scenarios whose name contains this, or `store` for the store alone (for profiling).") var only = ""
+    @Option(help: "Only the scenarios whose name contains this, or `store` or `memory` alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
 
@@ -59,7 +59,7 @@ struct BusymateBench: AsyncParsableCommand {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
                 log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
             }
-            if column == .busymate && only.isEmpty { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
+            if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             proxy.process.stop()
         }
         if only.isEmpty || only == "store" {
