@@ -3,6 +3,7 @@ import CaptureStore
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// Batches captured exchanges into the store, off the event loops, and posts
@@ -177,8 +178,8 @@ public final class CaptureWriter: Sendable {
             }
         }
         record.storedBytes = stored
-        record.requestBodyDecodedSize = decodedSize(record, .request)
-        record.responseBodyDecodedSize = decodedSize(record, .response)
+        record.requestBodyDecodedSize = await decodedSize(record, .request)
+        record.responseBodyDecodedSize = await decodedSize(record, .response)
         return record
     }
 
@@ -201,7 +202,7 @@ public final class CaptureWriter: Sendable {
     /// Bodies bigger than this are not decoded just to be measured.
     static let decodeToMeasureLimit = 8 * 1024 * 1024
 
-    private func decodedSize(_ record: ExchangeRecord, _ direction: BodyStore.Direction) -> Int? {
+    private func decodedSize(_ record: ExchangeRecord, _ direction: BodyStore.Direction) async -> Int? {
         let (size, truncated, headers) = direction == .request
             ? (record.requestBodySize, record.requestBodyTruncated, record.requestHeaders)
             : (record.responseBodySize, record.responseBodyTruncated, record.responseHeaders)
@@ -210,8 +211,12 @@ public final class CaptureWriter: Sendable {
         guard let headers, Self.namesContentEncoding(headers) else { return size }
         let encoding = ExchangeRecord.decodeHeaders(headers).last { $0.0.lowercased() == "content-encoding" }?.1
         guard let encoding, !encoding.trimmingCharacters(in: .whitespaces).isEmpty, encoding.lowercased() != "identity" else { return size }
-        guard !truncated, size <= Self.decodeToMeasureLimit, let body = try? bodies.body(of: record, direction) else { return nil }
-        return BodyDecoder.decode(body, encoding: encoding)?.count
+        guard !truncated, size <= Self.decodeToMeasureLimit else { return nil }
+        // Reading a body file and inflating it block: NIO's blocking pool, as for the writes.
+        let bodies = bodies
+        return try? await NIOThreadPool.singleton.runIfActive {
+            try bodies.body(of: record, direction).flatMap { BodyDecoder.decode($0, encoding: encoding)?.count }
+        }
     }
 
     /// Body files no row names, left by a tunnel that died between writing

@@ -74,8 +74,19 @@ struct Report {
 
             \(notes.map { "- \($0)" }.joined(separator: "\n"))
 
+            ## Targets
+
+            \(Targets.render(Targets.judge(self)))
+
+            \(limits)
             """
         try Data(text.utf8).write(to: url)
+    }
+
+    /// What limits the figures, with the profiles that show it: written by
+    /// hand in `bench/limits.md`, kept beside the code that it describes.
+    var limits: String {
+        (try? String(contentsOfFile: "bench/limits.md", encoding: .utf8)) ?? "(bench/limits.md is missing.)\n"
     }
 
     private func shell(_ command: String) throws -> String {

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Issue 4's targets, judged from this run's own figures: what the report
+/// says is met is computed, never written by hand.
+struct Targets {
+    struct Line {
+        var target: String
+        var measured: String
+        var met: Bool?
+    }
+
+    static func judge(_ report: Report) -> [Line] {
+        func result(_ name: String, _ column: Report.Column) -> LoadResult? {
+            report.rows.first { $0.name.hasPrefix(name) }?.results[column].flatMap { $0.requests > 0 ? $0 : nil }
+        }
+        func ratio(_ name: String, _ column: Report.Column, bytes: Bool = false) -> Double? {
+            guard let b = result(name, .busymate), let other = result(name, column) else { return nil }
+            return bytes ? b.megabytesPerSecond / other.megabytesPerSecond : b.perSecond / other.perSecond
+        }
+        func line(_ target: String, _ pairs: [(String, Double?, Double)]) -> Line {
+            let parts = pairs.map { label, value, minimum in value.map { String(format: "%@ %.2f× (≥ %g×)", label, $0, minimum) } ?? "\(label) not measured" }
+            let verdicts = pairs.map { _, value, minimum in value.map { $0 >= minimum } }
+            let met: Bool? = verdicts.contains(false) ? false : (verdicts.contains(nil) ? nil : true)
+            return Line(target: target, measured: parts.joined(separator: "; "), met: met)
+        }
+        var lines = [
+            line("MITM HTTPS keep-alive", [("mitmdump", ratio("MITM HTTPS keep-alive", .mitmdump), 30), ("direct", ratio("MITM HTTPS keep-alive", .direct), 0.30)]),
+            line("plain HTTP keep-alive", [("mitmdump", ratio("plain HTTP keep-alive", .mitmdump), 30), ("direct", ratio("plain HTTP keep-alive", .direct), 0.40)]),
+            line("new MITM TLS connections/s", [("mitmdump", ratio("new MITM TLS", .mitmdump), 5), ("direct", ratio("new MITM TLS", .direct), 0.50)]),
+            line("1 MiB HTTPS MB/s", [("mitmdump", ratio("1 MiB", .mitmdump, bytes: true), 5)]),
+        ]
+        if let mint = report.mint {
+            lines.append(Line(target: "leaf mint p50 < 1 ms", measured: String(format: "%.3f ms", mint.p50), met: mint.p50 < 1))
+        }
+        if let memory = report.memory {
+            let atThousand = Double(memory.atThousandKiB) / 1024
+            lines.append(Line(target: "tunnel RSS ≤ 64 MB at 1,000 connections", measured: String(format: "%.1f MB", atThousand), met: atThousand <= 64))
+            // Flat: a 1 GiB body moves the peak by less than 16 MB.
+            let growth = Double(memory.downloadKiB.max - memory.downloadKiB.start) / 1024
+            lines.append(Line(target: "RSS flat during a 1 GiB download (< 16 MB growth)", measured: String(format: "+%.1f MB", growth), met: growth < 16))
+        }
+        if let store = report.store {
+            lines.append(Line(target: "capture ≥ 20,000 exchanges/s", measured: String(format: "%.0f/s", store.exchangesPerSecond), met: store.exchangesPerSecond >= 20_000))
+            lines.append(Line(target: "`busymate list` first page < 100 ms over 1M rows", measured: String(format: "p50 %.0f ms over %d rows", store.listMilliseconds.p50, store.rows),
+                              met: store.rows >= 1_000_000 ? store.listMilliseconds.p50 < 100 : nil))
+        }
+        return lines
+    }
+
+    static func render(_ lines: [Line]) -> String {
+        (["| target | this run | met? |", "|---|---|---|"] + lines.map { line in
+            "| \(line.target) | \(line.measured) | \(line.met.map { $0 ? "yes" : "**no**" } ?? "not measured") |"
+        }).joined(separator: "\n")
+    }
+}
