@@ -76,6 +76,32 @@ public final class CaptureWriter: Sendable {
     /// True while the store is behind but working; `HTTPForwardHandler` then holds reads.
     var isBehind: Bool { uncommitted.load(ordering: .relaxed) > Self.highWater && !storeFailing.load(ordering: .relaxed) }
 
+    /// Connections holding their reads until the store catches up.
+    private let waiters = Mutex<[(EventLoop, @Sendable () -> Void)]>([])
+
+    /// Runs `body` on `eventLoop` once the store is no longer behind (at
+    /// once if it is not): the writer wakes held connections after each
+    /// commit, and whenever it stops holding them back (a failing store, exit).
+    func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void) {
+        let now = waiters.withLock { list -> Bool in
+            guard isBehind else { return true }
+            list.append((eventLoop, body))
+            return false
+        }
+        if now { eventLoop.execute(body) }
+    }
+
+    /// After anything that can end `isBehind`; checked under the waiters'
+    /// lock, so a connection that looked a moment ago is not missed.
+    private func wakeWaiters(all: Bool = false) {
+        let ready = waiters.withLock { list -> [(EventLoop, @Sendable () -> Void)] in
+            guard all || !isBehind else { return [] }
+            defer { list.removeAll() }
+            return list
+        }
+        for (eventLoop, body) in ready { eventLoop.execute(body) }
+    }
+
     func submit(_ record: ExchangeRecord, files: [BodyFileWriter] = []) {
         uncommitted.add(1, ordering: .relaxed)
         let dropped = pending.withLock { queue -> Int in
@@ -85,7 +111,10 @@ public final class CaptureWriter: Sendable {
             queue.removeFirst(excess)
             return excess
         }
-        if dropped > 0 { uncommitted.subtract(dropped, ordering: .relaxed) }
+        if dropped > 0 {
+            uncommitted.subtract(dropped, ordering: .relaxed)
+            wakeWaiters()
+        }
         if dropped > 0 { logger.error("the capture store is falling behind; dropped the oldest exchanges", metadata: ["DROPPED": "\(dropped)"]) }
         wakeUp.yield()
     }
@@ -123,7 +152,10 @@ public final class CaptureWriter: Sendable {
     }
 
     /// Ends `run()` after one last flush.
-    public func finish() { wakeUp.finish() }
+    public func finish() {
+        wakeUp.finish()
+        wakeWaiters(all: true)
+    }
 
     func flush() async {
         let batch = pending.withLock { queue in
@@ -140,6 +172,7 @@ public final class CaptureWriter: Sendable {
             size.withLock { $0 = (trimmed.size, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
+            wakeWaiters()
             if !records.isEmpty { notifier?.post(.newTrafficCaptured) }
             if trimmed.removed > 0 {
                 spares.retire(trimmed.files)
@@ -149,6 +182,7 @@ public final class CaptureWriter: Sendable {
             // Measure again next time: the failed transaction may have been half done.
             size.withLock { $0 = (nil, 0) }
             storeFailing.store(true, ordering: .relaxed)
+            wakeWaiters()
             logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(batch.count)", "ERROR": "\(error)"])
             pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
             try? await Task.sleep(for: .seconds(1))

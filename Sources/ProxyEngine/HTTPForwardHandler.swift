@@ -439,21 +439,16 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Looks again every millisecond while the store is behind (one timer
-    /// per connection at most).
+    /// Holds reads until the capture writer says the store has caught up
+    /// (one wait per connection at most).
     private func waitForCapture(_ context: ChannelHandlerContext) {
-        guard !waitingForCapture else { return }
+        guard !waitingForCapture, let capture else { return }
         waitingForCapture = true
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: .milliseconds(1)) {
+        capture.whenCaughtUp(on: context.eventLoop) {
             let handler = bound.value
             handler.waitingForCapture = false
-            guard let context = handler.context else { return }
-            if handler.capture?.isBehind == true {
-                handler.waitForCapture(context)
-            } else {
-                handler.resumeClientReads()
-            }
+            handler.resumeClientReads()
         }
     }
 

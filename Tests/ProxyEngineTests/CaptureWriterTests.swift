@@ -1,6 +1,9 @@
 import BusymateShared
 import CaptureStore
 import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
 import Testing
 @testable import ProxyEngine
 
@@ -45,5 +48,28 @@ import Testing
         try await other.pool.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
         await writer.flush()
         #expect(try traffic.count() == CaptureWriter.highWater + 1)
+    }
+
+    @Test func heldConnectionsAreWokenByTheCommitThatCatchesUp() async throws {
+        let (writer, _, dir) = try writer()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        for i in 0...CaptureWriter.highWater { writer.submit(record(i)) }
+        let woken = Atomic<Int>(0)
+        let done = loop.makePromise(of: Void.self)
+        writer.whenCaughtUp(on: loop) {
+            woken.add(1, ordering: .relaxed)
+            done.succeed()
+        }
+        // Still behind: nothing may wake it but the writer.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(woken.load(ordering: .relaxed) == 0)
+        await writer.flush()
+        try await done.futureResult.get()
+        #expect(woken.load(ordering: .relaxed) == 1)
+        // Not behind: at once.
+        let immediate = loop.makePromise(of: Void.self)
+        writer.whenCaughtUp(on: loop) { immediate.succeed() }
+        try await immediate.futureResult.get()
     }
 }
