@@ -125,11 +125,14 @@ public struct TrafficRepository: Sendable {
         func over() -> Bool { trimmed.size.exchanges > retention.maxExchanges || trimmed.size.bytes > retention.maxBytes }
         var measured = false
         while over() {
-            let want = min(max(trimmed.size.exchanges - retention.maxExchanges, 64), 10_000)
-            let rows = try Row.fetchAll(db, sql: """
+            // Over by bytes, a big body may outweigh a thousand small rows:
+            // read ahead in large steps (reading is cheap; only what is needed goes).
+            let floor = trimmed.size.bytes > retention.maxBytes ? 1_000 : 64
+            let want = min(max(trimmed.size.exchanges - retention.maxExchanges, floor), 10_000)
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT id, stored_bytes, request_body_file, response_body_file FROM exchanges
                 WHERE id < (SELECT max(id) FROM exchanges) ORDER BY id LIMIT ?
-                """, arguments: [want])
+                """), arguments: [want])
             if rows.count < want && !measured {
                 // Fewer rows than the count says: something else changed the store. Measure, then go on.
                 trimmed.size = try Self.size(db)
@@ -146,7 +149,7 @@ public struct TrafficRepository: Sendable {
                 trimmed.files += [row["request_body_file"], row["response_body_file"]].compactMap { $0 as String? }
                 trimmed.removed += 1
             }
-            if let last { try db.execute(sql: "DELETE FROM exchanges WHERE id <= ?", arguments: [last]) }
+            if let last { try db.cachedStatement(sql: "DELETE FROM exchanges WHERE id <= ?").execute(arguments: [last]) }
         }
         return trimmed
     }
