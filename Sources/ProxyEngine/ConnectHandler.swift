@@ -144,6 +144,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.autoRead, value: false)
             .connectTimeout(.seconds(10))
+            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop))
             .connect(host: target.host, port: target.port)
             .whenComplete { result in
                 let (handler, context) = bound.value

@@ -244,6 +244,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
+            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {
