@@ -26,8 +26,20 @@ public struct AppSettings: Sendable, Equatable {
     public var maxBytes = 1 << 30
     /// What is stored of one body (never what is forwarded).
     public var bodyMax = 64 << 20
+    /// In order; the first enabled match of each kind applies.
+    public var rules: [Rule] = []
+    public var breakpoints = BreakpointSettings()
+    /// Every upstream dial goes through it, but for `bypass` hosts.
+    public var upstreamProxy: UpstreamProxySetting?
 
     public init() {}
+
+    /// Sections this version reads and validates but does not act on yet
+    /// (rules, breakpoints and chaining are being built): the tunnel says so
+    /// rather than let a user think they work.
+    public var unappliedSections: [String] {
+        (rules.isEmpty ? [] : ["rules"]) + (breakpoints.isEmpty ? [] : ["breakpoints"]) + (upstreamProxy == nil ? [] : ["upstream_proxy"])
+    }
 
     public var sslProxying: SSLProxyMatcher { SSLProxyMatcher(include: sslInclude, exclude: sslExclude) }
     public var insecureUpstreamMatcher: SSLProxyMatcher { SSLProxyMatcher(include: insecureUpstream, exclude: []) }
@@ -77,7 +89,9 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture"],
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy"],
+        "breakpoints": ["request", "response", "timeout_seconds"],
+        "upstream_proxy": ["host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
@@ -101,7 +115,7 @@ extension AppSettings {
         return (settings, reader.unknownKeys)
     }
 
-    private struct Reader {
+    struct Reader {
         var unknownKeys: [String] = []
 
         mutating func read(_ root: JSONNode) throws(SettingsError) -> AppSettings {
@@ -182,6 +196,9 @@ extension AppSettings {
                 if let node = capture["max_bytes"] { s.maxBytes = try byteCount(node, path: "capture.max_bytes", minimum: 1 << 20) }
                 if let node = capture["body_max"] { s.bodyMax = try byteCount(node, path: "capture.body_max", minimum: 0) }
             }
+            if let node = root["rules"] { s.rules = try rules(node) }
+            if let node = root["breakpoints"] { s.breakpoints = try breakpoints(node) }
+            if let node = root["upstream_proxy"], node.value != .null { s.upstreamProxy = try upstreamProxy(node) }
             return s
         }
 

@@ -90,6 +90,7 @@ public enum TunnelMain {
         }
         let interception = Interception(onPin: { host, reason in capture?.recordPin(host, reason: reason) })
         interception.apply(prepared.snapshot.settings ?? AppSettings())
+        TunnelRuntime.warnUnapplied(prepared.snapshot.settings ?? AppSettings(), logger: Logger(label: "busymate.settings"))
         interception.reloadCA(paths)
         if let capture {
             interception.setPinned(capture.pinnedHosts())

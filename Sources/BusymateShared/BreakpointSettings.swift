@@ -1,0 +1,13 @@
+/// `breakpoints` in `settings.json`: which requests are held before they
+/// go upstream, which responses before they reach the client, and for how
+/// long before the original goes on by itself.
+public struct BreakpointSettings: Sendable, Equatable {
+    public var request: [URLPattern] = []
+    public var response: [URLPattern] = []
+    public var timeoutSeconds: Double = 60
+
+    public init() {}
+
+    /// No patterns: forwarding streams as if breakpoints did not exist.
+    public var isEmpty: Bool { request.isEmpty && response.isEmpty }
+}

@@ -1,0 +1,18 @@
+/// `upstream_proxy` in `settings.json`: a proxy every upstream dial goes
+/// through (`CONNECT` for TLS and passthrough, absolute-form for plain
+/// HTTP), but for hosts on `bypass`.
+public struct UpstreamProxySetting: Sendable, Equatable {
+    public var host: String
+    public var port: Int
+    public var username: String?
+    public var password: String?
+    public var bypass: SSLProxyMatcher
+
+    public init(host: String, port: Int, username: String? = nil, password: String? = nil, bypass: [String] = []) {
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+        self.bypass = SSLProxyMatcher(include: bypass, exclude: [])
+    }
+}

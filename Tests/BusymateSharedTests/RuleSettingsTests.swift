@@ -1,0 +1,116 @@
+import Testing
+@testable import BusymateShared
+
+@Suite struct RuleSettingsTests {
+    private func error(_ text: String) -> SettingsError? {
+        do {
+            _ = try AppSettings.decode(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test func everyRuleKindBreakpointsAndTheUpstreamProxyAreRead() throws {
+        let (s, unknown) = try AppSettings.decode("""
+            {
+              "rules": [
+                {"name": "no ads", "match": "*.ads.test/*", "action": "block"},
+                {"name": "teapot", "match": "api.test/brew", "action": "block", "status": 418},
+                {"name": "cut", "enabled": false, "match": "tracker.test/*", "action": "drop"},
+                {"name": "config", "match": "api.test/v1/config", "action": "map_local", "file": "/srv/mock/config.json"},
+                {"name": "static", "match": "cdn.test/*", "action": "map_local", "directory": "/srv/static"},
+                {"name": "staging", "match": "api.test/*", "action": "map_remote", "to": "http://127.0.0.1:3000/"},
+                {"name": "pin", "match": "api.test", "action": "host_override", "address": "::1"},
+                {"name": "trace", "match": "*", "action": "headers",
+                 "request": {"remove": ["Cookie"], "set": {"User-Agent": "busymate"}, "add": {"X-Trace": "1"}},
+                 "response": {"remove": ["Set-Cookie"]}}
+              ],
+              "breakpoints": {"request": ["api.test/v1/*"], "response": ["api.test/v1/orders"], "timeout_seconds": 30},
+              "upstream_proxy": {"host": "proxy.corp.test", "port": 3128, "username": "u", "password": "p:w", "bypass": ["*.local"]}
+            }
+            """)
+        #expect(unknown.isEmpty)
+        #expect(s.rules.map(\.name) == ["no ads", "teapot", "cut", "config", "static", "staging", "pin", "trace"])
+        #expect(s.rules.map(\.kind) == [.block, .block, .block, .mapLocal, .mapLocal, .mapRemote, .hostOverride, .headers])
+        #expect(s.rules[0].action == .block(status: 403))
+        #expect(s.rules[1].action == .block(status: 418))
+        #expect(s.rules[2].action == .drop && !s.rules[2].enabled && s.rules[0].enabled)
+        #expect(s.rules[3].action == .mapLocal(file: "/srv/mock/config.json", directory: nil))
+        #expect(s.rules[4].action == .mapLocal(file: nil, directory: "/srv/static"))
+        #expect(s.rules[5].action == .mapRemote(to: "http://127.0.0.1:3000/"))
+        #expect(s.rules[6].action == .hostOverride(address: "::1"))
+        var request = Rule.HeaderEdits()
+        request.remove = ["Cookie"]
+        request.set = [("User-Agent", "busymate")]
+        request.add = [("X-Trace", "1")]
+        var response = Rule.HeaderEdits()
+        response.remove = ["Set-Cookie"]
+        #expect(s.rules[7].action == .headers(request: request, response: response))
+        #expect(s.rules[0].pattern.matches("https://x.ads.test/banner.js"))
+        #expect(s.breakpoints.request.map(\.text) == ["api.test/v1/*"] && s.breakpoints.response.map(\.text) == ["api.test/v1/orders"])
+        #expect(s.breakpoints.timeoutSeconds == 30)
+        #expect(s.upstreamProxy == UpstreamProxySetting(host: "proxy.corp.test", port: 3128, username: "u", password: "p:w", bypass: ["*.local"]))
+        #expect(s.upstreamProxy?.bypass.shouldIntercept(host: "printer.local") == true)
+        // Nothing set: no rules, no breakpoints, a direct upstream.
+        let (defaults, _) = try AppSettings.decode("{}")
+        #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
+        // Read, validated, and said to be not yet applied (the tunnel logs it).
+        #expect(s.unappliedSections == ["rules", "breakpoints", "upstream_proxy"])
+        #expect(defaults.unappliedSections.isEmpty)
+    }
+
+    /// (document, key path of the error, words its message has)
+    static let refused: [(String, String, String)] = [
+        (#"{"rules": {}}"#, "rules", "expected an array of rules"),
+        (#"{"rules": [{"name": "a", "match": "x.test"}]}"#, "rules[0]", "needs \"action\""),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "redirect"}]}"#, "rules[0].action", "not an action"),
+        (#"{"rules": [{"match": "x.test", "action": "block"}]}"#, "rules[0]", "needs a \"name\""),
+        (#"{"rules": [{"name": " ", "match": "x.test", "action": "block"}]}"#, "rules[0].name", "cannot be empty"),
+        (#"{"rules": [{"name": "a", "action": "block"}]}"#, "rules[0]", "needs \"match\""),
+        (#"{"rules": [{"name": "a", "match": "/x", "action": "block"}]}"#, "rules[0].match", "starts with a host"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "block", "enabled": "yes"}]}"#, "rules[0].enabled", "true or false"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "block", "directroy": "/x"}]}"#, "rules[0].directroy", "not a key of a block rule"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "block", "status": 200}]}"#, "rules[0].status", "400 to 599"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_local"}]}"#, "rules[0]", "either \"file\" or \"directory\""),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_local", "file": "/a", "directory": "/b"}]}"#, "rules[0]", "either"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_local", "file": "mock.json"}]}"#, "rules[0].file", "absolute path"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_remote", "to": "ftp://x"}]}"#, "rules[0].to", "not an http"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_remote"}]}"#, "rules[0]", "needs \"to\""),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "host_override", "address": "example.com"}]}"#, "rules[0].address", "not an IP address"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers"}]}"#, "rules[0]", "needs \"request\" or \"response\""),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"set": {"Bad Name": "1"}}}]}"#, "rules[0].request.set.Bad Name", "not a header name"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"add": {"X": "a\r\nB: c"}}}]}"#, "rules[0].request.add.X", "line break"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"rename": {}}}]}"#, "rules[0].request.rename", "remove, set or add"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "block"}, {"name": "a", "match": "y.test", "action": "drop"}]}"#, "rules[1].name", "another rule"),
+        (#"{"breakpoints": {"request": ["https://"]}}"#, "breakpoints.request[0]", "starts with a host"),
+        (#"{"breakpoints": {"timeout_seconds": 0}}"#, "breakpoints.timeout_seconds", "between 1 and 3600"),
+        (#"{"upstream_proxy": {"port": 3128}}"#, "upstream_proxy", "needs \"host\""),
+        (#"{"upstream_proxy": {"host": "p.test"}}"#, "upstream_proxy", "needs \"port\""),
+        (#"{"upstream_proxy": {"host": "p.test", "port": 0}}"#, "upstream_proxy.port", "1 to 65535"),
+        (#"{"upstream_proxy": {"host": "*.test", "port": 1}}"#, "upstream_proxy.host", "not a host name"),
+        (#"{"upstream_proxy": {"host": "p.test", "port": 1, "username": "u"}}"#, "upstream_proxy", "both"),
+        (#"{"upstream_proxy": {"host": "p.test", "port": 1, "bypass": ["http://x"]}}"#, "upstream_proxy.bypass[0]", "without a scheme"),
+    ]
+
+    @Test(arguments: refused)
+    func badRulesAreRefusedWithWhereAndWhy(_ document: String, _ keyPath: String, _ words: String) {
+        let e = error(document)
+        #expect(e?.keyPath == keyPath, "\(document): \(e?.description ?? "accepted")")
+        #expect(e?.message.contains(words) == true, "\(document): \(e?.description ?? "accepted")")
+        #expect(e?.position != nil)
+    }
+
+    @Test func anErrorInARulePointsAtItsLineAndColumn() {
+        let e = error("""
+            {
+              "rules": [
+                {"name": "ok", "match": "x.test", "action": "block"},
+                {"name": "bad", "match": "x.test", "action": "map_local", "file": "relative.json"}
+              ]
+            }
+            """)
+        #expect(e?.position == SourcePosition(line: 4, column: 71))
+        #expect(e?.description == "4:71: rules[1].file: \"relative.json\" must be an absolute path")
+    }
+}
