@@ -47,7 +47,7 @@ struct List: AsyncParsableCommand {
                     "id": r.id ?? 0, "request_id": r.requestID, "started_at": formatter.string(from: r.startedAt), "method": r.method,
                     "url": r.url, "host": r.host, "status": r.status as Any? ?? NSNull(), "tls": r.tlsMode.rawValue,
                     "duration_ms": r.durationMilliseconds as Any? ?? NSNull(), "error": r.error as Any? ?? NSNull(),
-                    "resent_from": r.resentFrom as Any? ?? NSNull(),
+                    "resent_from": r.resentFrom as Any? ?? NSNull(), "rule": r.rule as Any? ?? NSNull(),
                 ]
             }
             let data = try JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])

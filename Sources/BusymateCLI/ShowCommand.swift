@@ -34,6 +34,7 @@ struct Show: AsyncParsableCommand {
         out.append("timing: started \(ISO8601DateFormatter().string(from: t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
         if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
         if let original = record.resentFrom { out.append("resent from request \(original)") }
+        if let rule = record.rule { out.append("rule: \(rule)") }
         let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
         if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
         if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }

@@ -106,6 +106,9 @@ public final class CaptureDatabase: Sendable {
             try db.drop(index: "exchanges_host")
             try db.drop(index: "exchanges_status")
         }
+        migrator.registerMigration("v4: the rules that applied") { db in
+            try db.alter(table: "exchanges") { t in t.add(column: "rule", .text) }
+        }
         return migrator
     }
 }

@@ -57,6 +57,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var bytesDown: Int?
     /// The exchange this one re-sent (`busymate resend`).
     public var resentFrom: String?
+    /// The rules that applied (`settings.json` names), comma-separated.
+    public var rule: String?
 
     public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
@@ -89,7 +91,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
              storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from"
+             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -134,6 +136,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         container["bytes_up"] = bytesUp
         container["bytes_down"] = bytesDown
         container["resent_from"] = resentFrom
+        container["rule"] = rule
     }
 
     /// One prepared statement for every insert (the writer's hot path).
@@ -144,8 +147,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           request_headers, response_headers, request_body_size, response_body_size, request_body,
           response_body, request_body_truncated, response_body_truncated, request_body_file,
           response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
-          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

@@ -36,14 +36,16 @@ final class ConnectHandler {
     private var logger: Logger
     private let stats: TrafficStats
     private let interception: Interception
+    private let rules: RuleEngine
     private let capture: CaptureWriter?
     /// A passed-through tunnel is one row: bytes each way and duration.
     private var tunnelRecord: ExchangeRecord?
 
-    init(logger: Logger, stats: TrafficStats, interception: Interception, capture: CaptureWriter?) {
+    init(logger: Logger, stats: TrafficStats, interception: Interception, rules: RuleEngine, capture: CaptureWriter?) {
         self.logger = logger
         self.stats = stats
         self.interception = interception
+        self.rules = rules
         self.capture = capture
     }
 }
@@ -201,7 +203,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         removeHTTPHandlers(context: context)
         do {
             try MITMHandler.install(after: self, in: context.pipeline.syncOperations, target: target, serverContext: serverContext,
-                                    upstream: upstream, interception: interception, logger: logger, stats: stats, capture: capture)
+                                    upstream: upstream, interception: interception, rules: rules, logger: logger, stats: stats, capture: capture)
             // Removal hands the bytes that came early (the ClientHello) to TLS.
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
         } catch {

@@ -19,13 +19,17 @@ struct ExchangeCapture: Sendable {
         let limit = writer.bodyMax
         requestBody = BodySink(direction: .request, limit: limit)
         responseBody = BodySink(direction: .response, limit: limit)
-        let defaultPort = scheme == "https" ? 443 : 80
-        let authority = Self.bracketed(target.host) + (target.port == defaultPort ? "" : ":\(target.port)")
         record = ExchangeRecord(scheme: scheme, method: head.method.rawValue, host: target.host.lowercased(), port: target.port,
-                                path: originForm, url: "\(scheme)://\(authority)\(originForm)", tlsMode: tlsMode)
+                                path: originForm, url: Self.url(scheme: scheme, target: target, originForm: originForm), tlsMode: tlsMode)
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(Self.describe)
+    }
+
+    /// As rows store it, and as rules match it: the port only when not the scheme's default.
+    static func url(scheme: String, target: ProxyTarget, originForm: String) -> String {
+        let defaultPort = scheme == "https" ? 443 : 80
+        return "\(scheme)://\(bracketed(target.host))\(target.port == defaultPort ? "" : ":\(target.port)")\(originForm)"
     }
 
     static func bracketed(_ host: String) -> String { host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host }
@@ -58,6 +62,13 @@ struct ExchangeCapture: Sendable {
     mutating func connected(to server: SocketAddress?) {
         record.connectedAt = Date()
         record.serverAddress = server.map(Self.describe)
+    }
+
+    /// The proxy answered itself (a rule): no upstream, no response headers.
+    mutating func answered(_ status: HTTPResponseStatus) {
+        record.firstByteAt = Date()
+        record.status = Int(status.code)
+        record.reason = status.reasonPhrase
     }
 
     mutating func responseHead(_ head: HTTPResponseHead) {

@@ -58,6 +58,7 @@ final class HTTPForwardHandler {
     private let stats: TrafficStats
     private let route: ForwardRoute
     private let capture: CaptureWriter?
+    private let rules: RuleEngine
     private var exchangeCapture: ExchangeCapture?
     /// The SNI the client sent us (intercepted tunnels).
     var clientSNI: String?
@@ -65,10 +66,11 @@ final class HTTPForwardHandler {
     private var upstreamHello: TLSHello?
     private var waitingForCapture = false
 
-    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, capture: CaptureWriter? = nil) {
+    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, capture: CaptureWriter? = nil) {
         self.logger = logger
         self.stats = stats
         self.route = route
+        self.rules = rules
         self.capture = capture
     }
 
@@ -188,11 +190,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         stats.requestStarted()
+        let (scheme, mode): (String, ExchangeRecord.TLSMode) = {
+            if case .intercepted = route { return ("https", .mitm) }
+            return ("http", .none)
+        }()
         if let capture {
-            let (scheme, mode): (String, ExchangeRecord.TLSMode) = {
-                if case .intercepted = route { return ("https", .mitm) }
-                return ("http", .none)
-            }()
             exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
                                               client: context.channel.remoteAddress, eventLoop: context.eventLoop)
             exchangeCapture?.record.resentFrom = resentFrom
@@ -204,6 +206,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
+        if let rule = rules.first(.block, for: exchangeCapture?.record.url ?? ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm)) {
+            block(by: rule, keepAlive: head.isKeepAlive, context: context)
+            return
+        }
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
 
         var headers = head.headers
@@ -228,6 +234,24 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         default:
             closeUpstream()
             connect(to: target, first: .head(upstreamHead), context: context)
+        }
+    }
+
+    /// A block rule: answer (or hang up) here; nothing goes upstream, and
+    /// the rest of the request is read and dropped.
+    private func block(by rule: Rule, keepAlive: Bool, context: ChannelHandlerContext) {
+        exchange = .rejected
+        exchangeCapture?.record.rule = rule.name
+        logger.debug("a rule blocked the request", metadata: ["RULE": "\(rule.name)"])
+        switch rule.action {
+        case let .block(code):
+            let status = HTTPResponseStatus(statusCode: code)
+            exchangeCapture?.answered(status)
+            submitCapture()
+            ProxyReply.write(status, "Busymate: blocked by the rule \"\(rule.name)\"", close: !keepAlive, context: context, wrap: Self.wrapOutboundOut)
+        default:
+            submitCapture(error: "dropped by the rule \"\(rule.name)\"")
+            context.close(promise: nil)
         }
     }
 

@@ -34,12 +34,12 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The intercepted stack: TLS with a leaf for `target`, then HTTP parsed
     /// and forwarded upstream over TLS.
     static func install(after handler: ChannelHandler, in pipeline: ChannelPipeline.SynchronousOperations, target: ProxyTarget,
-                        serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception,
+                        serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception, rules: RuleEngine,
                         logger: Logger, stats: TrafficStats, capture: CaptureWriter?) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         encoderConfig.automaticallySetFramingHeaders = false
         let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture)
-        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), capture: capture)
+        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules, capture: capture)
         let handlers: [ChannelHandler] = [
             TLSHelloSniffer(.client) { hello in
                 watcher.sni = hello.sni

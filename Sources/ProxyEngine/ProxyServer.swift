@@ -19,6 +19,8 @@ public final class ProxyServer: Sendable {
     public let interception: Interception
     /// nil: capture off (a store that cannot be opened).
     public let capture: CaptureWriter?
+    /// `settings.json`'s rules, applied per request.
+    public let rules = RuleEngine()
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
@@ -33,6 +35,7 @@ public final class ProxyServer: Sendable {
     public func serve(descriptor: Int32) async throws -> ServingListener {
         let stats = self.stats
         let interception = self.interception
+        let rules = self.rules
         let capture = self.capture
         let connectLogger = Logger(label: "busymate.connect")
         let quiesce = ServerQuiescingHelper(group: group)
@@ -48,7 +51,7 @@ public final class ProxyServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception,
-                                                     capture: capture)
+                                                     rules: rules, capture: capture)
                 }
             }
             .withBoundSocket(descriptor)
@@ -58,7 +61,7 @@ public final class ProxyServer: Sendable {
 
     /// The pipeline of one client connection.
     static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
-                                        interception: Interception, capture: CaptureWriter? = nil) throws {
+                                        interception: Interception, rules: RuleEngine, capture: CaptureWriter? = nil) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // HTTPForwardHandler frames responses itself: only it knows which
         // answer a HEAD.
@@ -69,8 +72,8 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger))
-        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, capture: capture))
-        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, capture: capture))
+        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, capture: capture))
+        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, capture: capture))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed

@@ -97,6 +97,7 @@ public enum TunnelMain {
             capture.apply(prepared.snapshot.settings ?? AppSettings())
         }
         let server = ProxyServer(group: group, interception: interception, capture: capture)
+        server.rules.apply(prepared.snapshot.settings ?? AppSettings())
         let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {

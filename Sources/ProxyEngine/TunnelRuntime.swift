@@ -166,6 +166,7 @@ public actor TunnelRuntime {
         let previous = applied.settings
         if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger) {
             server.interception.apply(applied.settings)
+            server.rules.apply(applied.settings)
             server.capture?.apply(applied.settings)
             Self.warnUnapplied(applied.settings, logger: settingsLogger)
             if applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {

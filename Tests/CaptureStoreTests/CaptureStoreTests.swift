@@ -237,6 +237,7 @@ import GRDB
         record.tlsVersion = "TLSv1.3"
         record.bytesUp = 5
         record.resentFrom = "abc"
+        record.rule = "no ads"
         let saved = try traffic.insert([record])
         var expected = record
         expected.id = saved.first?.id

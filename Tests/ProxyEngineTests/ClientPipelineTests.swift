@@ -9,7 +9,7 @@ import Testing
     private func makeChannel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         try ProxyServer.configureClientPipeline(channel.pipeline.syncOperations, logger: Logger(label: "test"), stats: TrafficStats(),
-                                                interception: Interception())
+                                                interception: Interception(), rules: RuleEngine())
         return channel
     }
 

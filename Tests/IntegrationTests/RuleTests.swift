@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+
+/// Rules end to end: settings.json → the tunnel → curl, read back from the store.
+extension ApplianceTests {
+    private static func rulesSettings(_ rules: String, include: [String] = ["localhost"], trust: URL? = nil) -> String {
+        Appliance.interceptionSettings(include: include, trust: trust, extra: ", \"rules\": [\(rules)]")
+    }
+
+    @Test func blockAndDropRulesAnswerForTheOriginAndAreRecorded() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let trust = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Self.rulesSettings("""
+            {"name": "no ads", "match": "127.0.0.1:\(origin.port)/ads/*", "action": "block"},
+            {"name": "teapot", "match": "localhost/brew", "action": "block", "status": 418},
+            {"name": "cut", "match": "*/tracker", "action": "drop"},
+            {"name": "off", "enabled": false, "match": "*/plain", "action": "block"}
+            """, trust: trust))
+        try appliance.start()
+        let base = "http://127.0.0.1:\(origin.port)"
+
+        let blocked = try appliance.curl("\(base)/ads/banner.js")
+        #expect(blocked.code == 403)
+        #expect(blocked.body.contains("blocked by the rule \"no ads\""))
+        // A disabled rule does nothing; the origin answers.
+        #expect(try appliance.curl("\(base)/plain").code == 200)
+        // Inside an intercepted tunnel, with its own status.
+        let teapot = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", appliance.caFile.path,
+                                                      "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "https://localhost:\(tlsOrigin.port)/brew"])
+        #expect(teapot.stdout == "418")
+        // drop: no answer at all (curl: empty reply from server).
+        let dropped = try appliance.curl("\(base)/tracker")
+        #expect(dropped.code == 0 && dropped.result.status == 52, "\(dropped.result.stderr)")
+        // A blocked request on a kept-alive connection does not end it: curl reuses it for the next URL.
+        let both = try Command.run("/usr/bin/curl", ["-sS", "-v", "-o", "/dev/null", "-o", "/dev/null", "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                                                    "\(base)/ads/a.js", "\(base)/plain"])
+        #expect(both.status == 0)
+        #expect(both.stderr.contains("Re-using existing connection") || both.stderr.contains("Reusing existing connection"), "\(both.stderr)")
+
+        let rows = try appliance.rows("six exchanges are stored") { $0.count >= 6 }
+        func row(_ suffix: String) -> [String: Any]? { rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true } }
+        #expect(row("/ads/banner.js")?["rule"] as? String == "no ads")
+        #expect(row("/ads/banner.js")?["status"] as? Int == 403)
+        #expect(row("/brew")?["rule"] as? String == "teapot")
+        #expect(row("/brew")?["status"] as? Int == 418)
+        #expect(row("/tracker")?["rule"] as? String == "cut")
+        #expect((row("/tracker")?["error"] as? String)?.contains("dropped by the rule \"cut\"") == true)
+        #expect(row("/plain")?["rule"] is NSNull)
+        #expect(try appliance.cli(["show", "\(row("/ads/banner.js")?["id"] as? Int ?? 0)"]).stdout.contains("rule: no ads"))
+    }
+
+    @Test func aRuleChangeAppliesWithoutARestart() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings(Self.rulesSettings(#"{"name": "gate", "match": "*/plain", "action": "block"}"#))
+        try appliance.start()
+        let tunnel = try appliance.status().int("tunnel.pid")
+        let url = "http://127.0.0.1:\(origin.port)/plain"
+        #expect(try appliance.curl(url).code == 403)
+        try appliance.writeSettings(Self.rulesSettings(#"{"name": "gate", "enabled": false, "match": "*/plain", "action": "block"}"#))
+        try waitUntil("the disabled rule lets the request through", timeout: 3) { try appliance.curl(url).code == 200 }
+        try appliance.writeSettings(Self.rulesSettings(#"{"name": "gate", "match": "*/plain", "action": "block", "status": 451}"#))
+        try waitUntil("the rule is back, with its new status", timeout: 3) { try appliance.curl(url).code == 451 }
+        #expect(try appliance.status().int("tunnel.pid") == tunnel)
+    }
+}
