@@ -149,6 +149,10 @@ extension AppSettings.Reader {
         guard !name.isEmpty, token else {
             throw SettingsError(message: "\"\(name)\" is not a header name", position: position, keyPath: path)
         }
+        // Framing is the proxy's business: an edit there would cut messages short.
+        if ["content-length", "transfer-encoding"].contains(name.lowercased()) {
+            throw SettingsError(message: "\(name) frames the message; a rule cannot edit it", position: position, keyPath: path)
+        }
     }
 
     private func absolutePath(_ node: JSONNode, path: String) throws(SettingsError) -> String {

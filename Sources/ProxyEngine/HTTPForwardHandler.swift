@@ -47,6 +47,8 @@ final class HTTPForwardHandler {
         var upgrade: String?
         /// The upstream said 101: bytes flow both ways once both heads have ended.
         var switching = false
+        /// A headers rule's changes to the response.
+        var responseEdits: Rule.HeaderEdits?
         var responseEnded = false
     }
 
@@ -194,10 +196,25 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if case .intercepted = route { return ("https", .mitm) }
             return ("http", .none)
         }()
+        // Rules: a block ends the exchange here; a headers rule edits the
+        // request before it is recorded and sent, and the response later.
+        var blockedBy: Rule?
+        var applied: [String] = []
+        var responseEdits: Rule.HeaderEdits?
+        if !rules.isEmpty {
+            let url = ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm)
+            blockedBy = rules.first(.block, for: url)
+            if blockedBy == nil, let rule = rules.first(.headers, for: url), case let .headers(request, response) = rule.action {
+                request.apply(to: &head.headers)
+                responseEdits = response.isEmpty ? nil : response
+                applied.append(rule.name)
+            }
+        }
         if let capture {
             exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
                                               client: context.channel.remoteAddress, eventLoop: context.eventLoop)
             exchangeCapture?.record.resentFrom = resentFrom
+            exchangeCapture?.record.rule = applied.isEmpty ? nil : applied.joined(separator: ", ")
             if case .intercepted = route {
                 exchangeCapture?.record.sni = clientSNI
                 // A reused connection's TLS is already known.
@@ -206,8 +223,8 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
-        if let rule = rules.first(.block, for: exchangeCapture?.record.url ?? ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm)) {
-            block(by: rule, keepAlive: head.isKeepAlive, context: context)
+        if let blockedBy {
+            block(by: blockedBy, keepAlive: head.isKeepAlive, context: context)
             return
         }
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
@@ -226,6 +243,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: originForm, headers: headers)
         var active = Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1)
         active.upgrade = upgrade
+        active.responseEdits = responseEdits
         exchange = .active(active)
 
         switch upstream {
@@ -378,8 +396,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Connection", value: "Upgrade")
             headers.add(name: "Upgrade", value: head.headers["upgrade"].first ?? upgrade)
             context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
-        case let .head(head):
+        case var .head(head):
             active.responseStarted = true
+            // Recorded as the client gets it.
+            active.responseEdits?.apply(to: &head.headers)
             exchangeCapture?.responseHead(head)
             var headers = head.headers
             HopByHop.strip(&headers)

@@ -16,6 +16,9 @@ public final class RuleEngine: Sendable {
         any.store(!enabled.isEmpty, ordering: .relaxed)
     }
 
+    /// No enabled rules: the data path skips building a URL to match.
+    var isEmpty: Bool { !any.load(ordering: .relaxed) }
+
     /// The first enabled rule of `kind` whose pattern matches `url`.
     func first(_ kind: Rule.Kind, for url: String) -> Rule? {
         guard any.load(ordering: .relaxed) else { return nil }

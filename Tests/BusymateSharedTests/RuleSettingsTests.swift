@@ -56,7 +56,7 @@ import Testing
         let (defaults, _) = try AppSettings.decode("{}")
         #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
         // Read, validated, and said to be not yet applied (the tunnel logs it).
-        #expect(s.unappliedSections == ["rules (headers)", "rules (host_override)", "rules (map_local)", "rules (map_remote)", "breakpoints", "upstream_proxy"])
+        #expect(s.unappliedSections == ["rules (host_override)", "rules (map_local)", "rules (map_remote)", "breakpoints", "upstream_proxy"])
         #expect(defaults.unappliedSections.isEmpty)
     }
 
@@ -82,6 +82,7 @@ import Testing
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"set": {"Bad Name": "1"}}}]}"#, "rules[0].request.set.Bad Name", "not a header name"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"add": {"X": "a\r\nB: c"}}}]}"#, "rules[0].request.add.X", "line break"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"rename": {}}}]}"#, "rules[0].request.rename", "remove, set or add"),
+        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "response": {"remove": ["Content-Length"]}}]}"#, "rules[0].response.remove[0]", "frames the message"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "block"}, {"name": "a", "match": "y.test", "action": "drop"}]}"#, "rules[1].name", "another rule"),
         (#"{"breakpoints": {"request": ["https://"]}}"#, "breakpoints.request[0]", "starts with a host"),
         (#"{"breakpoints": {"timeout_seconds": 0}}"#, "breakpoints.timeout_seconds", "between 1 and 3600"),

@@ -156,6 +156,15 @@ private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandle
                 context.close(promise: nil)
                 return
             }
+            if head.uri == "/echo-headers" {
+                // The request's headers as the body, one "name: value" a line.
+                let text = head.headers.map { "\($0.name): \($0.value)\n" }.joined()
+                let headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)"), ("X-Origin", "yes")])
+                context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+                return
+            }
             if head.uri == "/gzip" {
                 respondGzip(context: context)
                 return

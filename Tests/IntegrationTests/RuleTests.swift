@@ -67,4 +67,41 @@ extension ApplianceTests {
         try waitUntil("the rule is back, with its new status", timeout: 3) { try appliance.curl(url).code == 451 }
         #expect(try appliance.status().int("tunnel.pid") == tunnel)
     }
+
+    @Test func aHeadersRuleEditsTheRequestAndTheResponseAsRecorded() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let trust = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Self.rulesSettings("""
+            {"name": "trace", "match": "*/echo-headers", "action": "headers",
+             "request": {"remove": ["X-Secret"], "set": {"User-Agent": "busymate-rule"}, "add": {"X-Added": "1"}},
+             "response": {"remove": ["X-Origin"], "add": {"X-Rule": "trace"}}},
+            {"name": "later", "match": "*", "action": "headers", "request": {"add": {"X-Later": "1"}}}
+            """, trust: trust))
+        try appliance.start()
+        let port = try appliance.proxyPort
+        for url in ["http://127.0.0.1:\(origin.port)/echo-headers", "https://localhost:\(tlsOrigin.port)/echo-headers"] {
+            let r = try Command.run("/usr/bin/curl", ["-sS", "-i", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                                                     "-H", "X-Secret: hunter2", "-A", "curl-original", url])
+            #expect(r.status == 0, "\(r.stderr)")
+            // Through CONNECT, curl -i shows the proxy's 200 first: the last head is the origin's.
+            let parts = r.stdout.components(separatedBy: "\r\n\r\n")
+            let (head, body) = (parts.dropLast().last ?? "", parts.last ?? "")
+            // What the origin saw.
+            #expect(body.contains("User-Agent: busymate-rule\n") && body.contains("X-Added: 1\n"), "\(url): \(body)")
+            #expect(!body.contains("X-Secret") && !body.contains("curl-original") && !body.contains("X-Later"), "first match per kind: \(body)")
+            // What the client got.
+            #expect(head.contains("X-Rule: trace") && !head.contains("X-Origin"), "\(url): \(head)")
+        }
+        let rows = try appliance.rows("both exchanges are stored") { $0.count >= 2 }
+        for row in rows {
+            #expect(row["rule"] as? String == "trace")
+            let full = try appliance.row(row["id"])
+            #expect((full["request_headers"] as? String)?.contains("[\"X-Added\",\"1\"]") == true, "\(full)")
+            #expect((full["response_headers"] as? String)?.contains("X-Rule") == true)
+            #expect((full["response_headers"] as? String)?.contains("X-Origin") == false)
+        }
+    }
 }
