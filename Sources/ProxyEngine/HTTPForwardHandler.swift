@@ -199,11 +199,13 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // Rules: a block ends the exchange here; a headers rule edits the
         // request before it is recorded and sent, and the response later.
         var blockedBy: Rule?
+        var mappedLocally: Rule?
         var applied: [String] = []
         var responseEdits: Rule.HeaderEdits?
         if !rules.isEmpty {
             let url = ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm)
             blockedBy = rules.first(.block, for: url)
+            mappedLocally = blockedBy == nil ? rules.first(.mapLocal, for: url) : nil
             if blockedBy == nil, let rule = rules.first(.headers, for: url), case let .headers(request, response) = rule.action {
                 request.apply(to: &head.headers)
                 responseEdits = response.isEmpty ? nil : response
@@ -225,6 +227,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         logger[metadataKey: "HOST"] = "\(target.host)"
         if let blockedBy {
             block(by: blockedBy, keepAlive: head.isKeepAlive, context: context)
+            return
+        }
+        if let mappedLocally {
+            serveLocal(mappedLocally, path: originForm, head: head, responseEdits: responseEdits, context: context)
             return
         }
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
@@ -270,6 +276,58 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         default:
             submitCapture(error: "dropped by the rule \"\(rule.name)\"")
             context.close(promise: nil)
+        }
+    }
+
+    /// A map_local rule: the file is found and read on NIO's blocking pool,
+    /// then answered here; nothing goes upstream. The rest of the request is
+    /// read and dropped; the next one waits (the pipeline handler holds it)
+    /// until this answer has ended.
+    private func serveLocal(_ rule: Rule, path: String, head: HTTPRequestHead, responseEdits: Rule.HeaderEdits?, context: ChannelHandlerContext) {
+        guard case let .mapLocal(file, directory) = rule.action else { return }
+        exchange = .rejected
+        let earlier = exchangeCapture?.record.rule
+        exchangeCapture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
+        let (keepAlive, isHead) = (head.isKeepAlive, head.method == .HEAD)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { () -> Result<(String, Data), MapLocal.Refusal> in
+            MapLocal.file(for: rule, file: file, directory: directory, path: path).flatMap { real in MapLocal.read(real).map { (real, $0) } }
+        }.whenComplete { result in
+            let handler = bound.value
+            guard let context = handler.context else {
+                handler.submitCapture(error: "the client left before the mapped file was read")
+                return
+            }
+            switch result {
+            case let .success(.success((real, data))):
+                handler.answerLocally(data, type: MapLocal.contentType(real), keepAlive: keepAlive, isHead: isHead, edits: responseEdits, context: context)
+            case let .success(.failure(refusal)):
+                handler.submitCapture(error: "map_local rule \"\(rule.name)\": \(refusal)")
+                ProxyReply.write(HTTPResponseStatus(statusCode: refusal.status), "Busymate: map_local rule \"\(rule.name)\": \(refusal)", close: !keepAlive,
+                                 context: context, wrap: Self.wrapOutboundOut)
+            case let .failure(error):
+                handler.submitCapture(error: "map_local rule \"\(rule.name)\": \(error)")
+                ProxyReply.write(.internalServerError, "Busymate: map_local rule \"\(rule.name)\": \(error)", close: true, context: context, wrap: Self.wrapOutboundOut)
+            }
+        }
+    }
+
+    private func answerLocally(_ data: Data, type: String, keepAlive: Bool, isHead: Bool, edits: Rule.HeaderEdits?, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders([("Content-Type", type), ("Content-Length", "\(data.count)"), ("Via", "1.1 busymate")])
+        edits?.apply(to: &headers)
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        let head = HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)
+        let body = context.channel.allocator.buffer(bytes: data)
+        exchangeCapture?.answered(.ok)
+        exchangeCapture?.responseHead(head)
+        if !isHead { exchangeCapture?.responseBodyPart(body) }
+        submitCapture()
+        context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+        if !isHead { context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        let done = context.writeAndFlush(Self.wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 

@@ -104,4 +104,57 @@ extension ApplianceTests {
             #expect((full["response_headers"] as? String)?.contains("X-Origin") == false)
         }
     }
+
+    @Test func mapLocalServesFilesAndNeverLeavesItsDirectory() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let fm = FileManager.default
+        let www = appliance.base.appendingPathComponent("www")
+        try fm.createDirectory(at: www.appendingPathComponent("js"), withIntermediateDirectories: true)
+        try Data("<h1>mock</h1>".utf8).write(to: www.appendingPathComponent("index.html"))
+        try Data("console.log(1)".utf8).write(to: www.appendingPathComponent("js/app.js"))
+        try Data("top secret".utf8).write(to: appliance.base.appendingPathComponent("secret.txt"))
+        try fm.createSymbolicLink(atPath: www.appendingPathComponent("link").path, withDestinationPath: "../secret.txt")
+        let config = appliance.base.appendingPathComponent("config.json")
+        try Data(#"{"mock":true}"#.utf8).write(to: config)
+        for path in [appliance.base.path, www.path, www.appendingPathComponent("js").path] { chmod(path, 0o755) }
+        let trust = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Self.rulesSettings("""
+            {"name": "site", "match": "127.0.0.1:\(origin.port)/static/*", "action": "map_local", "directory": "\(www.path)"},
+            {"name": "config", "match": "*/v1/config", "action": "map_local", "file": "\(config.path)"}
+            """, trust: trust))
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let base = "http://127.0.0.1:\(origin.port)/static"
+        func get(_ url: String) throws -> (code: Int, body: String, type: String) {
+            let r = try Command.run("/usr/bin/curl", ["-sS", "--path-as-is", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                                                     "-w", "\n%{http_code} %{content_type}", url])
+            let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+            let last = (lines.last ?? "").split(separator: " ", maxSplits: 1)
+            return (Int(last.first ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), last.count > 1 ? String(last[1]) : "")
+        }
+        let script = try get("\(base)/js/app.js")
+        #expect(script.code == 200 && script.body == "console.log(1)" && script.type.hasPrefix("text/javascript"))
+        #expect(try get("\(base)/").body == "<h1>mock</h1>")
+        #expect(try get("\(base)/js/app.js?v=2").body == "console.log(1)")
+        // Out of the root: plain, encoded, doubly-dotted, and through a symlink.
+        for escape in ["\(base)/../secret.txt", "\(base)/%2e%2e/secret.txt", "\(base)/js/%2E%2E/%2e%2e/secret.txt", "\(base)/link"] {
+            let r = try get(escape)
+            #expect(r.code == 403 && !r.body.contains("top secret"), "\(escape): \(r)")
+        }
+        #expect(try get("\(base)/missing.js").code == 404)
+        // A file rule, inside an intercepted tunnel.
+        let mocked = try get("https://localhost:\(tlsOrigin.port)/v1/config")
+        #expect(mocked.code == 200 && mocked.body == #"{"mock":true}"# && mocked.type == "application/json")
+
+        let rows = try appliance.rows("the exchanges are stored") { $0.count >= 9 }
+        let served = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/static/js/app.js") == true })
+        #expect(served["rule"] as? String == "site" && served["status"] as? Int == 200)
+        #expect(try appliance.cli(["show", "\(served["id"] as? Int ?? 0)"]).stdout.contains("console.log(1)"))
+        let refused = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/link") == true })
+        #expect((refused["error"] as? String)?.contains("leads out of the mapped directory") == true, "\(refused)")
+        #expect(rows.first { ($0["url"] as? String)?.hasSuffix("/v1/config") == true }?["rule"] as? String == "config")
+    }
 }
