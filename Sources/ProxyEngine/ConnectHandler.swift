@@ -139,6 +139,12 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         state = .beganConnecting
+        // A passed-through tunnel matches rules as https://host:port/.
+        var override: String?
+        if !rules.isEmpty, let rule = rules.first(.hostOverride, for: "https://\(target)/"), case let .hostOverride(address) = rule.action {
+            override = address
+            tunnelRecord?.rule = rule.name
+        }
 
         let channel = context.channel
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -146,7 +152,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.autoRead, value: false)
             .connectTimeout(.seconds(10))
-            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop))
+            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop, override: override))
             .connect(host: target.host, port: target.port)
             .whenComplete { result in
                 let (handler, context) = bound.value

@@ -200,12 +200,17 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // request before it is recorded and sent, and the response later.
         var blockedBy: Rule?
         var mappedLocally: Rule?
+        var hostOverride: String?
         var applied: [String] = []
         var responseEdits: Rule.HeaderEdits?
         if !rules.isEmpty {
             let url = ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm)
             blockedBy = rules.first(.block, for: url)
             mappedLocally = blockedBy == nil ? rules.first(.mapLocal, for: url) : nil
+            if blockedBy == nil, mappedLocally == nil, let rule = rules.first(.hostOverride, for: url), case let .hostOverride(address) = rule.action {
+                hostOverride = address
+                applied.append(rule.name)
+            }
             if blockedBy == nil, let rule = rules.first(.headers, for: url), case let .headers(request, response) = rule.action {
                 request.apply(to: &head.headers)
                 responseEdits = response.isEmpty ? nil : response
@@ -257,7 +262,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             sendUpstream(.head(upstreamHead))
         default:
             closeUpstream()
-            connect(to: target, first: .head(upstreamHead), context: context)
+            connect(to: target, first: .head(upstreamHead), override: hostOverride, context: context)
         }
     }
 
@@ -331,7 +336,8 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func connect(to target: ProxyTarget, first: HTTPClientRequestPart, context: ChannelHandlerContext) {
+    /// `override`: the address a host_override rule gives the target's name.
+    private func connect(to target: ProxyTarget, first: HTTPClientRequestPart, override: String?, context: ChannelHandlerContext) {
         upstream = .connecting(target, pending: [first])
         upstreamHello = nil
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -344,7 +350,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
-            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop))
+            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop, override: override))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tls {

@@ -33,8 +33,13 @@ final class UpstreamResolver: Sendable {
 
     /// A resolver for one `connect(host:port:)`: one lookup, shared by
     /// Happy Eyeballs' A and AAAA queries.
-    func resolver(host: String, port: Int, on eventLoop: EventLoop) -> Resolver & Sendable {
-        Lookup(answer: answer(host: host, port: port, on: eventLoop))
+    func resolver(host: String, port: Int, on eventLoop: EventLoop, override: String? = nil) -> Resolver & Sendable {
+        guard let override else { return Lookup(answer: answer(host: host, port: port, on: eventLoop)) }
+        // A host_override rule: this address, no DNS (the name still goes in SNI).
+        let answer = Result { try SocketAddress(ipAddress: override, port: port) }.map { address in
+            address.protocol == .inet6 ? Answer(v4: [], v6: [address]) : Answer(v4: [address], v6: [])
+        }
+        return Lookup(answer: eventLoop.makeCompletedFuture(answer))
     }
 
     func answer(host: String, port: Int, on eventLoop: EventLoop) -> EventLoopFuture<Answer> {

@@ -157,4 +157,29 @@ extension ApplianceTests {
         #expect((refused["error"] as? String)?.contains("leads out of the mapped directory") == true, "\(refused)")
         #expect(rows.first { ($0["url"] as? String)?.hasSuffix("/v1/config") == true }?["rule"] as? String == "config")
     }
+
+    @Test func hostOverrideDialsTheGivenAddressForAName() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        // .invalid never resolves (RFC 6761): only the rule can make these work.
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["mitm.invalid"], insecure: ["mitm.invalid"], extra: """
+            , "rules": [{"name": "spoof", "match": "*.invalid/*", "action": "host_override", "address": "127.0.0.1"}]
+            """))
+        try appliance.start()
+        let plain = try appliance.curl("http://api.invalid:\(origin.port)/plain")
+        #expect(plain.code == 200 && plain.body.contains("origin GET /plain"), "\(plain.result.stderr)")
+        // Intercepted: the name still goes in SNI; the address is the rule's.
+        let mitm = try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                                                    "https://mitm.invalid:\(tlsOrigin.port)/spoofed"])
+        #expect(mitm.status == 0 && mitm.stdout.contains("origin GET /spoofed"), "\(mitm.stderr)")
+        // Passed through (not on the SSL-proxying list): the tunnel dials the rule's address.
+        let tunnel = try Command.run("/usr/bin/curl", ["-sS", "-k", "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "https://pass.invalid:\(tlsOrigin.port)/through"])
+        #expect(tunnel.status == 0 && tunnel.stdout.contains("origin GET /through"), "\(tunnel.stderr)")
+        let rows = try appliance.rows("three exchanges are stored") { $0.count >= 3 }
+        #expect(rows.allSatisfy { $0["rule"] as? String == "spoof" }, "\(rows)")
+        let row = try appliance.row(rows.first { ($0["url"] as? String)?.hasSuffix("/plain") == true }?["id"])
+        #expect((row["server_address"] as? String)?.hasPrefix("127.0.0.1:") == true)
+    }
 }
