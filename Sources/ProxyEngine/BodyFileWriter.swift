@@ -38,6 +38,8 @@ final class BodyFileWriter: Sendable {
         /// The open file, and the last block's write.
         var descriptor: EventLoopFuture<Int32>?
         var tail: EventLoopFuture<Void>?
+        /// `done` is fulfilled once: a second finish is ignored.
+        var finished = false
     }
 
     private let path: String
@@ -60,6 +62,7 @@ final class BodyFileWriter: Sendable {
 
     /// False (nothing taken) when the disk is too far behind.
     func append(_ buffer: ByteBuffer) -> Bool {
+        guard !state.value.finished else { return false }
         let n = buffer.readableBytes
         guard backlog.bytes.add(n, ordering: .relaxed).newValue <= backlog.limit else {
             backlog.bytes.subtract(n, ordering: .relaxed)
@@ -73,6 +76,8 @@ final class BodyFileWriter: Sendable {
 
     /// The body has ended (or the exchange has): write what is left, close the file.
     func finish() {
+        guard !state.value.finished else { return }
+        state.value.finished = true
         writeBlock()
         let (path, done, total) = (path, done, state.value.offset)
         guard let tail = state.value.tail, let descriptor = state.value.descriptor else {

@@ -16,11 +16,15 @@ import Testing
 
     /// Appends `chunks` on the loop, as a handler does, then finishes.
     private func stream(_ chunks: [ByteBuffer], into writer: BodyFileWriter, on loop: EventLoop) async throws -> (accepted: [Bool], result: Result<Int, BodyFileError>) {
-        let accepted = try await loop.submit { () -> [Bool] in
+        let (accepted, late) = try await loop.submit { () -> ([Bool], Bool) in
             let taken = chunks.map { writer.append($0) }
             writer.finish()
-            return taken
+            // Ended is ended: more bytes are refused, and a second finish changes nothing.
+            let late = writer.append(ByteBuffer(string: "late"))
+            writer.finish()
+            return (taken, late)
         }.get()
+        #expect(!late)
         return (accepted, try await writer.written.get())
     }
 
