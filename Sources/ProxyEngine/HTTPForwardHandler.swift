@@ -196,32 +196,14 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if case .intercepted = route { return ("https", .mitm) }
             return ("http", .none)
         }()
-        // Rules: a block ends the exchange here; a headers rule edits the
-        // request before it is recorded and sent, and the response later.
-        var blockedBy: Rule?
-        var mappedLocally: Rule?
-        var hostOverride: String?
-        var applied: [String] = []
-        var responseEdits: Rule.HeaderEdits?
-        if !rules.isEmpty {
-            let url = ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm)
-            blockedBy = rules.first(.block, for: url)
-            mappedLocally = blockedBy == nil ? rules.first(.mapLocal, for: url) : nil
-            if blockedBy == nil, mappedLocally == nil, let rule = rules.first(.hostOverride, for: url), case let .hostOverride(address) = rule.action {
-                hostOverride = address
-                applied.append(rule.name)
-            }
-            if blockedBy == nil, let rule = rules.first(.headers, for: url), case let .headers(request, response) = rule.action {
-                request.apply(to: &head.headers)
-                responseEdits = response.isEmpty ? nil : response
-                applied.append(rule.name)
-            }
-        }
+        // Rules: the request's headers are edited before they are recorded and sent.
+        let plan = rules.isEmpty ? RulePlan() : rules.plan(for: ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm))
+        plan.requestEdits?.apply(to: &head.headers)
         if let capture {
             exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
                                               client: context.channel.remoteAddress, eventLoop: context.eventLoop)
             exchangeCapture?.record.resentFrom = resentFrom
-            exchangeCapture?.record.rule = applied.isEmpty ? nil : applied.joined(separator: ", ")
+            exchangeCapture?.record.rule = plan.applied.isEmpty ? nil : plan.applied.joined(separator: ", ")
             if case .intercepted = route {
                 exchangeCapture?.record.sni = clientSNI
                 // A reused connection's TLS is already known.
@@ -230,12 +212,12 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
-        if let blockedBy {
-            block(by: blockedBy, keepAlive: head.isKeepAlive, context: context)
+        if let rule = plan.block {
+            block(by: rule, keepAlive: head.isKeepAlive, context: context)
             return
         }
-        if let mappedLocally {
-            serveLocal(mappedLocally, path: originForm, head: head, responseEdits: responseEdits, context: context)
+        if let rule = plan.mapLocal {
+            serveLocal(rule, path: originForm, head: head, responseEdits: plan.responseEdits, context: context)
             return
         }
         logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
@@ -254,7 +236,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: originForm, headers: headers)
         var active = Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1)
         active.upgrade = upgrade
-        active.responseEdits = responseEdits
+        active.responseEdits = plan.responseEdits
         exchange = .active(active)
 
         switch upstream {
@@ -262,7 +244,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             sendUpstream(.head(upstreamHead))
         default:
             closeUpstream()
-            connect(to: target, first: .head(upstreamHead), override: hostOverride, context: context)
+            connect(to: target, first: .head(upstreamHead), override: plan.hostOverride, context: context)
         }
     }
 

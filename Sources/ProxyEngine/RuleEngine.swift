@@ -25,3 +25,36 @@ public final class RuleEngine: Sendable {
         return rules.withLock { $0.first { $0.kind == kind && $0.pattern.matches(url) } }
     }
 }
+
+/// What the rules decide for one request: the first enabled match of each
+/// kind. A block wins over everything; a local answer over dialling.
+struct RulePlan {
+    var block: Rule?
+    var mapLocal: Rule?
+    var hostOverride: String?
+    var requestEdits: Rule.HeaderEdits?
+    var responseEdits: Rule.HeaderEdits?
+    /// The rules that applied, for the capture row (block and map_local
+    /// add theirs where they act).
+    var applied: [String] = []
+}
+
+extension RuleEngine {
+    func plan(for url: String) -> RulePlan {
+        var plan = RulePlan()
+        guard !isEmpty else { return plan }
+        plan.block = first(.block, for: url)
+        guard plan.block == nil else { return plan }
+        plan.mapLocal = first(.mapLocal, for: url)
+        if plan.mapLocal == nil, let rule = first(.hostOverride, for: url), case let .hostOverride(address) = rule.action {
+            plan.hostOverride = address
+            plan.applied.append(rule.name)
+        }
+        if let rule = first(.headers, for: url), case let .headers(request, response) = rule.action {
+            plan.requestEdits = request.isEmpty ? nil : request
+            plan.responseEdits = response.isEmpty ? nil : response
+            plan.applied.append(rule.name)
+        }
+        return plan
+    }
+}
