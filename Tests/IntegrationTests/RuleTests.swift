@@ -182,4 +182,46 @@ extension ApplianceTests {
         let row = try appliance.row(rows.first { ($0["url"] as? String)?.hasSuffix("/plain") == true }?["id"])
         #expect((row["server_address"] as? String)?.hasPrefix("127.0.0.1:") == true)
     }
+
+    @Test func theRulesCommandEditsSettingsLiveAndExplainsMatches() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings(#"{"future_feature": 1, "proxy": {"listen": ["127.0.0.1:0"]}}"#)
+        try appliance.start()
+        let url = "http://127.0.0.1:\(origin.port)/plain"
+        #expect(try appliance.curl(url).code == 200)
+
+        let added = try appliance.cli(["rules", "add", "gate", "--match", "*/plain", "--action", "block"])
+        #expect(added.status == 0, "\(added.stderr)")
+        try waitUntil("the new rule blocks", timeout: 3) { try appliance.curl(url).code == 403 }
+        #expect(try appliance.cli(["rules", "list"]).stdout == "1. gate: */plain → block 403\n")
+
+        #expect(try appliance.cli(["rules", "disable", "gate"]).status == 0)
+        try waitUntil("the disabled rule lets it through", timeout: 3) { try appliance.curl(url).code == 200 }
+        #expect(try appliance.cli(["rules", "enable", "gate"]).status == 0)
+        try waitUntil("the enabled rule blocks again", timeout: 3) { try appliance.curl(url).code == 403 }
+
+        let json = #"{"name": "trace", "match": "*/*", "action": "headers", "request": {"add": {"X-Trace": "1"}}}"#
+        #expect(try appliance.cli(["rules", "add", "--json", json, "--at", "1"]).status == 0)
+        #expect(try appliance.cli(["rules", "list"]).stdout.hasPrefix("1. trace: */* → headers (1 request, 0 response edits)\n2. gate"))
+        let explained = try appliance.cli(["rules", "test", url]).stdout
+        #expect(explained.contains("gate: */plain → block 403 — applies"), "\(explained)")
+        #expect(explained.contains("trace: */* → headers (1 request, 0 response edits) — matches, not reached: the request is blocked"), "\(explained)")
+        #expect(try appliance.cli(["rules", "test", "http://elsewhere.test/other"]).stdout.contains("trace: */* → headers (1 request, 0 response edits) — applies"))
+
+        // Refused edits leave the file as it was, and say why.
+        let before = try String(contentsOf: appliance.settingsURL, encoding: .utf8)
+        let bad = try appliance.cli(["rules", "add", "oops", "--match", "/x", "--action", "block"])
+        #expect(bad.status != 0 && bad.stderr.contains("starts with a host"), "\(bad.stderr)")
+        let twice = try appliance.cli(["rules", "add", "gate", "--match", "*/x", "--action", "drop"])
+        #expect(twice.status != 0 && twice.stderr.contains("another rule is named \"gate\""), "\(twice.stderr)")
+        #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8) == before)
+
+        #expect(try appliance.cli(["rules", "remove", "gate"]).status == 0)
+        try waitUntil("without the rule the origin answers", timeout: 3) { try appliance.curl(url).code == 200 }
+        let gone = try appliance.cli(["rules", "remove", "gate"])
+        #expect(gone.status != 0 && gone.stderr.contains("no rule is named \"gate\""))
+        #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8).contains("\"future_feature\": 1"))
+    }
 }
