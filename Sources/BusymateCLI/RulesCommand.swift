@@ -188,8 +188,6 @@ struct Rules: AsyncParsableCommand {
                     verdict = "matches, not reached: the request is blocked"
                 } else if local && rule.kind == .hostOverride {
                     verdict = "matches, not used: a map_local rule answers"
-                } else if rule.kind == .mapRemote {
-                    verdict = "would apply; this version does not apply map_remote yet"
                 } else {
                     verdict = "applies"
                 }

@@ -34,13 +34,11 @@ public struct AppSettings: Sendable, Equatable {
 
     public init() {}
 
-    /// What this version reads and validates but does not act on yet (every
-    /// rule kind but map_remote works; map_remote, breakpoints and chaining
-    /// are being built): the tunnel says so rather than let a user think they work.
+    /// What this version reads and validates but does not act on yet
+    /// (breakpoints and chaining are being built): the tunnel says so rather
+    /// than let a user think they work.
     public var unappliedSections: [String] {
-        let applied: Set<Rule.Kind> = [.block, .headers, .mapLocal, .hostOverride]
-        let kinds = Set(rules.filter { $0.enabled && !applied.contains($0.kind) }.map(\.kind.rawValue)).sorted()
-        return kinds.map { "rules (\($0))" } + (breakpoints.isEmpty ? [] : ["breakpoints"]) + (upstreamProxy == nil ? [] : ["upstream_proxy"])
+        (breakpoints.isEmpty ? [] : ["breakpoints"]) + (upstreamProxy == nil ? [] : ["upstream_proxy"])
     }
 
     public var sslProxying: SSLProxyMatcher { SSLProxyMatcher(include: sslInclude, exclude: sslExclude) }

@@ -61,6 +61,10 @@ final class HTTPForwardHandler {
     private let route: ForwardRoute
     private let capture: CaptureWriter?
     private let rules: RuleEngine
+    /// For plain requests a map_remote rule sends to https://.
+    private let interception: Interception?
+    /// Whether the upstream connection in use speaks TLS (part of its reuse key).
+    private var upstreamSecure = false
     private var exchangeCapture: ExchangeCapture?
     /// The SNI the client sent us (intercepted tunnels).
     var clientSNI: String?
@@ -68,11 +72,13 @@ final class HTTPForwardHandler {
     private var upstreamHello: TLSHello?
     private var waitingForCapture = false
 
-    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, capture: CaptureWriter? = nil) {
+    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, interception: Interception? = nil,
+         capture: CaptureWriter? = nil) {
         self.logger = logger
         self.stats = stats
         self.route = route
         self.rules = rules
+        self.interception = interception
         self.capture = capture
     }
 
@@ -233,18 +239,24 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if !headers.contains(name: "host") {
             headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
         }
-        let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: originForm, headers: headers)
+        // map_remote: the row keeps what the client asked for; upstream gets the rule's destination.
+        var (destination, path, secure) = (target, originForm, { if case .intercepted = route { return true } else { return false } }())
+        if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
+            (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
+            headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
+        }
+        let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: path, headers: headers)
         var active = Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1)
         active.upgrade = upgrade
         active.responseEdits = plan.responseEdits
         exchange = .active(active)
 
         switch upstream {
-        case let .connected(current, channel, _) where current == target && channel.isActive:
+        case let .connected(current, channel, _) where current == destination && upstreamSecure == secure && channel.isActive:
             sendUpstream(.head(upstreamHead))
         default:
             closeUpstream()
-            connect(to: target, first: .head(upstreamHead), override: plan.hostOverride, context: context)
+            connect(to: destination, secure: secure, first: .head(upstreamHead), override: plan.hostOverride, context: context)
         }
     }
 
@@ -319,14 +331,24 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// `override`: the address a host_override rule gives the target's name.
-    private func connect(to target: ProxyTarget, first: HTTPClientRequestPart, override: String?, context: ChannelHandlerContext) {
+    private func connect(to target: ProxyTarget, secure: Bool, first: HTTPClientRequestPart, override: String?, context: ChannelHandlerContext) {
+        let tls: NIOSSLContext?
+        if secure {
+            let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { return upstreamTLS } else { return interception?.upstreamTLS } }()
+            guard let upstreamTLS else {
+                fail(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()), context: context)
+                return
+            }
+            tls = upstreamTLS.context(for: target.host).context
+        } else {
+            tls = nil
+        }
         upstream = .connecting(target, pending: [first])
+        upstreamSecure = secure
         upstreamHello = nil
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let upstreamHandler = UpstreamHandler(forward: self)
         let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
-        let tls: NIOSSLContext?
-        if case let .intercepted(_, upstreamTLS) = route { tls = upstreamTLS.context(for: target.host).context } else { tls = nil }
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         ClientBootstrap(group: context.eventLoop)

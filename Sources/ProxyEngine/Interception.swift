@@ -77,6 +77,8 @@ public final class Interception: Sendable {
     }
 
     var caError: String? { state.withLock { $0.caError } }
+    /// For requests a map_remote rule sends to https:// from plain HTTP.
+    var upstreamTLS: UpstreamTLS? { state.withLock { $0.upstream } }
     var upstreamError: String? { state.withLock { $0.upstreamError } }
 
     func decide(host: String) -> Decision {

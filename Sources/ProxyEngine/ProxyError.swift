@@ -5,6 +5,11 @@ import NIOPosix
 
 /// What went wrong on an exchange, worded for the person reading the 502.
 enum ProxyError: Error, CustomStringConvertible {
+    /// No TLS client context (one could not be built from the settings).
+    struct NoUpstreamTLS: Error, CustomStringConvertible {
+        var description: String { "no TLS context for upstream servers (see ssl_proxying.upstream_trust)" }
+    }
+
     case badTarget(String)
     case connectFailed(host: String, port: Int, underlying: Error)
     case upstreamClosedEarly

@@ -73,7 +73,7 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, capture: capture))
-        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, capture: capture))
+        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, interception: interception, capture: capture))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed

@@ -31,6 +31,7 @@ public final class RuleEngine: Sendable {
 struct RulePlan {
     var block: Rule?
     var mapLocal: Rule?
+    var mapRemote: Rule?
     var hostOverride: String?
     var requestEdits: Rule.HeaderEdits?
     var responseEdits: Rule.HeaderEdits?
@@ -46,6 +47,10 @@ extension RuleEngine {
         plan.block = first(.block, for: url)
         guard plan.block == nil else { return plan }
         plan.mapLocal = first(.mapLocal, for: url)
+        if plan.mapLocal == nil, let rule = first(.mapRemote, for: url) {
+            plan.mapRemote = rule
+            plan.applied.append(rule.name)
+        }
         if plan.mapLocal == nil, let rule = first(.hostOverride, for: url), case let .hostOverride(address) = rule.action {
             plan.hostOverride = address
             plan.applied.append(rule.name)

@@ -56,7 +56,7 @@ import Testing
         let (defaults, _) = try AppSettings.decode("{}")
         #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
         // Read, validated, and said to be not yet applied (the tunnel logs it).
-        #expect(s.unappliedSections == ["rules (map_remote)", "breakpoints", "upstream_proxy"])
+        #expect(s.unappliedSections == ["breakpoints", "upstream_proxy"])
         #expect(defaults.unappliedSections.isEmpty)
     }
 

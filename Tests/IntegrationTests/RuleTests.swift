@@ -224,4 +224,39 @@ extension ApplianceTests {
         #expect(gone.status != 0 && gone.stderr.contains("no rule is named \"gate\""))
         #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8).contains("\"future_feature\": 1"))
     }
+
+    @Test func mapRemoteSendsRequestsElsewhereAcrossSchemes() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let trust = try appliance.trust(tlsOrigin)
+        try appliance.writeSettings(Self.rulesSettings("""
+            {"name": "api", "match": "api.invalid/v1/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/mapped/"},
+            {"name": "keep", "match": "hdr.invalid/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)"},
+            {"name": "up", "match": "tls.invalid/*", "action": "map_remote", "to": "https://localhost:\(tlsOrigin.port)/"},
+            {"name": "down", "match": "mitm.invalid/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/"}
+            """, include: ["mitm.invalid"], trust: trust))
+        try appliance.start()
+        // Plain to plain: the path below the prefix, under the rule's path; the query kept.
+        let api = try appliance.curl("http://api.invalid/v1/users?page=2")
+        #expect(api.code == 200 && api.body.contains("origin GET /mapped/users?page=2"), "\(api.body) \(api.result.stderr)")
+        // No path in `to`: the request's own; the origin sees its own name in Host.
+        let echo = try appliance.curl("http://hdr.invalid/echo-headers")
+        #expect(echo.body.contains("Host: 127.0.0.1:\(origin.port)\n"), "\(echo.body)")
+        // Plain to https (verified against the origin's certificate).
+        let up = try appliance.curl("http://tls.invalid/secure")
+        #expect(up.code == 200 && up.body.contains("origin GET /secure"), "\(up.body) \(up.result.stderr)")
+        // Intercepted https to plain.
+        let down = try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                                                    "https://mitm.invalid/x"])
+        #expect(down.status == 0 && down.stdout.contains("origin GET /x"), "\(down.stderr)")
+        // Rows keep what the client asked for, name the rule, and say where it went.
+        let rows = try appliance.rows("four exchanges are stored") { $0.count >= 4 }
+        let row = try #require(rows.first { $0["url"] as? String == "http://api.invalid/v1/users?page=2" })
+        #expect(row["rule"] as? String == "api" && row["status"] as? Int == 200)
+        #expect((try appliance.row(row["id"])["server_address"] as? String) == "127.0.0.1:\(origin.port)")
+        #expect(rows.first { ($0["url"] as? String)?.hasPrefix("http://tls.invalid") == true }?["rule"] as? String == "up")
+        #expect(rows.first { ($0["url"] as? String)?.hasPrefix("https://mitm.invalid") == true }?["rule"] as? String == "down")
+    }
 }
