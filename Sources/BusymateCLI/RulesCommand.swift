@@ -21,7 +21,11 @@ struct Rules: AsyncParsableCommand {
         do {
             try SettingsFile.edit(paths.settings) { root in
                 var rules: [JSONNode] = []
-                if case let .array(items)? = root["rules"]?.value { rules = items }
+                switch root["rules"]?.value {
+                case let .array(items)?: rules = items
+                case nil, .null?: break
+                default: throw CLIError(description: "\"rules\" in settings.json is not an array; fix it by hand first")
+                }
                 root.set("rules", JSONNode(.array(try change(rules))))
             }
         } catch let error as SettingsError {

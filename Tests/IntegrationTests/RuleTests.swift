@@ -223,6 +223,12 @@ extension ApplianceTests {
         let gone = try appliance.cli(["rules", "remove", "gate"])
         #expect(gone.status != 0 && gone.stderr.contains("no rule is named \"gate\""))
         #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8).contains("\"future_feature\": 1"))
+        // A hand-broken "rules" is not overwritten by an edit.
+        let broken = #"{"proxy": {"listen": ["127.0.0.1:0"]}, "rules": {"name": "x"}}"#
+        try appliance.writeSettings(broken)
+        let refused = try appliance.cli(["rules", "add", "gate", "--match", "*/plain", "--action", "block"])
+        #expect(refused.status != 0 && refused.stderr.contains("not an array"), "\(refused.stderr)")
+        #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8) == broken)
     }
 
     @Test func mapRemoteSendsRequestsElsewhereAcrossSchemes() async throws {
