@@ -54,6 +54,7 @@ let package = Package(
             dependencies: [
                 "BusymateShared",
                 "CaptureStore",
+                "ProxyClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -35,10 +35,10 @@ public struct AppSettings: Sendable, Equatable {
     public init() {}
 
     /// What this version reads and validates but does not act on yet
-    /// (breakpoints and chaining are being built): the tunnel says so rather
-    /// than let a user think they work.
+    /// (breakpoints are being built): the tunnel says so rather than let a
+    /// user think they work.
     public var unappliedSections: [String] {
-        (breakpoints.isEmpty ? [] : ["breakpoints"]) + (upstreamProxy == nil ? [] : ["upstream_proxy"])
+        breakpoints.isEmpty ? [] : ["breakpoints"]
     }
 
     public var sslProxying: SSLProxyMatcher { SSLProxyMatcher(include: sslInclude, exclude: sslExclude) }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// `upstream_proxy` in `settings.json`: a proxy every upstream dial goes
 /// through (`CONNECT` for TLS and passthrough, absolute-form for plain
 /// HTTP), but for hosts on `bypass`.
@@ -15,4 +17,13 @@ public struct UpstreamProxySetting: Sendable, Equatable {
         self.password = password
         self.bypass = SSLProxyMatcher(include: bypass, exclude: [])
     }
+
+    /// `Proxy-Authorization` for basic auth, when credentials are set.
+    public var authorization: String? {
+        guard let username, let password else { return nil }
+        return "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
+    }
+
+    /// Whether a dial to `host` goes through the proxy.
+    public func carries(_ host: String) -> Bool { !bypass.shouldIntercept(host: host) }
 }

@@ -10,14 +10,15 @@ public final class ConnectPreamble: ChannelInboundHandler, RemovableChannelHandl
     private let authority: String
     private let done: EventLoopPromise<Void>
 
-    /// Adds the handler to `channel`'s pipeline (on its event loop) and sends
-    /// the CONNECT; the future succeeds once the tunnel is open.
-    public static func open(_ authority: String, on channel: Channel) -> EventLoopFuture<Void> {
+    /// Adds the handler first in `channel`'s pipeline (on its event loop),
+    /// which sends the CONNECT; the future succeeds once the tunnel is open.
+    /// `headers`: e.g. `Proxy-Authorization` for a proxy that wants it.
+    public static func open(_ authority: String, headers: [(String, String)] = [], on channel: Channel) -> EventLoopFuture<Void> {
         let done = channel.eventLoop.makePromise(of: Void.self)
+        let request = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n" + headers.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
         channel.eventLoop.execute {
             do {
-                try channel.pipeline.syncOperations.addHandler(ConnectPreamble(authority, done), position: .first)
-                channel.writeAndFlush(ByteBuffer(string: "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n"), promise: nil)
+                try channel.pipeline.syncOperations.addHandler(ConnectPreamble(authority, request: request, done), position: .first)
             } catch {
                 done.fail(error)
             }
@@ -25,9 +26,20 @@ public final class ConnectPreamble: ChannelInboundHandler, RemovableChannelHandl
         return done.futureResult
     }
 
-    private init(_ authority: String, _ done: EventLoopPromise<Void>) {
+    private let request: String
+
+    private init(_ authority: String, request: String, _ done: EventLoopPromise<Void>) {
         self.authority = authority
+        self.request = request
         self.done = done
+    }
+
+    /// Written from here, the head of the pipeline: the handlers behind it
+    /// (an HTTP encoder, say) never see these bytes.
+    public func handlerAdded(context: ChannelHandlerContext) {
+        context.writeAndFlush(NIOAny(ByteBuffer(string: request)), promise: nil)
+        // For channels that do not read by themselves (autoRead off).
+        context.read()
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import ProxyClient
 
 /// Answers `CONNECT host:port`. For a host on the SSL-proxying list it
 /// replies 200 and hands the connection to the intercepting stack
@@ -148,12 +149,25 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
 
         let channel = context.channel
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        // upstream_proxy: dial it and CONNECT through (it resolves the name; no override applies).
+        let proxy = interception.upstreamProxy(for: target.host)
+        let dial = proxy.map { ProxyTarget(host: $0.host, port: $0.port) } ?? target
+        let authorization = proxy?.authorization.map { [("Proxy-Authorization", $0)] } ?? []
+        let authority = target.description
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.autoRead, value: false)
             .connectTimeout(.seconds(10))
-            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop, override: override))
-            .connect(host: target.host, port: target.port)
+            .resolver(UpstreamResolver.shared.resolver(host: dial.host, port: dial.port, on: context.eventLoop, override: proxy == nil ? override : nil))
+            .connect(host: dial.host, port: dial.port)
+            .flatMap { peer in
+                guard proxy != nil else { return peer.eventLoop.makeSucceededFuture(peer) }
+                return ConnectPreamble.open(authority, headers: authorization, on: peer).map { peer }
+                    .flatMapErrorThrowing { error in
+                        peer.close(promise: nil)
+                        throw error
+                    }
+            }
             .whenComplete { result in
                 let (handler, context) = bound.value
                 guard channel.isActive else {

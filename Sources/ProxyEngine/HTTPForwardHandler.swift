@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import ProxyClient
 
 /// Where a client connection's requests go.
 enum ForwardRoute {
@@ -63,8 +64,10 @@ final class HTTPForwardHandler {
     private let rules: RuleEngine
     /// For plain requests a map_remote rule sends to https://.
     private let interception: Interception?
-    /// Whether the upstream connection in use speaks TLS (part of its reuse key).
+    /// Whether the upstream connection in use speaks TLS, and goes through
+    /// `upstream_proxy` (both part of its reuse key).
     private var upstreamSecure = false
+    private var upstreamChained = false
     private var exchangeCapture: ExchangeCapture?
     /// The SNI the client sent us (intercepted tunnels).
     var clientSNI: String?
@@ -245,18 +248,25 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
             headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
         }
-        let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: path, headers: headers)
+        // Plain HTTP through upstream_proxy: absolute-form, with its credentials.
+        let chained = interception?.upstreamProxy(for: destination.host)
+        var uri = path
+        if let chained, !secure {
+            uri = "http://\(destination.port == 80 ? ExchangeCapture.bracketed(destination.host) : destination.description)\(path)"
+            if let authorization = chained.authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
+        }
+        let upstreamHead = HTTPRequestHead(version: .http1_1, method: head.method, uri: uri, headers: headers)
         var active = Active(clientWantsClose: !head.isKeepAlive, clientIsHTTP10: head.version.minor == 0 && head.version.major == 1)
         active.upgrade = upgrade
         active.responseEdits = plan.responseEdits
         exchange = .active(active)
 
         switch upstream {
-        case let .connected(current, channel, _) where current == destination && upstreamSecure == secure && channel.isActive:
+        case let .connected(current, channel, _) where current == destination && upstreamSecure == secure && upstreamChained == (chained != nil) && channel.isActive:
             sendUpstream(.head(upstreamHead))
         default:
             closeUpstream()
-            connect(to: destination, secure: secure, first: .head(upstreamHead), override: plan.hostOverride, context: context)
+            connect(to: destination, secure: secure, via: chained, first: .head(upstreamHead), override: plan.hostOverride, context: context)
         }
     }
 
@@ -331,7 +341,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// `override`: the address a host_override rule gives the target's name.
-    private func connect(to target: ProxyTarget, secure: Bool, first: HTTPClientRequestPart, override: String?, context: ChannelHandlerContext) {
+    /// `proxy`: `upstream_proxy`, when this dial goes through it (TLS after a
+    /// CONNECT; plain requests in absolute-form). It resolves names, so a
+    /// host_override does not apply then.
+    private func connect(to target: ProxyTarget, secure: Bool, via proxy: UpstreamProxySetting?, first: HTTPClientRequestPart, override: String?,
+                         context: ChannelHandlerContext) {
         let tls: NIOSSLContext?
         if secure {
             let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { return upstreamTLS } else { return interception?.upstreamTLS } }()
@@ -345,22 +359,30 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         upstream = .connecting(target, pending: [first])
         upstreamSecure = secure
+        upstreamChained = proxy != nil
         upstreamHello = nil
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let upstreamHandler = UpstreamHandler(forward: self)
         let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
+        let dial = proxy.map { ProxyTarget(host: $0.host, port: $0.port) } ?? target
+        let authorization = proxy?.authorization.map { [("Proxy-Authorization", $0)] } ?? []
+        let authority = target.description
+        /// TLS goes first in the pipeline; through a proxy, only once CONNECT is answered.
+        @Sendable func addTLS(_ channel: Channel) throws {
+            guard let tls else { return }
+            let ops = channel.pipeline.syncOperations
+            try ops.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName), position: .first)
+            try ops.addHandler(TLSHelloSniffer(.server) { hello in boundUpstream.value.serverHello(hello) }, position: .first)
+        }
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
-            .resolver(UpstreamResolver.shared.resolver(host: target.host, port: target.port, on: context.eventLoop, override: override))
+            .resolver(UpstreamResolver.shared.resolver(host: dial.host, port: dial.port, on: context.eventLoop, override: proxy == nil ? override : nil))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let tls {
-                        try channel.pipeline.syncOperations.addHandler(TLSHelloSniffer(.server) { hello in boundUpstream.value.serverHello(hello) })
-                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    }
+                    if proxy == nil { try addTLS(channel) }
                     // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
                     let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)
                     try channel.pipeline.syncOperations.addHandlers([
@@ -368,7 +390,16 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     ])
                 }
             }
-            .connect(host: target.host, port: target.port)
+            .connect(host: dial.host, port: dial.port)
+            .flatMap { channel in
+                guard proxy != nil, tls != nil else { return channel.eventLoop.makeSucceededFuture(channel) }
+                return ConnectPreamble.open(authority, headers: authorization, on: channel)
+                    .flatMapThrowing { try addTLS(channel); return channel }
+                    .flatMapErrorThrowing { error in
+                        channel.close(promise: nil)
+                        throw error
+                    }
+            }
             .whenComplete { result in
                 bound.value.connectFinished(target, result, upstreamHandler: boundUpstream.value)
             }

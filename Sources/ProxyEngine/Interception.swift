@@ -23,6 +23,7 @@ public final class Interception: Sendable {
         var caError: String? = "not loaded yet"
         var upstream: UpstreamTLS?
         var upstreamError: String?
+        var upstreamProxy: UpstreamProxySetting?
     }
 
     private let state = Mutex(Snapshot())
@@ -73,12 +74,18 @@ public final class Interception: Sendable {
             $0.matcher = settings.sslProxying
             $0.upstream = upstream
             $0.upstreamError = upstreamError
+            $0.upstreamProxy = settings.upstreamProxy
         }
     }
 
     var caError: String? { state.withLock { $0.caError } }
     /// For requests a map_remote rule sends to https:// from plain HTTP.
     var upstreamTLS: UpstreamTLS? { state.withLock { $0.upstream } }
+
+    /// The proxy a dial to `host` goes through (`upstream_proxy`), or nil for direct.
+    func upstreamProxy(for host: String) -> UpstreamProxySetting? {
+        state.withLock { $0.upstreamProxy }.flatMap { $0.carries(host) ? $0 : nil }
+    }
     var upstreamError: String? { state.withLock { $0.upstreamError } }
 
     func decide(host: String) -> Decision {

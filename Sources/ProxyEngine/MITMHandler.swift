@@ -39,7 +39,8 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         encoderConfig.automaticallySetFramingHeaders = false
         let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture)
-        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules, capture: capture)
+        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules, interception: interception,
+                                         capture: capture)
         let handlers: [ChannelHandler] = [
             TLSHelloSniffer(.client) { hello in
                 watcher.sni = hello.sni

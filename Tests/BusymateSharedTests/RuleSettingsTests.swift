@@ -52,11 +52,14 @@ import Testing
         #expect(s.breakpoints.timeoutSeconds == 30)
         #expect(s.upstreamProxy == UpstreamProxySetting(host: "proxy.corp.test", port: 3128, username: "u", password: "p:w", bypass: ["*.local"]))
         #expect(s.upstreamProxy?.bypass.shouldIntercept(host: "printer.local") == true)
+        #expect(s.upstreamProxy?.carries("printer.local") == false && s.upstreamProxy?.carries("api.test") == true)
+        #expect(s.upstreamProxy?.authorization == "Basic dTpwOnc=")
+        #expect(UpstreamProxySetting(host: "p", port: 1).authorization == nil)
         // Nothing set: no rules, no breakpoints, a direct upstream.
         let (defaults, _) = try AppSettings.decode("{}")
         #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
         // Read, validated, and said to be not yet applied (the tunnel logs it).
-        #expect(s.unappliedSections == ["breakpoints", "upstream_proxy"])
+        #expect(s.unappliedSections == ["breakpoints"])
         #expect(defaults.unappliedSections.isEmpty)
     }
 

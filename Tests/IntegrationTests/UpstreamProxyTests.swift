@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// upstream_proxy end to end: one Busymate chained through a second one on
+/// loopback, whose own store shows what came through it.
+extension ApplianceTests {
+    @Test func everyDialGoesThroughTheUpstreamProxyButBypassedHosts() async throws {
+        let origin = try await Origin.plain()
+        let tlsOrigin = try await Origin.tls()
+        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        let upstream = try Appliance(settings: nil)
+        try upstream.writeSettings(#"{"proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 1}}"#)
+        try upstream.start()
+        let upstreamPort = try upstream.proxyPort
+
+        let front = try Appliance(settings: nil)
+        let trust = try front.trust(tlsOrigin)
+        func settings(proxyPort: Int) -> String {
+            Appliance.interceptionSettings(include: ["localhost"], trust: trust, extra: """
+                , "upstream_proxy": {"host": "127.0.0.1", "port": \(proxyPort), "bypass": ["bypass.invalid"]},
+                "rules": [{"name": "direct", "match": "bypass.invalid/*", "action": "host_override", "address": "127.0.0.1"}]
+                """)
+        }
+        try front.writeSettings(settings(proxyPort: upstreamPort))
+        try front.start()
+        let port = try front.proxyPort
+
+        // Plain HTTP: absolute-form through the upstream proxy.
+        let plain = try front.curl("http://127.0.0.1:\(origin.port)/chained")
+        #expect(plain.code == 200 && plain.body.contains("origin GET /chained"), "\(plain.result.stderr)")
+        // Intercepted: CONNECT through it, then TLS to the origin (verified), inside.
+        let mitm = try Command.run("/usr/bin/curl", ["-sS", "--cacert", front.caFile.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/secret"])
+        #expect(mitm.status == 0 && mitm.stdout.contains("origin GET /secret"), "\(mitm.stderr) \(mitm.stdout)")
+        // Passed through: CONNECT through it too.
+        let pass = try Command.run("/usr/bin/curl", ["-sS", "--cacert", trust.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/tunnel"])
+        #expect(pass.status == 0 && pass.stdout.contains("origin GET /tunnel"), "\(pass.stderr)")
+        // Bypassed: dialled directly (the name only resolves through the front's rule).
+        let direct = try front.curl("http://bypass.invalid:\(origin.port)/direct")
+        #expect(direct.code == 200 && direct.body.contains("origin GET /direct"), "\(direct.result.stderr)")
+
+        // What the upstream proxy saw: the three, not the bypassed one.
+        let seen = try upstream.rows("the upstream proxy stored three exchanges") { $0.count >= 3 }
+        let urls = seen.compactMap { $0["url"] as? String }
+        #expect(urls.contains("http://127.0.0.1:\(origin.port)/chained"), "\(urls)")
+        #expect(urls.contains("localhost:\(tlsOrigin.port)"), "\(urls)")
+        #expect(urls.contains("127.0.0.1:\(tlsOrigin.port)"), "\(urls)")
+        #expect(!urls.contains { $0.contains("/direct") }, "\(urls)")
+        // The front's rows say the exchanges went to the upstream proxy.
+        let frontRows = try front.rows("the front stored four exchanges") { $0.count >= 4 }
+        let chained = try front.row(frontRows.first { ($0["url"] as? String)?.hasSuffix("/chained") == true }?["id"])
+        #expect(chained["server_address"] as? String == "127.0.0.1:\(upstreamPort)")
+
+        // An upstream proxy that cannot be reached: a 502 that says so, and a row with the error.
+        try front.writeSettings(settings(proxyPort: 1))
+        try waitUntil("the dead upstream proxy is in force", timeout: 3) { try front.curl("http://127.0.0.1:\(origin.port)/dead").code == 502 }
+        let failed = try front.rows("the failure is stored") { $0.contains { ($0["url"] as? String)?.hasSuffix("/dead") == true } }
+        let error = failed.first { ($0["url"] as? String)?.hasSuffix("/dead") == true }?["error"] as? String
+        #expect(error?.contains("cannot connect") == true, "\(error ?? "no error")")
+    }
+}
