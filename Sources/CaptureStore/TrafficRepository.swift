@@ -18,14 +18,8 @@ public struct TrafficRepository: Sendable {
         }
     }
 
-    /// The tunnel's writer: one transaction, one cached statement bound
-    /// directly, and no ids read back (nobody needs them), suspending
-    /// instead of blocking.
-    public func save(_ records: [ExchangeRecord]) async throws {
-        try await database.pool.write { db in try Self.insert(records, db) }
-    }
-
-    /// The writer's commit: the batch, then retention in the same
+    /// The tunnel writer's commit: the batch (one cached statement bound
+    /// directly, no ids read back), then retention in the same
     /// transaction. `size` is what the writer last knew of the store (nil:
     /// measure it once); the answer carries the new size and the body
     /// files to remove once the transaction is committed.

@@ -114,8 +114,8 @@ public final class CaptureWriter: Sendable {
         if dropped > 0 {
             uncommitted.subtract(dropped, ordering: .relaxed)
             wakeWaiters()
+            logger.error("the capture store is falling behind; dropped the oldest exchanges", metadata: ["DROPPED": "\(dropped)"])
         }
-        if dropped > 0 { logger.error("the capture store is falling behind; dropped the oldest exchanges", metadata: ["DROPPED": "\(dropped)"]) }
         wakeUp.yield()
     }
 

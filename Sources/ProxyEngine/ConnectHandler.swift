@@ -7,7 +7,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import ProxyClient
 
 /// Answers `CONNECT host:port`. For a host on the SSL-proxying list it
 /// replies 200 and hands the connection to the intercepting stack
@@ -149,25 +148,14 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
 
         let channel = context.channel
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        // upstream_proxy: dial it and CONNECT through (it resolves the name; no override applies).
-        let proxy = interception.upstreamProxy(for: target.host)
-        let dial = proxy.map { ProxyTarget(host: $0.host, port: $0.port) } ?? target
-        let authorization = proxy?.authorization.map { [("Proxy-Authorization", $0)] } ?? []
-        let authority = target.description
+        let dial = UpstreamDial(target: target, proxy: interception.upstreamProxy(for: target.host))
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.autoRead, value: false)
             .connectTimeout(.seconds(10))
-            .resolver(UpstreamResolver.shared.resolver(host: dial.host, port: dial.port, on: context.eventLoop, override: proxy == nil ? override : nil))
-            .connect(host: dial.host, port: dial.port)
-            .flatMap { peer in
-                guard proxy != nil else { return peer.eventLoop.makeSucceededFuture(peer) }
-                return ConnectPreamble.open(authority, headers: authorization, on: peer).map { peer }
-                    .flatMapErrorThrowing { error in
-                        peer.close(promise: nil)
-                        throw error
-                    }
-            }
+            .resolver(dial.resolver(override: override, on: context.eventLoop))
+            .connect(host: dial.address.host, port: dial.address.port)
+            .flatMap { peer in dial.tunnel(peer).map { peer } }
             .whenComplete { result in
                 let (handler, context) = bound.value
                 guard channel.isActive else {

@@ -7,7 +7,6 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOTLS
-import ProxyClient
 
 /// Where a client connection's requests go.
 enum ForwardRoute {
@@ -243,7 +242,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
         }
         // map_remote: the row keeps what the client asked for; upstream gets the rule's destination.
-        var (destination, path, secure) = (target, originForm, { if case .intercepted = route { return true } else { return false } }())
+        var (destination, path, secure) = (target, originForm, scheme == "https")
         if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
             (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
             headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
@@ -366,9 +365,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
-        let dial = proxy.map { ProxyTarget(host: $0.host, port: $0.port) } ?? target
-        let authorization = proxy?.authorization.map { [("Proxy-Authorization", $0)] } ?? []
-        let authority = target.description
+        let dial = UpstreamDial(target: target, proxy: proxy)
         /// TLS goes first in the pipeline; through a proxy, only once CONNECT is answered.
         @Sendable func addTLS(_ channel: Channel) throws {
             guard let tls else { return }
@@ -379,7 +376,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
-            .resolver(UpstreamResolver.shared.resolver(host: dial.host, port: dial.port, on: context.eventLoop, override: proxy == nil ? override : nil))
+            .resolver(dial.resolver(override: override, on: context.eventLoop))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if proxy == nil { try addTLS(channel) }
@@ -390,15 +387,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     ])
                 }
             }
-            .connect(host: dial.host, port: dial.port)
+            .connect(host: dial.address.host, port: dial.address.port)
             .flatMap { channel in
+                // Plain requests through a proxy need no tunnel: they go in absolute-form.
                 guard proxy != nil, tls != nil else { return channel.eventLoop.makeSucceededFuture(channel) }
-                return ConnectPreamble.open(authority, headers: authorization, on: channel)
-                    .flatMapThrowing { try addTLS(channel); return channel }
-                    .flatMapErrorThrowing { error in
-                        channel.close(promise: nil)
-                        throw error
-                    }
+                return dial.tunnel(channel).flatMapThrowing { try addTLS(channel); return channel }
             }
             .whenComplete { result in
                 bound.value.connectFinished(target, result, upstreamHandler: boundUpstream.value)

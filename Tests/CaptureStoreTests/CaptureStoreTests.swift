@@ -245,7 +245,7 @@ import GRDB
         // The writer's path (one cached statement) stores the same.
         var second = record
         second.requestID = "second"
-        try await traffic.save([second, second])
+        _ = try await traffic.save([second, second], keeping: .init(maxExchanges: 100, maxBytes: .max), size: nil)
         let read = try traffic.find(requestID: "second")
         second.id = read?.id
         #expect(read == second)
@@ -259,7 +259,7 @@ import GRDB
         _ = try traffic.insert([edge])
         var raw = edge
         raw.requestID = "edge-raw"
-        try await traffic.save([raw])
+        _ = try await traffic.save([raw], keeping: .init(maxExchanges: 100, maxBytes: .max), size: nil)
         let grdbRow = try traffic.find(requestID: "edge-grdb")
         let rawRow = try traffic.find(requestID: "edge-raw")
         #expect(rawRow?.reason == "" && rawRow?.responseBody == Data() && rawRow?.path == "/日本?q=🚀")
