@@ -7,7 +7,8 @@ public struct BusymateCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "busymate",
         abstract: "Read and steer Busymate, the network debugger appliance.",
-        subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, SSLProxying.self, Rules.self, Pinned.self, CA.self, Tunnel.self])
+        subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, SSLProxying.self, Rules.self, Breakpoints.self,
+                      Pinned.self, CA.self, Tunnel.self])
 
     public init() {}
 }

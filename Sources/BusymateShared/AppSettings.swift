@@ -34,13 +34,6 @@ public struct AppSettings: Sendable, Equatable {
 
     public init() {}
 
-    /// What this version reads and validates but does not act on yet
-    /// (breakpoints are being built): the tunnel says so rather than let a
-    /// user think they work.
-    public var unappliedSections: [String] {
-        breakpoints.isEmpty ? [] : ["breakpoints"]
-    }
-
     public var sslProxying: SSLProxyMatcher { SSLProxyMatcher(include: sslInclude, exclude: sslExclude) }
     public var insecureUpstreamMatcher: SSLProxyMatcher { SSLProxyMatcher(include: insecureUpstream, exclude: []) }
 

@@ -109,6 +109,25 @@ public final class CaptureDatabase: Sendable {
         migrator.registerMigration("v4: the rules that applied") { db in
             try db.alter(table: "exchanges") { t in t.add(column: "rule", .text) }
         }
+        migrator.registerMigration("v5: breakpoint events") { db in
+            try db.create(table: "breakpoint_events") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("kind", .text).notNull()
+                t.column("request_id", .text).notNull()
+                t.column("method", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("raw_http_initial", .blob).notNull()
+                t.column("paused_at", .datetime).notNull()
+                t.column("tunnel_pid", .integer).notNull()
+                t.column("requested", .text)
+                t.column("raw_http_requested", .blob)
+                t.column("requested_at", .datetime)
+                t.column("resumed_at", .datetime)
+                t.column("outcome", .text)
+                t.column("raw_http_final", .blob)
+            }
+            try db.create(index: "breakpoint_events_request", on: "breakpoint_events", columns: ["request_id"])
+        }
         return migrator
     }
 }

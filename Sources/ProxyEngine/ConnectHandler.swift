@@ -37,15 +37,17 @@ final class ConnectHandler {
     private let stats: TrafficStats
     private let interception: Interception
     private let rules: RuleEngine
+    private let breakpoints: BreakpointController
     private let capture: CaptureWriter?
     /// A passed-through tunnel is one row: bytes each way and duration.
     private var tunnelRecord: ExchangeRecord?
 
-    init(logger: Logger, stats: TrafficStats, interception: Interception, rules: RuleEngine, capture: CaptureWriter?) {
+    init(logger: Logger, stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: BreakpointController, capture: CaptureWriter?) {
         self.logger = logger
         self.stats = stats
         self.interception = interception
         self.rules = rules
+        self.breakpoints = breakpoints
         self.capture = capture
     }
 }
@@ -211,7 +213,8 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         removeHTTPHandlers(context: context)
         do {
             try MITMHandler.install(after: self, in: context.pipeline.syncOperations, target: target, serverContext: serverContext,
-                                    upstream: upstream, interception: interception, rules: rules, logger: logger, stats: stats, capture: capture)
+                                    upstream: upstream, interception: interception, rules: rules, breakpoints: breakpoints, logger: logger, stats: stats,
+                                    capture: capture)
             // Removal hands the bytes that came early (the ClientHello) to TLS.
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
         } catch {

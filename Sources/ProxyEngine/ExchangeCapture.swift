@@ -39,6 +39,16 @@ struct ExchangeCapture: Sendable {
         return ip.utf8.contains(UInt8(ascii: ":")) ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
 
+    /// A breakpoint's edit: the row shows the request that went upstream.
+    mutating func requestEdited(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String) {
+        record.method = head.method.rawValue
+        record.host = target.host.lowercased()
+        record.port = target.port
+        record.path = originForm
+        record.url = Self.url(scheme: record.scheme, target: target, originForm: originForm)
+        record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
+    }
+
     /// What is stored is capped (`capture.body_max`), never what is forwarded.
     mutating func requestBodyPart(_ buffer: ByteBuffer) {
         record.requestBodySize += buffer.readableBytes

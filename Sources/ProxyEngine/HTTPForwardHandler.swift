@@ -29,15 +29,17 @@ final class HTTPForwardHandler {
         case connected(ProxyTarget, Channel, UpstreamHandler)
     }
 
-    private enum Exchange {
+    enum Exchange {
         case idle
         /// A request is on its way; `requestEnded` once its end was read.
         case active(Active)
         /// The proxy answered itself; the rest of the request is dropped.
         case rejected
+        /// A breakpoint holds the request: read whole, then resolved.
+        case holding(HeldRequest)
     }
 
-    private struct Active {
+    struct Active {
         var requestEnded = false
         var responseStarted = false
         var clientWantsClose: Bool
@@ -50,41 +52,45 @@ final class HTTPForwardHandler {
         /// A headers rule's changes to the response.
         var responseEdits: Rule.HeaderEdits?
         var responseEnded = false
+        /// A breakpoint holds the response: read whole, then resolved.
+        var heldResponse: HeldResponse?
     }
 
     private var upstream = Upstream.none
-    private var exchange = Exchange.idle
+    var exchange = Exchange.idle
     private var pendingRead = false
-    private var context: ChannelHandlerContext?
-    private var logger: Logger
-    private let stats: TrafficStats
+    var context: ChannelHandlerContext?
+    var logger: Logger
+    let stats: TrafficStats
     private let route: ForwardRoute
     private let capture: CaptureWriter?
     private let rules: RuleEngine
+    let breakpoints: BreakpointController
     /// For plain requests a map_remote rule sends to https://.
     private let interception: Interception?
     /// Whether the upstream connection in use speaks TLS, and goes through
     /// `upstream_proxy` (both part of its reuse key).
     private var upstreamSecure = false
     private var upstreamChained = false
-    private var exchangeCapture: ExchangeCapture?
+    var exchangeCapture: ExchangeCapture?
     /// The SNI the client sent us (intercepted tunnels).
     var clientSNI: String?
     /// What the upstream server chose, for the connection in use.
     private var upstreamHello: TLSHello?
     private var waitingForCapture = false
 
-    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, interception: Interception? = nil,
-         capture: CaptureWriter? = nil) {
+    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, breakpoints: BreakpointController,
+         interception: Interception? = nil, capture: CaptureWriter? = nil) {
         self.logger = logger
         self.stats = stats
         self.route = route
         self.rules = rules
+        self.breakpoints = breakpoints
         self.interception = interception
         self.capture = capture
     }
 
-    private func submitCapture(error: String? = nil) {
+    func submitCapture(error: String? = nil) {
         guard let exchange = exchangeCapture else { return }
         exchangeCapture = nil
         exchange.submit(error: error)
@@ -109,17 +115,19 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             beginRequest(head, context: context)
         case let .body(buffer):
             stats.received(fromClient: buffer.readableBytes)
-            if case .active = exchange {
-                exchangeCapture?.requestBodyPart(buffer)
-                sendUpstream(.body(.byteBuffer(buffer)))
+            switch exchange {
+            case .active: forwardBody(buffer)
+            case .holding: holdRequestBody(buffer, context: context)
+            case .idle, .rejected: break
             }
         case let .end(trailers):
             switch exchange {
-            case var .active(active):
-                active.requestEnded = true
-                exchange = .active(active)
-                sendUpstream(.end(trailers))
-                if active.switching && active.responseEnded { switchProtocols() }
+            case .active:
+                forwardEnd(trailers)
+            case var .holding(held):
+                held.ended = true
+                exchange = .holding(held)
+                pauseRequest(held, context: context)
             case .rejected:
                 exchange = .idle
             case .idle:
@@ -128,7 +136,21 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    func forwardBody(_ buffer: ByteBuffer) {
+        exchangeCapture?.requestBodyPart(buffer)
+        sendUpstream(.body(.byteBuffer(buffer)))
+    }
+
+    func forwardEnd(_ trailers: HTTPHeaders?) {
+        guard case var .active(active) = exchange else { return }
+        active.requestEnded = true
+        exchange = .active(active)
+        sendUpstream(.end(trailers))
+        if active.switching && active.responseEnded { switchProtocols() }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        releaseHold()
         submitCapture(error: "the client closed the connection before the exchange completed")
         closeUpstream()
         context.fireChannelInactive()
@@ -168,7 +190,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: request side
 
     /// The request's destination and its origin-form URI, or why it has none.
-    private func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? {
+    func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? {
         switch route {
         case .absoluteForm:
             return ProxyTarget.parseAbsoluteForm(head.uri)
@@ -228,8 +250,22 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             serveLocal(rule, path: originForm, head: head, responseEdits: plan.responseEdits, context: context)
             return
         }
-        logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
+        if !breakpoints.isEmpty, let url = exchangeCapture?.record.url, breakpoints.holds(.request, url) {
+            // The body is read whole before anything goes upstream: say go now.
+            if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
+                head.headers.remove(name: "expect")
+                context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
+            }
+            exchange = .holding(HeldRequest(head: head, target: target, originForm: originForm, plan: plan))
+            return
+        }
+        forward(head, target: target, originForm: originForm, plan: plan, context: context)
+    }
 
+    /// Sends the request's head upstream (the body follows as it is read),
+    /// dialling when the connection in use goes elsewhere.
+    func forward(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String, plan: RulePlan, context: ChannelHandlerContext) {
+        logger.debug("forward", metadata: ["METHOD": "\(head.method.rawValue)", "TARGET": "\(target)"])
         var headers = head.headers
         let upgrade = HopByHop.upgrade(in: headers)
         HopByHop.strip(&headers)
@@ -242,7 +278,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
         }
         // map_remote: the row keeps what the client asked for; upstream gets the rule's destination.
-        var (destination, path, secure) = (target, originForm, scheme == "https")
+        var (destination, path, secure) = (target, originForm, { if case .intercepted = route { true } else { false } }())
         if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
             (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
             headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
@@ -440,7 +476,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelReadComplete()
     }
 
-    private func closeUpstream() {
+    func closeUpstream() {
         if case let .connected(_, channel, handler) = upstream {
             handler.detach()
             channel.close(promise: nil)
@@ -448,7 +484,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         upstream = .none
     }
 
-    private func fail(_ error: ProxyError, context: ChannelHandlerContext) {
+    func fail(_ error: ProxyError, context: ChannelHandlerContext) {
         guard case let .active(active) = exchange else { return }
         logger.notice("request failed", metadata: ["ERROR": "\(error)"])
         submitCapture(error: error.description)
@@ -489,56 +525,87 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Upgrade", value: head.headers["upgrade"].first ?? upgrade)
             context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
         case var .head(head):
-            active.responseStarted = true
             // Recorded as the client gets it.
             active.responseEdits?.apply(to: &head.headers)
-            exchangeCapture?.responseHead(head)
-            var headers = head.headers
-            HopByHop.strip(&headers)
-            let bodyless = isHeadRequest || head.status.code < 200 || head.status == .noContent || head.status == .notModified
-            if bodyless {
-                headers.remove(name: "transfer-encoding")
-            } else if headers.contains(name: "transfer-encoding") {
-                headers.remove(name: "content-length")
-            } else if !headers.contains(name: "content-length") {
-                // Close-delimited upstream: re-frame for HTTP/1.1, close for 1.0.
-                if active.clientIsHTTP10 {
-                    active.closeAfterResponse = true
-                } else {
-                    headers.add(name: "Transfer-Encoding", value: "chunked")
-                }
+            if !breakpoints.isEmpty, let url = exchangeCapture?.record.url, breakpoints.holds(.response, url) {
+                active.heldResponse = HeldResponse(head: head, isHeadRequest: isHeadRequest)
+                exchange = .active(active)
+                return
             }
-            if active.clientWantsClose || active.closeAfterResponse {
-                active.closeAfterResponse = true
-                headers.replaceOrAdd(name: "Connection", value: "close")
-            } else if active.clientIsHTTP10 {
-                headers.replaceOrAdd(name: "Connection", value: "keep-alive")
-            }
-            exchange = .active(active)
-            let clientHead = HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)
-            context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
+            respondHead(head, isHeadRequest: isHeadRequest, context: context)
         case let .body(buffer):
-            stats.sent(toClient: buffer.readableBytes)
-            exchangeCapture?.responseBodyPart(buffer)
-            context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+            if active.heldResponse != nil {
+                holdResponseBody(buffer, context: context)
+            } else {
+                respondBody(buffer, context: context)
+            }
         case .end where active.switching:
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
             active.responseEnded = true
             exchange = .active(active)
             if active.requestEnded { switchProtocols() }
         case let .end(trailers):
-            exchange = .idle
-            submitCapture()
-            let done = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
-            if active.closeAfterResponse {
-                let channel = context.channel
-                done.whenComplete { _ in channel.close(promise: nil) }
+            if var held = active.heldResponse {
+                held.ended = true
+                active.heldResponse = held
+                exchange = .active(active)
+                pauseResponse(held, context: context)
+            } else {
+                respondEnd(trailers, context: context)
             }
-            if !active.requestEnded {
-                // The server answered before the request body ended; a new
-                // request cannot follow on this upstream connection.
-                closeUpstream()
+        }
+    }
+
+    /// The response's head to the client, framed for it.
+    func respondHead(_ head: HTTPResponseHead, isHeadRequest: Bool, context: ChannelHandlerContext) {
+        guard case var .active(active) = exchange else { return }
+        active.responseStarted = true
+        exchangeCapture?.responseHead(head)
+        var headers = head.headers
+        HopByHop.strip(&headers)
+        let bodyless = isHeadRequest || head.status.code < 200 || head.status == .noContent || head.status == .notModified
+        if bodyless {
+            headers.remove(name: "transfer-encoding")
+        } else if headers.contains(name: "transfer-encoding") {
+            headers.remove(name: "content-length")
+        } else if !headers.contains(name: "content-length") {
+            // Close-delimited upstream: re-frame for HTTP/1.1, close for 1.0.
+            if active.clientIsHTTP10 {
+                active.closeAfterResponse = true
+            } else {
+                headers.add(name: "Transfer-Encoding", value: "chunked")
             }
+        }
+        if active.clientWantsClose || active.closeAfterResponse {
+            active.closeAfterResponse = true
+            headers.replaceOrAdd(name: "Connection", value: "close")
+        } else if active.clientIsHTTP10 {
+            headers.replaceOrAdd(name: "Connection", value: "keep-alive")
+        }
+        exchange = .active(active)
+        let clientHead = HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)
+        context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
+    }
+
+    func respondBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        stats.sent(toClient: buffer.readableBytes)
+        exchangeCapture?.responseBodyPart(buffer)
+        context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+    }
+
+    func respondEnd(_ trailers: HTTPHeaders?, context: ChannelHandlerContext) {
+        guard case let .active(active) = exchange else { return }
+        exchange = .idle
+        submitCapture()
+        let done = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
+        if active.closeAfterResponse {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
+        if !active.requestEnded {
+            // The server answered before the request body ended; a new
+            // request cannot follow on this upstream connection.
+            closeUpstream()
         }
     }
 
@@ -566,7 +633,9 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func upstreamClosed(_ handler: UpstreamHandler, error: Error?) {
         guard case let .connected(target, _, current) = upstream, current === handler else { return }
         upstream = .none
-        guard let context, case .active = exchange else { return }
+        guard let context, case let .active(active) = exchange else { return }
+        // A held response was read whole: the server may go.
+        if active.heldResponse?.ended == true { return }
         if let error = error as? NIOSSLError {
             fail(.upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(error)), context: context)
         } else if let error {
@@ -633,8 +702,11 @@ final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end: if !methods.isEmpty { methods.removeFirst() }
         case .body: break
         }
-        forward?.upstreamResponse(part, isHeadRequest: isHead)
+        let forward = self.forward
+        // Let go of a connection the server is closing before the end goes
+        // out: writing it may hand a pipelined request over at once.
         if case .end = part, !responseKeepAlive { forward?.upstreamKeepAliveEnded(self) }
+        forward?.upstreamResponse(part, isHeadRequest: isHead)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) { forward?.upstreamReadComplete() }

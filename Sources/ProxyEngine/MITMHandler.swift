@@ -35,12 +35,12 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// and forwarded upstream over TLS.
     static func install(after handler: ChannelHandler, in pipeline: ChannelPipeline.SynchronousOperations, target: ProxyTarget,
                         serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception, rules: RuleEngine,
-                        logger: Logger, stats: TrafficStats, capture: CaptureWriter?) throws {
+                        breakpoints: BreakpointController, logger: Logger, stats: TrafficStats, capture: CaptureWriter?) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         encoderConfig.automaticallySetFramingHeaders = false
         let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture)
-        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules, interception: interception,
-                                         capture: capture)
+        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules,
+                                         breakpoints: breakpoints, interception: interception, capture: capture)
         let handlers: [ChannelHandler] = [
             TLSHelloSniffer(.client) { hello in
                 watcher.sni = hello.sni

@@ -21,13 +21,16 @@ public final class ProxyServer: Sendable {
     public let capture: CaptureWriter?
     /// `settings.json`'s rules, applied per request.
     public let rules = RuleEngine()
+    /// `settings.json`'s breakpoints, and the messages held now.
+    public let breakpoints: BreakpointController
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
-    public init(group: MultiThreadedEventLoopGroup, interception: Interception, capture: CaptureWriter?) {
+    public init(group: MultiThreadedEventLoopGroup, interception: Interception, capture: CaptureWriter?, breakpoints: BreakpointController) {
         self.group = group
         self.interception = interception
         self.capture = capture
+        self.breakpoints = breakpoints
     }
 
     /// Starts accepting on `descriptor` (already bound and listening); NIO
@@ -36,6 +39,7 @@ public final class ProxyServer: Sendable {
         let stats = self.stats
         let interception = self.interception
         let rules = self.rules
+        let breakpoints = self.breakpoints
         let capture = self.capture
         let connectLogger = Logger(label: "busymate.connect")
         let quiesce = ServerQuiescingHelper(group: group)
@@ -51,7 +55,7 @@ public final class ProxyServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception,
-                                                     rules: rules, capture: capture)
+                                                     rules: rules, breakpoints: breakpoints, capture: capture)
                 }
             }
             .withBoundSocket(descriptor)
@@ -61,7 +65,8 @@ public final class ProxyServer: Sendable {
 
     /// The pipeline of one client connection.
     static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
-                                        interception: Interception, rules: RuleEngine, capture: CaptureWriter? = nil) throws {
+                                        interception: Interception, rules: RuleEngine, breakpoints: BreakpointController,
+                                        capture: CaptureWriter? = nil) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // HTTPForwardHandler frames responses itself: only it knows which
         // answer a HEAD.
@@ -72,8 +77,10 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger))
-        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, capture: capture))
-        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, interception: interception, capture: capture))
+        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, breakpoints: breakpoints,
+                                          capture: capture))
+        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, breakpoints: breakpoints, interception: interception,
+                                              capture: capture))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed

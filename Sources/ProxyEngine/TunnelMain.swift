@@ -81,22 +81,25 @@ public enum TunnelMain {
             Logger(label: "busymate.ipc").error("cannot bind the notification socket; notifications are off", metadata: ["ERROR": "\(error)"])
             notifier = nil
         }
-        let capture: CaptureWriter?
+        let database: CaptureDatabase?
         do {
-            capture = CaptureWriter(database: try CaptureDatabase(paths: paths), notifier: notifier)
+            database = try CaptureDatabase(paths: paths)
         } catch {
             Logger(label: "busymate.db").error("cannot open the capture store; proxying without capture", metadata: ["ERROR": "\(error)"])
-            capture = nil
+            database = nil
         }
+        let capture = database.map { CaptureWriter(database: $0, notifier: notifier) }
+        let breakpoints = BreakpointController(repository: database.map(BreakpointRepository.init), notifier: notifier, groupPath: paths.root.path)
+        breakpoints.abandonOrphans()
+        breakpoints.apply(prepared.snapshot.settings ?? AppSettings())
         let interception = Interception(onPin: { host, reason in capture?.recordPin(host, reason: reason) })
         interception.apply(prepared.snapshot.settings ?? AppSettings())
-        TunnelRuntime.warnUnapplied(prepared.snapshot.settings ?? AppSettings(), logger: Logger(label: "busymate.settings"))
         interception.reloadCA(paths)
         if let capture {
             interception.setPinned(capture.pinnedHosts())
             capture.apply(prepared.snapshot.settings ?? AppSettings())
         }
-        let server = ProxyServer(group: group, interception: interception, capture: capture)
+        let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
         let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
         await runtime.hold(prepared.sockets)
@@ -132,6 +135,7 @@ public enum TunnelMain {
                             // `busymate pinned remove` posts this too.
                             if let capture { interception.setPinned(capture.pinnedHosts()) }
                         case .caDidChange: await runtime.reloadCA()
+                        case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
                         default: break
                         }
                     }
@@ -142,6 +146,8 @@ public enum TunnelMain {
                     try? await Task.sleep(for: .milliseconds(500))
                     await runtime.attachIfNeeded()
                     await runtime.publish()
+                    // In case a breakpointContinue was lost (a full queue).
+                    try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
                 }
             }
             for await sig in signals {
@@ -156,6 +162,7 @@ public enum TunnelMain {
             tasks.cancelAll()
         }
         await runtime.drain()
+        breakpoints.abandonAll()
         capture?.finish()
         await writer.value
         await capture?.flush()

@@ -167,19 +167,13 @@ public actor TunnelRuntime {
         if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger) {
             server.interception.apply(applied.settings)
             server.rules.apply(applied.settings)
+            server.breakpoints.apply(applied.settings)
             server.capture?.apply(applied.settings)
-            Self.warnUnapplied(applied.settings, logger: settingsLogger)
             if applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
                 settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
             }
         }
         await publish()
-    }
-
-    static func warnUnapplied(_ settings: AppSettings, logger: Logger) {
-        let sections = settings.unappliedSections
-        guard !sections.isEmpty else { return }
-        logger.warning("these settings are valid but this version does not apply them yet", metadata: ["SECTIONS": "\(sections.joined(separator: ","))"])
     }
 
     /// The CA changed on disk (or `caDidChange`): reload it; idempotent.

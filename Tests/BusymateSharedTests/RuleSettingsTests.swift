@@ -58,9 +58,6 @@ import Testing
         // Nothing set: no rules, no breakpoints, a direct upstream.
         let (defaults, _) = try AppSettings.decode("{}")
         #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
-        // Read, validated, and said to be not yet applied (the tunnel logs it).
-        #expect(s.unappliedSections == ["breakpoints"])
-        #expect(defaults.unappliedSections.isEmpty)
     }
 
     /// (document, key path of the error, words its message has)

@@ -284,3 +284,40 @@ import GRDB
         }
     }
 }
+
+@Suite struct BreakpointRepositoryTests {
+    @Test func theFirstResolutionWinsAndTheOutcomeIsRecorded() throws {
+        let store = try CaptureStoreTests.Store()
+        let repository = BreakpointRepository(database: store.database)
+        let held = try repository.pause(BreakpointEvent(kind: .request, requestID: "r1", method: "GET", url: "http://a.test/", rawHTTPInitial: Data("GET / HTTP/1.1\r\n\r\n".utf8), tunnelPID: 42))
+        let id = try #require(held.id)
+        #expect(try repository.held().map(\.id) == [id])
+        #expect(try repository.request(id: id, .edit, raw: Data("x".utf8)) == .claimed)
+        // A second asker (a person, or the timeout) loses and sees why.
+        guard case let .lost(now) = try repository.request(id: id, .timeout) else { Issue.record("the second request won"); return }
+        #expect(now.requested == .edit && now.rawHTTPRequested == Data("x".utf8))
+        // The tunnel refuses the edit: held again, open to a new request.
+        try repository.withdraw(id: id)
+        #expect(try repository.request(id: id, .abort) == .claimed)
+        try repository.resolve(id: id, .aborted, final: nil)
+        let done = try #require(try repository.find(id: id))
+        #expect(done.outcome == .aborted && done.resumedAt != nil && !done.isHeld)
+        #expect(try repository.held().isEmpty)
+        // Resolved stays resolved.
+        try repository.resolve(id: id, .continued, final: Data("y".utf8))
+        #expect(try repository.find(id: id)?.outcome == .aborted)
+        guard case .lost = try repository.request(id: id, .continue) else { Issue.record("a resolved message was asked again"); return }
+        #expect(try repository.request(id: id + 100, .continue) == .notFound)
+    }
+
+    @Test func messagesOfAGoneTunnelAreAbandoned() throws {
+        let store = try CaptureStoreTests.Store()
+        let repository = BreakpointRepository(database: store.database)
+        for (pid, name) in [(Int32(1), "alive"), (Int32(2), "gone")] {
+            _ = try repository.pause(BreakpointEvent(kind: .response, requestID: name, method: "GET", url: "http://a.test/", rawHTTPInitial: Data(), tunnelPID: pid))
+        }
+        #expect(try repository.abandon(unless: { $0 == 1 }) == 1)
+        #expect(try repository.held().map(\.requestID) == ["alive"])
+        #expect(try repository.recent(limit: 10).first { $0.requestID == "gone" }?.outcome == .abandoned)
+    }
+}

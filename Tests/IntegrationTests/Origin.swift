@@ -84,6 +84,8 @@ private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandle
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
     private var head: HTTPRequestHead?
+    /// The request's body, for `/echo-body`.
+    private var body = ByteBuffer()
     /// `/big?mb=N`: bytes still to stream, written only while writable.
     private var streamRemaining = 0
     private static let chunk = [UInt8](repeating: 0x61, count: 64 * 1024)
@@ -128,10 +130,23 @@ private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandle
             if h.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
             }
-        case .body: break
+        case var .body(part):
+            body.writeBuffer(&part)
         case .end:
             guard let head else { return }
             self.head = nil
+            let received = body
+            body.clear()
+            if head.uri.hasPrefix("/echo-body") {
+                // "origin <method> <uri>", then the request body as it came.
+                var text = context.channel.allocator.buffer(string: "origin \(head.method.rawValue) \(head.uri)\n")
+                text.writeImmutableBuffer(received)
+                let headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.readableBytes)")])
+                context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.body(.byteBuffer(text))), promise: nil)
+                context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+                return
+            }
             // `/slow?ms=N` answers after N milliseconds.
             if head.uri.hasPrefix("/slow?ms="), let ms = Int64(head.uri.dropFirst("/slow?ms=".count)) {
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

@@ -9,7 +9,8 @@ import Testing
     private func makeChannel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         try ProxyServer.configureClientPipeline(channel.pipeline.syncOperations, logger: Logger(label: "test"), stats: TrafficStats(),
-                                                interception: Interception(), rules: RuleEngine())
+                                                interception: Interception(), rules: RuleEngine(),
+                                                breakpoints: BreakpointController(repository: nil, notifier: nil, groupPath: "/nonexistent"))
         return channel
     }
 

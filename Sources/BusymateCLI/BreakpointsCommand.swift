@@ -1,0 +1,167 @@
+import ArgumentParser
+import BusymateShared
+import CaptureStore
+import Foundation
+
+/// `busymate breakpoints`: the messages the tunnel holds, and their
+/// resolution. A resolution is asked for in the store (the first asker
+/// wins) and announced with `breakpointContinue`; the tunnel carries it out.
+struct Breakpoints: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Held requests and responses (settings.json's breakpoints): list, show, continue (as is or edited), abort.",
+        subcommands: [ListHeld.self, ShowHeld.self, Continue.self, Abort.self])
+
+    static func repository(_ paths: GroupPaths, writing: Bool = false) throws -> BreakpointRepository {
+        BreakpointRepository(database: try StoreAccess.open(paths, readOnly: !writing))
+    }
+
+    static func held(_ id: Int64, in repository: BreakpointRepository, paths: GroupPaths) throws -> BreakpointEvent {
+        guard let event = try repository.find(id: id) else { throw CLIError(description: "no breakpoint \(id)") }
+        if let outcome = event.outcome { throw CLIError(description: "breakpoint \(id) is no longer held: \(outcome.rawValue)") }
+        if let requested = event.requested { throw CLIError(description: "breakpoint \(id) was already asked to \(requested.rawValue)") }
+        guard ProcessProbe.isTunnel(event.tunnelPID, servingGroup: paths.root.path) else {
+            try? repository.resolve(id: id, .abandoned, final: nil)
+            throw CLIError(description: "breakpoint \(id) is no longer held: the tunnel that held it (pid \(event.tunnelPID)) is gone")
+        }
+        return event
+    }
+
+    /// Asks for `request`, tells the tunnel, and waits for it to be carried out.
+    static func resolve(_ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
+                        paths: GroupPaths) throws {
+        guard let id = event.id else { return }
+        switch try repository.request(id: id, request, raw: raw) {
+        case .claimed: break
+        case .notFound: throw CLIError(description: "no breakpoint \(id)")
+        case let .lost(now):
+            throw CLIError(description: "breakpoint \(id) was resolved first by another: \(now.outcome?.rawValue ?? now.requested?.rawValue ?? "?")")
+        }
+        if let notifier = try? Notifier(paths: paths, role: "cli") {
+            notifier.post(.breakpointContinue, payload: "\(id)")
+            notifier.close()
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            guard let now = try repository.find(id: id) else { throw CLIError(description: "breakpoint \(id) is gone from the store") }
+            if let outcome = now.outcome {
+                print("breakpoint \(id): \(outcome.rawValue)")
+                return
+            }
+            if now.requested == nil { throw CLIError(description: "the tunnel refused the request (see journalctl); breakpoint \(id) stays held") }
+            usleep(20_000)
+        }
+        throw CLIError(description: "asked to \(request.rawValue) breakpoint \(id), but the tunnel has not done it within 10 s")
+    }
+}
+
+struct ListHeld: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "Held messages, oldest first (--all: recent resolved ones too).")
+
+    @OptionGroup var options: GroupOption
+    @Flag(help: "Also the most recent resolved ones.") var all = false
+    @Flag(help: "Print a JSON array.") var json = false
+
+    func run() async throws {
+        let repository = try Breakpoints.repository(options.paths)
+        let events = all ? try repository.recent(limit: 100).reversed() : try repository.held()
+        if json {
+            let array = events.map(ShowHeld.object)
+            let data = try JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        if events.isEmpty {
+            print(all ? "no breakpoint events" : "nothing is held")
+            return
+        }
+        for event in events {
+            let state = event.outcome?.rawValue ?? (event.requested.map { "asked: \($0.rawValue)" } ?? "held \(Int(Date().timeIntervalSince(event.pausedAt)))s")
+            var line = "\(String(event.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(event.kind.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0))"
+            line += "\(state.padding(toLength: 14, withPad: " ", startingAt: 0)) \(event.method.padding(toLength: 7, withPad: " ", startingAt: 0)) \(event.url)"
+            print(line)
+        }
+    }
+}
+
+struct ShowHeld: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a held message as raw HTTP (--final: what was sent).")
+
+    @OptionGroup var options: GroupOption
+    @Argument(help: "The breakpoint's id.") var id: Int64
+    @Flag(help: "What was forwarded instead of what was held.") var final = false
+    @Flag(help: "Every field, as JSON.") var json = false
+
+    func run() async throws {
+        guard let event = try Breakpoints.repository(options.paths).find(id: id) else { throw CLIError(description: "no breakpoint \(id)") }
+        if json {
+            var object = Self.object(event)
+            object["raw_http_initial"] = String(decoding: event.rawHTTPInitial, as: UTF8.self)
+            object["raw_http_final"] = event.rawHTTPFinal.map { String(decoding: $0, as: UTF8.self) } ?? NSNull()
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        guard let raw = final ? event.rawHTTPFinal : event.rawHTTPInitial else {
+            throw CLIError(description: "breakpoint \(id) sent nothing on (\(event.outcome?.rawValue ?? "still held"))")
+        }
+        FileHandle.standardOutput.write(raw)
+    }
+
+    static func object(_ event: BreakpointEvent) -> [String: Any] {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return [
+            "id": event.id ?? 0, "kind": event.kind.rawValue, "request_id": event.requestID, "method": event.method, "url": event.url,
+            "paused_at": formatter.string(from: event.pausedAt), "requested": event.requested?.rawValue ?? NSNull(),
+            "resumed_at": event.resumedAt.map(formatter.string(from:)) ?? NSNull(), "outcome": event.outcome?.rawValue ?? NSNull(),
+            "tunnel_pid": Int(event.tunnelPID),
+        ]
+    }
+}
+
+struct Continue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a held message on: as it is, edited in $EDITOR (--edit), or as in a file (--raw-file); Content-Length is fixed up.")
+
+    @OptionGroup var options: GroupOption
+    @Argument(help: "The breakpoint's id.") var id: Int64
+    @Flag(help: "Edit the raw message in $VISUAL or $EDITOR first.") var edit = false
+    @Option(help: "Send this raw HTTP message instead (CRLF or LF line ends).") var rawFile: String?
+
+    func validate() throws {
+        if edit && rawFile != nil { throw ValidationError("--edit and --raw-file are alternatives") }
+    }
+
+    func run() async throws {
+        let paths = options.paths
+        let repository = try Breakpoints.repository(paths, writing: true)
+        let event = try Breakpoints.held(id, in: repository, paths: paths)
+        var edited: Data?
+        if edit {
+            edited = try RawMessageEditor.edit(event.rawHTTPInitial, name: "busymate-breakpoint-\(id)")
+        } else if let rawFile {
+            guard let data = FileManager.default.contents(atPath: rawFile) else { throw CLIError(description: "cannot read \(rawFile)") }
+            edited = data
+        }
+        guard let edited, edited != event.rawHTTPInitial else {
+            try Breakpoints.resolve(event, .continue, repository: repository, paths: paths)
+            return
+        }
+        try RawMessageEditor.check(edited, replacing: event)
+        try Breakpoints.resolve(event, .edit, raw: edited, repository: repository, paths: paths)
+    }
+}
+
+struct Abort: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Abort a held message: a request is answered 502, a response's client is hung up on.")
+
+    @OptionGroup var options: GroupOption
+    @Argument(help: "The breakpoint's id.") var id: Int64
+
+    func run() async throws {
+        let paths = options.paths
+        let repository = try Breakpoints.repository(paths, writing: true)
+        let event = try Breakpoints.held(id, in: repository, paths: paths)
+        try Breakpoints.resolve(event, .abort, repository: repository, paths: paths)
+    }
+}
