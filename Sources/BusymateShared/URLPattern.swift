@@ -45,18 +45,29 @@ public struct URLPattern: Sendable, Equatable {
     }
 
     /// `url` is absolute (`https://host[:port]/path?query`), as captured rows store it.
-    public func matches(_ url: String) -> Bool {
-        let scheme = url.range(of: "://").map { url[..<$0.lowerBound].lowercased() }
-        let rest = Self.droppingScheme(url)
-        let slash = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-        let (urlHost, explicitPort) = Self.splitAuthority(String(rest[..<slash]))
-        if let port {
-            let actual = explicitPort ?? (scheme == "http" || scheme == "ws" ? 80 : 443)
-            guard actual == port else { return false }
+    public func matches(_ url: String) -> Bool { matches(Subject(url)) }
+
+    /// A URL taken apart once, for matching against many patterns.
+    public struct Subject: Sendable {
+        let port: Int
+        let host: [UInt8]
+        let path: [UInt8]
+
+        public init(_ url: String) {
+            let scheme = url.range(of: "://").map { url[..<$0.lowerBound].lowercased() }
+            let rest = URLPattern.droppingScheme(url)
+            let slash = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+            let (urlHost, explicitPort) = URLPattern.splitAuthority(String(rest[..<slash]))
+            port = explicitPort ?? (scheme == "http" || scheme == "ws" ? 80 : 443)
+            host = Array(SSLProxyMatcher.normalize(urlHost).utf8)
+            path = Array(rest[slash...].utf8)
         }
-        let name = Array(SSLProxyMatcher.normalize(urlHost).utf8)
-        guard !name.isEmpty, SSLProxyMatcher.glob(host, matches: name) else { return false }
-        let full = Array(rest[slash...].utf8)
+    }
+
+    public func matches(_ url: Subject) -> Bool {
+        if let port, url.port != port { return false }
+        guard !url.host.isEmpty, SSLProxyMatcher.glob(host, matches: url.host) else { return false }
+        let full = url.path
         if Self.glob(path, matches: full) { return true }
         guard !open else { return false }
         // Closed patterns: the same URL with a trailing slash, a query or a fragment.

@@ -63,7 +63,8 @@ public final class BreakpointController: Sendable {
 
     func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool {
         guard any.load(ordering: .relaxed), repository != nil else { return false }
-        return settings.withLock { s in (kind == .request ? s.request : s.response).contains { $0.matches(url) } }
+        let subject = URLPattern.Subject(url)
+        return settings.withLock { s in (kind == .request ? s.request : s.response).contains { $0.matches(subject) } }
     }
 
     /// Holds `message`: records it, posts `breakpointPaused`, and completes

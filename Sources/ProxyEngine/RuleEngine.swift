@@ -22,7 +22,21 @@ public final class RuleEngine: Sendable {
     /// The first enabled rule of `kind` whose pattern matches `url`.
     func first(_ kind: Rule.Kind, for url: String) -> Rule? {
         guard any.load(ordering: .relaxed) else { return nil }
-        return rules.withLock { $0.first { $0.kind == kind && $0.pattern.matches(url) } }
+        let subject = URLPattern.Subject(url)
+        return rules.withLock { $0.first { $0.kind == kind && $0.pattern.matches(subject) } }
+    }
+
+    /// The first enabled rule of each kind that matches `url`: one pass,
+    /// the URL taken apart once.
+    func firstOfEachKind(for url: String) -> [Rule.Kind: Rule] {
+        let subject = URLPattern.Subject(url)
+        return rules.withLock { rules in
+            var found: [Rule.Kind: Rule] = [:]
+            for rule in rules where found[rule.kind] == nil && rule.pattern.matches(subject) {
+                found[rule.kind] = rule
+            }
+            return found
+        }
     }
 }
 
@@ -44,18 +58,19 @@ extension RuleEngine {
     func plan(for url: String) -> RulePlan {
         var plan = RulePlan()
         guard !isEmpty else { return plan }
-        plan.block = first(.block, for: url)
+        let first = firstOfEachKind(for: url)
+        plan.block = first[.block]
         guard plan.block == nil else { return plan }
-        plan.mapLocal = first(.mapLocal, for: url)
-        if plan.mapLocal == nil, let rule = first(.mapRemote, for: url) {
+        plan.mapLocal = first[.mapLocal]
+        if plan.mapLocal == nil, let rule = first[.mapRemote] {
             plan.mapRemote = rule
             plan.applied.append(rule.name)
         }
-        if plan.mapLocal == nil, let rule = first(.hostOverride, for: url), case let .hostOverride(address) = rule.action {
+        if plan.mapLocal == nil, let rule = first[.hostOverride], case let .hostOverride(address) = rule.action {
             plan.hostOverride = address
             plan.applied.append(rule.name)
         }
-        if let rule = first(.headers, for: url), case let .headers(request, response) = rule.action {
+        if let rule = first[.headers], case let .headers(request, response) = rule.action {
             plan.requestEdits = request.isEmpty ? nil : request
             plan.responseEdits = response.isEmpty ? nil : response
             plan.applied.append(rule.name)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BusymateShared
 import Foundation
 import NIOCore
 import NIOPosix
@@ -59,6 +60,9 @@ struct BusymateBench: AsyncParsableCommand {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
                 log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
             }
+            if column == .busymate, only.isEmpty || only == "settings", let paths = proxy.group {
+                report.settingsCost = try await settingsCost(proxy, paths: paths, origin: origin, group: group)
+            }
             if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             proxy.process.stop()
         }
@@ -95,6 +99,21 @@ struct BusymateBench: AsyncParsableCommand {
         result.generatorCore = after.busy(otherCore, since: before)
         log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
         log("  \(scenario.name): \(Int(result.perSecond)) req/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")")
+        return result
+    }
+
+    /// The keep-alive cells again under each of `SettingsCostBench.variants`,
+    /// back to no breakpoints and no rules at the end.
+    private func settingsCost(_ proxy: ProxyUnderTest, paths: GroupPaths, origin: NginxOrigin, group: EventLoopGroup) async throws -> SettingsCostBench.Result {
+        let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients).filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") }
+        var result = SettingsCostBench.Result()
+        for variant in SettingsCostBench.variants {
+            try SettingsCostBench.apply(variant, group: paths, origin: origin)
+            log("settings: \(variant.label)")
+            for scenario in cells {
+                result.cells.append((variant.label, scenario.name, try await measure(scenario, through: proxy, origin: origin, group: group)))
+            }
+        }
         return result
     }
 

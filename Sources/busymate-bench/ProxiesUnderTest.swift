@@ -21,17 +21,22 @@ struct ProxyUnderTest {
 }
 
 enum Busymate {
+    /// `extra`: more top-level keys, each after a comma.
+    static func settings(origin: NginxOrigin, extra: String = "") -> String {
+        """
+        {"log_level": "warning", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 1},
+         "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(origin.certificate.path)"}\(extra)}
+
+        """
+    }
+
     /// The release supervisor on a group of its own, capture on (the
     /// default), intercepting `localhost`, trusting the origin upstream.
     static func start(binaries: URL, in directory: URL, core: Int, origin: NginxOrigin) throws -> ProxyUnderTest {
         let group = directory.appendingPathComponent("group")
         try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
         chmod(directory.path, 0o755)
-        try Data("""
-            {"log_level": "warning", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 1},
-             "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(origin.certificate.path)"}}
-
-            """.utf8).write(to: group.appendingPathComponent("settings.json"))
+        try Data(settings(origin: origin).utf8).write(to: group.appendingPathComponent("settings.json"))
         let process = try BenchProcess("busymate", core: core, executable: binaries.appendingPathComponent("busymate-app").path,
                                        arguments: ["--group", group.path], environment: ["BUSYMATE_LOG": "stderr"], logDirectory: directory)
         let paths = GroupPaths(root: group)

@@ -10,6 +10,7 @@ struct Report {
     var mint: (p50: Double, p99: Double)?
     var memory: MemoryBench.Result?
     var store: StoreBench.Result?
+    var settingsCost: SettingsCostBench.Result?
     var notes: [String] = []
 
     mutating func record(_ name: String, _ column: Column, _ result: LoadResult) {
@@ -73,7 +74,7 @@ struct Report {
             \(render())
 
             \(notes.map { "- \($0)" }.joined(separator: "\n"))
-
+            \(settingsSection)
             ## Targets
 
             \(Targets.render(Targets.judge(self)))
@@ -81,6 +82,23 @@ struct Report {
             \(limits)
             """
         try Data(text.utf8).write(to: url)
+    }
+
+    /// Breakpoints and rules that match nothing, against none set.
+    var settingsSection: String {
+        guard let settingsCost else { return "" }
+        return """
+
+            ## Breakpoints and rules that match nothing
+
+            Busymate alone, the keep-alive cells again after the run above, its settings.json rewritten between
+            variants (hot reload, the same tunnel). With no breakpoint patterns the data path checks one flag per
+            message; with patterns, each request and response URL is matched against them. "vs none set" compares
+            with the mean of the two runs with nothing set, whose difference is the run's noise.
+
+            \(SettingsCostBench.render(settingsCost))
+
+            """
     }
 
     /// What limits the figures, with the profiles that show it: written by
