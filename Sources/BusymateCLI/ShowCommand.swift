@@ -35,6 +35,10 @@ struct Show: AsyncParsableCommand {
         if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
         if let original = record.resentFrom { out.append("resent from request \(original)") }
         if let rule = record.rule { out.append("rule: \(rule)") }
+        for event in (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [] {
+            let held = (event.resumedAt ?? Date()).timeIntervalSince(event.pausedAt)
+            out.append(String(format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held, event.outcome?.rawValue ?? "still held"))
+        }
         let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
         if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
         if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }

@@ -34,6 +34,35 @@ public struct BreakpointRepository: Sendable {
         }
     }
 
+    /// What was asked of a held message, without the message.
+    public struct Pending: Sendable, FetchableRecord, Decodable {
+        public var id: Int64
+        public var requestID: String
+        public var requested: BreakpointEvent.Request
+        public var rawHTTPRequested: Data?
+
+        enum CodingKeys: String, CodingKey {
+            case id, requestID = "request_id", requested, rawHTTPRequested = "raw_http_requested"
+        }
+    }
+
+    /// Held messages someone asked something of (the tunnel carries it out).
+    public func pending() throws -> [Pending] {
+        try database.pool.read { db in
+            try Pending.fetchAll(db, sql: """
+                SELECT id, request_id, requested, raw_http_requested FROM breakpoint_events
+                WHERE outcome IS NULL AND requested IS NOT NULL ORDER BY id
+                """)
+        }
+    }
+
+    /// One exchange's events (its request, then its response).
+    public func events(requestID: String) throws -> [BreakpointEvent] {
+        try database.pool.read { db in
+            try BreakpointEvent.filter(Column("request_id") == requestID).order(Column("id")).fetchAll(db)
+        }
+    }
+
     /// The newest events, held or resolved.
     public func recent(limit: Int) throws -> [BreakpointEvent] {
         try database.pool.read { db in try BreakpointEvent.order(Column("id").desc).limit(limit).fetchAll(db) }

@@ -125,15 +125,16 @@ public final class BreakpointController: Sendable {
     /// Blocking: call off the event loops.
     public func carryOutRequests() {
         guard let repository, waiters.withLock({ !$0.isEmpty }) else { return }
-        let asked: [BreakpointEvent]
+        let asked: [BreakpointRepository.Pending]
         do {
-            asked = try repository.held().filter { $0.requested != nil }
+            asked = try repository.pending()
         } catch {
             logger.error("cannot read breakpoint requests", metadata: ["ERROR": "\(error)"])
             return
         }
         for event in asked {
-            guard let id = event.id, let requested = event.requested, let waiter = take(id: id) else { continue }
+            let (id, requested) = (event.id, event.requested)
+            guard let waiter = take(id: id) else { continue }
             let resolution: BreakpointResolution
             let outcome: BreakpointEvent.Outcome
             switch requested {

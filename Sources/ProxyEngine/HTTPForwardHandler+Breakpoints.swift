@@ -25,7 +25,11 @@ extension HTTPForwardHandler {
     }
 
     func pauseRequest(_ held: HeldRequest, context: ChannelHandlerContext) {
-        guard let record = exchangeCapture?.record else { return }
+        guard let record = exchangeCapture?.record else {
+            // Nowhere to record it, so nobody could resolve it.
+            requestResolved(.forward(held.message, edited: false))
+            return
+        }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         breakpoints.pause(held.message, kind: .request, requestID: record.requestID, method: record.method, url: record.url, on: context.eventLoop)
             .whenSuccess { bound.value.requestResolved($0) }
@@ -86,7 +90,10 @@ extension HTTPForwardHandler {
     }
 
     func pauseResponse(_ held: HeldResponse, context: ChannelHandlerContext) {
-        guard let record = exchangeCapture?.record else { return }
+        guard let record = exchangeCapture?.record else {
+            responseResolved(.forward(held.message, edited: false))
+            return
+        }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         breakpoints.pause(held.message, bodyless: held.bodyless, kind: .response, requestID: record.requestID, method: record.method, url: record.url,
                           on: context.eventLoop)

@@ -70,7 +70,10 @@ extension ApplianceTests {
 
         // The store: the rows show what went upstream; the events how each was resolved.
         let rows = try appliance.rows("four exchanges are stored") { $0.count >= 4 }
-        #expect(rows.contains { ($0["url"] as? String)?.hasSuffix("/held/edited?x=1") == true && $0["method"] as? String == "PUT" })
+        let editedRow = rows.first { ($0["url"] as? String)?.hasSuffix("/held/edited?x=1") == true && $0["method"] as? String == "PUT" }
+        #expect(editedRow != nil)
+        let shown = try appliance.cli(["show", "\(editedRow?["id"] as? Int ?? 0)"]).stdout
+        #expect(shown.contains("breakpoint \(secondID): request held") && shown.contains(", edited"), "\(shown)")
         let events = try appliance.breakpointEvents()
         #expect(events.map { $0["outcome"] as? String } == ["continued", "edited", "edited"])
         #expect(events.allSatisfy { $0["resumed_at"] is String })
