@@ -103,17 +103,21 @@ struct BusymateBench: AsyncParsableCommand {
     }
 
     /// The keep-alive cells again under each of `SettingsCostBench.variants`,
-    /// back to no breakpoints and no rules at the end.
+    /// round after round; back to none set at the end.
     private func settingsCost(_ proxy: ProxyUnderTest, paths: GroupPaths, origin: NginxOrigin, group: EventLoopGroup) async throws -> SettingsCostBench.Result {
         let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients).filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") }
         var result = SettingsCostBench.Result()
-        for variant in SettingsCostBench.variants {
-            try SettingsCostBench.apply(variant, group: paths, origin: origin)
-            log("settings: \(variant.label)")
-            for scenario in cells {
-                result.cells.append((variant.label, scenario.name, try await measure(scenario, through: proxy, origin: origin, group: group)))
+        for round in 0..<SettingsCostBench.rounds {
+            for variant in SettingsCostBench.variants {
+                try SettingsCostBench.apply(variant, group: paths, origin: origin)
+                log("settings, round \(round + 1): \(variant.label)")
+                for scenario in cells {
+                    result.cells.append(.init(round: round, variant: variant.label, scenario: scenario.name,
+                                              result: try await measure(scenario, through: proxy, origin: origin, group: group)))
+                }
             }
         }
+        try SettingsCostBench.apply(SettingsCostBench.none, group: paths, origin: origin)
         return result
     }
 

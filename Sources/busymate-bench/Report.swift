@@ -93,8 +93,9 @@ struct Report {
 
             Busymate alone, the keep-alive cells again after the run above, its settings.json rewritten between
             variants (hot reload, the same tunnel). With no breakpoint patterns the data path checks one flag per
-            message; with patterns, each request and response URL is matched against them. "vs none set" compares
-            with the mean of the two runs with nothing set, whose difference is the run's noise.
+            message; with patterns, each request's and response's URL is matched against them, and with rules,
+            against those too. The variants take turns for \(SettingsCostBench.rounds) rounds; "vs none set" is the median over rounds
+            of each cell against the none-set cell of its own round.
 
             \(SettingsCostBench.render(settingsCost))
 

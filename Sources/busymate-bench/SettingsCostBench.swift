@@ -2,20 +2,29 @@ import BusymateShared
 import Foundation
 
 /// What breakpoints and rules cost the streaming path when nothing matches
-/// them, on Busymate alone: the same keep-alive cells with none set, with
-/// breakpoint patterns for another host, and with those plus 20 rules, then
-/// with none again (how far the figure drifts within the run).
+/// them, on Busymate alone: the keep-alive cells with none set, with
+/// breakpoint patterns for another host, and with those plus 20 rules. The
+/// variants take turns, round after round, and each is compared with the
+/// none-set cell of its own round, so a machine that drifts (this one does)
+/// moves both sides of a ratio alike.
 enum SettingsCostBench {
     struct Variant {
         var label: String
         var extra: String
     }
 
-    struct Result {
-        /// (variant, scenario) → the cell.
-        var cells: [(variant: String, scenario: String, result: LoadResult)] = []
+    struct Cell {
+        var round: Int
+        var variant: String
+        var scenario: String
+        var result: LoadResult
     }
 
+    struct Result {
+        var cells: [Cell] = []
+    }
+
+    static let rounds = 3
     static let none = Variant(label: "none set", extra: "")
     static let breakpointsElsewhere = "breakpoints on another host"
     static let variants: [Variant] = [
@@ -24,7 +33,6 @@ enum SettingsCostBench {
         Variant(label: "breakpoints + 20 rules, none matching", extra: ", \"breakpoints\": {\"request\": [\"elsewhere.test/*\"], \"response\": [\"elsewhere.test/*\"]}, \"rules\": ["
             + (1...20).map { #"{"name": "r\#($0)", "match": "elsewhere-\#($0).test/*", "action": "headers", "request": {"add": {"X-R": "\#($0)"}}}"# }
             .joined(separator: ", ") + "]"),
-        Variant(label: "none set, again", extra: ""),
     ]
 
     /// Rewrites the running Busymate's settings.json and waits until its tunnel runs on them.
@@ -34,46 +42,50 @@ enum SettingsCostBench {
         try Wait.until("the tunnel to apply \(variant.label)", seconds: 10) { TunnelStatus.read(group.status)?.settingsSha256 == sha }
     }
 
+    private static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    private static func rate(_ result: Result, _ round: Int, _ variant: String, _ scenario: String) -> Double? {
+        result.cells.first { $0.round == round && $0.variant == variant && $0.scenario == scenario }.map(\.result.perSecond)
+    }
+
+    /// The median over rounds of `variant` / none set in the same round.
+    static func ratio(_ result: Result, _ variant: String, _ scenario: String) -> Double? {
+        median((0..<rounds).compactMap { round in
+            guard let value = rate(result, round, variant, scenario), let base = rate(result, round, none.label, scenario), base > 0 else { return nil }
+            return value / base
+        })
+    }
+
+    /// How far the none-set cells of one scenario spread across rounds, relative to their median: the noise.
+    static func noise(_ result: Result, _ scenario: String) -> Double? {
+        let values = (0..<rounds).compactMap { rate(result, $0, none.label, scenario) }
+        guard let mid = median(values), mid > 0, let low = values.min(), let high = values.max() else { return nil }
+        return (high - low) / mid
+    }
+
+    static func scenarios(_ result: Result) -> [String] {
+        result.cells.reduce(into: [String]()) { if !$0.contains($1.scenario) { $0.append($1.scenario) } }
+    }
+
     static func render(_ result: Result) -> String {
-        let scenarios = result.cells.reduce(into: [String]()) { if !$0.contains($1.scenario) { $0.append($1.scenario) } }
-        let labels = result.cells.reduce(into: [String]()) { if !$0.contains($1.variant) { $0.append($1.variant) } }
-        func rate(_ label: String, _ scenario: String) -> Double? {
-            result.cells.first { $0.variant == label && $0.scenario == scenario }.map(\.result.perSecond)
-        }
-        /// The two runs with nothing set, averaged: what the others are compared with.
-        func baseline(_ scenario: String) -> Double? {
-            let runs = [none.label, "none set, again"].compactMap { rate($0, scenario) }
-            return runs.isEmpty ? nil : runs.reduce(0, +) / Double(runs.count)
-        }
-        var lines = ["| Busymate, settings | " + scenarios.map { "\($0) | vs none set" }.joined(separator: " | ") + " |",
-                     "|---|" + scenarios.map { _ in "---|---|" }.joined() ]
-        for label in labels {
+        let scenarios = scenarios(result)
+        var lines = ["| Busymate, settings (\(rounds) rounds) | " + scenarios.map { "\($0): median | vs none set" }.joined(separator: " | ") + " |",
+                     "|---|" + scenarios.map { _ in "---|---|" }.joined()]
+        for variant in variants.map(\.label) {
             let cells = scenarios.map { scenario -> String in
-                guard let value = rate(label, scenario), let base = baseline(scenario) else { return "– | –" }
-                return String(format: "%.0f req/s | %.3f×", value, value / base)
+                let values = (0..<rounds).compactMap { rate(result, $0, variant, scenario) }
+                guard let mid = median(values) else { return "– | –" }
+                if variant == none.label {
+                    return String(format: "%.0f req/s | 1 (rounds spread %.1f %%)", mid, (noise(result, scenario) ?? 0) * 100)
+                }
+                return String(format: "%.0f req/s | %.3f×", mid, ratio(result, variant, scenario) ?? 0)
             }
-            lines.append("| \(label) | " + cells.joined(separator: " | ") + " |")
+            lines.append("| \(variant) | " + cells.joined(separator: " | ") + " |")
         }
         return lines.joined(separator: "\n")
-    }
-
-    /// `label`'s slowest cell against the baseline.
-    static func worstRatio(_ result: Result, _ label: String) -> Double? {
-        let ratios = result.cells.filter { $0.variant == label }.compactMap { cell -> Double? in
-            let base = result.cells.filter { $0.variant.hasPrefix("none set") && $0.scenario == cell.scenario }.map(\.result.perSecond)
-            guard !base.isEmpty else { return nil }
-            return cell.result.perSecond / (base.reduce(0, +) / Double(base.count))
-        }
-        return ratios.min()
-    }
-
-    /// How far the two baseline runs differ, relative to their mean: the noise.
-    static func drift(_ result: Result) -> Double? {
-        let spreads = Set(result.cells.map(\.scenario)).compactMap { scenario -> Double? in
-            let base = result.cells.filter { $0.variant.hasPrefix("none set") && $0.scenario == scenario }.map(\.result.perSecond)
-            guard base.count == 2 else { return nil }
-            return abs(base[0] - base[1]) / ((base[0] + base[1]) / 2)
-        }
-        return spreads.max()
     }
 }

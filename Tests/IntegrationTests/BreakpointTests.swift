@@ -86,11 +86,22 @@ extension ApplianceTests {
         try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"]))
         try appliance.start()
         let url = "http://127.0.0.1:\(origin.port)/echo-body/held"
+        let events = try Command.start(Command.binary("busymate"), ["tail", "--events", "--group", appliance.group.path], in: appliance.base)
+        try waitUntil("tail has bound its socket", timeout: 3) {
+            (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains { $0.hasPrefix("cli-") }
+        }
 
         // Abort: the client gets an error from the proxy; the origin never sees it.
         let aborted = try appliance.startCurl([url])
         let abortID = try appliance.held(1)[0]["id"] as? Int ?? 0
         #expect(try appliance.cli(["breakpoints", "abort", "\(abortID)"]).status == 0)
+        // Announced both ways: the tunnel's pause, the CLI's resolution.
+        try waitUntil("tail shows both notifications", timeout: 3) {
+            let lines = events.stdout.split(separator: "\n")
+            return lines.contains { $0.contains("breakpointPaused from tunnel-") && $0.hasSuffix(" \(abortID)") }
+                && lines.contains { $0.contains("breakpointContinue from cli-") && $0.hasSuffix(" \(abortID)") }
+        }
+        kill(events.process.processIdentifier, SIGTERM)
         let abortedDone = try aborted.finish()
         #expect(abortedDone.stdout.hasPrefix("Busymate: the request was aborted at breakpoint \(abortID)") && abortedDone.stdout.hasSuffix("\n502"))
         let again = try appliance.cli(["breakpoints", "continue", "\(abortID)"])
