@@ -15,11 +15,13 @@ struct Breakpoints: AsyncParsableCommand {
         BreakpointRepository(database: try StoreAccess.open(paths, readOnly: !writing))
     }
 
-    static func held(_ id: Int64, in repository: BreakpointRepository, paths: GroupPaths) throws -> BreakpointEvent {
+    static func held(_ id: Int64, in repository: BreakpointRepository) throws -> BreakpointEvent {
         guard let event = try repository.find(id: id) else { throw CLIError(description: "no breakpoint \(id)") }
         if let outcome = event.outcome { throw CLIError(description: "breakpoint \(id) is no longer held: \(outcome.rawValue)") }
         if let requested = event.requested { throw CLIError(description: "breakpoint \(id) was already asked to \(requested.rawValue)") }
-        guard ProcessProbe.isTunnel(event.tunnelPID, servingGroup: paths.root.path) else {
+        // Any live tunnel with that pid: the group path may be spelt differently here.
+        guard ProcessProbe.isAlive(event.tunnelPID), !ProcessProbe.isZombieOrGone(event.tunnelPID),
+              ProcessProbe.commandName(event.tunnelPID) == "busymate-tunnel" else {
             try? repository.resolve(id: id, .abandoned, final: nil)
             throw CLIError(description: "breakpoint \(id) is no longer held: the tunnel that held it (pid \(event.tunnelPID)) is gone")
         }
@@ -135,7 +137,7 @@ struct Continue: AsyncParsableCommand {
     func run() async throws {
         let paths = options.paths
         let repository = try Breakpoints.repository(paths, writing: true)
-        let event = try Breakpoints.held(id, in: repository, paths: paths)
+        let event = try Breakpoints.held(id, in: repository)
         var edited: Data?
         if edit {
             edited = try RawMessageEditor.edit(event.rawHTTPInitial, name: "busymate-breakpoint-\(id)")
@@ -161,7 +163,7 @@ struct Abort: AsyncParsableCommand {
     func run() async throws {
         let paths = options.paths
         let repository = try Breakpoints.repository(paths, writing: true)
-        let event = try Breakpoints.held(id, in: repository, paths: paths)
+        let event = try Breakpoints.held(id, in: repository)
         try Breakpoints.resolve(event, .abort, repository: repository, paths: paths)
     }
 }

@@ -59,9 +59,9 @@ public final class BreakpointController: Sendable {
     }
 
     /// No patterns: the data path does not look further.
-    var isEmpty: Bool { !any.load(ordering: .relaxed) }
+    public var isEmpty: Bool { !any.load(ordering: .relaxed) }
 
-    func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool {
+    public func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool {
         guard any.load(ordering: .relaxed), repository != nil else { return false }
         let subject = URLPattern.Subject(url)
         return settings.withLock { s in (kind == .request ? s.request : s.response).contains { $0.matches(subject) } }

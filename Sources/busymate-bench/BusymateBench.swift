@@ -60,11 +60,12 @@ struct BusymateBench: AsyncParsableCommand {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
                 log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
             }
-            if column == .busymate, only.isEmpty || only == "settings", let paths = proxy.group {
-                report.settingsCost = try await settingsCost(proxy, paths: paths, origin: origin, group: group)
-            }
             if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             proxy.process.stop()
+        }
+        if only.isEmpty || only == "settings" {
+            report.settingsCost = try await settingsCost(origin: origin, group: group)
+            report.breakpointCheck = try BreakpointCheckBench.run(in: work)
         }
         if only.isEmpty || only == "store" {
             log("store: \(storeRows) rows")
@@ -77,7 +78,8 @@ struct BusymateBench: AsyncParsableCommand {
         try await group.shutdownGracefully()
     }
 
-    private func measure(_ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup) async throws -> LoadResult {
+    private func measure(_ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup,
+                         seconds: Double? = nil) async throws -> LoadResult {
         try origin.pin(to: proxy == nil ? serverCore : otherCore)
         var trust = [origin.certificate.path]
         if let proxy { trust.append(proxy.caCertificate.path) }
@@ -91,10 +93,12 @@ struct BusymateBench: AsyncParsableCommand {
         var warmUp = plan
         warmUp.duration = .seconds(1)
         _ = try await LoadGenerator.run(warmUp, group: group)
-        plan.duration = .milliseconds(Int64(seconds * 1000))
+        plan.duration = .milliseconds(Int64((seconds ?? self.seconds) * 1000))
         let before = CoreLoad.read()
+        let cpuBefore = proxy.map { ProcessCPU.seconds($0.dataPathPID) }
         var result = try await LoadGenerator.run(plan, group: group)
         let after = CoreLoad.read()
+        if let proxy, let cpuBefore { result.proxyCPU = ProcessCPU.seconds(proxy.dataPathPID) - cpuBefore }
         result.serverCore = after.busy(serverCore, since: before)
         result.generatorCore = after.busy(otherCore, since: before)
         log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
@@ -102,9 +106,15 @@ struct BusymateBench: AsyncParsableCommand {
         return result
     }
 
-    /// The keep-alive cells again under each of `SettingsCostBench.variants`,
-    /// round after round; back to none set at the end.
-    private func settingsCost(_ proxy: ProxyUnderTest, paths: GroupPaths, origin: NginxOrigin, group: EventLoopGroup) async throws -> SettingsCostBench.Result {
+    /// The keep-alive cells under each of `SettingsCostBench.variants`, round
+    /// after round, on a Busymate of their own whose group (the store) is on
+    /// tmpfs: this compares CPU work, and the disk's noise would drown it.
+    private func settingsCost(origin: NginxOrigin, group: EventLoopGroup) async throws -> SettingsCostBench.Result {
+        let directory = URL(fileURLWithPath: "/dev/shm/busymate-bench-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let proxy = try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: directory, core: serverCore, origin: origin)
+        defer { proxy.process.stop() }
+        guard let paths = proxy.group else { throw BenchError("Busymate has no group") }
         let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients).filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") }
         var result = SettingsCostBench.Result()
         for round in 0..<SettingsCostBench.rounds {
@@ -113,7 +123,7 @@ struct BusymateBench: AsyncParsableCommand {
                 log("settings, round \(round + 1): \(variant.label)")
                 for scenario in cells {
                     result.cells.append(.init(round: round, variant: variant.label, scenario: scenario.name,
-                                              result: try await measure(scenario, through: proxy, origin: origin, group: group)))
+                                              result: try await measure(scenario, through: proxy, origin: origin, group: group, seconds: SettingsCostBench.seconds)))
                 }
             }
         }

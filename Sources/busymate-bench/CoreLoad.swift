@@ -27,3 +27,15 @@ struct CoreLoad {
         return (b1 - b0) / (t1 - t0)
     }
 }
+
+/// The CPU time a process's threads have had, from each thread's
+/// `schedstat` (nanoseconds): per-exchange cost, whatever the throughput.
+enum ProcessCPU {
+    static func seconds(_ pid: Int32) -> Double {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0.0) { sum, task in
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
+            return sum + (Double(text.split(separator: " ").first ?? "") ?? 0) / 1e9
+        }
+    }
+}

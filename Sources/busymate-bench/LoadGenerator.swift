@@ -32,6 +32,11 @@ struct LoadResult: Sendable {
     /// How busy the servers' core and the generator's core were.
     var serverCore = Double.nan
     var generatorCore = Double.nan
+    /// CPU seconds the proxy's process used while measured (when asked).
+    var proxyCPU = Double.nan
+
+    /// Microseconds of the proxy's CPU per request.
+    var proxyCPUPerRequest: Double { requests > 0 ? proxyCPU / Double(requests) * 1e6 : .nan }
 
     var perSecond: Double { seconds > 0 ? Double(requests) / seconds : 0 }
     var megabytesPerSecond: Double { seconds > 0 ? Double(bodyBytes) / seconds / 1_000_000 : 0 }

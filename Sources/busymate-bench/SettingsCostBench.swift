@@ -24,7 +24,9 @@ enum SettingsCostBench {
         var cells: [Cell] = []
     }
 
-    static let rounds = 3
+    static let rounds = 5
+    /// Seconds per cell (after the usual one-second warm-up).
+    static let seconds = 3.0
     static let none = Variant(label: "none set", extra: "")
     static let breakpointsElsewhere = "breakpoints on another host"
     static let variants: [Variant] = [
@@ -43,26 +45,33 @@ enum SettingsCostBench {
     }
 
     private static func median(_ values: [Double]) -> Double? {
+        let values = values.filter { !$0.isNaN }
         guard !values.isEmpty else { return nil }
         let sorted = values.sorted()
         return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
-    private static func rate(_ result: Result, _ round: Int, _ variant: String, _ scenario: String) -> Double? {
-        result.cells.first { $0.round == round && $0.variant == variant && $0.scenario == scenario }.map(\.result.perSecond)
+    enum Metric {
+        case rate, cpuPerRequest
+
+        func value(_ result: LoadResult) -> Double { self == .rate ? result.perSecond : result.proxyCPUPerRequest }
+    }
+
+    private static func value(_ result: Result, _ round: Int, _ variant: String, _ scenario: String, _ metric: Metric) -> Double? {
+        result.cells.first { $0.round == round && $0.variant == variant && $0.scenario == scenario }.map { metric.value($0.result) }
     }
 
     /// The median over rounds of `variant` / none set in the same round.
-    static func ratio(_ result: Result, _ variant: String, _ scenario: String) -> Double? {
+    static func ratio(_ result: Result, _ variant: String, _ scenario: String, _ metric: Metric) -> Double? {
         median((0..<rounds).compactMap { round in
-            guard let value = rate(result, round, variant, scenario), let base = rate(result, round, none.label, scenario), base > 0 else { return nil }
-            return value / base
+            guard let cell = value(result, round, variant, scenario, metric), let base = value(result, round, none.label, scenario, metric), base > 0 else { return nil }
+            return cell / base
         })
     }
 
     /// How far the none-set cells of one scenario spread across rounds, relative to their median: the noise.
-    static func noise(_ result: Result, _ scenario: String) -> Double? {
-        let values = (0..<rounds).compactMap { rate(result, $0, none.label, scenario) }
+    static func noise(_ result: Result, _ scenario: String, _ metric: Metric) -> Double? {
+        let values = (0..<rounds).compactMap { value(result, $0, none.label, scenario, metric) }
         guard let mid = median(values), mid > 0, let low = values.min(), let high = values.max() else { return nil }
         return (high - low) / mid
     }
@@ -73,16 +82,19 @@ enum SettingsCostBench {
 
     static func render(_ result: Result) -> String {
         let scenarios = scenarios(result)
-        var lines = ["| Busymate, settings (\(rounds) rounds) | " + scenarios.map { "\($0): median | vs none set" }.joined(separator: " | ") + " |",
-                     "|---|" + scenarios.map { _ in "---|---|" }.joined()]
+        var lines = ["| Busymate, settings (median of \(rounds) rounds) | " + scenarios.map { "\($0): tunnel CPU per request | vs none set | req/s | vs none set" }.joined(separator: " | ") + " |",
+                     "|---|" + scenarios.map { _ in "---|---|---|---|" }.joined()]
         for variant in variants.map(\.label) {
             let cells = scenarios.map { scenario -> String in
-                let values = (0..<rounds).compactMap { rate(result, $0, variant, scenario) }
-                guard let mid = median(values) else { return "– | –" }
+                let cpu = median((0..<rounds).compactMap { value(result, $0, variant, scenario, .cpuPerRequest) })
+                let rate = median((0..<rounds).compactMap { value(result, $0, variant, scenario, .rate) })
+                guard let cpu, let rate else { return "– | – | – | –" }
                 if variant == none.label {
-                    return String(format: "%.0f req/s | 1 (rounds spread %.1f %%)", mid, (noise(result, scenario) ?? 0) * 100)
+                    return String(format: "%.1f µs | 1 (rounds spread %.0f %%) | %.0f | 1 (rounds spread %.0f %%)", cpu, (noise(result, scenario, .cpuPerRequest) ?? 0) * 100,
+                                  rate, (noise(result, scenario, .rate) ?? 0) * 100)
                 }
-                return String(format: "%.0f req/s | %.3f×", mid, ratio(result, variant, scenario) ?? 0)
+                return String(format: "%.1f µs | %.3f× | %.0f | %.3f×", cpu, ratio(result, variant, scenario, .cpuPerRequest) ?? .nan, rate,
+                              ratio(result, variant, scenario, .rate) ?? .nan)
             }
             lines.append("| \(variant) | " + cells.joined(separator: " | ") + " |")
         }
