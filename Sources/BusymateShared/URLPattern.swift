@@ -48,19 +48,66 @@ public struct URLPattern: Sendable, Equatable {
     public func matches(_ url: String) -> Bool { matches(Subject(url)) }
 
     /// A URL taken apart once, for matching against many patterns.
-    public struct Subject: Sendable {
+    public struct Subject: Sendable, Equatable {
         let port: Int
         let host: [UInt8]
         let path: [UInt8]
 
+        /// Byte by byte: matching runs per request and per pattern kind, and
+        /// Foundation's string search made it microseconds.
         public init(_ url: String) {
+            let bytes = Array(url.utf8)
+            guard bytes.allSatisfy({ $0 < 0x80 }) else {
+                self.init(unicode: url)
+                return
+            }
+            func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b + 0x20 : b }
+            var start = 0
+            var scheme: [UInt8] = []
+            var i = 0
+            while i + 2 < bytes.count {
+                if bytes[i] == UInt8(ascii: ":"), bytes[i + 1] == UInt8(ascii: "/"), bytes[i + 2] == UInt8(ascii: "/") {
+                    scheme = bytes[..<i].map(lower)
+                    start = i + 3
+                    break
+                }
+                i += 1
+            }
+            let end = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
+            var host = bytes[start..<end]
+            var explicitPort: Int?
+            func port(_ digits: ArraySlice<UInt8>) -> Int? {
+                guard !digits.isEmpty, digits.count <= 10, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+                let value = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+                return (1...65535).contains(value) ? value : nil
+            }
+            if host.first == UInt8(ascii: "["), let close = host.firstIndex(of: UInt8(ascii: "]")) {
+                let after = host[(close + 1)...]
+                if after.first == UInt8(ascii: ":") { explicitPort = port(after.dropFirst()) }
+                host = host[(host.startIndex + 1)..<close]
+            } else if let colon = host.firstIndex(of: UInt8(ascii: ":")), host.lastIndex(of: UInt8(ascii: ":")) == colon,
+                      let value = port(host[(colon + 1)...]) {
+                explicitPort = value
+                host = host[..<colon]
+            }
+            var name = host.map(lower)
+            if name.last == UInt8(ascii: ".") { name.removeLast() }
+            self.init(port: explicitPort ?? (scheme == Array("http".utf8) || scheme == Array("ws".utf8) ? 80 : 443), host: name, path: Array(bytes[end...]))
+        }
+
+        private init(port: Int, host: [UInt8], path: [UInt8]) {
+            self.port = port
+            self.host = host
+            self.path = path
+        }
+
+        init(unicode url: String) {
             let scheme = url.range(of: "://").map { url[..<$0.lowerBound].lowercased() }
             let rest = URLPattern.droppingScheme(url)
             let slash = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
             let (urlHost, explicitPort) = URLPattern.splitAuthority(String(rest[..<slash]))
-            port = explicitPort ?? (scheme == "http" || scheme == "ws" ? 80 : 443)
-            host = Array(SSLProxyMatcher.normalize(urlHost).utf8)
-            path = Array(rest[slash...].utf8)
+            self.init(port: explicitPort ?? (scheme == "http" || scheme == "ws" ? 80 : 443), host: Array(SSLProxyMatcher.normalize(urlHost).utf8),
+                      path: Array(rest[slash...].utf8))
         }
     }
 
@@ -91,12 +138,18 @@ public struct URLPattern: Sendable, Equatable {
         if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
             let host = String(authority[authority.index(after: authority.startIndex)..<close])
             let after = authority[authority.index(after: close)...]
-            guard after.hasPrefix(":"), let port = Int(after.dropFirst()), (1...65535).contains(port) else { return (host, nil) }
+            guard after.hasPrefix(":"), let port = portNumber(after.dropFirst()) else { return (host, nil) }
             return (host, port)
         }
         guard let colon = authority.lastIndex(of: ":"), authority.firstIndex(of: ":") == colon,
-              let port = Int(authority[authority.index(after: colon)...]), (1...65535).contains(port) else { return (authority, nil) }
+              let port = portNumber(authority[authority.index(after: colon)...]) else { return (authority, nil) }
         return (String(authority[..<colon]), port)
+    }
+
+    /// Digits only (`Int` alone takes a sign), 1 to 65535.
+    private static func portNumber(_ text: Substring) -> Int? {
+        guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let port = Int(text), (1...65535).contains(port) else { return nil }
+        return port
     }
 
     /// `*` stands for any run of bytes; everything else is literal (`?`
