@@ -97,8 +97,9 @@ struct Report {
             With no breakpoint patterns the data path checks one flag per message; with patterns, each request's and
             response's URL is matched against them, and with rules, against those too. The variants take turns for
             \(SettingsCostBench.rounds) rounds; "vs none set" is the median over rounds of each cell against the none-set cell of its
-            own round. The tunnel's CPU time per request (all its threads, from `schedstat`) is the measure that
-            matters; requests per second, on this shared machine, drift from one round to the next.
+            own round, for the tunnel's CPU time per request (all its threads, from `schedstat`) and for requests per
+            second. On this shared machine both drift from round to round by the spread shown for none set, far more
+            than a URL match can cost, so the check timed in process below is what settles it.
 
             \(SettingsCostBench.render(settingsCost))
             \(breakpointCheckLine)
