@@ -110,10 +110,7 @@ extension ApplianceTests {
         // Two at once: exactly one wins; the other is told.
         let raced = try appliance.startCurl([url])
         let racedID = try appliance.held(1)[0]["id"] as? Int ?? 0
-        let busymate = Command.binary("busymate")
-        let a = try Command.start(busymate, ["breakpoints", "continue", "\(racedID)", "--group", appliance.group.path], in: appliance.base)
-        let b = try Command.start(busymate, ["breakpoints", "abort", "\(racedID)", "--group", appliance.group.path], in: appliance.base)
-        let results = [try a.finish(), try b.finish()]
+        let results = try appliance.continueAndAbortAtOnce(racedID)
         #expect(results.filter { $0.status == 0 }.count == 1, "\(results)")
         let loser = results.first { $0.status != 0 }
         #expect(loser?.stderr.contains("breakpoint \(racedID)") == true, "\(String(describing: loser))")
@@ -168,10 +165,7 @@ extension ApplianceTests {
         // Two at once: one wins, and the client sees that one's outcome.
         let raced = try appliance.startCurl(["--cacert", appliance.caFile.path, "\(url)/three"])
         let racedID = try appliance.held(1)[0]["id"] as? Int ?? 0
-        let busymate = Command.binary("busymate")
-        let a = try Command.start(busymate, ["breakpoints", "continue", "\(racedID)", "--group", appliance.group.path], in: appliance.base)
-        let b = try Command.start(busymate, ["breakpoints", "abort", "\(racedID)", "--group", appliance.group.path], in: appliance.base)
-        let results = [try a.finish(), try b.finish()]
+        let results = try appliance.continueAndAbortAtOnce(racedID)
         #expect(results.filter { $0.status == 0 }.count == 1, "\(results)")
         let racedDone = try raced.finish()
         #expect(results[0].status == 0 ? racedDone.stdout == "origin GET /echo-body/three\n\n200" : racedDone.status != 0, "\(racedDone)")
@@ -219,6 +213,37 @@ extension ApplianceTests {
     }
 }
 
+extension ApplianceTests {
+    /// A crashed tunnel: its client is cut off, the message is not left
+    /// "held" forever, and the next tunnel holds new ones.
+    @Test func aMessageHeldByACrashedTunnelIsMarkedAbandoned() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"]))
+        try appliance.start()
+        let url = "http://127.0.0.1:\(origin.port)/echo-body/held"
+        let client = try appliance.startCurl([url])
+        let id = try appliance.held(1)[0]["id"] as? Int ?? 0
+        let old = try appliance.status().int("tunnel.pid") ?? 0
+        kill(Int32(old), SIGKILL)
+        #expect(try client.finish().status != 0)
+        try waitUntil("a new tunnel is ready", timeout: 3) {
+            let s = try appliance.status()
+            return s.string("tunnel.state") == "ready" && (s.int("tunnel.pid") ?? old) != old
+        }
+        #expect(try appliance.breakpointEvents().first { $0["id"] as? Int == id }?["outcome"] as? String == "abandoned")
+        let late = try appliance.cli(["breakpoints", "continue", "\(id)"])
+        #expect(late.status != 0 && late.stderr.contains("no longer held: abandoned"), "\(late.stderr)")
+        // The new tunnel holds, and lets go, as the old one did.
+        let next = try appliance.startCurl([url])
+        let nextID = try appliance.held(1)[0]["id"] as? Int ?? 0
+        #expect(nextID > id)
+        #expect(try appliance.cli(["breakpoints", "continue", "\(nextID)"]).status == 0)
+        #expect(try next.finish().stdout.hasSuffix("\n200"))
+    }
+}
+
 extension Appliance {
     /// Waits until the tunnel runs on settings.json as it is now.
     func waitUntilTunnelApplied(timeout: Double = 3) throws {
@@ -241,6 +266,14 @@ extension Appliance {
             return found.count == count
         }
         return found
+    }
+
+    /// `breakpoints continue` and `breakpoints abort` on one message at
+    /// once; their results, in that order.
+    func continueAndAbortAtOnce(_ id: Int) throws -> [CommandResult] {
+        let busymate = Command.binary("busymate")
+        let racers = try ["continue", "abort"].map { try Command.start(busymate, ["breakpoints", $0, "\(id)", "--group", group.path], in: base) }
+        return try racers.map { try $0.finish() }
     }
 
     /// `breakpoints list --all --json`: oldest first.
