@@ -74,6 +74,7 @@ struct Status: AsyncParsableCommand {
         }
         let c = r.counters
         lines.append("  traffic      \(c.connectionsActive) open / \(c.connectionsTotal) connections, \(c.requestsTotal) requests, \(bytes(c.bytesFromClients)) in, \(bytes(c.bytesToClients)) out")
+        if let held = c.breakpointsHeld, held > 0 { lines.append("  breakpoints  \(held) held (busymate breakpoints list)") }
         return lines.joined(separator: "\n")
     }
 

@@ -7,6 +7,8 @@ public struct TrafficCounters: Codable, Sendable, Equatable {
     public var bytesFromClients = 0
     public var bytesToClients = 0
     public var requestsPerSecond = 0.0
+    /// Messages held at breakpoints now (nil from a tunnel that predates them).
+    public var breakpointsHeld: Int?
     public init() {}
 }
 

@@ -58,6 +58,9 @@ public final class BreakpointController: Sendable {
         }
     }
 
+    /// Messages held now (recorded, not yet resolved), for `status`.
+    public var heldCount: Int { waiters.withLock { $0.values.filter { $0.id != nil }.count } }
+
     /// No patterns: the data path does not look further.
     public var isEmpty: Bool { !any.load(ordering: .relaxed) }
 

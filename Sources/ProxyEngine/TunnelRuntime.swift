@@ -184,13 +184,19 @@ public actor TunnelRuntime {
 
     // MARK: status
 
+    private func counters() -> TrafficCounters {
+        var counters = server.stats.snapshot(now: Self.monotonic())
+        counters.breakpointsHeld = server.breakpoints.heldCount
+        return counters
+    }
+
     func status() -> TunnelStatus {
         let names = Set(listeners.keys).union(listenerErrors.keys).sorted()
         return TunnelStatus(
             pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: applied.settings.mode.rawValue,
             startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
-            counters: server.stats.snapshot(now: Self.monotonic()), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
+            counters: counters(), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
             interception: server.interception.caError.map { "off: \($0)" } ?? "on")
     }
 

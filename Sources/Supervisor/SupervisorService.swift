@@ -388,6 +388,7 @@ public actor SupervisorService {
             if let counters = tunnelStatus?.counters {
                 parts.append("\(Int(counters.requestsPerSecond.rounded())) req/s")
                 parts.append("\(counters.connectionsActive) flows")
+                if let held = counters.breakpointsHeld, held > 0 { parts.append("\(held) held") }
             }
         case (_, nil) where crashLoop: parts.append("tunnel crash-looping: \(lastExit ?? "?")")
         case (_, nil): parts.append("tunnel restarting")

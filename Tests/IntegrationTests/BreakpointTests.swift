@@ -30,6 +30,9 @@ extension ApplianceTests {
         #expect(raw.hasPrefix("POST \(base)/held/a HTTP/1.1\r\n") && raw.contains("Content-Length: 7\r\n") && raw.hasSuffix("\r\n\r\nhello=1"), "\(raw)")
         usleep(300_000)
         #expect(first.isRunning, "the request went on while held")
+        // `status` says something is held.
+        try waitUntil("status counts the held request", timeout: 2) { try appliance.status().int("counters.breakpoints_held") == 1 }
+        #expect(try appliance.cli(["status"]).stdout.contains("breakpoints  1 held"))
         // An unheld request meanwhile goes straight through.
         #expect(try appliance.curl("\(base)/free").code == 200)
         let continued = try appliance.cli(["breakpoints", "continue", "\(id)"])
