@@ -87,15 +87,22 @@ public final class BreakpointController: Sendable {
         }.whenComplete { result in
             switch result {
             case let .success(event):
-                guard let id = event.id else { return }
+                guard let id = event.id else {
+                    self.forwardUnrecorded(requestID, message, why: "the store gave the row no id")
+                    return
+                }
                 self.registered(id: id, requestID: requestID, kind: kind, url: url, timeout: timeout, on: eventLoop)
             case let .failure(error):
-                // Not recorded, so nobody could resolve it: it goes on at once.
-                self.logger.error("cannot record a held message; forwarding it", metadata: ["ERROR": "\(error)", "REQUEST_ID": "\(requestID)"])
-                self.take(requestID)?.promise.succeed(.forward(message, edited: false))
+                self.forwardUnrecorded(requestID, message, why: "\(error)")
             }
         }
         return promise.futureResult
+    }
+
+    /// Not recorded, so nobody could resolve it: it goes on at once.
+    private func forwardUnrecorded(_ requestID: String, _ message: RawHTTPMessage, why: String) {
+        logger.error("cannot record a held message; forwarding it", metadata: ["ERROR": "\(why)", "REQUEST_ID": "\(requestID)"])
+        take(requestID)?.promise.succeed(.forward(message, edited: false))
     }
 
     private func registered(id: Int64, requestID: String, kind: BreakpointEvent.Kind, url: String, timeout: Double, on eventLoop: EventLoop) {
@@ -115,11 +122,16 @@ public final class BreakpointController: Sendable {
     }
 
     private func timedOut(id: Int64) {
-        guard let repository, waiters.withLock({ $0.values.contains { $0.id == id } }) else { return }
+        guard let repository else { return }
+        let waiting: @Sendable () -> Bool = { self.waiters.withLock { $0.values.contains { $0.id == id } } }
+        guard waiting() else { return }
         NIOThreadPool.singleton.submit { _ in
-            // Loses to anyone who asked first; then their request is carried out.
-            _ = try? repository.request(id: id, .timeout)
-            self.carryOutRequests()
+            // Loses to anyone who asked first; then their request is carried
+            // out. Asked again if that was an edit refused (withdrawn).
+            for _ in 0..<2 where waiting() {
+                _ = try? repository.request(id: id, .timeout)
+                self.carryOutRequests()
+            }
         }
     }
 

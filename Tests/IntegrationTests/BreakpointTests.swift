@@ -247,6 +247,36 @@ extension ApplianceTests {
     }
 }
 
+extension ApplianceTests {
+    /// An edit that reaches the store without the CLI's check (another tool,
+    /// a hand-written UPDATE): the tunnel refuses it too, the message stays
+    /// held and open to a new request, and the timeout still applies.
+    @Test func theTunnelRefusesAMalformedEditThatBypassedTheCLI() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"], timeout: 3))
+        try appliance.start()
+        let client = try appliance.startCurl(["-d", "kept", "http://127.0.0.1:\(origin.port)/echo-body/held"])
+        let id = try appliance.held(1)[0]["id"] as? Int ?? 0
+        let store = appliance.group.appendingPathComponent("capture.sqlite").path
+        let update = try Command.run("/usr/bin/python3", ["-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1], timeout=5)
+            db.execute("UPDATE breakpoint_events SET requested = 'edit', raw_http_requested = ?, requested_at = '2026-01-01 00:00:00.000' WHERE id = ?", (b"not http at all", int(sys.argv[2])))
+            db.commit()
+            """, store, "\(id)"])
+        #expect(update.status == 0, "\(update.stderr)")
+        try waitUntil("the tunnel withdrew the edit", timeout: 2) { appliance.log.contains("refused an edited message; it stays held") }
+        let held = try appliance.held(1)
+        #expect(held[0]["id"] as? Int == id && held[0]["requested"] is NSNull)
+        #expect(client.isRunning)
+        // Then the timeout: the original goes on.
+        #expect(try client.finish().stdout == "origin POST /echo-body/held\nkept\n200")
+        #expect(try appliance.breakpointEvents().last?["outcome"] as? String == "timeout")
+    }
+}
+
 extension Appliance {
     /// Waits until the tunnel runs on settings.json as it is now.
     func waitUntilTunnelApplied(timeout: Double = 3) throws {
