@@ -91,10 +91,6 @@ public struct RawHTTPMessage: Sendable, Equatable {
         headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
     }
 
-    public mutating func remove(_ name: String) {
-        headers.removeAll { $0.name.lowercased() == name.lowercased() }
-    }
-
     /// Frames the body by `Content-Length`: a whole body is never chunked.
     /// `bodyless`: a response to HEAD, a 204 or a 304, whose length header
     /// describes a body that is not sent; it keeps its headers and no body.

@@ -60,8 +60,6 @@ public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, Mu
         self.tunnelPID = tunnelPID
     }
 
-    public var isHeld: Bool { outcome == nil }
-
     enum CodingKeys: String, CodingKey {
         case id, kind, requestID = "request_id", method, url, rawHTTPInitial = "raw_http_initial", pausedAt = "paused_at",
              tunnelPID = "tunnel_pid", requested, rawHTTPRequested = "raw_http_requested", requestedAt = "requested_at",

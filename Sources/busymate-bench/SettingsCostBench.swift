@@ -44,7 +44,7 @@ enum SettingsCostBench {
         try Wait.until("the tunnel to apply \(variant.label)", seconds: 10) { TunnelStatus.read(group.status)?.settingsSha256 == sha }
     }
 
-    private static func median(_ values: [Double]) -> Double? {
+    static func median(_ values: [Double]) -> Double? {
         let values = values.filter { !$0.isNaN }
         guard !values.isEmpty else { return nil }
         let sorted = values.sorted()

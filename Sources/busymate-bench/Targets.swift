@@ -69,7 +69,6 @@ extension Targets {
     /// The tunnel's CPU per MITM keep-alive request with nothing set (median of the settings rounds), in µs.
     static func noneSetCPUPerRequest(_ report: Report) -> Double? {
         guard let cost = report.settingsCost else { return nil }
-        let values = cost.cells.filter { $0.variant == SettingsCostBench.none.label && $0.scenario.hasPrefix("MITM") }.map(\.result.proxyCPUPerRequest).filter { !$0.isNaN }.sorted()
-        return values.isEmpty ? nil : values[values.count / 2]
+        return SettingsCostBench.median(cost.cells.filter { $0.variant == SettingsCostBench.none.label && $0.scenario.hasPrefix("MITM") }.map(\.result.proxyCPUPerRequest))
     }
 }

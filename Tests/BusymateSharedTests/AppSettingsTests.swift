@@ -33,24 +33,15 @@ import Testing
         #expect(s.drainSeconds == 1.5)
     }
 
-    private func error(_ text: String) -> SettingsError? {
-        do {
-            _ = try AppSettings.decode(text)
-            return nil
-        } catch {
-            return error
-        }
-    }
-
     @Test func syntaxErrorsCarryLineAndColumn() {
         // A missing comma at the start of line 3.
-        let e = error("{\n  \"mode\": \"proxy\"\n  \"log_level\": \"info\"\n}")
+        let e = AppSettings.decodeError("{\n  \"mode\": \"proxy\"\n  \"log_level\": \"info\"\n}")
         #expect(e?.position == SourcePosition(line: 3, column: 3))
         #expect(e?.description.hasPrefix("3:3: ") == true)
-        #expect(error("{\"a\": [1, 2,]}")?.position == SourcePosition(line: 1, column: 13))
-        #expect(error("")?.message.contains("empty") == true)
-        #expect(error("{\"mode\": \"proxy\"")?.message.contains("end of file") == true)
-        #expect(error("{\"x\": 1, \"x\": 2}")?.message == "duplicate key \"x\"")
+        #expect(AppSettings.decodeError("{\"a\": [1, 2,]}")?.position == SourcePosition(line: 1, column: 13))
+        #expect(AppSettings.decodeError("")?.message.contains("empty") == true)
+        #expect(AppSettings.decodeError("{\"mode\": \"proxy\"")?.message.contains("end of file") == true)
+        #expect(AppSettings.decodeError("{\"x\": 1, \"x\": 2}")?.message == "duplicate key \"x\"")
     }
 
     @Test func invalidValuesPointAtTheValue() {
@@ -61,26 +52,26 @@ import Testing
               }
             }
             """
-        let e = error(text)
+        let e = AppSettings.decodeError(text)
         #expect(e?.position == SourcePosition(line: 3, column: 34))
         #expect(e?.keyPath == "proxy.listen[1]")
-        #expect(error("{\"mode\": \"transparent\"}")?.message.contains("not available yet") == true)
-        #expect(error("{\"log_level\": \"loud\"}")?.keyPath == "log_level")
-        #expect(error("{\"proxy\": {\"listen\": []}}")?.keyPath == "proxy.listen")
-        #expect(error("{\"proxy\": {\"listen\": [\"localhost:9090\"]}}")?.keyPath == "proxy.listen[0]")
-        #expect(error("{\"proxy\": {\"listen\": [\"127.0.0.1:70000\"]}}") != nil)
-        #expect(error("{\"ssl_proxying\": {\"include\": [\"https://x.com\"]}}")?.keyPath == "ssl_proxying.include[0]")
-        #expect(error("{\"tunnel\": {\"user\": \"\"}}")?.keyPath == "tunnel.user")
-        #expect(error("{\"tunnel\": \"busymate\"}")?.message == "expected an object, found a string")
-        #expect(error("[]")?.message == "expected an object, found an array")
-        #expect(error("{\"capture\": {\"body_max\": \"lots\"}}")?.keyPath == "capture.body_max")
-        #expect(error("{\"capture\": {\"body_max\": -1}}")?.keyPath == "capture.body_max")
-        #expect(error("{\"capture\": {\"max_bytes\": \"1KiB\"}}")?.keyPath == "capture.max_bytes")
-        #expect(error("{\"capture\": {\"max_bytes\": true}}")?.message.hasPrefix("expected a size") == true)
+        #expect(AppSettings.decodeError("{\"mode\": \"transparent\"}")?.message.contains("not available yet") == true)
+        #expect(AppSettings.decodeError("{\"log_level\": \"loud\"}")?.keyPath == "log_level")
+        #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": []}}")?.keyPath == "proxy.listen")
+        #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"localhost:9090\"]}}")?.keyPath == "proxy.listen[0]")
+        #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"127.0.0.1:70000\"]}}") != nil)
+        #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"include\": [\"https://x.com\"]}}")?.keyPath == "ssl_proxying.include[0]")
+        #expect(AppSettings.decodeError("{\"tunnel\": {\"user\": \"\"}}")?.keyPath == "tunnel.user")
+        #expect(AppSettings.decodeError("{\"tunnel\": \"busymate\"}")?.message == "expected an object, found a string")
+        #expect(AppSettings.decodeError("[]")?.message == "expected an object, found an array")
+        #expect(AppSettings.decodeError("{\"capture\": {\"body_max\": \"lots\"}}")?.keyPath == "capture.body_max")
+        #expect(AppSettings.decodeError("{\"capture\": {\"body_max\": -1}}")?.keyPath == "capture.body_max")
+        #expect(AppSettings.decodeError("{\"capture\": {\"max_bytes\": \"1KiB\"}}")?.keyPath == "capture.max_bytes")
+        #expect(AppSettings.decodeError("{\"capture\": {\"max_bytes\": true}}")?.message.hasPrefix("expected a size") == true)
     }
 
     @Test func columnsCountCharactersNotBytes() {
-        let e = error("{\"é\": 1, \"log_level\": 7}")
+        let e = AppSettings.decodeError("{\"é\": 1, \"log_level\": 7}")
         #expect(e?.position == SourcePosition(line: 1, column: 23))
     }
 

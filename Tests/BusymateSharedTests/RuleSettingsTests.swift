@@ -2,15 +2,6 @@ import Testing
 @testable import BusymateShared
 
 @Suite struct RuleSettingsTests {
-    private func error(_ text: String) -> SettingsError? {
-        do {
-            _ = try AppSettings.decode(text)
-            return nil
-        } catch {
-            return error
-        }
-    }
-
     @Test func everyRuleKindBreakpointsAndTheUpstreamProxyAreRead() throws {
         let (s, unknown) = try AppSettings.decode("""
             {
@@ -96,14 +87,14 @@ import Testing
 
     @Test(arguments: refused)
     func badRulesAreRefusedWithWhereAndWhy(_ document: String, _ keyPath: String, _ words: String) {
-        let e = error(document)
+        let e = AppSettings.decodeError(document)
         #expect(e?.keyPath == keyPath, "\(document): \(e?.description ?? "accepted")")
         #expect(e?.message.contains(words) == true, "\(document): \(e?.description ?? "accepted")")
         #expect(e?.position != nil)
     }
 
     @Test func anErrorInARulePointsAtItsLineAndColumn() {
-        let e = error("""
+        let e = AppSettings.decodeError("""
             {
               "rules": [
                 {"name": "ok", "match": "x.test", "action": "block"},

@@ -1,4 +1,5 @@
 import Foundation
+@testable import BusymateShared
 
 /// A fresh directory under /tmp (short paths: Unix socket paths are capped
 /// at 107 bytes), removed when the test ends.
@@ -10,4 +11,16 @@ final class TestDirectory {
     }
     deinit { try? FileManager.default.removeItem(at: url) }
     var path: String { url.path }
+}
+
+extension AppSettings {
+    /// Why `text` is refused, or nil when it reads.
+    static func decodeError(_ text: String) -> SettingsError? {
+        do {
+            _ = try decode(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
 }

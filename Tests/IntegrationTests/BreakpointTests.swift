@@ -16,8 +16,7 @@ extension ApplianceTests {
     @Test func aHeldRequestGoesOnAsItWasEditedFromAFileOrInTheEditor() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Self.breakpointSettings(request: ["127.0.0.1:\(origin.port)/echo-body/held*"]))
+        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["127.0.0.1:\(origin.port)/echo-body/held*"]))
         try appliance.start()
         let base = "http://127.0.0.1:\(origin.port)/echo-body"
 
@@ -85,8 +84,7 @@ extension ApplianceTests {
     @Test func abortTimeoutAndTheFirstResolutionWins() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"]))
+        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held*"]))
         try appliance.start()
         let url = "http://127.0.0.1:\(origin.port)/echo-body/held"
         let events = try Command.start(Command.binary("busymate"), ["tail", "--events", "--group", appliance.group.path], in: appliance.base)
@@ -192,8 +190,7 @@ extension ApplianceTests {
     @Test func aKeptAliveConnectionKeepsItsOrderBehindAHeldMessage() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held-request"], response: ["*/echo-body/held-response"]))
+        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held-request"], response: ["*/echo-body/held-response"]))
         try appliance.start()
         let port = try appliance.proxyPort
         for held in ["held-request", "held-response"] {
@@ -222,8 +219,7 @@ extension ApplianceTests {
     @Test func aMessageHeldByACrashedTunnelIsMarkedAbandoned() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"]))
+        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held*"]))
         try appliance.start()
         let url = "http://127.0.0.1:\(origin.port)/echo-body/held"
         let client = try appliance.startCurl([url])
@@ -254,8 +250,7 @@ extension ApplianceTests {
     @Test func theTunnelRefusesAMalformedEditThatBypassedTheCLI() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"], timeout: 3))
+        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held*"], timeout: 3))
         try appliance.start()
         let client = try appliance.startCurl(["-d", "kept", "http://127.0.0.1:\(origin.port)/echo-body/held"])
         let id = try appliance.held(1)[0]["id"] as? Int ?? 0

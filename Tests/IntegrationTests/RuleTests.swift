@@ -55,8 +55,7 @@ extension ApplianceTests {
     @Test func aRuleChangeAppliesWithoutARestart() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Self.rulesSettings(#"{"name": "gate", "match": "*/plain", "action": "block"}"#))
+        let appliance = try Appliance(settings: Self.rulesSettings(#"{"name": "gate", "match": "*/plain", "action": "block"}"#))
         try appliance.start()
         let tunnel = try appliance.status().int("tunnel.pid")
         let url = "http://127.0.0.1:\(origin.port)/plain"
@@ -186,8 +185,7 @@ extension ApplianceTests {
     @Test func theRulesCommandEditsSettingsLiveAndExplainsMatches() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(#"{"future_feature": 1, "proxy": {"listen": ["127.0.0.1:0"]}}"#)
+        let appliance = try Appliance(settings: #"{"future_feature": 1, "proxy": {"listen": ["127.0.0.1:0"]}}"#)
         try appliance.start()
         let url = "http://127.0.0.1:\(origin.port)/plain"
         #expect(try appliance.curl(url).code == 200)
