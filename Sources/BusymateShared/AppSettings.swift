@@ -16,8 +16,6 @@ public struct AppSettings: Sendable, Equatable {
     public var insecureUpstream: [String] = []
     /// A PEM bundle trusted for upstream servers besides the system store.
     public var upstreamTrust: String?
-    public var tunnelUser = "busymate"
-    public var tunnelGroup = "busymate"
     /// How long a replaced tunnel may finish requests in flight.
     public var drainSeconds: Double = 5
     /// Retention: the oldest exchanges go beyond this many.
@@ -50,8 +48,6 @@ public struct AppSettings: Sendable, Equatable {
             "exclude": []
           },
           "tunnel": {
-            "user": "busymate",
-            "group": "busymate",
             "drain_seconds": 5
           }
         }
@@ -88,7 +84,16 @@ extension AppSettings {
         "capture": ["max_exchanges", "max_bytes", "body_max"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
-        "tunnel": ["user", "group", "drain_seconds"],
+        "tunnel": ["drain_seconds"],
+    ]
+
+    /// Keys that once chose what the root supervisor does with privileges.
+    /// The file is group-writable, so they are ignored (kept in the file,
+    /// listed as unknown) and each gets a warning that says where the
+    /// setting lives now.
+    public static let rootOnlyKeys: [String: String] = [
+        "tunnel.user": "whom the tunnel runs as is busymate-app's --tunnel-user option (the unit's command line), which only root can change",
+        "tunnel.group": "the tunnel's group is busymate-app's --tunnel-group option (the unit's command line), which only root can change",
     ]
 
     /// Parses and validates `text`; the error names line and column.
@@ -167,8 +172,6 @@ extension AppSettings {
             }
             if let tunnel = root["tunnel"] {
                 try object(tunnel, path: "tunnel")
-                if let node = tunnel["user"] { s.tunnelUser = try name(node, path: "tunnel.user") }
-                if let node = tunnel["group"] { s.tunnelGroup = try name(node, path: "tunnel.group") }
                 if let node = tunnel["drain_seconds"] {
                     let value = try number(node, path: "tunnel.drain_seconds")
                     guard (0...300).contains(value) else {
@@ -261,17 +264,6 @@ extension AppSettings {
                 out.append(item.text)
             }
             return out
-        }
-
-        func name(_ node: JSONNode, path: String) throws(SettingsError) -> String {
-            let text = try string(node, path: path)
-            let allowed = text.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
-                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-            guard !text.isEmpty, text.count <= 32, allowed else {
-                throw SettingsError(message: "\"\(text)\" is not a user or group name", position: node.position, keyPath: path)
-            }
-            return text
         }
     }
 }

@@ -25,6 +25,16 @@ public struct AppliedSettings: Sendable {
         unknownKeys = snapshot.unknownKeys
     }
 
+    /// `tunnel.user` and the like are no longer read from the group-writable
+    /// file; say so rather than ignore them silently.
+    public static func warnAboutRootOnlyKeys(_ keys: [String], logger: Logger) {
+        for key in keys {
+            if let reason = AppSettings.rootOnlyKeys[key] {
+                logger.warning("settings.json's \(key) is ignored: \(reason)", metadata: ["KEY": "\(key)"])
+            }
+        }
+    }
+
     public mutating func apply(_ snapshot: SettingsSnapshot, logger: Logger) -> Outcome {
         switch snapshot.result {
         case let .success(new):
@@ -37,6 +47,7 @@ public struct AppliedSettings: Sendable {
             settings = new
             sha256 = snapshot.sha256
             LogControl.level = new.logLevel
+            Self.warnAboutRootOnlyKeys(snapshot.unknownKeys, logger: logger)
             if !snapshot.unknownKeys.isEmpty {
                 logger.notice("settings.json has keys this version does not know; kept as they are",
                               metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])

@@ -44,10 +44,13 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
     public var lastError: String?
     /// "on", or "off: <why>" when HTTPS cannot be intercepted (no usable CA).
     public var interception: String?
+    /// "ok", or what is wrong with the capture store (cannot be opened, a
+    /// full disk); nil from a tunnel that predates it.
+    public var store: String?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
                 updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],
-                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil) {
+                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil, store: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -63,6 +66,7 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
         self.supervisorAttached = supervisorAttached
         self.lastError = lastError
         self.interception = interception
+        self.store = store
     }
 
     public static func read(_ url: URL) -> TunnelStatus? {

@@ -242,6 +242,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
+        if let (status, why) = RequestHeadCheck.problem(head) {
+            refuse(status, why, context: context)
+            return
+        }
         if let rule = plan.block {
             block(by: rule, keepAlive: head.isKeepAlive, context: context)
             return
@@ -274,9 +278,14 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Connection", value: "Upgrade")
             headers.add(name: "Upgrade", value: upgrade)
         }
-        if !headers.contains(name: "host") {
-            headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
+        // RFC 9112 §3.2.2: an absolute-form URL's authority is the Host,
+        // whatever the client's own Host header said.
+        if case .absoluteForm = route {
+            headers.replaceOrAdd(name: "Host", value: target.port == 80 ? ExchangeCapture.bracketed(target.host) : target.description)
+        } else if !headers.contains(name: "host") {
+            headers.add(name: "Host", value: target.port == 443 ? ExchangeCapture.bracketed(target.host) : target.description)
         }
+        headers.add(name: "Via", value: LoopGuard.shared.via(receivedAs: head.version))
         // map_remote: the row keeps what the client asked for; upstream gets the rule's destination.
         var (destination, path, secure) = (target, originForm, { if case .intercepted = route { true } else { false } }())
         if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
@@ -303,6 +312,16 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             closeUpstream()
             connect(to: destination, secure: secure, via: chained, first: .head(upstreamHead), override: plan.hostOverride, context: context)
         }
+    }
+
+    /// A request that must not go on (RequestHeadCheck): answered here,
+    /// recorded with why, and the connection closed (its framing is suspect).
+    private func refuse(_ status: HTTPResponseStatus, _ why: String, context: ChannelHandlerContext) {
+        exchange = .rejected
+        exchangeCapture?.answered(status)
+        submitCapture(error: why)
+        logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
+        ProxyReply.write(status, "Busymate: \(why)", close: true, context: context, wrap: Self.wrapOutboundOut)
     }
 
     /// A block rule: answer (or hang up) here; nothing goes upstream, and
@@ -419,7 +438,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
                     let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)
                     try channel.pipeline.syncOperations.addHandlers([
-                        HTTPRequestEncoder(), ByteToMessageHandler(decoder), NIOHTTPRequestHeadersValidator(), boundUpstream.value,
+                        HTTPRequestEncoder(), ByteToMessageHandler(decoder), UpstreamRequestValidator(), boundUpstream.value,
                     ])
                 }
             }
@@ -782,7 +801,7 @@ extension HTTPForwardHandler {
             try Self.remove(DrainHandler.self, from: client)
             try Self.remove(ConnectHandler.self, from: client)
             try Self.remove(UpstreamHandler.self, from: server)
-            try Self.remove(NIOHTTPRequestHeadersValidator.self, from: server)
+            try Self.remove(UpstreamRequestValidator.self, from: server)
             try Self.remove(HTTPRequestEncoder.self, from: server)
             server.removeHandler(context: try server.context(handlerType: ByteToMessageHandler<HTTPResponseDecoder>.self), promise: nil)
             client.removeHandler(self, promise: nil)

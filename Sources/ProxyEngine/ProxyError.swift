@@ -59,6 +59,7 @@ enum ProxyError: Error, CustomStringConvertible {
     static func describe(_ error: Error) -> String {
         if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
         if let nio = error as? NIOConnectionError {
+            if let loop = (nio.dnsAError ?? nio.dnsAAAAError) as? SelfLoopError { return loop.description }
             if let dns = nio.dnsAAAAError ?? nio.dnsAError { return "DNS lookup failed: \(dns)" }
             if let first = nio.connectionErrors.first { return describe(first.error) }
             return "no address to connect to"
@@ -77,7 +78,7 @@ struct ProxyReply {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
         headers.add(name: "Content-Length", value: "\(buffer.readableBytes)")
-        headers.add(name: "Via", value: "1.1 busymate")
+        headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
         if close { headers.add(name: "Connection", value: "close") }
         let head = HTTPResponseHead(version: .http1_1, status: status, headers: headers)
         context.write(wrap(.head(head)), promise: nil)

@@ -47,6 +47,10 @@ public final class ProxyServer: Sendable {
             .serverChannelInitializer { [quiesce] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
+                    // The future-based bootstrap does not add NIO's backoff
+                    // (its async one does): without it, running out of
+                    // descriptors spun the accept loop at 100 % CPU.
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(backoffProvider: Self.acceptBackoff))
                     try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger())
                 }
             }
@@ -60,7 +64,17 @@ public final class ProxyServer: Sendable {
             }
             .withBoundSocket(descriptor)
             .get()
+        if let local = channel.localAddress { LoopGuard.shared.listening(on: local) }
         return ServingListener(channel: channel, quiesce: quiesce)
+    }
+
+    /// Out of descriptors or memory: stop accepting for a moment (the kernel
+    /// keeps new clients in the backlog) while open connections go on.
+    @Sendable static func acceptBackoff(_ error: IOError) -> TimeAmount? {
+        switch error.errnoCode {
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .milliseconds(250)
+        default: return nil
+        }
     }
 
     /// The pipeline of one client connection.
@@ -93,6 +107,7 @@ public final class ProxyServer: Sendable {
         // client would get a reset. So stop reading first, let one task pass
         // through every loop (set-ups queued before it finish), then close.
         for listener in listeners {
+            if let local = listener.channel.localAddress { LoopGuard.shared.stopped(listening: local) }
             try? await listener.channel.setOption(ChannelOptions.autoRead, value: false).get()
         }
         for loop in group.makeIterator() { try? await loop.submit {}.get() }
@@ -139,12 +154,25 @@ final class ConnectionCounter: ChannelInboundHandler {
 }
 
 /// A failed accept or child set-up only shows as an error on the server
-/// channel; say so instead of losing it.
+/// channel; say so instead of losing it, at most once per 10 s (with how
+/// many were left unsaid), as a flood of them is what it reports.
 final class AcceptErrorLogger: ChannelInboundHandler {
     typealias InboundIn = NIOAny
     private let logger = Logger(label: "busymate.proxy")
+    private var lastLogged: NIODeadline?
+    private var unsaid = 0
+    static let interval = TimeAmount.seconds(10)
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        logger.error("cannot accept a connection", metadata: ["ERROR": "\(error)"])
+        let now = NIODeadline.now()
+        if let last = lastLogged, now - last < Self.interval {
+            unsaid += 1
+            return
+        }
+        var metadata: Logger.Metadata = ["ERROR": "\(error)"]
+        if unsaid > 0 { metadata["SINCE_LAST"] = "\(unsaid) more" }
+        logger.error("cannot accept a connection", metadata: metadata)
+        lastLogged = now
+        unsaid = 0
     }
 }

@@ -34,9 +34,15 @@ public actor TunnelRuntime {
     private var state = TunnelState.starting
     private var link: LinkConnection?
     private var lastWritten: TunnelStatus?
+    private var settingsReads = 0
+    private var settingsApplied = 0
 
-    init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot) {
+    /// Why there is no store at all (it could not be opened).
+    private let storeError: String?
+
+    init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot, storeError: String? = nil) {
         self.paths = paths
+        self.storeError = storeError
         self.server = server
         self.notifier = notifier
         self.privileges = privileges
@@ -162,18 +168,25 @@ public actor TunnelRuntime {
 
     // MARK: settings
 
+    /// Reads and parses off the actor, which answers the supervisor's pings;
+    /// a read that finishes after a later one is dropped.
     func reloadSettings() async {
-        let previous = applied.settings
-        if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger) {
+        settingsReads += 1
+        let ticket = settingsReads
+        let snapshot = await Self.readSettings(paths.settings)
+        guard ticket > settingsApplied else { return }
+        settingsApplied = ticket
+        if case .applied = applied.apply(snapshot, logger: settingsLogger) {
             server.interception.apply(applied.settings)
             server.rules.apply(applied.settings)
             server.breakpoints.apply(applied.settings)
             server.capture?.apply(applied.settings)
-            if applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
-                settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
-            }
         }
         await publish()
+    }
+
+    @concurrent nonisolated static func readSettings(_ url: URL) async -> SettingsSnapshot {
+        SettingsFile.read(url)
     }
 
     /// The CA changed on disk (or `caDidChange`): reload it; idempotent.
@@ -197,7 +210,8 @@ public actor TunnelRuntime {
             startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
             counters: counters(), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
-            interception: server.interception.caError.map { "off: \($0)" } ?? "on")
+            interception: server.interception.caError.map { "off: \($0)" } ?? "on",
+            store: storeError ?? server.capture?.storeProblem ?? "ok")
     }
 
     /// Writes `status.json` when something a reader cares about changed,

@@ -44,6 +44,8 @@ public actor SupervisorService {
     var shuttingDown = false
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
+    var settingsReads = 0
+    var settingsApplied = 0
 
     init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info) {
         self.paths = paths
@@ -118,9 +120,22 @@ public actor SupervisorService {
             handOver()
             return
         }
-        guard current?.pid == exit.pid else { return }
+        guard let ended = current, ended.pid == exit.pid else { return }
         current = nil
         lastExit = exit.description
+        // A replacement that never took over: the tunnel it was to replace
+        // still serves (it was not asked to drain), so it stays the current
+        // one. Otherwise status would say "crash loop" while it serves, and
+        // the next restart would start a second tunnel beside it.
+        if !ended.serveSent, !ended.adopted, !shuttingDown,
+           let (pid, previous) = draining.first(where: { $0.value.drainRequestedAt == nil && ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key) }) {
+            draining[pid] = nil
+            current = previous
+            lastExit = "replacement \(exit.pid) \(exit.description) before taking over"
+            logger.error("the new tunnel exited before taking over; the running one goes on serving",
+                         metadata: ["TUNNEL_PID": "\(pid)", "FAILED_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            return
+        }
         notifier?.post(.tunnelStateChanged, payload: "exited")
         if shuttingDown || desired == .stopped {
             logger.info("the tunnel stopped", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
@@ -324,13 +339,26 @@ public actor SupervisorService {
 
     // MARK: settings and CA
 
-    func reloadSettings() {
-        if case let .applied(previous) = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger),
+    /// Reads and parses off the actor, which answers the tunnel's pings and
+    /// the watchdog: a large file must not stall health. A read that
+    /// finishes after a later one is dropped.
+    func reloadSettings() async {
+        settingsReads += 1
+        let ticket = settingsReads
+        let snapshot = await Self.readSettings(paths.settings)
+        guard ticket > settingsApplied else { return }
+        settingsApplied = ticket
+        GroupDirectory.protectSettings(paths)
+        if case let .applied(previous) = applied.apply(snapshot, logger: settingsLogger),
            previous.listen != settings.listen, desired == .running {
             bindListeners()
             reconcileListeners()
         }
         Systemd.status(pill())
+    }
+
+    @concurrent nonisolated static func readSettings(_ url: URL) async -> SettingsSnapshot {
+        SettingsFile.read(url)
     }
 
     func reloadCA() {
@@ -390,6 +418,7 @@ public actor SupervisorService {
                 parts.append("\(counters.connectionsActive) flows")
                 if let held = counters.breakpointsHeld, held > 0 { parts.append("\(held) held") }
             }
+            if let store = tunnelStatus?.store, store != "ok" { parts.append("capture failing: \(store)") }
         case (_, nil) where crashLoop: parts.append("tunnel crash-looping: \(lastExit ?? "?")")
         case (_, nil): parts.append("tunnel restarting")
         case let (_, state?): parts.append("tunnel \(state.rawValue)")
@@ -413,7 +442,7 @@ public actor SupervisorService {
             settingsSha256: tunnelStatus?.settingsSha256, settingsError: tunnelStatus?.settingsError,
             startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
             nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false,
-            interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError)
+            interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError, store: tunnelStatus?.store)
         let listenerStatus = settings.listen.map { address in
             ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
                            error: listenerErrors[address.description])

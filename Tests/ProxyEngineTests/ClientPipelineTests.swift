@@ -10,7 +10,7 @@ import Testing
         let channel = EmbeddedChannel()
         try ProxyServer.configureClientPipeline(channel.pipeline.syncOperations, logger: Logger(label: "test"), stats: TrafficStats(),
                                                 interception: Interception(), rules: RuleEngine(),
-                                                breakpoints: BreakpointController(repository: nil, notifier: nil, groupPath: "/nonexistent"))
+                                                breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"))
         return channel
     }
 
