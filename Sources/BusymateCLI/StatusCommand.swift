@@ -68,6 +68,7 @@ struct Status: AsyncParsableCommand {
         }
         for l in r.listeners {
             lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")
+            if let warning = l.warning { lines.append("⚠ open proxy   \(warning)") }
         }
         lines.append("\(mark(r.ca.present && r.ca.error == nil)) CA           \(r.ca.present ? "present" : "missing")\(r.ca.error.map { " (\($0))" } ?? "")")
         lines.append("\(mark(r.ca.trusted)) CA trust     \(r.ca.trusted ? "in the system trust store" : "not in the system trust store")")

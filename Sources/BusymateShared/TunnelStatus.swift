@@ -18,10 +18,13 @@ public struct ListenerStatus: Codable, Sendable, Equatable {
     /// What the socket is bound to (differs for port 0).
     public var bound: String?
     public var error: String?
-    public init(address: String, bound: String?, error: String?) {
+    /// An open proxy: a listener that is not on loopback.
+    public var warning: String?
+    public init(address: String, bound: String?, error: String?, warning: String? = nil) {
         self.address = address
         self.bound = bound
         self.error = error
+        self.warning = warning
     }
 }
 

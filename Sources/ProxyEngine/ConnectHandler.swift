@@ -283,6 +283,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
             ops.removeHandler(context: decoder, promise: nil)
         }
+        if let h = try? ops.handler(type: RequestLineTap.self) { ops.removeHandler(h, promise: nil) }
     }
 
     private func removeHTTPHandlers(context: ChannelHandlerContext) {

@@ -806,6 +806,7 @@ extension HTTPForwardHandler {
             server.removeHandler(context: try server.context(handlerType: ByteToMessageHandler<HTTPResponseDecoder>.self), promise: nil)
             client.removeHandler(self, promise: nil)
             client.removeHandler(context: try client.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+            try Self.remove(RequestLineTap.self, from: client)
             // Reads held while this handler forwarded HTTP start again.
             context.channel.read()
             upstreamChannel.read()

@@ -41,6 +41,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
         let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture)
         let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules,
                                          breakpoints: breakpoints, interception: interception, capture: capture)
+        let tap = RequestLineTap()
         let handlers: [ChannelHandler] = [
             TLSHelloSniffer(.client) { hello in
                 watcher.sni = hello.sni
@@ -49,10 +50,11 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             NIOSSLServerHandler(context: serverContext),
             watcher,
             HTTPResponseEncoder(configuration: encoderConfig),
-            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
+            tap,
+            ProtocolErrorResponder.requestDecoder(),
             DrainHandler(),
             HTTPServerPipelineHandler(),
-            ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target),
+            ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target, tap: tap),
             forward,
         ]
         try pipeline.addHandlers(handlers, position: .after(handler))

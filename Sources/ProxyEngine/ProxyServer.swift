@@ -87,10 +87,12 @@ public final class ProxyServer: Sendable {
         encoderConfig.automaticallySetFramingHeaders = false
         try ops.addHandler(ConnectionCounter(stats: stats))
         try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+        let tap = RequestLineTap()
+        try ops.addHandler(tap)
+        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger))
+        try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger, tap: tap))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, breakpoints: breakpoints,
                                           capture: capture))
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, breakpoints: breakpoints, interception: interception,

@@ -89,6 +89,7 @@ public actor SupervisorService {
                 listeners.append(socket)
                 listenerErrors[address.description] = nil
                 logger.info("listening", metadata: ["LISTENER": "\(socket.bound)"])
+                if let warning = address.exposureWarning { logger.warning("open proxy: \(warning)", metadata: ["LISTENER": "\(socket.bound)"]) }
             } catch {
                 listenerErrors[address.description] = "\(error)"
                 logger.error("cannot listen", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
@@ -445,7 +446,7 @@ public actor SupervisorService {
             interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError, store: tunnelStatus?.store)
         let listenerStatus = settings.listen.map { address in
             ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
-                           error: listenerErrors[address.description])
+                           error: listenerErrors[address.description], warning: address.exposureWarning)
         }
         return StatusReport(
             group: paths.root.path, mode: settings.mode.rawValue,
