@@ -35,6 +35,8 @@ public actor TunnelRuntime {
     private var link: LinkConnection?
     private var lastWritten: TunnelStatus?
     private var settingsReads = 0
+    /// Said once, not every half second.
+    private var statusWriteFailed = false
     private var settingsApplied = 0
 
     /// Why there is no store at all (it could not be opened).
@@ -227,9 +229,20 @@ public actor TunnelRuntime {
             if a == b { return }
         }
         do {
-            try AtomicFile.write(try StatusCoding.encoder.encode(current), to: paths.status, mode: 0o644, sync: false)
+            let data = try StatusCoding.encoder.encode(current)
+            do {
+                try AtomicFile.write(data, to: paths.status, mode: 0o644, sync: false)
+                statusWriteFailed = false
+            } catch {
+                // A full disk has no room for a new file, but the old one's
+                // block can take the new text: status must say "disk full".
+                try AtomicFile.overwriteInPlace(data, at: paths.status)
+                if !statusWriteFailed { logger.warning("status.json rewritten in place (no room for a new file)", metadata: ["ERROR": "\(error)"]) }
+                statusWriteFailed = true
+            }
         } catch {
-            logger.error("cannot write status.json", metadata: ["ERROR": "\(error)"])
+            if !statusWriteFailed { logger.error("cannot write status.json", metadata: ["ERROR": "\(error)"]) }
+            statusWriteFailed = true
         }
         current.updatedAt = Date()
         let stateChanged = lastWritten?.state != current.state
