@@ -158,6 +158,13 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
+        // A body that stopped parsing mid-request: ProtocolErrorResponder
+        // answered; this exchange's row says so rather than "client closed".
+        if let parse = error as? HTTPParserError, exchangeCapture != nil {
+            let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
+            exchangeCapture?.answered(status)
+            submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
+        }
         closeUpstream()
         context.close(promise: nil)
     }
@@ -193,9 +200,20 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? {
         switch route {
         case .absoluteForm:
-            return ProxyTarget.parseAbsoluteForm(head.uri)
+            guard let parsed = ProxyTarget.parseAbsoluteForm(head.uri) else { return nil }
+            // RFC 9112 §3.2.4: OPTIONS to a URL without a path asks about
+            // the server itself, and goes on as `OPTIONS *`.
+            if head.method == .OPTIONS, let scheme = head.uri.range(of: "://"), !head.uri[scheme.upperBound...].contains("/") {
+                return (parsed.target, "*")
+            }
+            return parsed
         case let .intercepted(target, _):
-            if head.uri.hasPrefix("/") || head.uri == "*" { return (target, head.uri) }
+            if head.uri.hasPrefix("/") {
+                // As in absolute-form: a fragment never goes on the wire (RFC 9110 §4.2.4).
+                guard let hash = head.uri.utf8.firstIndex(of: UInt8(ascii: "#")) else { return (target, head.uri) }
+                return (target, String(head.uri[..<hash]))
+            }
+            if head.uri == "*" { return (target, head.uri) }
             // Absolute-form inside the tunnel: the tunnel's host still decides.
             guard let schemeEnd = head.uri.range(of: "://") else { return nil }
             let rest = head.uri[schemeEnd.upperBound...]

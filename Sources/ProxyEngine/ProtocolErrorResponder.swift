@@ -69,11 +69,14 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
         case .invalidURL, .invalidPath, .invalidQueryString, .invalidFragment, .invalidHost, .invalidPort:
             return "the request target has a byte HTTP does not allow there (bytes outside ASCII, spaces and control characters must be percent-encoded)"
         case .invalidMethod: return "the method is not an HTTP token"
-        case .invalidVersion: return "the request line does not end in HTTP/1.0 or HTTP/1.1"
+        case .invalidVersion: return "the request line is not \"METHOD target HTTP/1.x\" ended by CRLF"
         case .invalidHeaderToken: return "a header name or value has a byte HTTP does not allow"
         case .invalidContentLength: return "Content-Length is not a single number"
-        case .unexpectedContentLength: return "Content-Length and Transfer-Encoding together (a smuggling shape)"
+        case .unexpectedContentLength: return "Content-Length given twice, or with Transfer-Encoding (a smuggling shape)"
         case .invalidChunkSize: return "a chunk size is not hexadecimal"
+        case .unknown:
+            // llhttp's codes NIO does not name: in practice framing.
+            return "the message framing is not valid (Content-Length with Transfer-Encoding, a Transfer-Encoding that does not end in chunked, or a bad chunk)"
         default: return "malformed HTTP (\(error))"
         }
     }

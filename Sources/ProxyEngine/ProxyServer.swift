@@ -47,10 +47,7 @@ public final class ProxyServer: Sendable {
             .serverChannelInitializer { [quiesce] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
-                    // The future-based bootstrap does not add NIO's backoff
-                    // (its async one does): without it, running out of
-                    // descriptors spun the accept loop at 100 % CPU.
-                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(backoffProvider: Self.acceptBackoff))
+                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
                     try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger())
                 }
             }
@@ -66,15 +63,6 @@ public final class ProxyServer: Sendable {
             .get()
         if let local = channel.localAddress { LoopGuard.shared.listening(on: local) }
         return ServingListener(channel: channel, quiesce: quiesce)
-    }
-
-    /// Out of descriptors or memory: stop accepting for a moment (the kernel
-    /// keeps new clients in the backlog) while open connections go on.
-    @Sendable static func acceptBackoff(_ error: IOError) -> TimeAmount? {
-        switch error.errnoCode {
-        case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .milliseconds(250)
-        default: return nil
-        }
     }
 
     /// The pipeline of one client connection.
@@ -152,6 +140,31 @@ final class ConnectionCounter: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         stats.connectionClosed()
         context.fireChannelInactive()
+    }
+}
+
+/// Out of descriptors or memory: stop accepting for a moment (the kernel
+/// keeps new clients in the backlog) while the open connections go on. NIO's
+/// `AcceptBackoffHandler` only delays the next `read`, but a failed accept
+/// leaves the listener registered for readability, and epoll reported it
+/// again at once: the tunnel spun at 100 % CPU. Turning `autoRead` off
+/// takes it out of epoll until the pause is over.
+final class AcceptPause: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    static let pause = TimeAmount.milliseconds(250)
+    private var paused = false
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let io = error as? IOError, [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(io.errnoCode), !paused {
+            paused = true
+            let channel = context.channel
+            try? channel.syncOptions?.setOption(.autoRead, value: false)
+            context.eventLoop.assumeIsolated().scheduleTask(in: Self.pause) {
+                self.paused = false
+                if channel.isActive { try? channel.syncOptions?.setOption(.autoRead, value: true) }
+            }
+        }
+        context.fireErrorCaught(error)
     }
 }
 

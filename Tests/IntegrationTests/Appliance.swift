@@ -16,6 +16,9 @@ final class Appliance: @unchecked Sendable {
     let isolatedNetwork: Bool
     /// Added to `busymate-app`'s command line (as the unit's `ExecStart=` would).
     var supervisorArguments: [String] = []
+    /// Run in front of `busymate-app` (e.g. `prlimit --nofile=256:256 --`);
+    /// it must exec, so the pid stays the supervisor's.
+    var launchPrefix: [String] = []
 
     static let defaultSettings = """
         {
@@ -102,6 +105,9 @@ final class Appliance: @unchecked Sendable {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
             process.arguments = ["--net", "--", "/bin/sh", "-c", "ip link set lo up && exec \"$0\" \"$@\"",
                                  Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
+        } else if let first = launchPrefix.first {
+            process.executableURL = URL(fileURLWithPath: first)
+            process.arguments = Array(launchPrefix.dropFirst()) + [Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
         } else {
             process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
             process.arguments = ["--group", group.path] + supervisorArguments
