@@ -7,14 +7,22 @@
 #   tests/systemd/run.sh          (as root; about 2 minutes the first time on
 #                                  a machine, for the debootstrap)
 #
-# The rootfs is kept in $BUSYMATE_BOX_DIR (default /var/tmp/busymate-box) and
-# reused; the container has its own network namespace with only loopback.
+# The container is named $BUSYMATE_BOX_NAME (default busymate-box) and its
+# rootfs is kept in $BUSYMATE_BOX_DIR (default /var/tmp/$BUSYMATE_BOX_NAME)
+# and reused; the container has its own network namespace with only loopback.
+# Two runs on one machine need distinct names (nspawn locks the rootfs, and
+# the name also names the box's cgroups):
+#
+#   BUSYMATE_BOX_NAME=busymate-box-mine tests/systemd/run.sh
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-box_dir=${BUSYMATE_BOX_DIR:-/var/tmp/busymate-box}
+name=${BUSYMATE_BOX_NAME:-busymate-box}
+case "$name" in
+  ''|*[!A-Za-z0-9_-]*) echo "systemd-test: BUSYMATE_BOX_NAME must be letters, digits, - and _ (got \"$name\")" >&2; exit 2 ;;
+esac
+box_dir=${BUSYMATE_BOX_DIR:-/var/tmp/$name}
 root=$box_dir/rootfs
-name=busymate-box
 box_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 failures=0
 passes=0
