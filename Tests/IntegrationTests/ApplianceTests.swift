@@ -385,6 +385,10 @@ import Glibc
         #expect(uids.count == 4 && uids.allSatisfy { $0 != "0" }, "Uid: \(proc["Uid"] ?? "nil")")
         #expect(proc["CapEff"] == "0000000000000000")
         #expect(proc["CapPrm"] == "0000000000000000")
+        #expect(proc["CapInh"] == "0000000000000000")
+        #expect(proc["CapAmb"] == "0000000000000000")
+        // The bounding set is emptied too: nothing it executes could regain a capability.
+        #expect(proc["CapBnd"] == "0000000000000000")
         #expect(proc["NoNewPrivs"] == "1")
         #expect(try appliance.status().int("tunnel.uid") == Int(PrivilegeDrop.lookupUser("busymate") ?? 0))
         // It can read the CA key and write the store's directory, not replace the CA.
