@@ -35,7 +35,7 @@ public enum PrivilegeDrop {
             throw Failure(description: "group \"\(group)\" does not exist; create it with systemd-sysusers or `groupadd --system \(group)`")
         }
         guard uid != 0, gid != 0 else {
-            throw Failure(description: "refusing to run the tunnel as root (tunnel.user \"\(user)\" / tunnel.group \"\(group)\" resolve to id 0)")
+            throw Failure(description: "refusing to run the tunnel as root (--tunnel-user \"\(user)\" / --tunnel-group \"\(group)\" resolve to id 0)")
         }
         guard busymate_setgroups1(gid) == 0 else { throw failure("setgroups") }
         guard busymate_setresgid(gid, gid, gid) == 0 else { throw failure("setresgid") }
