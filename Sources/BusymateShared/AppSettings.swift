@@ -29,6 +29,28 @@ public struct AppSettings: Sendable, Equatable {
     public var breakpoints = BreakpointSettings()
     /// Every upstream dial goes through it, but for `bypass` hosts.
     public var upstreamProxy: UpstreamProxySetting?
+    public var timeouts = Timeouts()
+
+    /// How long the proxy waits on each side, in the style of nginx's
+    /// `client_header_timeout` and HAProxy's `timeout http-request`.
+    public struct Timeouts: Sendable, Equatable {
+        /// A request head (from its first byte, or from the connection's
+        /// start) must be whole within this: slowloris ends here.
+        public var requestHead: Double = 30
+        /// A keep-alive connection with no request in flight closes after this.
+        public var idle: Double = 60
+        /// A request body that sends no byte for this long is given up.
+        public var bodyProgress: Double = 60
+        /// The client's TLS handshake with an intercepting tunnel.
+        public var tlsHandshake: Double = 10
+        /// From the request's end reaching the server to its response head.
+        public var upstreamResponse: Double = 120
+
+        public init() {}
+
+        /// Setting name, value, as settings.json spells them.
+        public static let keys = ["request_head_seconds", "idle_seconds", "body_seconds", "tls_handshake_seconds", "upstream_response_seconds"]
+    }
 
     public init() {}
 
@@ -78,7 +100,8 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy"],
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts"],
+        "timeouts": Set(Timeouts.keys),
         "breakpoints": ["request", "response", "timeout_seconds"],
         "upstream_proxy": ["host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max"],
@@ -179,6 +202,22 @@ extension AppSettings {
                     }
                     s.drainSeconds = value
                 }
+            }
+            if let timeouts = root["timeouts"] {
+                try object(timeouts, path: "timeouts")
+                func seconds(_ key: String, _ keyPath: WritableKeyPath<Timeouts, Double>) throws(SettingsError) {
+                    guard let node = timeouts[key] else { return }
+                    let value = try number(node, path: "timeouts.\(key)")
+                    guard value >= 0.1, value <= 86_400 else {
+                        throw SettingsError(message: "must be between 0.1 and 86400 seconds", position: node.position, keyPath: "timeouts.\(key)")
+                    }
+                    s.timeouts[keyPath: keyPath] = value
+                }
+                try seconds("request_head_seconds", \.requestHead)
+                try seconds("idle_seconds", \.idle)
+                try seconds("body_seconds", \.bodyProgress)
+                try seconds("tls_handshake_seconds", \.tlsHandshake)
+                try seconds("upstream_response_seconds", \.upstreamResponse)
             }
             if let capture = root["capture"] {
                 try object(capture, path: "capture")

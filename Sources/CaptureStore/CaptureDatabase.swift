@@ -47,13 +47,16 @@ public final class CaptureDatabase: Sendable {
         if owner && !readOnly {
             try Self.migrator.migrate(pool)
             // Readers need write access to -shm too: group-writable files.
-            // Only files this process owns, and never through a link.
+            // Only files this process owns, and never through a link. By
+            // path, not by opening them: closing any descriptor of the
+            // database drops this process's POSIX locks on it, and SQLite
+            // in another process then took itself for the last connection
+            // and deleted the WAL under the tunnel.
             for suffix in ["", "-wal", "-shm"] {
-                let fd = open(paths.captureDatabase.path + suffix, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-                guard fd >= 0 else { continue }
+                let path = paths.captureDatabase.path + suffix
                 var st = stat()
-                if fstat(fd, &st) == 0, st.st_uid == geteuid(), st.st_mode & S_IFMT == S_IFREG { fchmod(fd, 0o660) }
-                close(fd)
+                guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() else { continue }
+                chmod(path, 0o660)
             }
         }
     }

@@ -79,8 +79,14 @@ final class HTTPForwardHandler {
     private var upstreamHello: TLSHello?
     private var waitingForCapture = false
 
+    /// `timeouts.upstream_response_seconds`, taken when the connection opened.
+    let upstreamResponseTimeout: Double
+    /// Runs from a request's end going upstream to its response head.
+    var responseTimer: Scheduled<Void>?
+
     init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, breakpoints: BreakpointController,
-         interception: Interception? = nil, capture: CaptureWriter? = nil) {
+         interception: Interception? = nil, capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) {
+        upstreamResponseTimeout = timeouts.upstreamResponse
         self.logger = logger
         self.stats = stats
         self.route = route
@@ -157,10 +163,20 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A client clock ran out: ClientTimeoutHandler answers and closes;
+        // the exchange's row says why, and the server side goes.
+        if let expired = error as? ClientTimeoutHandler.Expired {
+            if expired.answered { exchangeCapture?.answered(.requestTimeout) }
+            submitCapture(error: expired.description)
+            exchange = .rejected
+            closeUpstream()
+            return
+        }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
         // A body that stopped parsing mid-request: ProtocolErrorResponder
         // answered; this exchange's row says so rather than "client closed".
-        if let parse = error as? HTTPParserError, exchangeCapture != nil {
+        if let parse = error as? HTTPParserError, parse != .invalidEOFState, exchangeCapture != nil {
+            // (An EOF mid-message is the client leaving: channelInactive says so.)
             let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
             exchangeCapture?.answered(status)
             submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
@@ -482,6 +498,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             upstream = .connected(target, channel, upstreamHandler)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
+            if pending.contains(where: { if case .end = $0 { true } else { false } }) { startResponseTimer() }
             resumeClientReads()
         case let .failure(error):
             upstream = .none
@@ -499,6 +516,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case let .connected(_, channel, _):
             if case .end = part {
                 channel.writeAndFlush(part, promise: nil)
+                startResponseTimer()
             } else {
                 channel.write(part, promise: nil)
             }
@@ -513,7 +531,29 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelReadComplete()
     }
 
+    /// The server has this long to begin its answer once the request is in.
+    private func startResponseTimer() {
+        responseTimer?.cancel()
+        guard let context else { return }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        responseTimer = context.eventLoop.scheduleTask(in: .milliseconds(Int64(upstreamResponseTimeout * 1000))) {
+            let handler = bound.value
+            handler.responseTimer = nil
+            guard let context = handler.context, case .active = handler.exchange else { return }
+            let target: ProxyTarget? = {
+                switch handler.upstream {
+                case let .connected(target, _, _), let .connecting(target, _): return target
+                case .none: return nil
+                }
+            }()
+            handler.fail(.upstreamTimedOut(host: target?.host ?? "the server", port: target?.port ?? 0, seconds: handler.upstreamResponseTimeout),
+                         context: context)
+        }
+    }
+
     func closeUpstream() {
+        responseTimer?.cancel()
+        responseTimer = nil
         if case let .connected(_, channel, handler) = upstream {
             handler.detach()
             channel.close(promise: nil)
@@ -541,6 +581,12 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func upstreamResponse(_ part: HTTPClientResponsePart, isHeadRequest: Bool) {
         guard let context, case var .active(active) = exchange else { return }
+        if case let .head(head) = part {
+            // An answer has begun (a 1xx says the server is there: wait again).
+            responseTimer?.cancel()
+            responseTimer = nil
+            if head.status.code < 200 && head.status != .switchingProtocols && active.requestEnded { startResponseTimer() }
+        }
         switch part {
         case let .head(head) where head.status.code < 200 && head.status != .switchingProtocols:
             // 100 Continue and friends: passed on, and the real answer follows.
@@ -817,6 +863,7 @@ extension HTTPForwardHandler {
             try Self.remove(ProtocolErrorResponder.self, from: client)
             try Self.remove(HTTPServerPipelineHandler.self, from: client)
             try Self.remove(DrainHandler.self, from: client)
+            try Self.remove(ClientTimeoutHandler.self, from: client)
             try Self.remove(ConnectHandler.self, from: client)
             try Self.remove(UpstreamHandler.self, from: server)
             try Self.remove(UpstreamRequestValidator.self, from: server)

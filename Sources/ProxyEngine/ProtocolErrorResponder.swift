@@ -47,6 +47,13 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
             context.fireErrorCaught(error)
             return
         }
+        // The connection ended mid-message (the client left, or a timeout
+        // closed it): nobody to answer, and no request to record.
+        if parse == .invalidEOFState {
+            logger.debug("the connection ended in the middle of a request")
+            context.fireErrorCaught(error)
+            return
+        }
         let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
         let why = Self.explain(parse)
         logger.notice("refused a malformed request", metadata: ["STATUS": "\(status.code)", "ERROR": "\(parse)"])
@@ -68,7 +75,7 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
         case .headerOverflow: return "the request's header block is over the limit (\(headerLimitText))"
         case .invalidURL, .invalidPath, .invalidQueryString, .invalidFragment, .invalidHost, .invalidPort:
             return "the request target has a byte HTTP does not allow there (bytes outside ASCII, spaces and control characters must be percent-encoded)"
-        case .invalidMethod: return "the method is not an HTTP token"
+        case .invalidMethod: return "the request line does not start with a method this proxy knows (GET, POST, PUT, DELETE, … as registered with IANA)"
         case .invalidVersion: return "the request line is not \"METHOD target HTTP/1.x\" ended by CRLF"
         case .invalidHeaderToken: return "a header name or value has a byte HTTP does not allow"
         case .invalidContentLength: return "Content-Length is not a single number"

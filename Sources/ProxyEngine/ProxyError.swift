@@ -19,6 +19,8 @@ enum ProxyError: Error, CustomStringConvertible {
     case certificate(host: String, detail: String)
     case unsupported(String)
     case upstreamProtocol(String)
+    /// No response head within `timeouts.upstream_response_seconds`.
+    case upstreamTimedOut(host: String, port: Int, seconds: Double)
 
     var description: String {
         switch self {
@@ -31,6 +33,8 @@ enum ProxyError: Error, CustomStringConvertible {
         case let .certificate(host, detail): return "cannot make a certificate for \(host): \(detail)"
         case let .unsupported(what): return what
         case let .upstreamProtocol(what): return what
+        case let .upstreamTimedOut(host, port, seconds):
+            return "\(host):\(port) sent no response within \(ClientTimeoutHandler.format(seconds)) s of the request (timeouts.upstream_response_seconds)"
         }
     }
 
@@ -38,6 +42,7 @@ enum ProxyError: Error, CustomStringConvertible {
         switch self {
         case .badTarget, .unsupported: return .badRequest
         case .connectFailed, .upstreamClosedEarly, .upstreamFailed, .upstreamTLS, .certificate, .upstreamProtocol: return .badGateway
+        case .upstreamTimedOut: return .gatewayTimeout
         }
     }
 

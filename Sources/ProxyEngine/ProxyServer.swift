@@ -1,6 +1,7 @@
 import BusymateShared
 import Logging
 import NIOCore
+import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
@@ -23,6 +24,8 @@ public final class ProxyServer: Sendable {
     public let rules = RuleEngine()
     /// `settings.json`'s breakpoints, and the messages held now.
     public let breakpoints: BreakpointController
+    /// `settings.json`'s timeouts: each connection takes them as it opens.
+    public let timeouts = LiveTimeouts()
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
@@ -41,6 +44,7 @@ public final class ProxyServer: Sendable {
         let rules = self.rules
         let breakpoints = self.breakpoints
         let capture = self.capture
+        let timeouts = self.timeouts
         let connectLogger = Logger(label: "busymate.connect")
         let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
@@ -56,7 +60,7 @@ public final class ProxyServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception,
-                                                     rules: rules, breakpoints: breakpoints, capture: capture)
+                                                     rules: rules, breakpoints: breakpoints, capture: capture, timeouts: timeouts.current)
                 }
             }
             .withBoundSocket(descriptor)
@@ -68,23 +72,25 @@ public final class ProxyServer: Sendable {
     /// The pipeline of one client connection.
     static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
                                         interception: Interception, rules: RuleEngine, breakpoints: BreakpointController,
-                                        capture: CaptureWriter? = nil) throws {
+                                        capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // HTTPForwardHandler frames responses itself: only it knows which
         // answer a HEAD.
         encoderConfig.automaticallySetFramingHeaders = false
         try ops.addHandler(ConnectionCounter(stats: stats))
         try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        let tap = RequestLineTap()
+        let clock = ClientTimeoutHandler(timeouts: timeouts, capture: capture, logger: logger)
+        let tap = RequestLineTap(clock: clock)
         try ops.addHandler(tap)
         try ops.addHandler(ProtocolErrorResponder.requestDecoder())
+        try ops.addHandler(clock)
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger, tap: tap))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, breakpoints: breakpoints,
-                                          capture: capture))
+                                          capture: capture, timeouts: timeouts))
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, breakpoints: breakpoints, interception: interception,
-                                              capture: capture))
+                                              capture: capture, timeouts: timeouts))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed
@@ -124,6 +130,14 @@ public final class ProxyServer: Sendable {
             logger.notice("drain grace period over; closing the remaining connections", metadata: ["CONNECTIONS": "\(stats.activeConnections)"])
         }
     }
+}
+
+/// The timeouts in force, swapped whole on a settings reload.
+public final class LiveTimeouts: Sendable {
+    private let value = Mutex(AppSettings.Timeouts())
+    public init() {}
+    public func apply(_ settings: AppSettings) { value.withLock { $0 = settings.timeouts } }
+    var current: AppSettings.Timeouts { value.withLock { $0 } }
 }
 
 /// Counts connections for `status`.

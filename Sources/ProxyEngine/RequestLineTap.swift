@@ -1,6 +1,7 @@
 import NIOCore
 
-/// Sits before the HTTP decoder and keeps a reference (not a copy) to the
+/// Sits before the HTTP decoder, tells the connection's clock that bytes
+/// came, and keeps a reference (not a copy) to the
 /// bytes being decoded, only while they are: when the decoder refuses a
 /// request, `ProtocolErrorResponder` reads the refused request line from
 /// here, so its row still says which method and URL were refused.
@@ -9,8 +10,13 @@ final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = ByteBuffer
 
     private var decoding: ByteBuffer?
+    /// Told when bytes arrive: a request head's clock starts at its first byte.
+    private let clock: ClientTimeoutHandler?
+
+    init(clock: ClientTimeoutHandler? = nil) { self.clock = clock }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        clock?.bytesArrived()
         decoding = Self.unwrapInboundIn(data)
         context.fireChannelRead(data)
         decoding = nil

@@ -121,6 +121,7 @@ public enum TunnelMain {
         }
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
+        server.timeouts.apply(prepared.snapshot.settings ?? AppSettings())
         let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
                                     storeError: storeError)
         await runtime.hold(prepared.sockets)

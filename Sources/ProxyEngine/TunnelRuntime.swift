@@ -181,6 +181,7 @@ public actor TunnelRuntime {
         if case .applied = applied.apply(snapshot, logger: settingsLogger) {
             server.interception.apply(applied.settings)
             server.rules.apply(applied.settings)
+            server.timeouts.apply(applied.settings)
             server.breakpoints.apply(applied.settings)
             server.capture?.apply(applied.settings)
         }
