@@ -4,7 +4,8 @@ import Logging
 
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
-    public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default) async -> Int32 {
+    public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
+                           restartBackoffMax: Double = 30) async -> Int32 {
         let paths = GroupPaths.resolve(explicit: groupOverride)
         let first = SettingsFile.read(paths.settings)
         LogControl.bootstrap(identifier: "busymate-app", level: first.settings?.logLevel ?? .info)
@@ -44,7 +45,7 @@ public enum SupervisorMain {
             return 1
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
-                                        notifier: notifier, snapshot: snapshot, ca: ca)
+                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
         let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
         let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
 

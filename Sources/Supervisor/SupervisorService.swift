@@ -47,7 +47,12 @@ public actor SupervisorService {
     var settingsReads = 0
     var settingsApplied = 0
 
-    init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info) {
+    /// The longest wait before restarting a tunnel that exited.
+    let maxBackoff: Double
+
+    init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
+         maxBackoff: Double = 30) {
+        self.maxBackoff = maxBackoff
         self.paths = paths
         self.launcher = launcher
         self.notifier = notifier
@@ -150,11 +155,12 @@ public actor SupervisorService {
         scheduleRestart()
     }
 
-    /// Backoff: 0.1 s, doubling per exit in the last minute, capped at 30 s.
+    /// Backoff: 0.1 s, doubling per exit in the last minute, capped at
+    /// `maxBackoff` (30 s; `busymate-app --restart-backoff-max`).
     func scheduleRestart() {
         let now = Date()
         exits = exits.filter { now.timeIntervalSince($0) < 60 } + [now]
-        let delay = min(30, 0.1 * pow(2, Double(exits.count - 1)))
+        let delay = min(maxBackoff, 0.1 * pow(2, Double(exits.count - 1)))
         nextRestartAt = now.addingTimeInterval(delay)
         pendingRestart?.cancel()
         pendingRestart = Task { [weak self] in

@@ -133,4 +133,54 @@ import Glibc
         #expect(!redacted.contains("tok3n") && !redacted.contains("c00kie") && redacted.contains("[redacted]"))
         #expect(redacted.contains("/secret"))
     }
+
+    @Test(.enabled(if: geteuid() == 0, "switching to another user needs root"))
+    func aUserOutsideTheGroupReadsNoSecret() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+             "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
+
+            """)
+        try appliance.start()
+        // A body large enough for a file of its own, so bodies/ is tried too.
+        let upload = appliance.base.appendingPathComponent("upload.bin")
+        try Data(repeating: 0x41, count: 64 << 10).write(to: upload)
+        chmod(upload.path, 0o644)
+        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body", extra: ["--data-binary", "@" + upload.path]).code == 200)
+        try waitUntil("the exchange is stored", timeout: 3) { try appliance.rows().count == 1 }
+        let bodyFiles = try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("bodies").path)
+        #expect(!bodyFiles.isEmpty)
+        // nobody: neither root nor in group busymate.
+        func asNobody(_ args: [String]) throws -> CommandResult {
+            try Command.run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] + args)
+        }
+        var secrets = ["ca.key", "capture.sqlite", "capture.sqlite-wal", "settings.json"].map { appliance.group.appendingPathComponent($0).path }
+        secrets += bodyFiles.map { appliance.group.appendingPathComponent("bodies").appendingPathComponent($0).path }
+        for path in secrets where FileManager.default.fileExists(atPath: path) {
+            let r = try asNobody(["/bin/cat", path])
+            #expect(r.status != 0 && r.stdout.isEmpty, "nobody read \(path)")
+        }
+        // ca.pem is public (devices install it); the CLI's store commands are refused.
+        #expect(try asNobody(["/bin/cat", appliance.caFile.path]).status == 0)
+        let list = try asNobody([Command.binary("busymate"), "list", "--group", appliance.group.path])
+        #expect(list.status != 0)
+        let restart = try asNobody([Command.binary("busymate"), "tunnel", "restart", "--group", appliance.group.path])
+        #expect(restart.status != 0 && restart.stderr.contains("permission denied"), "\(restart.stderr)")
+    }
+
+    @Test func aListenerOffLoopbackIsWarnedAboutAsAnOpenProxy() async throws {
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}}
+
+            """)
+        try appliance.start()
+        let listeners = try appliance.status().array("listeners")
+        #expect(listeners.count == 2)
+        #expect(listeners.first { $0["address"] as? String == "127.0.0.1:0" }?["warning"] as? String == nil)
+        #expect((listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["warning"] as? String)?.contains("open proxy") == true)
+        #expect(try appliance.cli(["status"]).stdout.contains("⚠ open proxy"))
+        #expect(appliance.log.contains("open proxy: 0.0.0.0:0 accepts clients from other machines"), "\(appliance.log)")
+    }
 }
