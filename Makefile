@@ -11,7 +11,7 @@ SYSUSERSDIR ?= $(DESTDIR)/usr/lib/sysusers.d
 TMPFILESDIR ?= $(DESTDIR)/usr/lib/tmpfiles.d
 BUILD_BIN = .build/$(CONFIG)
 
-.PHONY: all deps build run test systemd-test bench install clean
+.PHONY: all deps build run test test-faults systemd-test bench install clean
 
 all: build
 
@@ -30,7 +30,15 @@ run: build
 test: build
 	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
+	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
 	tests/systemd/run.sh
+
+# The fault suite alone (about a minute; root): kills, restarts, broken
+# settings, a full disk, a corrupt store, locks, CA files. Its report goes to
+# .build/faults-report.md (RELIABILITY.md is written from it).
+test-faults: build
+	@scripts/install-deps.sh --test
+	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
 
 systemd-test: build
 	tests/systemd/run.sh

@@ -45,6 +45,10 @@ public struct AppSettings: Sendable, Equatable {
         public var tlsHandshake: Double = 10
         /// From the request's end reaching the server to its response head.
         public var upstreamResponse: Double = 120
+        /// Not a key of its own: how long a draining tunnel lets an idle
+        /// kept-alive connection send one more request, from
+        /// `tunnel.drain_seconds` (half a second less, at least one).
+        public var drainIdleWait: Double = 4.5
 
         public init() {}
 
@@ -219,6 +223,7 @@ extension AppSettings {
                 try seconds("tls_handshake_seconds", \.tlsHandshake)
                 try seconds("upstream_response_seconds", \.upstreamResponse)
             }
+            s.timeouts.drainIdleWait = max(1, s.drainSeconds - 0.5)
             if let capture = root["capture"] {
                 try object(capture, path: "capture")
                 if let node = capture["max_exchanges"] {

@@ -61,7 +61,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             tap,
             ProtocolErrorResponder.requestDecoder(),
             clock,
-            DrainHandler(),
+            DrainHandler(idleWait: timeouts.drainIdleWait),
             HTTPServerPipelineHandler(),
             ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target, tap: tap),
             forward,

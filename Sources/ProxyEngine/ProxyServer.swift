@@ -84,7 +84,7 @@ public final class ProxyServer: Sendable {
         try ops.addHandler(tap)
         try ops.addHandler(ProtocolErrorResponder.requestDecoder())
         try ops.addHandler(clock)
-        try ops.addHandler(DrainHandler())
+        try ops.addHandler(DrainHandler(idleWait: timeouts.drainIdleWait))
         try ops.addHandler(HTTPServerPipelineHandler())
         try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger, tap: tap))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, breakpoints: breakpoints,
