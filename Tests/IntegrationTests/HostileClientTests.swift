@@ -135,6 +135,27 @@ import Glibc
         #expect(results.unchanged == results.sent - 2)
     }
 
+    @Test func aClientThatNeverReadsCostsBoundedMemory() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let tunnel = Int32(try appliance.status().int("tunnel.pid") ?? 0)
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/big?mb=1").code == 200)
+        let before = rssKiB(tunnel)
+        // 512 MiB offered, none read: backpressure must stop the origin's side.
+        let stalled = try Command.start("/usr/bin/python3", [Self.scripts.appendingPathComponent("stall.py").path, "\(port)",
+                                                             "http://127.0.0.1:\(origin.port)/big?mb=512", "4"], in: appliance.base)
+        defer { stalled.process.terminate() }
+        try waitUntil("the request is out", timeout: 5) { stalled.stdout.contains("sent") }
+        usleep(3_000_000)
+        let during = rssKiB(tunnel)
+        #expect(during - before < 32 * 1024, "RSS \(before) KiB → \(during) KiB with a client that never reads")
+        // Everyone else is served meanwhile.
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/other").code == 200)
+    }
+
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit"), "needs prlimit"))
     func runningOutOfDescriptorsNeitherSpinsNorStopsOpenConnections() async throws {
         let origin = try await Origin.plain()
@@ -217,4 +238,9 @@ func cpuSeconds(_ pid: Int32) -> Double {
     // After the command: state is field 3, utime 14 and stime 15 (1-based).
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The resident set of a process, in KiB.
+func rssKiB(_ pid: Int32) -> Int {
+    Int(ProcessProbe.status(pid)["VmRSS"]?.split(separator: " ").first ?? "0") ?? 0
 }
