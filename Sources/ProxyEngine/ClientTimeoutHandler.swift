@@ -24,7 +24,13 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private var state = ClientTimeoutState()
+    /// One scheduled check at a time. A state change only moves `deadline`
+    /// (a clock read, not a timer per request or per body piece); the check
+    /// looks again when it fires, and runs early only for a nearer deadline.
     private var scheduled: Scheduled<Void>?
+    private var scheduledAt: NIODeadline?
+    private var deadline: NIODeadline?
+    private var running: ClientTimeoutState.Timer?
     private var context: ChannelHandlerContext?
     private let timeouts: AppSettings.Timeouts
     private let capture: CaptureWriter?
@@ -47,6 +53,8 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func handlerRemoved(context: ChannelHandlerContext) {
         scheduled?.cancel()
         scheduled = nil
+        scheduledAt = nil
+        running = nil
         self.context = nil
     }
 
@@ -56,8 +64,11 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // A pending check would keep this handler alive until it fired.
         scheduled?.cancel()
         scheduled = nil
+        scheduledAt = nil
+        running = nil
         context.fireChannelInactive()
     }
 
@@ -91,16 +102,37 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
         switch action {
         case .none: return
         case .stop:
-            scheduled?.cancel()
-            scheduled = nil
+            running = nil
+            deadline = nil
         case let .start(timer):
-            scheduled?.cancel()
-            guard let context else { return }
-            let seconds = seconds(timer)
-            scheduled = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
-                self.expire(timer)
-            }
+            let due = NIODeadline.now() + .milliseconds(Int64(seconds(timer) * 1000))
+            running = timer
+            deadline = due
+            if let at = scheduledAt, at <= due { return }
+            schedule(at: due)
         }
+    }
+
+    private func schedule(at due: NIODeadline) {
+        scheduled?.cancel()
+        guard let context else { return }
+        scheduledAt = due
+        scheduled = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in
+            self.check()
+        }
+    }
+
+    private func check() {
+        scheduled = nil
+        scheduledAt = nil
+        guard let timer = running, let due = deadline else { return }
+        if NIODeadline.now() < due {
+            schedule(at: due)
+            return
+        }
+        running = nil
+        deadline = nil
+        expire(timer)
     }
 
     private func seconds(_ timer: ClientTimeoutState.Timer) -> Double {
@@ -112,7 +144,6 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func expire(_ timer: ClientTimeoutState.Timer) {
-        scheduled = nil
         guard let context else { return }
         let (what, key) = Self.words(timer)
         let why = "\(what) within \(Self.format(seconds(timer))) s (timeouts.\(key))"

@@ -81,8 +81,12 @@ final class HTTPForwardHandler {
 
     /// `timeouts.upstream_response_seconds`, taken when the connection opened.
     let upstreamResponseTimeout: Double
-    /// Runs from a request's end going upstream to its response head.
+    /// Runs from a request's end going upstream to its response head: a
+    /// deadline moved per request, and one scheduled check that looks again
+    /// when it fires (no timer scheduled and cancelled per request).
     var responseTimer: Scheduled<Void>?
+    var responseTimerAt: NIODeadline?
+    var responseDeadline: NIODeadline?
 
     init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, breakpoints: BreakpointController,
          interception: Interception? = nil, capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) {
@@ -112,6 +116,9 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        responseTimer?.cancel()
+        responseTimer = nil
+        responseTimerAt = nil
         closeUpstream()
     }
 
@@ -156,6 +163,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // A pending check would keep this handler alive until it fired.
+        responseTimer?.cancel()
+        responseTimer = nil
+        responseTimerAt = nil
         releaseHold()
         submitCapture(error: "the client closed the connection before the exchange completed")
         closeUpstream()
@@ -533,12 +544,31 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The server has this long to begin its answer once the request is in.
     private func startResponseTimer() {
+        let due = NIODeadline.now() + .milliseconds(Int64(upstreamResponseTimeout * 1000))
+        responseDeadline = due
+        if let at = responseTimerAt, at <= due { return }
+        scheduleResponseCheck(at: due)
+    }
+
+    private func stopResponseTimer() {
+        responseDeadline = nil
+    }
+
+    private func scheduleResponseCheck(at due: NIODeadline) {
         responseTimer?.cancel()
         guard let context else { return }
+        responseTimerAt = due
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        responseTimer = context.eventLoop.scheduleTask(in: .milliseconds(Int64(upstreamResponseTimeout * 1000))) {
+        responseTimer = context.eventLoop.scheduleTask(deadline: due) {
             let handler = bound.value
             handler.responseTimer = nil
+            handler.responseTimerAt = nil
+            guard let due = handler.responseDeadline else { return }
+            if NIODeadline.now() < due {
+                handler.scheduleResponseCheck(at: due)
+                return
+            }
+            handler.responseDeadline = nil
             guard let context = handler.context, case .active = handler.exchange else { return }
             let target: ProxyTarget? = {
                 switch handler.upstream {
@@ -552,8 +582,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func closeUpstream() {
-        responseTimer?.cancel()
-        responseTimer = nil
+        stopResponseTimer()
         if case let .connected(_, channel, handler) = upstream {
             handler.detach()
             channel.close(promise: nil)
@@ -583,8 +612,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard let context, case var .active(active) = exchange else { return }
         if case let .head(head) = part {
             // An answer has begun (a 1xx says the server is there: wait again).
-            responseTimer?.cancel()
-            responseTimer = nil
+            stopResponseTimer()
             if head.status.code < 200 && head.status != .switchingProtocols && active.requestEnded { startResponseTimer() }
         }
         switch part {
