@@ -34,10 +34,8 @@ public actor TunnelRuntime {
     private var state = TunnelState.starting
     private var link: LinkConnection?
     private var lastWritten: TunnelStatus?
-    private var settingsReads = 0
     /// Said once, not every half second.
     private var statusWriteFailed = false
-    private var settingsApplied = 0
 
     /// Why there is no store at all (it could not be opened).
     private let storeError: String?
@@ -173,11 +171,9 @@ public actor TunnelRuntime {
     /// Reads and parses off the actor, which answers the supervisor's pings;
     /// a read that finishes after a later one is dropped.
     func reloadSettings() async {
-        settingsReads += 1
-        let ticket = settingsReads
-        let snapshot = await Self.readSettings(paths.settings)
-        guard ticket > settingsApplied else { return }
-        settingsApplied = ticket
+        let ticket = applied.beginRead()
+        let snapshot = await AppliedSettings.read(paths.settings)
+        guard applied.take(ticket) else { return }
         if case .applied = applied.apply(snapshot, logger: settingsLogger) {
             server.interception.apply(applied.settings)
             server.rules.apply(applied.settings)
@@ -188,9 +184,6 @@ public actor TunnelRuntime {
         await publish()
     }
 
-    @concurrent nonisolated static func readSettings(_ url: URL) async -> SettingsSnapshot {
-        SettingsFile.read(url)
-    }
 
     /// The CA changed on disk (or `caDidChange`): reload it; idempotent.
     func reloadCA() async {

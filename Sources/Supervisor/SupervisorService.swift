@@ -44,8 +44,6 @@ public actor SupervisorService {
     var shuttingDown = false
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
-    var settingsReads = 0
-    var settingsApplied = 0
 
     /// The longest wait before restarting a tunnel that exited.
     let maxBackoff: Double
@@ -350,11 +348,9 @@ public actor SupervisorService {
     /// the watchdog: a large file must not stall health. A read that
     /// finishes after a later one is dropped.
     func reloadSettings() async {
-        settingsReads += 1
-        let ticket = settingsReads
-        let snapshot = await Self.readSettings(paths.settings)
-        guard ticket > settingsApplied else { return }
-        settingsApplied = ticket
+        let ticket = applied.beginRead()
+        let snapshot = await AppliedSettings.read(paths.settings)
+        guard applied.take(ticket) else { return }
         GroupDirectory.protectSettings(paths)
         if case let .applied(previous) = applied.apply(snapshot, logger: settingsLogger),
            previous.listen != settings.listen, desired == .running {
@@ -364,9 +360,6 @@ public actor SupervisorService {
         Systemd.status(pill())
     }
 
-    @concurrent nonisolated static func readSettings(_ url: URL) async -> SettingsSnapshot {
-        SettingsFile.read(url)
-    }
 
     func reloadCA() {
         ca = CertificateAuthorityBootstrap.inspect(paths)
