@@ -72,8 +72,10 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
         self.store = store
     }
 
+    /// The supervisor reads this as root, and the tunnel (another user)
+    /// writes it: no symlink is followed, and a file past 1 MiB is no status.
     public static func read(_ url: URL) -> TunnelStatus? {
-        guard let data = try? Data(contentsOf: url) else { return nil }
+        guard let data = try? GroupFileReader.read(url, limit: 1 << 20) else { return nil }
         return try? StatusCoding.decoder.decode(TunnelStatus.self, from: data)
     }
 }
