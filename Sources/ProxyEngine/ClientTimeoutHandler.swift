@@ -148,6 +148,8 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let (what, key) = Self.words(timer)
         let why = "\(what) within \(Self.format(seconds(timer))) s (timeouts.\(key))"
         switch state.fired(timer) {
+        case .ignore:
+            return
         case .closeQuietly:
             logger.debug("closed an idle connection", metadata: ["WHY": "\(why)"])
             context.close(promise: nil)

@@ -23,6 +23,8 @@ struct ClientTimeoutState: Equatable {
 
     /// What firing asks for.
     enum Expiry: Equatable {
+        /// Not the timer that runs now (it was replaced or stopped): nothing.
+        case ignore
         /// Close without a word: nothing was asked.
         case closeQuietly
         /// Answer 408 and close (no response has begun).
@@ -92,7 +94,7 @@ struct ClientTimeoutState: Equatable {
     }
 
     mutating func fired(_ timer: Timer) -> Expiry {
-        guard running == timer else { return .closeQuietly }
+        guard running == timer else { return .ignore }
         running = nil
         switch timer {
         case .idle: return .closeQuietly
