@@ -1,0 +1,8 @@
+/// The URL with its authority in ASCII capitals (scheme, path and query as
+/// they are), or nil without a scheme.
+func asciiUppercasedHost(_ url: String) -> String? {
+    guard let schemeEnd = url.range(of: "://") else { return nil }
+    let rest = url[schemeEnd.upperBound...]
+    let end = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+    return String(url[..<schemeEnd.upperBound]) + rest[..<end].uppercased() + rest[end...]
+}
