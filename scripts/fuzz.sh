@@ -34,6 +34,10 @@ start=$(date +%s)
 bin=$("$SWIFT" build "${build[@]}" --show-bin-path)
 echo "fuzz: built in $(($(date +%s) - start)) s" >&2
 
+# Swift's own crash reporter would take the signal before libFuzzer and
+# exit without the input being saved.
+export SWIFT_BACKTRACE=enable=no
+
 rm -rf "$scratch"
 mkdir -p "$scratch"
 summary="$scratch/summary.txt"
@@ -41,9 +45,18 @@ failed=()
 for target in $targets; do
   run="$scratch/$target"
   mkdir -p "$run/corpus" "$run/artifacts"
+  # What this harness found before must not come back (fuzz/crashes/README.md).
+  if compgen -G "fuzz/crashes/$target/*" >/dev/null; then
+    if ! "$bin/fuzz-$target" fuzz/crashes/"$target"/* >"$run/replay.log" 2>&1; then
+      echo "$target: an input in fuzz/crashes/$target/ fails again (see $run/replay.log)" | tee -a "$summary"
+      grep -E 'FUZZ PROPERTY FAILED|Running:' "$run/replay.log" | tail -2 >&2 || true
+      failed+=("$target")
+      continue
+    fi
+  fi
   cp fuzz/corpus/"$target"/* "$run/corpus/"
   flags=(-max_total_time="$seconds" -print_final_stats=1 -timeout=30 -rss_limit_mb=2048 -artifact_prefix="$run/artifacts/")
-  [ -f "fuzz/dict/$target.dict" ] && flags+=(-dict="fuzz/dict/$target.dict")
+  if [ -f "fuzz/dict/$target.dict" ]; then flags+=(-dict="fuzz/dict/$target.dict"); fi
   echo "fuzz: $target for ${seconds}s (log: $run/log)" >&2
   status=0
   # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
@@ -60,9 +73,9 @@ for target in $targets; do
     failed+=("$target")
     grep -E 'FUZZ PROPERTY FAILED|ERROR: libFuzzer|Fatal error|SUMMARY' "$run/log" | head -5 >&2 || true
     for artifact in "$run/artifacts"/crash-* "$run/artifacts"/timeout-* "$run/artifacts"/oom-* "$run/artifacts"/leak-*; do
-      [ -e "$artifact" ] && echo "fuzz: $target crashed on $artifact; reproduce with: $bin/fuzz-$target $artifact" >&2
+      if [ -e "$artifact" ]; then echo "fuzz: $target crashed on $artifact; reproduce with: $bin/fuzz-$target $artifact" >&2; fi
     done
-    [ "$crashes" -eq 0 ] && echo "fuzz: $target exited $status without a crash file; see $run/log" >&2
+    if [ "$crashes" -eq 0 ]; then echo "fuzz: $target exited $status without a crash file; see $run/log" >&2; fi
   fi
   if [ "${FUZZ_MERGE:-0}" = 1 ] && [ "$status" -eq 0 ]; then
     "$bin/fuzz-$target" -merge=1 -timeout=30 "fuzz/corpus/$target" "$run/corpus" >"$run/merge.log" 2>&1
