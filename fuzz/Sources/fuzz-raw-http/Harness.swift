@@ -8,9 +8,11 @@
 // - frame(bodyless:) leaves one Content-Length equal to the body's size
 //   and no Transfer-Encoding (a bodyless message: no body, headers kept),
 //   and framing twice changes nothing;
-// - the head the tunnel builds from an accepted edit, written by NIO's
-//   encoder, parses back (NIO's decoder) to the same start line and
-//   headers: an accepted edit cannot put a different message on the wire.
+// - the head the tunnel builds from an accepted edit (HeldMessage's
+//   requestHead, origin-form as HTTPForwardHandler sends it; responseHead),
+//   written by NIO's encoder, parses back (NIO's decoder) to the same start
+//   line and headers: an accepted edit cannot put a different message on
+//   the wire.
 import BusymateShared
 import FuzzSupport
 import NIOCore
@@ -51,7 +53,16 @@ func checkFraming(_ message: RawHTTPMessage, bodyless: Bool) {
 /// The head the tunnel would send, through NIO's encoder and decoder.
 func checkWire(_ message: RawHTTPMessage) {
     var wire = ByteBuffer()
-    if let head = message.requestHead {
+    if var head = message.requestHead {
+        // What HTTPForwardHandler sends: the origin-form of an absolute
+        // target (one that names no usable host is refused, not sent).
+        if head.uri.lowercased().hasPrefix("http://") {
+            guard let (_, originForm) = ProxyTarget.parseAbsoluteForm(head.uri) else { return }
+            head.uri = originForm
+        }
+        // Raw UTF-8 in a target is sent as typed (RFC 9112 wants it
+        // percent-encoded; many servers take it, NIO's parser does not).
+        guard head.uri.utf8.allSatisfy({ $0 < 0x80 }) else { return }
         let encoder = EmbeddedChannel(handler: HTTPRequestEncoder())
         defer { _ = try? encoder.finish(acceptAlreadyClosed: true) }
         _ = try? encoder.writeOutbound(HTTPClientRequestPart.head(head))
