@@ -83,6 +83,8 @@ for target in $targets; do
   fi
 done
 
+count=$(wc -w <<<"$targets")
+echo "fuzz: $((count - ${#failed[@]})) passed, ${#failed[@]} failed"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: FAILED: ${failed[*]} (summary: $summary)" >&2
   exit 1
