@@ -11,7 +11,10 @@ SYSUSERSDIR ?= $(DESTDIR)/usr/lib/sysusers.d
 TMPFILESDIR ?= $(DESTDIR)/usr/lib/tmpfiles.d
 BUILD_BIN = .build/$(CONFIG)
 
-.PHONY: all deps build run test test-faults systemd-test bench install clean
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 15
+
+.PHONY: all deps build run test test-faults systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -51,6 +54,15 @@ bench:
 	@mitm=$$(bench/install-mitmproxy.sh 2>.build/bench-mitmproxy.log) || { echo "bench: mitmdump could not be installed (see .build/bench-mitmproxy.log); measuring Busymate against direct only" >&2; mitm=""; }; \
 	taskset -c 1 .build/release/busymate-bench --binaries .build/release --mitmdump "$$mitm" \
 	  --mitmdump-missing "$$(tail -1 .build/bench-mitmproxy.log 2>/dev/null)" --output BENCHMARKS.md
+
+# Coverage-guided fuzzing with libFuzzer (fuzz/, see fuzz/README.md): each
+# harness runs FUZZ_SECONDS on a scratch copy of its corpus; fails on a crash.
+fuzz:
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+# The same, FUZZ_SMOKE_SECONDS per harness (what CI can afford).
+fuzz-smoke:
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) scripts/fuzz.sh
 
 install: build
 	install -d $(BINDIR) $(SHAREDIR)/skeleton $(UNITDIR) $(SYSUSERSDIR) $(TMPFILESDIR)

@@ -10,6 +10,10 @@ let package = Package(
         .executable(name: "busymate-app", targets: ["busymate-app"]),
         .executable(name: "busymate-tunnel", targets: ["busymate-tunnel"]),
         .executable(name: "busymate", targets: ["busymate"]),
+        // For the fuzz harnesses in fuzz/, a package of their own that depends on this one by path.
+        .library(name: "BusymateShared", targets: ["BusymateShared"]),
+        .library(name: "CaptureStore", targets: ["CaptureStore"]),
+        .library(name: "ProxyEngine", targets: ["ProxyEngine"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),

@@ -44,10 +44,12 @@ public struct BusymateNotification: Sendable, Equatable {
     public static func decode<Bytes: Collection>(_ bytes: Bytes) throws(DecodeError) -> BusymateNotification where Bytes.Element == UInt8 {
         guard bytes.count <= maxSize else { throw .tooLarge(bytes.count) }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
-        let parts = text.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+        // At the byte: split by Characters, a space followed by a combining
+        // mark would be no separator.
+        let parts = text.utf8.split(separator: UInt8(ascii: " "), maxSplits: 3, omittingEmptySubsequences: false).map { String(Substring($0)) }
         guard parts.count >= 3, parts[0] == magic, !parts[2].isEmpty else { throw .badHeader }
-        guard let name = NotificationName(rawValue: String(parts[1])) else { throw .unknownName(String(parts[1])) }
-        let payload = parts.count == 4 ? String(parts[3]) : nil
-        return BusymateNotification(name: name, sender: String(parts[2]), payload: payload)
+        guard let name = NotificationName(rawValue: parts[1]) else { throw .unknownName(parts[1]) }
+        let payload = parts.count == 4 ? parts[3] : nil
+        return BusymateNotification(name: name, sender: parts[2], payload: payload)
     }
 }

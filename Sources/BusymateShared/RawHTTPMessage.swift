@@ -114,8 +114,13 @@ public struct RawHTTPMessage: Sendable, Equatable {
     /// requests are origin-form; the explicit proxy's name their host).
     public func checkEditable(replacing original: RawHTTPMessage) throws(ParseError) {
         switch (start, original.start) {
-        case let (.response(_, status, _), .response):
+        case let (.response(_, status, reason), .response):
             guard status >= 200 else { throw ParseError("line 1: a held response can only become a final one (200 or above), not \(status)") }
+            // It goes to the client as it is. (Held ones are not checked: a
+            // server may send anything but a line break there.)
+            guard !reason.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+                throw ParseError("line 1: the reason phrase holds control characters")
+            }
         case let (.request(_, target, _), .request(_, was, _)):
             let absolute = was.lowercased().hasPrefix("http://")
             if absolute && !target.lowercased().hasPrefix("http://") {
@@ -138,6 +143,10 @@ public struct RawHTTPMessage: Sendable, Equatable {
                 throw ParseError("line 1: \"\(line)\" is not a request line (METHOD target HTTP/1.1)")
             }
             guard isVersion(parts[2]) else { throw ParseError("line 1: \"\(parts[2])\" is not HTTP/1.0 or HTTP/1.1") }
+            // It goes on the wire as it is: no control characters, no tabs.
+            guard !parts[1].unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                throw ParseError("line 1: the target holds control characters")
+            }
             return .request(method: parts[0], target: parts[1], version: parts[2])
         case .response:
             guard parts.count >= 2, isVersion(parts[0]) else {

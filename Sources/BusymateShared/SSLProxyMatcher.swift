@@ -49,10 +49,11 @@ public struct SSLProxyMatcher: Sendable, Equatable {
         var p = 0, n = 0
         var star = -1, mark = 0
         while n < name.count {
-            if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == name[n] {
-                p += 1; n += 1
-            } else if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
+            // The wildcard first: a `*` in the name must not use it up as a literal.
+            if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
                 star = p; mark = n; p += 1
+            } else if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == name[n] {
+                p += 1; n += 1
             } else if star >= 0 {
                 p = star + 1; mark += 1; n = mark
             } else {

@@ -9,6 +9,9 @@ import Testing
             #expect(try BusymateNotification.decode(n.encoded()) == n)
         }
         #expect(String(decoding: BusymateNotification(name: .caDidChange, sender: "app-1").encoded(), as: UTF8.self) == "busymate/1 caDidChange app-1")
+        // A payload that starts with a combining mark (found by fuzz-notification).
+        let combining = BusymateNotification(name: .tunnelStateChanged, sender: "tunnel-12", payload: "\u{31E}ready")
+        #expect(try BusymateNotification.decode(combining.encoded()) == combining)
     }
 
     @Test func malformedDatagramsAreRejected() {

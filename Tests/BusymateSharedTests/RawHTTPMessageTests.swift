@@ -32,6 +32,9 @@ import Testing
         ("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", .request, "line 2: \"Bad Name\" is not a valid header name"),
         ("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", .request, "line 3: folded"),
         ("GET / HTTP/1.1\r\nA: b\u{1}c\r\n\r\n", .request, "control characters"),
+        // What goes on the wire as it is (found by fuzz-raw-http).
+        ("GET /a?\u{2}b HTTP/1.1\r\n\r\n", .request, "line 1: the target holds control characters"),
+        ("GET /a\tb HTTP/1.1\r\n\r\n", .request, "line 1: the target holds control characters"),
         ("HTTP/1.1 2000 OK\r\n\r\n", .response, "three-digit status"),
         ("HTTP/1.1 abc OK\r\n\r\n", .response, "three-digit status"),
         ("GET / HTTP/1.1\r\n\r\n", .response, "not a status line"),
@@ -85,5 +88,10 @@ import Testing
         #expect(throws: RawHTTPMessage.ParseError.self) {
             try RawHTTPMessage.parse(bytes("HTTP/1.1 100 Continue\r\n\r\n"), as: .response).checkEditable(replacing: response)
         }
+        // An edited reason phrase goes to the client as it is (found by fuzz-raw-http).
+        #expect(throws: RawHTTPMessage.ParseError.self) {
+            try RawHTTPMessage.parse(bytes("HTTP/1.1 418 I'm a teapo\u{1}t\r\n\r\n"), as: .response).checkEditable(replacing: response)
+        }
+        try RawHTTPMessage.parse(bytes("HTTP/1.1 418 I'm\ta teapot\r\n\r\n"), as: .response).checkEditable(replacing: response)
     }
 }

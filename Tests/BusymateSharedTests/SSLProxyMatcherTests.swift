@@ -18,6 +18,10 @@ import Testing
         ("api-?.example.com", "api-22.example.com", false),
         ("*.internal.*", "db.internal.corp", true),
         ("[::1]", "::1", true),
+        // A `*` in the name is matched by the pattern's wildcard, not used up as a literal (found by fuzz-url-pattern).
+        ("*", "*x", true),
+        ("**e", "*/e", true),
+        ("*.example.com", "*.example.com", true),
     ])
     func include(pattern: String, host: String, expected: Bool) {
         #expect(SSLProxyMatcher(include: [pattern], exclude: []).shouldIntercept(host: host) == expected)

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora under fuzz/corpus/ (the TLS hellos are captured
+ones, kept as they are; see fuzz/README.md). Run from anywhere:
+    python3 fuzz/make-seeds.py
+Seeds are small, realistic inputs; libFuzzer grows from them."""
+import json, os, struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+def seeds(target, items):
+    folder = os.path.join(here, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    for name, data in items.items():
+        if isinstance(data, str):
+            data = data.encode()
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+
+def crlf(text):
+    return text.replace("\n", "\r\n").encode()
+
+def read_tls(name):
+    with open(os.path.join(here, "corpus", "tls-hello", name), "rb") as f:
+        return f.read()
+
+# --- http1: bytes a client sends to the proxy (or inside an intercepted tunnel)
+hello = read_tls("client-hello-tls13-sni")
+seeds("http1", {
+    "get-absolute": crlf("GET http://example.com/index.html?q=1 HTTP/1.1\nHost: example.com\nUser-Agent: curl/7.88.1\nAccept: */*\nProxy-Connection: Keep-Alive\n\n"),
+    "get-origin-form": crlf("GET /v1/users?page=2 HTTP/1.1\nHost: api.test\nAccept: application/json\nConnection: keep-alive\n\n"),
+    "connect": crlf("CONNECT api.example.com:443 HTTP/1.1\nHost: api.example.com:443\nUser-Agent: curl/7.88.1\nProxy-Connection: Keep-Alive\n\n"),
+    "connect-then-client-hello": crlf("CONNECT api.example.com:443 HTTP/1.1\nHost: api.example.com:443\n\n") + hello,
+    "connect-ipv6": crlf("CONNECT [::1]:8443 HTTP/1.1\nHost: [::1]:8443\n\n"),
+    "connect-no-port": crlf("CONNECT example.com HTTP/1.1\nHost: example.com\n\n"),
+    "post-chunked": crlf("POST http://api.test/v1/upload HTTP/1.1\nHost: api.test\nTransfer-Encoding: chunked\nContent-Type: application/json\n\n")
+        + b"5\r\n{\"a\":\r\n3\r\n1}\n\r\n0\r\nX-Trailer: t\r\n\r\n",
+    "post-content-length": crlf("POST http://www.example.com/form HTTP/1.1\nHost: www.example.com\nContent-Type: application/x-www-form-urlencoded\nContent-Length: 7\nCookie: a=b\n\n") + b"a=1&b=2",
+    "pipelined": crlf("GET http://example.com/a HTTP/1.1\nHost: example.com\n\nGET http://example.com/b HTTP/1.1\nHost: example.com\nConnection: close\n\n"),
+    "http10": crlf("GET http://example.com/ HTTP/1.0\nUser-Agent: Wget/1.21\n\n"),
+    "websocket-upgrade": crlf("GET http://echo.example.com/ws HTTP/1.1\nHost: echo.example.com\nConnection: Upgrade\nUpgrade: websocket\n"
+                              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\nSec-WebSocket-Version: 13\n\n"),
+    "hop-by-hop": crlf("GET http://www.example.com/a HTTP/1.1\nHost: www.example.com\nConnection: close, X-Secret\nX-Secret: 1\nKeep-Alive: timeout=5\n"
+                       "TE: trailers\nProxy-Authorization: Basic dTpw\nX-Drop: 1\n\n"),
+    "map-remote": crlf("GET http://api.test/v1/users?id=1 HTTP/1.1\nHost: api.test\n\n"),
+    "map-remote-v6": crlf("GET http://www.example.org/x/y HTTP/1.1\nHost: www.example.org\n\n"),
+    "map-local": crlf("GET http://cdn.example.com/static/js/app.js HTTP/1.1\nHost: cdn.example.com\n\n"),
+    "map-local-traversal": crlf("GET http://cdn.example.com/static/%2e%2e/out HTTP/1.1\nHost: cdn.example.com\n\n"
+                                "GET http://cdn.example.com/static/../../secret HTTP/1.1\nHost: cdn.example.com\n\n"),
+    "block-and-drop": crlf("GET http://ads.example.com/pixel.gif HTTP/1.1\nHost: ads.example.com\n\nGET http://drop.example.com/ HTTP/1.1\nHost: drop.example.com\n\n"),
+    "options-star": crlf("OPTIONS * HTTP/1.1\nHost: example.com\n\n"),
+    "expect-continue": crlf("PUT http://example.com/up HTTP/1.1\nHost: example.com\nContent-Length: 3\nExpect: 100-continue\n\n") + b"abc",
+    "resent": crlf("DELETE http://api.test/v1/items/7 HTTP/1.1\nHost: api.test\nX-Busymate-Resent-From: 42\n\n"),
+    "https-absolute": crlf("GET https://example.com/ HTTP/1.1\nHost: example.com\n\n"),
+    "userinfo-port": crlf("GET http://user:pw@Host.Example:8080/x HTTP/1.1\nHost: Host.Example:8080\n\n"),
+    "idn-host": crlf("GET http://bücher.example/ä?ö HTTP/1.1\nHost: bücher.example\n\n"),
+    "no-host-header": crlf("HEAD http://[::1]:8080/health HTTP/1.1\nAccept: */*\n\n"),
+    "malformed": crlf("THIS IS NOT HTTP\n\n"),
+})
+
+# --- tls-hello: the captured hellos, and a ClientHello split over two records
+record = read_tls("client-hello-tls13-sni")
+body = record[5:]
+cut = 60
+split = bytes([22, 3, 1]) + struct.pack(">H", cut) + body[:cut] + bytes([22, 3, 1]) + struct.pack(">H", len(body) - cut) + body[cut:]
+seeds("tls-hello", {"client-hello-split-records": split, "not-tls": b"GET / HTTP/1.1\r\n\r\n"})
+
+# --- settings: settings.json as people and the CLI write it
+default = open(os.path.join(here, "..", "shared-group", "settings.json"), "rb").read()
+full = {
+    "mode": "proxy",
+    "log_level": "debug",
+    "proxy": {"listen": ["127.0.0.1:9090", "[::1]:9090", "0.0.0.0:8080"]},
+    "ssl_proxying": {"include": ["*.example.com", "api.test", "[::1]"], "exclude": ["static.example.com"],
+                     "insecure_upstream": ["*.internal"], "upstream_trust": "/etc/ssl/certs/ca-certificates.crt"},
+    "tunnel": {"user": "busymate", "group": "busymate", "drain_seconds": 2.5},
+    "capture": {"max_exchanges": 50000, "max_bytes": "2GiB", "body_max": "512KiB"},
+    "rules": [
+        {"name": "no ads", "match": "*.ads.example/*", "action": "block"},
+        {"name": "legal", "match": "api.example.com/v2/*", "action": "block", "status": 451},
+        {"name": "tracker", "match": "t.example.com/*", "action": "drop"},
+        {"name": "mock", "match": "api.example.com/v1/config", "action": "map_local", "file": "/srv/mock/config.json"},
+        {"name": "static", "match": "cdn.test/static/*", "action": "map_local", "directory": "/srv/www"},
+        {"name": "staging", "match": "api.test/v1/*", "action": "map_remote", "to": "http://127.0.0.1:3000/api/"},
+        {"name": "dns", "match": "*.test/*", "action": "host_override", "address": "::1", "enabled": False},
+        {"name": "hdrs", "match": "https://*.example.com/*", "action": "headers",
+         "request": {"remove": ["Cookie"], "set": {"X-Debug": "1"}, "add": {"X-Via": "busymate"}},
+         "response": {"set": {"Cache-Control": "no-store"}}},
+    ],
+    "breakpoints": {"request": ["api.example.com/v1/orders*"], "response": ["*/graphql"], "timeout_seconds": 60},
+    "upstream_proxy": {"host": "proxy.corp.example", "port": 3128, "username": "me", "password": "secret", "bypass": ["localhost", "*.internal"]},
+    "future_key": {"kept": [1, 2.5e3, -0, True, None, "é\u2028\"\\"]},
+}
+seeds("settings", {
+    "default": default,
+    "full": json.dumps(full, indent=2, ensure_ascii=False) + "\n",
+    "bom-and-crlf": b"\xef\xbb\xbf" + json.dumps({"log_level": "warning", "proxy": {"listen": ["127.0.0.1:0"]}}, indent=2).replace("\n", "\r\n").encode(),
+    "invalid-trailing-comma": '{\n  "mode": "proxy",\n  "log_level": "info",\n}\n',
+    "invalid-listen": '{"proxy": {"listen": ["nine"]}}',
+    "invalid-duplicate-key": '{"mode": "proxy", "mode": "transparent"}',
+    "invalid-rule": '{"rules": [{"name": "x", "match": "a b", "action": "map_remote", "to": "ftp://x"}]}',
+    "escapes": '{"tunnel": {"user": "busy\\u006date"}, "x": "\\ud83d\\ude00\\n"}',
+})
+
+# --- url-pattern: "pattern\nURL"
+seeds("url-pattern", {
+    "path-glob": "api.example.com/v1/*\nhttps://api.example.com/v1/users?page=2",
+    "subdomains": "*.example.com\nhttps://www.example.com/",
+    "ipv6-port": "https://[::1]:8443/x\nhttps://[::1]:8443/x?y=1",
+    "port": "example.com:8080/*\nhttp://example.com:8080/a",
+    "everything": "*\nhttp://h/",
+    "case-and-fragment": "cdn.test/static/*\nHTTP://CDN.TEST/static/js/a.js#top",
+    "unicode": "bücher.example/*\nhttps://BÜCHER.example/ä",
+    "closed-trailing-slash": "api.test/v1/config\nhttps://api.test/v1/config/",
+    "question-mark": "api?.test\napi1.test",
+    "bad-port": "example.com:0/*\nhttp://example.com:0/",
+})
+
+# --- raw-http: messages as a person saves them at a breakpoint
+seeds("raw-http", {
+    "request-absolute": crlf("POST http://api.test/v1/orders HTTP/1.1\nHost: api.test\nContent-Type: application/json\nContent-Length: 11\n\n") + b'{"id": 42}\n',
+    "request-origin-lf": b"GET /v1/users?page=2 HTTP/1.1\nHost: api.example.com\nAccept: */*\n\n",
+    "response-200": crlf("HTTP/1.1 200 OK\nContent-Type: text/plain\nTransfer-Encoding: chunked\n\n") + b"hello\n",
+    "response-204": crlf("HTTP/1.1 204 No Content\nContent-Length: 10\n\n"),
+    "response-custom-reason": crlf("HTTP/1.0 418 I'm a teapot\nX-Edited: yes\n\n"),
+    "folded": crlf("GET /a HTTP/1.1\nX-A: 1\n  folded\n\n"),
+    "no-blank-line": b"HTTP/1.1 500 Oops\nRetry-After: 5",
+})
+
+# --- notification: datagrams on notify/*.sock
+seeds("notification", {
+    "settings": "busymate/1 settingsDidChange app-123",
+    "paused": "busymate/1 breakpointPaused tunnel-77 42",
+    "traffic": "busymate/1 newTrafficCaptured tunnel-77",
+    "payload-spaces": "busymate/1 tunnelStateChanged app-1 ready to serve",
+    "unknown-name": "busymate/1 devicePresenceChanged tunnel-8 phone",
+    "unicode-payload": "busymate/1 breakpointContinue cli-9 résumé ✓",
+})
+
+# --- control-message: frames on control.sock (4-byte big-endian length, JSON)
+def frame(obj):
+    payload = json.dumps(obj, indent=2, sort_keys=True).encode()
+    return struct.pack(">I", len(payload)) + payload
+report = {
+    "group": "/var/lib/busymate/group", "mode": "proxy",
+    "supervisor": {"running": True, "pid": 812, "uptime_seconds": 3600.5, "settings_sha256": "ab" * 32},
+    "tunnel": {"pid": 813, "uid": 998, "state": "ready", "privileges": "dropped to busymate:busymate", "settings_sha256": "ab" * 32,
+               "settings_error": None, "started_at": "2025-01-02T03:04:05Z", "restarts": 0, "crash_loop": False, "last_exit": None,
+               "next_restart_in_seconds": None, "adopted": False, "interception": "CA loaded", "last_error": None},
+    "listeners": [{"address": "127.0.0.1:9090", "bound": "127.0.0.1:9090", "error": None}],
+    "ca": {"present": True, "trusted": False, "error": None, "subject": "CN=Busymate CA", "fingerprint_sha256": "cd" * 32, "not_after": "2035-01-01T00:00:00Z"},
+    "settings": {"path": "/var/lib/busymate/group/settings.json", "valid": True, "error": None, "unknown_keys": []},
+    "counters": {"connections_total": 10, "connections_active": 1, "requests_total": 25, "bytes_from_clients": 1000, "bytes_to_clients": 50000,
+                 "requests_per_second": 0.5, "breakpoints_held": 0},
+}
+tunnel_status = {"pid": 813, "uid": 998, "gid": 998, "privileges": "dropped to busymate:busymate", "state": "ready", "mode": "proxy",
+                 "started_at": "2025-01-02T03:04:05Z", "updated_at": "2025-01-02T03:05:05Z", "settings_sha256": "ab" * 32, "settings_error": None,
+                 "listeners": report["listeners"], "counters": report["counters"], "supervisor_attached": True}
+seeds("control-message", {
+    "status": frame({"kind": "status"}),
+    "hello": frame({"kind": "hello", "pid": 813, "listeners": ["proxy 127.0.0.1:9090"]}),
+    "state-then-pong": frame({"kind": "state", "pid": 813, "state": "draining"}) + frame({"kind": "pong", "seq": 7}),
+    "serve": frame({"kind": "serve"}),
+    "reply-with-report": frame({"kind": "reply", "ok": True, "report": report}),
+    "reply-refused": frame({"kind": "reply", "ok": False, "message": "permission denied: uid 1000 is neither root nor in group busymate"}),
+    "status-json": frame(tunnel_status),
+    "truncated": struct.pack(">I", 100) + b'{"kind": "st',
+})
+
+# --- dictionaries (fuzz/dict/<target>.dict): tokens libFuzzer splices in.
+# Written as latin-1 so that "\xc3\xa4" stands for those two bytes.
+def dictionary(target, tokens):
+    os.makedirs(os.path.join(here, "dict"), exist_ok=True)
+    with open(os.path.join(here, "dict", target + ".dict"), "w") as f:
+        f.write("# libFuzzer dictionary for fuzz-%s (written by fuzz/make-seeds.py)\n" % target)
+        for token in tokens:
+            data = token.encode("latin-1")
+            f.write('"%s"\n' % "".join(chr(c) if 0x20 <= c < 0x7f and c not in (0x22, 0x5c) else "\\x%02x" % c for c in data))
+
+dictionary("http1", [
+    "GET ", "POST ", "PUT ", "HEAD ", "OPTIONS ", "CONNECT ", "DELETE ", "PATCH ", "TRACE ",
+    " HTTP/1.1\r\n", " HTTP/1.0\r\n", "\r\n", "\r\n\r\n", ": ", "http://", "HTTP://", "https://", "ws://",
+    "Host: ", "Connection: ", "close", "keep-alive", "Upgrade", "Upgrade: websocket\r\n", "Proxy-Connection: ", "Keep-Alive: ",
+    "TE: trailers\r\n", "Trailer: ", "Transfer-Encoding: chunked\r\n", "Content-Length: ", "Expect: 100-continue\r\n",
+    "Proxy-Authorization: Basic dTpw\r\n", "X-Busymate-Resent-From: 1\r\n", "Cookie: ", "X-Drop: ", "X-Set: ",
+    "0\r\n\r\n", "example.com", "www.example.com", "ads.example.com", "drop.example.com", "static.example.com",
+    "cdn.example.com/static/", "cdn.example.com/one.json", "api.test", "api.test/v1/", "www.example.org", "secure.example.com",
+    "x.internal", "localhost", "[::1]", "[fe80::1%25eth0]", ":443", ":80", ":8080", ":65535", ":0", "@", "user:pw@", "%2e%2e/", "../", "/./",
+    "?", "#", "*", "\x16\x03\x01", "\xc3\xa4", "\xcc\x81", "\xef\xbf\xbd",
+])
+dictionary("tls-hello", [
+    "\x16\x03\x01", "\x16\x03\x03", "\x01\x00", "\x02\x00", "\x00\x00", "\x00\x2b", "\x03\x04", "\x03\x03", "\x13\x01", "\xc0\x2f", "\x00\x10",
+    "\x00\x0a", "\x00\x0d", "\x00\x33", "api.example.com", "\x00\x00\x00\x00",
+])
+dictionary("settings", [
+    '"mode"', '"proxy"', '"log_level"', '"trace"', '"listen"', '"127.0.0.1:9090"', '"[::1]:0"', '"ssl_proxying"', '"include"', '"exclude"',
+    '"insecure_upstream"', '"upstream_trust"', '"tunnel"', '"user"', '"group"', '"drain_seconds"', '"capture"', '"max_exchanges"',
+    '"max_bytes"', '"body_max"', '"64MiB"', '"rules"', '"name"', '"match"', '"action"', '"enabled"', '"block"', '"drop"',
+    '"map_local"', '"map_remote"', '"host_override"', '"headers"', '"status"', '"file"', '"directory"', '"to"', '"address"',
+    '"request"', '"response"', '"remove"', '"set"', '"add"', '"breakpoints"', '"timeout_seconds"', '"upstream_proxy"',
+    '"host"', '"port"', '"username"', '"password"', '"bypass"', "true", "false", "null", "1e3", "-0", "\\u0000", "\\ud83d\\ude00",
+    "{", "}", "[", "]", ":", ",", "\xef\xbb\xbf", "\r\n", '"*.example.com"', '"http://127.0.0.1:3000/"', '"/srv/www"',
+])
+dictionary("url-pattern", [
+    "://", "http://", "https://", "ws://", "*", "*.", "?", "#", "/", ":", "[", "]", "[::1]", ":443", ":80", ":08080", "example.com",
+    "\n", ".", "\xc3\x84", "\xcc\x81", "%2F",
+])
+dictionary("raw-http", [
+    "GET ", "POST ", " HTTP/1.1", " HTTP/1.0", "HTTP/1.1 ", " 200 OK", " 204", " 304", " 101", "\r\n", "\n", "\r\n\r\n", ": ",
+    "Content-Length: ", "Transfer-Encoding: chunked", "content-length", "Host: ", "http://", "/", "*", "\t", "\r", "\x7f",
+])
+dictionary("notification", [
+    "busymate/1 ", "settingsDidChange", "newTrafficCaptured", "tunnelStateChanged", "breakpointPaused", "breakpointContinue",
+    "caDidChange", " ", "\n", "tunnel-1", "app-2", "\xc3\xa9", "\xe2\x9c\x93",
+])
+dictionary("control-message", [
+    '"kind"', '"status"', '"tunnelStart"', '"tunnelStop"', '"tunnelRestart"', '"hello"', '"state"', '"pong"', '"listeners"',
+    '"ping"', '"serve"', '"reply"', '"pid"', '"seq"', '"ok"', '"message"', '"report"', '"ready"', '"draining"',
+    '"started_at"', '"2025-01-02T03:04:05Z"', '"counters"', '"connections_total"', "\x00\x00\x00", "\x00\x10\x00\x00",
+    "\x00\x10\x00\x01", "true", "null", "{", "}", "[", "]",
+])
