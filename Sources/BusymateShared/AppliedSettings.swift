@@ -28,6 +28,12 @@ public struct AppliedSettings: Sendable {
         unknownKeys = snapshot.unknownKeys
     }
 
+    /// The last read failed before parsing (the file unreadable, missing, a
+    /// directory): a `chmod` that fixes it makes no inotify event worth
+    /// watching (reads change atimes too), so the daemons try again now and
+    /// then while this holds.
+    public var readFailed: Bool { error.map { $0.position == nil } ?? false }
+
     /// Daemons read and parse off the actor that answers health checks (a
     /// large file must not stall them): a ticket before the read, and
     /// `take(_:)` after it drops a read that finished after a later one.

@@ -8,8 +8,7 @@ import Glibc
 /// Watches one directory with inotify and reports the names of files that
 /// were saved there: a write closed (`IN_CLOSE_WRITE`, an in-place save),
 /// a file moved in (`IN_MOVED_TO`: `mv`, `sed -i`, an editor's
-/// write-and-rename), a socket created (`IN_CREATE`) or a file's mode changed
-/// (`IN_ATTRIB`: a `chmod` that makes settings.json readable again); and for the names
+/// write-and-rename) or a socket created (`IN_CREATE`); and for the names
 /// in `removals`, a file deleted or moved away (`IN_DELETE`,
 /// `IN_MOVED_FROM`: a CA removed while running). Not for settings.json, which
 /// an editor's save moves away for a moment.
@@ -24,7 +23,7 @@ public final class FileWatcher: Sendable {
         self.removals = removals
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard inotify >= 0 else { throw SystemError("inotify_init1") }
-        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM)
+        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
         guard inotify_add_watch(inotify, directory.path, mask) >= 0 else {
             let e = SystemError("inotify_add_watch \(directory.path)")
             close(inotify)

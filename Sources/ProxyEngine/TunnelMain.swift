@@ -167,6 +167,7 @@ public enum TunnelMain {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     await runtime.attachIfNeeded()
+                    await runtime.retrySettingsIfUnread()
                     await runtime.publish()
                     // In case a breakpointContinue was lost (a full queue).
                     try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }

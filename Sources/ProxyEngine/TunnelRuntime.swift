@@ -170,6 +170,12 @@ public actor TunnelRuntime {
 
     /// Reads and parses off the actor, which answers the supervisor's pings;
     /// a read that finishes after a later one is dropped.
+    /// A settings file that could not be read is tried again (every half
+    /// second, from the main loop) until it can.
+    func retrySettingsIfUnread() async {
+        if applied.readFailed { await reloadSettings() }
+    }
+
     func reloadSettings() async {
         let ticket = applied.beginRead()
         let snapshot = await AppliedSettings.read(paths.settings)

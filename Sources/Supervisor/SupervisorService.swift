@@ -380,7 +380,9 @@ public actor SupervisorService {
     /// A tunnel that answers no ping for this long is hung: replace it.
     static let unresponsiveAfter: TimeInterval = 5
 
-    func tick() {
+    func tick() async {
+        // A settings file that could not be read is tried again until it can.
+        if applied.readFailed { await reloadSettings() }
         // A port that was busy (say, still held by a tunnel that is letting
         // it go) is tried again every tick.
         if desired == .running, !listenerErrors.isEmpty, !shuttingDown {
