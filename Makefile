@@ -14,7 +14,7 @@ BUILD_BIN = .build/$(CONFIG)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-faults systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -33,7 +33,15 @@ run: build
 test: build
 	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
+	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
 	tests/systemd/run.sh
+
+# The fault suite alone (about a minute; root): kills, restarts, broken
+# settings, a full disk, a corrupt store, locks, CA files. Its report goes to
+# .build/faults-report.md (RELIABILITY.md is written from it).
+test-faults: build
+	@scripts/install-deps.sh --test
+	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
 
 systemd-test: build
 	tests/systemd/run.sh

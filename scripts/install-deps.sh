@@ -3,9 +3,10 @@
 # and only as root; otherwise says what to install.
 set -euo pipefail
 packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl)
-# The tests also use ip(8), for a network namespace of their own; the
-# benchmark's origin is nginx.
-[ "${1:-}" = "--test" ] && packages+=(iproute2)
+# The tests also use ip(8), for a network namespace of their own, openssl(1)
+# for certificates of their own, and prlimit, setpriv and mount (util-linux)
+# for the hostile-client and fault suites; the benchmark's origin is nginx.
+[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BusymateShared
+import CaptureStore
 import Foundation
 
 @available(macOS 10.15, *)
@@ -11,6 +12,21 @@ public struct BusymateCommand: AsyncParsableCommand {
                       Pinned.self, CA.self, Tunnel.self])
 
     public init() {}
+
+    /// ArgumentParser's main, but a store error reads as what it means
+    /// ("the capture store is corrupt"), not as "SQLite error 11".
+    public static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: StoreHealth.isStoreError(error) ? CLIError(description: StoreHealth.describe(error) + StoreHealth.advice(error)) : error)
+        }
+    }
 }
 
 struct GroupOption: ParsableArguments {

@@ -10,13 +10,16 @@ struct Export: AsyncParsableCommand {
     @OptionGroup var filters: FilterOptions
     @Option(help: "The HAR file to write.") var har: String
     @Option(help: "At most this many exchanges.") var limit = 100_000
+    @Flag(help: "Mask credentials: Authorization, Proxy-Authorization, Cookie, Set-Cookie and API-key headers.") var redact = false
+    @Option(help: "The file's mode, in octal (default 600: exports hold cookies and tokens).") var mode = "600"
 
     func run() async throws {
         let database = try StoreAccess.open(options.paths)
         let records = try TrafficRepository(database: database).list(filters.filter(limit: limit))
         let bodies = BodyStore(paths: database.paths)
         // Oldest first, as a browser records them; tunnels have no HTTP to show.
-        let entries = records.reversed().filter { $0.tlsMode != .passthrough && $0.method != "CONNECT" }.map { HAR.entry($0, bodies: bodies) }
+        guard let fileMode = mode_t(mode, radix: 8), fileMode <= 0o777 else { throw CLIError(description: "--mode \(mode) is not an octal file mode such as 600") }
+        let entries = records.reversed().filter { $0.tlsMode != .passthrough && $0.method != "CONNECT" }.map { HAR.entry($0, bodies: bodies, redact: redact) }
         let document: [String: Any] = [
             "log": [
                 "version": "1.2",
@@ -26,13 +29,36 @@ struct Export: AsyncParsableCommand {
             ] as [String: Any],
         ]
         let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        guard FileManager.default.createFile(atPath: har, contents: data) else { throw CLIError(description: "cannot write \(har)") }
+        try Self.write(data, to: har, mode: fileMode)
         print("wrote \(entries.count) exchanges to \(har)")
+    }
+}
+
+extension Export {
+    /// Created with `mode` from the start (never world-readable for a
+    /// moment), replacing a file of ours but not following a symlink.
+    static func write(_ data: Data, to path: String, mode: mode_t) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw CLIError(description: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        // An existing file keeps its old mode through O_CREAT: set it.
+        fchmod(fd, mode)
+        do {
+            try handle.write(contentsOf: data)
+        } catch {
+            throw CLIError(description: "cannot write \(path): \(error.localizedDescription)")
+        }
     }
 }
 
 /// HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/) entries.
 enum HAR {
+    /// Headers whose values are credentials: masked by `--redact`.
+    static let credentialHeaders: Set<String> = [
+        "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token", "x-xsrf-token",
+    ]
+    static let redacted = "[redacted]"
+
     static func timestamp(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
@@ -42,8 +68,8 @@ enum HAR {
         return max(0, (to.timeIntervalSince(from) * 1000 * 1000).rounded() / 1000)
     }
 
-    static func headers(_ text: String?) -> [[String: Any]] {
-        ExchangeRecord.decodeHeaders(text).map { ["name": $0.0, "value": $0.1] }
+    static func headers(_ text: String?, redact: Bool = false) -> [[String: Any]] {
+        ExchangeRecord.decodeHeaders(text).map { ["name": $0.0, "value": redact && credentialHeaders.contains($0.0.lowercased()) ? redacted : $0.1] }
     }
 
     static func header(_ name: String, in text: String?) -> String? {
@@ -63,13 +89,13 @@ enum HAR {
         return (data.base64EncodedString(), true, data.count)
     }
 
-    static func entry(_ r: ExchangeRecord, bodies: BodyStore) -> [String: Any] {
+    static func entry(_ r: ExchangeRecord, bodies: BodyStore, redact: Bool = false) -> [String: Any] {
         // A body file removed under us leaves the row's first bytes.
         let requestBody = (try? bodies.body(of: r, .request)) ?? r.requestBody
         let responseBody = (try? bodies.body(of: r, .response)) ?? r.responseBody
         var request: [String: Any] = [
             "method": r.method, "url": r.url, "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
-            "headers": headers(r.requestHeaders), "queryString": queryString(r.url), "headersSize": -1, "bodySize": r.requestBodySize,
+            "headers": headers(r.requestHeaders, redact: redact), "queryString": queryString(r.url), "headersSize": -1, "bodySize": r.requestBodySize,
         ]
         if let body = requestBody {
             request["postData"] = ["mimeType": header("content-type", in: r.requestHeaders) ?? "", "text": String(decoding: body, as: UTF8.self)]
@@ -84,7 +110,7 @@ enum HAR {
         }
         let response: [String: Any] = [
             "status": r.status ?? 0, "statusText": r.reason ?? "", "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
-            "headers": headers(r.responseHeaders), "content": content, "redirectURL": header("location", in: r.responseHeaders) ?? "",
+            "headers": headers(r.responseHeaders, redact: redact), "content": content, "redirectURL": header("location", in: r.responseHeaders) ?? "",
             "headersSize": -1, "bodySize": r.status == nil ? -1 : r.responseBodySize,
         ]
         let connect = milliseconds(r.startedAt, r.tlsDoneAt ?? r.connectedAt)

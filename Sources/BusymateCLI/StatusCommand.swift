@@ -33,7 +33,8 @@ struct Status: AsyncParsableCommand {
             supervisor: .init(running: false, pid: nil, uptimeSeconds: nil, settingsSha256: nil),
             tunnel: .init(pid: tunnel?.pid, uid: tunnel?.uid, state: tunnel?.state ?? .absent, privileges: tunnel?.privileges,
                           settingsSha256: tunnel?.settingsSha256, settingsError: tunnel?.settingsError, startedAt: tunnel?.startedAt,
-                          restarts: 0, crashLoop: false, lastExit: nil, nextRestartInSeconds: nil, adopted: false),
+                          restarts: 0, crashLoop: false, lastExit: nil, nextRestartInSeconds: nil, adopted: false,
+                          interception: tunnel?.interception, lastError: tunnel?.lastError, store: tunnel?.store),
             listeners: tunnel?.listeners ?? [],
             ca: .init(present: FileManager.default.fileExists(atPath: paths.caPEM.path), trusted: false, error: nil, subject: nil,
                       fingerprintSha256: nil, notAfter: nil),
@@ -62,8 +63,12 @@ struct Status: AsyncParsableCommand {
         if let interception = r.tunnel.interception {
             lines.append("\(mark(interception == "on")) HTTPS        interception \(interception)")
         }
+        if let store = r.tunnel.store {
+            lines.append("\(mark(store == "ok")) capture      \(store == "ok" ? "store ok" : store)")
+        }
         for l in r.listeners {
             lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")
+            if let warning = l.warning { lines.append("⚠ open proxy   \(warning)") }
         }
         lines.append("\(mark(r.ca.present && r.ca.error == nil)) CA           \(r.ca.present ? "present" : "missing")\(r.ca.error.map { " (\($0))" } ?? "")")
         lines.append("\(mark(r.ca.trusted)) CA trust     \(r.ca.trusted ? "in the system trust store" : "not in the system trust store")")

@@ -9,7 +9,10 @@ enum StoreAccess {
             throw CLIError(description: "no capture store at \(paths.captureDatabase.path) yet (the tunnel creates it when it starts)")
         }
         do {
-            return try CaptureDatabase(paths: paths, readOnly: readOnly)
+            // The CLI never migrates or chmods the store: that is the tunnel's.
+            return try CaptureDatabase(paths: paths, readOnly: readOnly, owner: false)
+        } catch where StoreHealth.isCorruption(error) {
+            throw CLIError(description: "\(paths.captureDatabase.path): \(StoreHealth.describe(error))\(StoreHealth.advice(error))")
         } catch {
             throw CLIError(description: "cannot open \(paths.captureDatabase.path): \(error) (run as root or as a member of group busymate)")
         }

@@ -16,8 +16,6 @@ public struct AppSettings: Sendable, Equatable {
     public var insecureUpstream: [String] = []
     /// A PEM bundle trusted for upstream servers besides the system store.
     public var upstreamTrust: String?
-    public var tunnelUser = "busymate"
-    public var tunnelGroup = "busymate"
     /// How long a replaced tunnel may finish requests in flight.
     public var drainSeconds: Double = 5
     /// Retention: the oldest exchanges go beyond this many.
@@ -31,6 +29,32 @@ public struct AppSettings: Sendable, Equatable {
     public var breakpoints = BreakpointSettings()
     /// Every upstream dial goes through it, but for `bypass` hosts.
     public var upstreamProxy: UpstreamProxySetting?
+    public var timeouts = Timeouts()
+
+    /// How long the proxy waits on each side, in the style of nginx's
+    /// `client_header_timeout` and HAProxy's `timeout http-request`.
+    public struct Timeouts: Sendable, Equatable {
+        /// A request head (from its first byte, or from the connection's
+        /// start) must be whole within this: slowloris ends here.
+        public var requestHead: Double = 30
+        /// A keep-alive connection with no request in flight closes after this.
+        public var idle: Double = 60
+        /// A request body that sends no byte for this long is given up.
+        public var bodyProgress: Double = 60
+        /// The client's TLS handshake with an intercepting tunnel.
+        public var tlsHandshake: Double = 10
+        /// From the request's end reaching the server to its response head.
+        public var upstreamResponse: Double = 120
+        /// Not a key of its own: how long a draining tunnel lets an idle
+        /// kept-alive connection send one more request, from
+        /// `tunnel.drain_seconds` (half a second less, at least one).
+        public var drainIdleWait: Double = 4.5
+
+        public init() {}
+
+        /// Setting name, value, as settings.json spells them.
+        public static let keys = ["request_head_seconds", "idle_seconds", "body_seconds", "tls_handshake_seconds", "upstream_response_seconds"]
+    }
 
     public init() {}
 
@@ -50,8 +74,6 @@ public struct AppSettings: Sendable, Equatable {
             "exclude": []
           },
           "tunnel": {
-            "user": "busymate",
-            "group": "busymate",
             "drain_seconds": 5
           }
         }
@@ -82,13 +104,23 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy"],
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts"],
+        "timeouts": Set(Timeouts.keys),
         "breakpoints": ["request", "response", "timeout_seconds"],
         "upstream_proxy": ["host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
-        "tunnel": ["user", "group", "drain_seconds"],
+        "tunnel": ["drain_seconds"],
+    ]
+
+    /// Keys that once chose what the root supervisor does with privileges.
+    /// The file is group-writable, so they are ignored (kept in the file,
+    /// listed as unknown) and each gets a warning that says where the
+    /// setting lives now.
+    public static let rootOnlyKeys: [String: String] = [
+        "tunnel.user": "whom the tunnel runs as is busymate-app's --tunnel-user option (the unit's command line), which only root can change",
+        "tunnel.group": "the tunnel's group is busymate-app's --tunnel-group option (the unit's command line), which only root can change",
     ]
 
     /// Parses and validates `text`; the error names line and column.
@@ -167,8 +199,6 @@ extension AppSettings {
             }
             if let tunnel = root["tunnel"] {
                 try object(tunnel, path: "tunnel")
-                if let node = tunnel["user"] { s.tunnelUser = try name(node, path: "tunnel.user") }
-                if let node = tunnel["group"] { s.tunnelGroup = try name(node, path: "tunnel.group") }
                 if let node = tunnel["drain_seconds"] {
                     let value = try number(node, path: "tunnel.drain_seconds")
                     guard (0...300).contains(value) else {
@@ -177,6 +207,23 @@ extension AppSettings {
                     s.drainSeconds = value
                 }
             }
+            if let timeouts = root["timeouts"] {
+                try object(timeouts, path: "timeouts")
+                func seconds(_ key: String, _ keyPath: WritableKeyPath<Timeouts, Double>) throws(SettingsError) {
+                    guard let node = timeouts[key] else { return }
+                    let value = try number(node, path: "timeouts.\(key)")
+                    guard value >= 0.1, value <= 86_400 else {
+                        throw SettingsError(message: "must be between 0.1 and 86400 seconds", position: node.position, keyPath: "timeouts.\(key)")
+                    }
+                    s.timeouts[keyPath: keyPath] = value
+                }
+                try seconds("request_head_seconds", \.requestHead)
+                try seconds("idle_seconds", \.idle)
+                try seconds("body_seconds", \.bodyProgress)
+                try seconds("tls_handshake_seconds", \.tlsHandshake)
+                try seconds("upstream_response_seconds", \.upstreamResponse)
+            }
+            s.timeouts.drainIdleWait = max(1, s.drainSeconds - 0.5)
             if let capture = root["capture"] {
                 try object(capture, path: "capture")
                 if let node = capture["max_exchanges"] {
@@ -261,17 +308,6 @@ extension AppSettings {
                 out.append(item.text)
             }
             return out
-        }
-
-        func name(_ node: JSONNode, path: String) throws(SettingsError) -> String {
-            let text = try string(node, path: path)
-            let allowed = text.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
-                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-            guard !text.isEmpty, text.count <= 32, allowed else {
-                throw SettingsError(message: "\"\(text)\" is not a user or group name", position: node.position, keyPath: path)
-            }
-            return text
         }
     }
 }

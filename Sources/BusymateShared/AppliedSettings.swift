@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 
 /// The settings a process has in force, and how the last read went. Both
@@ -11,6 +12,8 @@ public struct AppliedSettings: Sendable {
     public private(set) var error: SettingsError?
     public private(set) var unknownKeys: [String]
     private var reportedErrorSHA: String?
+    private var readsBegun = 0
+    private var readsTaken = 0
 
     public enum Outcome: Sendable {
         case unchanged
@@ -25,6 +28,35 @@ public struct AppliedSettings: Sendable {
         unknownKeys = snapshot.unknownKeys
     }
 
+    /// Daemons read and parse off the actor that answers health checks (a
+    /// large file must not stall them): a ticket before the read, and
+    /// `take(_:)` after it drops a read that finished after a later one.
+    public mutating func beginRead() -> Int {
+        readsBegun += 1
+        return readsBegun
+    }
+
+    public mutating func take(_ ticket: Int) -> Bool {
+        guard ticket > readsTaken else { return false }
+        readsTaken = ticket
+        return true
+    }
+
+    /// `SettingsFile.read` on the global executor, off the caller's actor.
+    @concurrent public static func read(_ url: URL) async -> SettingsSnapshot {
+        SettingsFile.read(url)
+    }
+
+    /// `tunnel.user` and the like are no longer read from the group-writable
+    /// file; say so rather than ignore them silently.
+    public static func warnAboutRootOnlyKeys(_ keys: [String], logger: Logger) {
+        for key in keys {
+            if let reason = AppSettings.rootOnlyKeys[key] {
+                logger.warning("settings.json's \(key) is ignored: \(reason)", metadata: ["KEY": "\(key)"])
+            }
+        }
+    }
+
     public mutating func apply(_ snapshot: SettingsSnapshot, logger: Logger) -> Outcome {
         switch snapshot.result {
         case let .success(new):
@@ -37,6 +69,7 @@ public struct AppliedSettings: Sendable {
             settings = new
             sha256 = snapshot.sha256
             LogControl.level = new.logLevel
+            Self.warnAboutRootOnlyKeys(snapshot.unknownKeys, logger: logger)
             if !snapshot.unknownKeys.isEmpty {
                 logger.notice("settings.json has keys this version does not know; kept as they are",
                               metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])

@@ -10,6 +10,22 @@ public enum AtomicFile {
         public var description: String
     }
 
+    /// The fallback when no new file fits (a full disk): the existing file,
+    /// written over from its start and cut to length. A reader may see it
+    /// half written, and must treat a file it cannot parse as absent.
+    public static func overwriteInPlace(_ data: Data, at url: URL) throws {
+        let fd = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure(description: "cannot open \(url.path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { raw -> Int in
+            guard let base = raw.baseAddress else { return 0 }
+            return pwrite(fd, base, raw.count, 0)
+        }
+        guard written == data.count, ftruncate(fd, off_t(data.count)) == 0 else {
+            throw Failure(description: "cannot write \(url.path) in place: \(String(cString: strerror(errno)))")
+        }
+    }
+
     public static func write(_ data: Data, to url: URL, mode: mode_t = 0o644, sync: Bool = true) throws {
         let dir = url.deletingLastPathComponent().path
         let temp = "\(dir)/.\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"

@@ -8,17 +8,23 @@ import Glibc
 /// Watches one directory with inotify and reports the names of files that
 /// were saved there: a write closed (`IN_CLOSE_WRITE`, an in-place save),
 /// a file moved in (`IN_MOVED_TO`: `mv`, `sed -i`, an editor's
-/// write-and-rename) or a socket created (`IN_CREATE`).
+/// write-and-rename), a socket created (`IN_CREATE`) or a file's mode changed
+/// (`IN_ATTRIB`: a `chmod` that makes settings.json readable again); and for the names
+/// in `removals`, a file deleted or moved away (`IN_DELETE`,
+/// `IN_MOVED_FROM`: a CA removed while running). Not for settings.json, which
+/// an editor's save moves away for a moment.
 public final class FileWatcher: Sendable {
     public let directory: String
     private let inotify: Int32
     private let stopPipe: (read: Int32, write: Int32)
+    private let removals: Set<String>
 
-    public init(directory: URL) throws {
+    public init(directory: URL, removals: Set<String> = []) throws {
         self.directory = directory.path
+        self.removals = removals
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard inotify >= 0 else { throw SystemError("inotify_init1") }
-        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
+        let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM)
         guard inotify_add_watch(inotify, directory.path, mask) >= 0 else {
             let e = SystemError("inotify_add_watch \(directory.path)")
             close(inotify)
@@ -47,6 +53,8 @@ public final class FileWatcher: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1024))
         let fd = inotify
         let stop = stopPipe.read
+        let removals = removals
+        let removalMask = UInt32(IN_DELETE | IN_MOVED_FROM)
         let thread = Thread {
             let size = 64 * 1024
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: MemoryLayout<inotify_event>.alignment)
@@ -66,7 +74,8 @@ public final class FileWatcher: Sendable {
                         let namePtr = buffer.advanced(by: offset + MemoryLayout<inotify_event>.size).assumingMemoryBound(to: CChar.self)
                         let name = String(cString: namePtr)
                         // Temporary files of atomic writers are not the file.
-                        if !name.hasPrefix(".") { continuation.yield(name) }
+                        let removed = event.mask & removalMask != 0
+                        if !name.hasPrefix("."), !removed || removals.contains(name) { continuation.yield(name) }
                     }
                     offset += MemoryLayout<inotify_event>.size + Int(event.len)
                 }

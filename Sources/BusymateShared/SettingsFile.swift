@@ -16,12 +16,16 @@ public struct SettingsSnapshot: Sendable, Equatable {
 }
 
 public enum SettingsFile {
+    /// Larger files are refused unread: a 50 MB one once stalled both
+    /// processes for seconds. Settings with hundreds of rules fit in 64 KiB.
+    public static let sizeLimit = 4 << 20
+
     public static func read(_ url: URL) -> SettingsSnapshot {
         let data: Data
         do {
-            data = try Data(contentsOf: url)
+            data = try GroupFileReader.read(url, limit: sizeLimit)
         } catch {
-            return SettingsSnapshot(sha256: "", result: .failure(SettingsError(message: "cannot read \(url.path): \(error.localizedDescription)", position: nil)), unknownKeys: [])
+            return SettingsSnapshot(sha256: "", result: .failure(SettingsError(message: error.description, position: nil)), unknownKeys: [])
         }
         return parse(data)
     }
@@ -44,7 +48,7 @@ public enum SettingsFile {
     /// Applies `edit` to the document and writes it atomically; keys this
     /// version does not know survive. Refuses to touch an invalid file.
     public static func edit(_ url: URL, _ edit: (inout JSONNode) throws -> Void) throws {
-        let data = try Data(contentsOf: url)
+        let data = try GroupFileReader.read(url, limit: sizeLimit)
         var root: JSONNode
         do {
             root = try JSONParser.parse(Array(data))
@@ -59,8 +63,9 @@ public enum SettingsFile {
         } catch {
             // A group member may not replace root's file in the sticky group
             // directory, but may write it: do that instead.
-            let handle = try FileHandle(forWritingTo: url)
-            defer { try? handle.close() }
+            let fd = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { throw error }
+            let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
             try handle.truncate(atOffset: 0)
             try handle.write(contentsOf: Data(text.utf8))
         }

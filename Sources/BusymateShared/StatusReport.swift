@@ -37,11 +37,13 @@ public struct StatusReport: Codable, Sendable {
         public var nextRestartInSeconds: Double?
         public var adopted: Bool
         public var interception: String?
+        /// "ok", or what is wrong with the capture store.
+        public var store: String?
         /// A problem the tunnel reports while serving (e.g. an unusable upstream trust bundle).
         public var lastError: String?
         public init(pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
                     startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool,
-                    interception: String? = nil, lastError: String? = nil) {
+                    interception: String? = nil, lastError: String? = nil, store: String? = nil) {
             self.pid = pid
             self.uid = uid
             self.state = state
@@ -56,6 +58,7 @@ public struct StatusReport: Codable, Sendable {
             self.adopted = adopted
             self.interception = interception
             self.lastError = lastError
+            self.store = store
         }
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -73,6 +76,7 @@ public struct StatusReport: Codable, Sendable {
             try c.encode(adopted, forKey: .adopted)
             try c.encode(interception, forKey: .interception)
             try c.encode(lastError, forKey: .lastError)
+            try c.encode(store, forKey: .store)
         }
     }
 

@@ -18,10 +18,13 @@ public struct ListenerStatus: Codable, Sendable, Equatable {
     /// What the socket is bound to (differs for port 0).
     public var bound: String?
     public var error: String?
-    public init(address: String, bound: String?, error: String?) {
+    /// An open proxy: a listener that is not on loopback.
+    public var warning: String?
+    public init(address: String, bound: String?, error: String?, warning: String? = nil) {
         self.address = address
         self.bound = bound
         self.error = error
+        self.warning = warning
     }
 }
 
@@ -44,10 +47,13 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
     public var lastError: String?
     /// "on", or "off: <why>" when HTTPS cannot be intercepted (no usable CA).
     public var interception: String?
+    /// "ok", or what is wrong with the capture store (cannot be opened, a
+    /// full disk); nil from a tunnel that predates it.
+    public var store: String?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
                 updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],
-                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil) {
+                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil, store: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -63,10 +69,13 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
         self.supervisorAttached = supervisorAttached
         self.lastError = lastError
         self.interception = interception
+        self.store = store
     }
 
+    /// The supervisor reads this as root, and the tunnel (another user)
+    /// writes it: no symlink is followed, and a file past 1 MiB is no status.
     public static func read(_ url: URL) -> TunnelStatus? {
-        guard let data = try? Data(contentsOf: url) else { return nil }
+        guard let data = try? GroupFileReader.read(url, limit: 1 << 20) else { return nil }
         return try? StatusCoding.decoder.decode(TunnelStatus.self, from: data)
     }
 }

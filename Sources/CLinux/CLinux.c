@@ -4,9 +4,13 @@
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int busymate_set_no_new_privs(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); }
@@ -15,6 +19,70 @@ int busymate_setresuid(uid_t r, uid_t e, uid_t s) { return setresuid(r, e, s); }
 int busymate_setresgid(gid_t r, gid_t e, gid_t s) { return setresgid(r, e, s); }
 int busymate_getresuid(uid_t *r, uid_t *e, uid_t *s) { return getresuid(r, e, s); }
 int busymate_setgroups1(gid_t gid) { return setgroups(1, &gid); }
+
+int busymate_cap_last_cap(void) {
+    int last = -1;
+    FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+    if (f) {
+        if (fscanf(f, "%d", &last) != 1) last = -1;
+        fclose(f);
+    }
+    if (last >= 0) return last;
+    // No /proc: the bounding set answers EINVAL past the last capability.
+    int cap = 0;
+    while (cap < 1024 && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0) cap++;
+    return cap - 1;
+}
+
+int busymate_capbset_drop_all(int *failed_cap) {
+    int last = busymate_cap_last_cap();
+    for (int cap = 0; cap <= last; cap++) {
+        int in_set = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (in_set < 0) {
+            if (errno == EINVAL) break;  // the kernel knows fewer than /proc said
+            *failed_cap = cap;
+            return -1;
+        }
+        if (in_set == 0) continue;  // already gone: no CAP_SETPCAP needed for it
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+            *failed_cap = cap;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int busymate_capbset_first(void) {
+    for (int cap = 0; cap < 1024; cap++) {
+        int in_set = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (in_set < 0) return errno == EINVAL ? -1 : cap;
+        if (in_set > 0) return cap;
+    }
+    return -1;
+}
+
+int busymate_ambient_clear_all(void) {
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0) return 0;
+    return errno == EINVAL ? 0 : -1;  // EINVAL: a kernel before 4.3 has no ambient set
+}
+
+int busymate_caps_clear_all(void) {
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &header, data) != 0) return -1;
+    memset(data, 0xff, sizeof data);
+    header.version = _LINUX_CAPABILITY_VERSION_3;
+    header.pid = 0;
+    if (syscall(SYS_capget, &header, data) != 0) return -1;
+    for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++) {
+        if (data[i].effective || data[i].permitted || data[i].inheritable) {
+            errno = EPERM;
+            return -1;
+        }
+    }
+    return 0;
+}
 
 pid_t busymate_spawn(const char *path, char *const argv[], char *const envp[], const int *fds, int nfds) {
     posix_spawn_file_actions_t actions;

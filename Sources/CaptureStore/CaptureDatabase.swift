@@ -8,8 +8,23 @@ public final class CaptureDatabase: Sendable {
     public let pool: DatabasePool
     public let paths: GroupPaths
 
-    public init(paths: GroupPaths, readOnly: Bool = false) throws {
+    public struct Refusal: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `owner` is the tunnel, which creates the store: it alone migrates the
+    /// schema and sets the files' modes. Everyone else (the CLI, as root or
+    /// not) only reads or writes rows, and nobody opens a store file that is
+    /// a symbolic link a group member could have planted.
+    public init(paths: GroupPaths, readOnly: Bool = false, owner: Bool? = nil) throws {
         self.paths = paths
+        let owner = owner ?? !readOnly
+        for suffix in ["", "-wal", "-shm"] {
+            var st = stat()
+            if lstat(paths.captureDatabase.path + suffix, &st) == 0, st.st_mode & S_IFMT != S_IFREG {
+                throw Refusal(description: "\(paths.captureDatabase.path + suffix) is not a regular file (a symbolic link?); refusing to open it")
+            }
+        }
         var config = Configuration()
         // Several processes share the file: wait for a lock rather than fail.
         config.busyMode = .timeout(5)
@@ -29,10 +44,20 @@ public final class CaptureDatabase: Sendable {
             }
         }
         pool = try DatabasePool(path: paths.captureDatabase.path, configuration: config)
-        if !readOnly {
+        if owner && !readOnly {
             try Self.migrator.migrate(pool)
             // Readers need write access to -shm too: group-writable files.
-            for suffix in ["", "-wal", "-shm"] { chmod(paths.captureDatabase.path + suffix, 0o660) }
+            // Only files this process owns, and never through a link. By
+            // path, not by opening them: closing any descriptor of the
+            // database drops this process's POSIX locks on it, and SQLite
+            // in another process then took itself for the last connection
+            // and deleted the WAL under the tunnel.
+            for suffix in ["", "-wal", "-shm"] {
+                let path = paths.captureDatabase.path + suffix
+                var st = stat()
+                guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid() else { continue }
+                chmod(path, 0o660)
+            }
         }
     }
 

@@ -35,7 +35,9 @@ public final class BreakpointController: Sendable {
 
     private let settings = Mutex(BreakpointSettings())
     private let any = Atomic<Bool>(false)
-    private let repository: BreakpointRepository?
+    private let store: StoreHandle?
+    /// Taken at each use: the store may be replaced (a corrupt file).
+    private var repository: BreakpointRepository? { store.map { BreakpointRepository(database: $0.database) } }
     private let notifier: Notifier?
     private let groupPath: String
     /// Held messages by their exchange's request id (one at a time each).
@@ -44,8 +46,8 @@ public final class BreakpointController: Sendable {
     /// A message larger than this is forwarded rather than held.
     static let maxHeldBytes = 16 << 20
 
-    public init(repository: BreakpointRepository?, notifier: Notifier?, groupPath: String) {
-        self.repository = repository
+    public init(store: StoreHandle?, notifier: Notifier?, groupPath: String) {
+        self.store = store
         self.notifier = notifier
         self.groupPath = groupPath
     }
@@ -53,7 +55,7 @@ public final class BreakpointController: Sendable {
     public func apply(_ settings: AppSettings) {
         self.settings.withLock { $0 = settings.breakpoints }
         any.store(!settings.breakpoints.isEmpty, ordering: .relaxed)
-        if !settings.breakpoints.isEmpty && repository == nil {
+        if !settings.breakpoints.isEmpty && store == nil {
             logger.error("breakpoints are set but the capture store is not open: nothing will be held")
         }
     }
@@ -65,7 +67,7 @@ public final class BreakpointController: Sendable {
     public var isEmpty: Bool { !any.load(ordering: .relaxed) }
 
     public func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool {
-        guard any.load(ordering: .relaxed), repository != nil else { return false }
+        guard any.load(ordering: .relaxed), store != nil else { return false }
         let subject = URLPattern.Subject(url)
         return settings.withLock { s in (kind == .request ? s.request : s.response).contains { $0.matches(subject) } }
     }

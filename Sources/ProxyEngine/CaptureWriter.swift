@@ -17,8 +17,12 @@ public final class CaptureWriter: Sendable {
         var files: [BodyFileWriter]
     }
 
-    private let traffic: TrafficRepository
-    private let pins: PinnedDomainRepository
+    private let store: StoreHandle
+    private var traffic: TrafficRepository { TrafficRepository(database: store.database) }
+    private var pins: PinnedDomainRepository { PinnedDomainRepository(database: store.database) }
+    /// What is wrong with the store now, for `status` (nil: commits work).
+    private let problem = Mutex<String?>(nil)
+    private let failedCommits = Atomic<Int>(0)
     private let bodies: BodyStore
     private let spares: SpareBodyFiles
     private let notifier: Notifier?
@@ -41,10 +45,13 @@ public final class CaptureWriter: Sendable {
     /// Bodies up to this size are kept in the row.
     public static let inlineBodyLimit = 16 * 1024
 
-    public init(database: CaptureDatabase, notifier: Notifier?) {
-        traffic = TrafficRepository(database: database)
-        pins = PinnedDomainRepository(database: database)
-        bodies = BodyStore(paths: database.paths)
+    public convenience init(database: CaptureDatabase, notifier: Notifier?) {
+        self.init(store: StoreHandle(database), notifier: notifier)
+    }
+
+    public init(store: StoreHandle, notifier: Notifier?) {
+        self.store = store
+        bodies = BodyStore(paths: store.database.paths)
         spares = SpareBodyFiles(store: bodies)
         self.notifier = notifier
         (wakes, wakeUp) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -151,6 +158,24 @@ public final class CaptureWriter: Sendable {
         await flush()
     }
 
+    /// What is wrong with the store, for `status`; nil while commits work.
+    var storeProblem: String? { problem.withLock { $0 } }
+
+    /// A damaged file: kept aside, a new store started, capture goes on.
+    private func replaceCorruptStore(_ error: Error) -> Bool {
+        let paths = store.database.paths
+        do {
+            let aside = try CaptureDatabase.moveAside(paths)
+            store.replace(with: try CaptureDatabase(paths: paths))
+            logger.critical("the capture store was corrupt; moved it aside (kept, not deleted) and started a new one",
+                            metadata: ["ERROR": "\(StoreHealth.describe(error))", "MOVED_TO": "\(aside.path)"])
+            return true
+        } catch let failure {
+            problem.withLock { $0 = "\(StoreHealth.describe(error)); cannot replace it: \(failure)" }
+            return false
+        }
+    }
+
     /// Ends `run()` after one last flush.
     public func finish() {
         wakeUp.finish()
@@ -172,6 +197,10 @@ public final class CaptureWriter: Sendable {
             size.withLock { $0 = (trimmed.size, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
+            if problem.withLock({ current in defer { current = nil }; return current != nil }) {
+                let failures = failedCommits.exchange(0, ordering: .relaxed)
+                logger.notice("the capture store is written again", metadata: ["AFTER_FAILURES": "\(failures)"])
+            }
             wakeWaiters()
             if !records.isEmpty { notifier?.post(.newTrafficCaptured) }
             if trimmed.removed > 0 {
@@ -181,10 +210,24 @@ public final class CaptureWriter: Sendable {
         } catch {
             // Measure again next time: the failed transaction may have been half done.
             size.withLock { $0 = (nil, 0) }
+            pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
+            if StoreHealth.isCorruption(error), replaceCorruptStore(error) {
+                wakeUp.yield()
+                return
+            }
             storeFailing.store(true, ordering: .relaxed)
             wakeWaiters()
-            logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(batch.count)", "ERROR": "\(error)"])
-            pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
+            let waiting = pending.withLock { $0.count }
+            let text = "\(StoreHealth.describe(error)); \(waiting) exchange\(waiting == 1 ? "" : "s") waiting in memory"
+            let first = problem.withLock { current -> Bool in
+                defer { current = text }
+                return current == nil
+            }
+            // Once when writes start failing, then every 30 tries: not once a second.
+            let failures = failedCommits.wrappingAdd(1, ordering: .relaxed).newValue
+            if first || failures % 30 == 0 {
+                logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(waiting)", "ERROR": "\(StoreHealth.describe(error))"])
+            }
             try? await Task.sleep(for: .seconds(1))
             wakeUp.yield()
         }

@@ -34,12 +34,14 @@ public final class CertificateAuthority: Sendable {
         do {
             caCertificate = try Certificate(pemEncoded: certificatePEM)
         } catch {
-            throw Failure(description: "ca.pem is not a certificate: \(error)")
+            // Never the parser's words: they may quote the file.
+            throw Failure(description: "ca.pem is not a PEM certificate (truncated or corrupt?)")
         }
         do {
             caKey = try Certificate.PrivateKey(pemEncoded: keyPEM)
         } catch {
-            throw Failure(description: "ca.key is not a private key: \(error)")
+            // Never the parser's words: they may quote the key.
+            throw Failure(description: "ca.key is not a PEM private key (truncated or corrupt?)")
         }
         guard caKey.publicKey == caCertificate.publicKey else {
             throw Failure(description: "ca.key does not belong to ca.pem")
@@ -53,14 +55,10 @@ public final class CertificateAuthority: Sendable {
     public static func load(_ paths: GroupPaths) throws -> CertificateAuthority {
         let pem: String, key: String
         do {
-            pem = try String(contentsOf: paths.caPEM, encoding: .utf8)
+            pem = String(decoding: try GroupFileReader.read(paths.caPEM, limit: 1 << 20), as: UTF8.self)
+            key = String(decoding: try GroupFileReader.read(paths.caKey, limit: 1 << 20), as: UTF8.self)
         } catch {
-            throw Failure(description: "cannot read \(paths.caPEM.path): \(error.localizedDescription)")
-        }
-        do {
-            key = try String(contentsOf: paths.caKey, encoding: .utf8)
-        } catch {
-            throw Failure(description: "cannot read \(paths.caKey.path): \(error.localizedDescription)")
+            throw Failure(description: error.description)
         }
         return try CertificateAuthority(certificatePEM: pem, keyPEM: key)
     }

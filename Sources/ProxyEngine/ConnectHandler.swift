@@ -42,7 +42,11 @@ final class ConnectHandler {
     /// A passed-through tunnel is one row: bytes each way and duration.
     private var tunnelRecord: ExchangeRecord?
 
-    init(logger: Logger, stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: BreakpointController, capture: CaptureWriter?) {
+    private let timeouts: AppSettings.Timeouts
+
+    init(logger: Logger, stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: BreakpointController, capture: CaptureWriter?,
+         timeouts: AppSettings.Timeouts = .init()) {
+        self.timeouts = timeouts
         self.logger = logger
         self.stats = stats
         self.interception = interception
@@ -214,7 +218,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         do {
             try MITMHandler.install(after: self, in: context.pipeline.syncOperations, target: target, serverContext: serverContext,
                                     upstream: upstream, interception: interception, rules: rules, breakpoints: breakpoints, logger: logger, stats: stats,
-                                    capture: capture)
+                                    capture: capture, timeouts: timeouts)
             // Removal hands the bytes that came early (the ClientHello) to TLS.
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
         } catch {
@@ -225,7 +229,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func writeEstablished(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
-        headers.add(name: "Via", value: "1.1 busymate")
+        headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
         let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"), headers: headers)
         context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
@@ -280,9 +284,11 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let h = try? ops.handler(type: ProtocolErrorResponder.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: HTTPServerPipelineHandler.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: DrainHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let h = try? ops.handler(type: ClientTimeoutHandler.self) { ops.removeHandler(h, promise: nil) }
         if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
             ops.removeHandler(context: decoder, promise: nil)
         }
+        if let h = try? ops.handler(type: RequestLineTap.self) { ops.removeHandler(h, promise: nil) }
     }
 
     private func removeHTTPHandlers(context: ChannelHandlerContext) {

@@ -79,8 +79,18 @@ final class HTTPForwardHandler {
     private var upstreamHello: TLSHello?
     private var waitingForCapture = false
 
+    /// `timeouts.upstream_response_seconds`, taken when the connection opened.
+    let upstreamResponseTimeout: Double
+    /// Runs from a request's end going upstream to its response head: a
+    /// deadline moved per request, and one scheduled check that looks again
+    /// when it fires (no timer scheduled and cancelled per request).
+    var responseTimer: Scheduled<Void>?
+    var responseTimerAt: NIODeadline?
+    var responseDeadline: NIODeadline?
+
     init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, breakpoints: BreakpointController,
-         interception: Interception? = nil, capture: CaptureWriter? = nil) {
+         interception: Interception? = nil, capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) {
+        upstreamResponseTimeout = timeouts.upstreamResponse
         self.logger = logger
         self.stats = stats
         self.route = route
@@ -106,6 +116,9 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        responseTimer?.cancel()
+        responseTimer = nil
+        responseTimerAt = nil
         closeUpstream()
     }
 
@@ -150,6 +163,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // A pending check would keep this handler alive until it fired.
+        responseTimer?.cancel()
+        responseTimer = nil
+        responseTimerAt = nil
         releaseHold()
         submitCapture(error: "the client closed the connection before the exchange completed")
         closeUpstream()
@@ -157,7 +174,24 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A client clock ran out: ClientTimeoutHandler answers and closes;
+        // the exchange's row says why, and the server side goes.
+        if let expired = error as? ClientTimeoutHandler.Expired {
+            if expired.answered { exchangeCapture?.answered(.requestTimeout) }
+            submitCapture(error: expired.description)
+            exchange = .rejected
+            closeUpstream()
+            return
+        }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
+        // A body that stopped parsing mid-request: ProtocolErrorResponder
+        // answered; this exchange's row says so rather than "client closed".
+        if let parse = error as? HTTPParserError, parse != .invalidEOFState, exchangeCapture != nil {
+            // (An EOF mid-message is the client leaving: channelInactive says so.)
+            let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
+            exchangeCapture?.answered(status)
+            submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
+        }
         closeUpstream()
         context.close(promise: nil)
     }
@@ -193,9 +227,20 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? {
         switch route {
         case .absoluteForm:
-            return ProxyTarget.parseAbsoluteForm(head.uri)
+            guard let parsed = ProxyTarget.parseAbsoluteForm(head.uri) else { return nil }
+            // RFC 9112 §3.2.4: OPTIONS to a URL without a path asks about
+            // the server itself, and goes on as `OPTIONS *`.
+            if head.method == .OPTIONS, let scheme = head.uri.range(of: "://"), !head.uri[scheme.upperBound...].contains("/") {
+                return (parsed.target, "*")
+            }
+            return parsed
         case let .intercepted(target, _):
-            if head.uri.hasPrefix("/") || head.uri == "*" { return (target, head.uri) }
+            if head.uri.hasPrefix("/") {
+                // As in absolute-form: a fragment never goes on the wire (RFC 9110 §4.2.4).
+                guard let hash = head.uri.utf8.firstIndex(of: UInt8(ascii: "#")) else { return (target, head.uri) }
+                return (target, String(head.uri[..<hash]))
+            }
+            if head.uri == "*" { return (target, head.uri) }
             // Absolute-form inside the tunnel: the tunnel's host still decides.
             guard let schemeEnd = head.uri.range(of: "://") else { return nil }
             let rest = head.uri[schemeEnd.upperBound...]
@@ -242,6 +287,10 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         logger[metadataKey: "REQUEST_ID"] = "\(exchangeCapture?.record.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
+        if let (status, why) = RequestHeadCheck.problem(head) {
+            refuse(status, why, context: context)
+            return
+        }
         if let rule = plan.block {
             block(by: rule, keepAlive: head.isKeepAlive, context: context)
             return
@@ -274,9 +323,14 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Connection", value: "Upgrade")
             headers.add(name: "Upgrade", value: upgrade)
         }
-        if !headers.contains(name: "host") {
-            headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
+        // RFC 9112 §3.2.2: an absolute-form URL's authority is the Host,
+        // whatever the client's own Host header said.
+        if case .absoluteForm = route {
+            headers.replaceOrAdd(name: "Host", value: target.port == 80 ? ExchangeCapture.bracketed(target.host) : target.description)
+        } else if !headers.contains(name: "host") {
+            headers.add(name: "Host", value: target.port == 443 ? ExchangeCapture.bracketed(target.host) : target.description)
         }
+        headers.add(name: "Via", value: LoopGuard.shared.via(receivedAs: head.version))
         // map_remote: the row keeps what the client asked for; upstream gets the rule's destination.
         var (destination, path, secure) = (target, originForm, { if case .intercepted = route { true } else { false } }())
         if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
@@ -303,6 +357,16 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             closeUpstream()
             connect(to: destination, secure: secure, via: chained, first: .head(upstreamHead), override: plan.hostOverride, context: context)
         }
+    }
+
+    /// A request that must not go on (RequestHeadCheck): answered here,
+    /// recorded with why, and the connection closed (its framing is suspect).
+    private func refuse(_ status: HTTPResponseStatus, _ why: String, context: ChannelHandlerContext) {
+        exchange = .rejected
+        exchangeCapture?.answered(status)
+        submitCapture(error: why)
+        logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
+        ProxyReply.write(status, "Busymate: \(why)", close: true, context: context, wrap: Self.wrapOutboundOut)
     }
 
     /// A block rule: answer (or hang up) here; nothing goes upstream, and
@@ -419,7 +483,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
                     let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)
                     try channel.pipeline.syncOperations.addHandlers([
-                        HTTPRequestEncoder(), ByteToMessageHandler(decoder), NIOHTTPRequestHeadersValidator(), boundUpstream.value,
+                        HTTPRequestEncoder(), ByteToMessageHandler(decoder), UpstreamRequestValidator(), boundUpstream.value,
                     ])
                 }
             }
@@ -445,6 +509,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             upstream = .connected(target, channel, upstreamHandler)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
+            if pending.contains(where: { if case .end = $0 { true } else { false } }) { startResponseTimer() }
             resumeClientReads()
         case let .failure(error):
             upstream = .none
@@ -462,6 +527,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case let .connected(_, channel, _):
             if case .end = part {
                 channel.writeAndFlush(part, promise: nil)
+                startResponseTimer()
             } else {
                 channel.write(part, promise: nil)
             }
@@ -476,7 +542,47 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelReadComplete()
     }
 
+    /// The server has this long to begin its answer once the request is in.
+    private func startResponseTimer() {
+        let due = NIODeadline.now() + .milliseconds(Int64(upstreamResponseTimeout * 1000))
+        responseDeadline = due
+        if let at = responseTimerAt, at <= due { return }
+        scheduleResponseCheck(at: due)
+    }
+
+    private func stopResponseTimer() {
+        responseDeadline = nil
+    }
+
+    private func scheduleResponseCheck(at due: NIODeadline) {
+        responseTimer?.cancel()
+        guard let context else { return }
+        responseTimerAt = due
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        responseTimer = context.eventLoop.scheduleTask(deadline: due) {
+            let handler = bound.value
+            handler.responseTimer = nil
+            handler.responseTimerAt = nil
+            guard let due = handler.responseDeadline else { return }
+            if NIODeadline.now() < due {
+                handler.scheduleResponseCheck(at: due)
+                return
+            }
+            handler.responseDeadline = nil
+            guard let context = handler.context, case .active = handler.exchange else { return }
+            let target: ProxyTarget? = {
+                switch handler.upstream {
+                case let .connected(target, _, _), let .connecting(target, _): return target
+                case .none: return nil
+                }
+            }()
+            handler.fail(.upstreamTimedOut(host: target?.host ?? "the server", port: target?.port ?? 0, seconds: handler.upstreamResponseTimeout),
+                         context: context)
+        }
+    }
+
     func closeUpstream() {
+        stopResponseTimer()
         if case let .connected(_, channel, handler) = upstream {
             handler.detach()
             channel.close(promise: nil)
@@ -504,6 +610,11 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func upstreamResponse(_ part: HTTPClientResponsePart, isHeadRequest: Bool) {
         guard let context, case var .active(active) = exchange else { return }
+        if case let .head(head) = part {
+            // An answer has begun (a 1xx says the server is there: wait again).
+            stopResponseTimer()
+            if head.status.code < 200 && head.status != .switchingProtocols && active.requestEnded { startResponseTimer() }
+        }
         switch part {
         case let .head(head) where head.status.code < 200 && head.status != .switchingProtocols:
             // 100 Continue and friends: passed on, and the real answer follows.
@@ -780,13 +891,15 @@ extension HTTPForwardHandler {
             try Self.remove(ProtocolErrorResponder.self, from: client)
             try Self.remove(HTTPServerPipelineHandler.self, from: client)
             try Self.remove(DrainHandler.self, from: client)
+            try Self.remove(ClientTimeoutHandler.self, from: client)
             try Self.remove(ConnectHandler.self, from: client)
             try Self.remove(UpstreamHandler.self, from: server)
-            try Self.remove(NIOHTTPRequestHeadersValidator.self, from: server)
+            try Self.remove(UpstreamRequestValidator.self, from: server)
             try Self.remove(HTTPRequestEncoder.self, from: server)
             server.removeHandler(context: try server.context(handlerType: ByteToMessageHandler<HTTPResponseDecoder>.self), promise: nil)
             client.removeHandler(self, promise: nil)
             client.removeHandler(context: try client.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+            try Self.remove(RequestLineTap.self, from: client)
             // Reads held while this handler forwarded HTTP start again.
             context.channel.read()
             upstreamChannel.read()

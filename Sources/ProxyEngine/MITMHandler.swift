@@ -1,3 +1,4 @@
+import BusymateShared
 import CaptureStore
 import Foundation
 import Logging
@@ -24,7 +25,12 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// The client's SNI, for the row of a failed handshake.
     var sni: String?
 
-    init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureWriter?) {
+    /// The client's handshake must end within this (`timeouts.tls_handshake_seconds`).
+    private let handshakeTimeout: Double
+    private var handshakeTimer: Scheduled<Void>?
+
+    init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureWriter?, handshakeTimeout: Double = 10) {
+        self.handshakeTimeout = handshakeTimeout
         self.target = target
         self.interception = interception
         self.logger = logger
@@ -35,12 +41,15 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// and forwarded upstream over TLS.
     static func install(after handler: ChannelHandler, in pipeline: ChannelPipeline.SynchronousOperations, target: ProxyTarget,
                         serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception, rules: RuleEngine,
-                        breakpoints: BreakpointController, logger: Logger, stats: TrafficStats, capture: CaptureWriter?) throws {
+                        breakpoints: BreakpointController, logger: Logger, stats: TrafficStats, capture: CaptureWriter?,
+                        timeouts: AppSettings.Timeouts = .init()) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         encoderConfig.automaticallySetFramingHeaders = false
-        let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture)
+        let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture, handshakeTimeout: timeouts.tlsHandshake)
         let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules,
-                                         breakpoints: breakpoints, interception: interception, capture: capture)
+                                         breakpoints: breakpoints, interception: interception, capture: capture, timeouts: timeouts)
+        let clock = ClientTimeoutHandler(timeouts: timeouts, capture: capture, logger: logger, interceptedTarget: target)
+        let tap = RequestLineTap(clock: clock)
         let handlers: [ChannelHandler] = [
             TLSHelloSniffer(.client) { hello in
                 watcher.sni = hello.sni
@@ -49,17 +58,48 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             NIOSSLServerHandler(context: serverContext),
             watcher,
             HTTPResponseEncoder(configuration: encoderConfig),
-            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)),
-            DrainHandler(),
+            tap,
+            ProtocolErrorResponder.requestDecoder(),
+            clock,
+            DrainHandler(idleWait: timeouts.drainIdleWait),
             HTTPServerPipelineHandler(),
-            ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target),
+            ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target, tap: tap),
             forward,
         ]
         try pipeline.addHandlers(handlers, position: .after(handler))
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        handshakeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(handshakeTimeout * 1000))) { [self] in
+            self.handshakeTimedOut(context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        handshakeTimer?.cancel()
+        handshakeTimer = nil
+    }
+
+    /// Our own hang-up is no refusal of the certificate: no pin, one row.
+    private func handshakeTimedOut(context: ChannelHandlerContext) {
+        guard state == .handshaking else { return }
+        state = .done
+        let why = "the client's TLS handshake did not finish within \(ClientTimeoutHandler.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
+        logger.notice("closed a TLS handshake that did not finish", metadata: ["HOST": "\(host)", "WHY": "\(why)"])
+        var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: host.lowercased(), port: target.port, path: "",
+                                    url: target.description, tlsMode: .mitm)
+        record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
+        record.sni = sni
+        record.endedAt = Date()
+        record.error = why
+        capture?.submit(record)
+        context.close(promise: nil)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event {
+            handshakeTimer?.cancel()
+            handshakeTimer = nil
             state = .done
             logger.debug("client handshake done", metadata: ["HOST": "\(host)"])
             context.fireUserInboundEventTriggered(event)

@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 
 /// NIO's `HTTPServerProtocolErrorHandler`, told apart by cause: a header
-/// block over the decoder's limit (80 KiB) gets `431`, anything else
+/// block over the decoder's limit (64 KiB) gets `431`, anything else
 /// malformed `400`; a request that never parsed leaves a row with the error.
 /// As in NIO's, nothing is sent once a response has begun, and the decoder
 /// closes the connection right after.
@@ -23,10 +23,14 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
     /// Where the connection was headed: the CONNECT target when intercepted.
     private let target: ProxyTarget?
 
-    init(capture: CaptureWriter?, logger: Logger, interceptedTarget: ProxyTarget? = nil) {
+    /// The bytes the decoder refused, for the row's method and URL.
+    private let tap: RequestLineTap?
+
+    init(capture: CaptureWriter?, logger: Logger, interceptedTarget: ProxyTarget? = nil, tap: RequestLineTap? = nil) {
         self.capture = capture
         self.logger = logger
         target = interceptedTarget
+        self.tap = tap
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -43,8 +47,15 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
             context.fireErrorCaught(error)
             return
         }
+        // The connection ended mid-message (the client left, or a timeout
+        // closed it): nobody to answer, and no request to record.
+        if parse == .invalidEOFState {
+            logger.debug("the connection ended in the middle of a request")
+            context.fireErrorCaught(error)
+            return
+        }
         let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-        let why = parse == .headerOverflow ? "the request's header block is over 80 KiB" : "malformed HTTP (\(parse))"
+        let why = Self.explain(parse)
         logger.notice("refused a malformed request", metadata: ["STATUS": "\(status.code)", "ERROR": "\(parse)"])
         if !responseOpen {
             let body = context.channel.allocator.buffer(string: "Busymate: \(why)\n")
@@ -58,10 +69,57 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
         context.fireErrorCaught(error)
     }
 
+    /// What the client did wrong, in words it can act on.
+    static func explain(_ error: HTTPParserError) -> String {
+        switch error {
+        case .headerOverflow: return "the request's header block is over the limit (\(headerLimitText))"
+        case .invalidURL, .invalidPath, .invalidQueryString, .invalidFragment, .invalidHost, .invalidPort:
+            return "the request target has a byte HTTP does not allow there (bytes outside ASCII, spaces and control characters must be percent-encoded)"
+        case .invalidMethod: return "the request line does not start with a method this proxy knows (GET, POST, PUT, DELETE, … as registered with IANA)"
+        case .invalidVersion: return "the request line is not \"METHOD target HTTP/1.x\" ended by CRLF"
+        case .invalidHeaderToken: return "a header name or value has a byte HTTP does not allow"
+        case .invalidContentLength: return "Content-Length is not a single number"
+        case .unexpectedContentLength: return "Content-Length given twice, or with Transfer-Encoding (a smuggling shape)"
+        case .invalidChunkSize: return "a chunk size is not hexadecimal"
+        case .unknown:
+            // llhttp's codes NIO does not name: in practice framing.
+            return "the message framing is not valid (Content-Length with Transfer-Encoding, a Transfer-Encoding that does not end in chunked, or a bad chunk)"
+        default: return "malformed HTTP (\(error))"
+        }
+    }
+
+    /// The decoder's limits: a header block (names and values) over 64 KiB
+    /// is refused, as one line over 64 KiB is by Python's http.server and a
+    /// block over 64 KiB by nginx's largest default buffers.
+    static let headerLimit = 64 << 10
+    static let headerLimitText = "64 KiB"
+
+    /// The request decoder both front ends use, with these limits.
+    static func requestDecoder() -> ByteToMessageHandler<HTTPRequestDecoder> {
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = headerLimit
+        limits.maxHeaderListSize = headerLimit
+        return ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .drop, limitConfiguration: limits))
+    }
+
     private func record(status: HTTPResponseStatus, why: String, context: ChannelHandlerContext) -> ExchangeRecord {
-        let host = target?.host.lowercased() ?? ""
-        let url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
-        var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
+        var host = target?.host.lowercased() ?? ""
+        var url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
+        var (method, path, port) = ("", "", target?.port ?? 0)
+        // The refused line as sent, so the row says what was refused.
+        if let line = tap?.refusedRequestLine() {
+            method = line.method
+            if let target {
+                path = line.target
+                url = "https://\(ExchangeCapture.bracketed(target.host))\(target.port == 443 ? "" : ":\(target.port)")\(line.target)"
+            } else if let (parsed, originForm) = ProxyTarget.parseAbsoluteForm(line.target) {
+                (host, port, path) = (parsed.host.lowercased(), parsed.port, originForm)
+                url = line.target
+            } else {
+                (path, url) = (line.target, line.target)
+            }
+        }
+        var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: method, host: host, port: port, path: path,
                                     url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
         record.status = Int(status.code)

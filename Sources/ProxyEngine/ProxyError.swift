@@ -19,6 +19,8 @@ enum ProxyError: Error, CustomStringConvertible {
     case certificate(host: String, detail: String)
     case unsupported(String)
     case upstreamProtocol(String)
+    /// No response head within `timeouts.upstream_response_seconds`.
+    case upstreamTimedOut(host: String, port: Int, seconds: Double)
 
     var description: String {
         switch self {
@@ -31,6 +33,8 @@ enum ProxyError: Error, CustomStringConvertible {
         case let .certificate(host, detail): return "cannot make a certificate for \(host): \(detail)"
         case let .unsupported(what): return what
         case let .upstreamProtocol(what): return what
+        case let .upstreamTimedOut(host, port, seconds):
+            return "\(host):\(port) sent no response within \(ClientTimeoutHandler.format(seconds)) s of the request (timeouts.upstream_response_seconds)"
         }
     }
 
@@ -38,6 +42,7 @@ enum ProxyError: Error, CustomStringConvertible {
         switch self {
         case .badTarget, .unsupported: return .badRequest
         case .connectFailed, .upstreamClosedEarly, .upstreamFailed, .upstreamTLS, .certificate, .upstreamProtocol: return .badGateway
+        case .upstreamTimedOut: return .gatewayTimeout
         }
     }
 
@@ -59,6 +64,7 @@ enum ProxyError: Error, CustomStringConvertible {
     static func describe(_ error: Error) -> String {
         if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
         if let nio = error as? NIOConnectionError {
+            if let loop = (nio.dnsAError ?? nio.dnsAAAAError) as? SelfLoopError { return loop.description }
             if let dns = nio.dnsAAAAError ?? nio.dnsAError { return "DNS lookup failed: \(dns)" }
             if let first = nio.connectionErrors.first { return describe(first.error) }
             return "no address to connect to"
@@ -77,7 +83,7 @@ struct ProxyReply {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
         headers.add(name: "Content-Length", value: "\(buffer.readableBytes)")
-        headers.add(name: "Via", value: "1.1 busymate")
+        headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
         if close { headers.add(name: "Connection", value: "close") }
         let head = HTTPResponseHead(version: .http1_1, status: status, headers: headers)
         context.write(wrap(.head(head)), promise: nil)

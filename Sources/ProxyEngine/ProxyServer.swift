@@ -1,6 +1,7 @@
 import BusymateShared
 import Logging
 import NIOCore
+import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
@@ -23,6 +24,8 @@ public final class ProxyServer: Sendable {
     public let rules = RuleEngine()
     /// `settings.json`'s breakpoints, and the messages held now.
     public let breakpoints: BreakpointController
+    /// `settings.json`'s timeouts: each connection takes them as it opens.
+    public let timeouts = LiveTimeouts()
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
@@ -41,12 +44,14 @@ public final class ProxyServer: Sendable {
         let rules = self.rules
         let breakpoints = self.breakpoints
         let capture = self.capture
+        let timeouts = self.timeouts
         let connectLogger = Logger(label: "busymate.connect")
         let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelInitializer { [quiesce] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
+                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
                     try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger())
                 }
             }
@@ -55,32 +60,37 @@ public final class ProxyServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception,
-                                                     rules: rules, breakpoints: breakpoints, capture: capture)
+                                                     rules: rules, breakpoints: breakpoints, capture: capture, timeouts: timeouts.current)
                 }
             }
             .withBoundSocket(descriptor)
             .get()
+        if let local = channel.localAddress { LoopGuard.shared.listening(on: local) }
         return ServingListener(channel: channel, quiesce: quiesce)
     }
 
     /// The pipeline of one client connection.
     static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
                                         interception: Interception, rules: RuleEngine, breakpoints: BreakpointController,
-                                        capture: CaptureWriter? = nil) throws {
+                                        capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) throws {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // HTTPForwardHandler frames responses itself: only it knows which
         // answer a HEAD.
         encoderConfig.automaticallySetFramingHeaders = false
         try ops.addHandler(ConnectionCounter(stats: stats))
         try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
-        try ops.addHandler(DrainHandler())
+        let clock = ClientTimeoutHandler(timeouts: timeouts, capture: capture, logger: logger)
+        let tap = RequestLineTap(clock: clock)
+        try ops.addHandler(tap)
+        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
+        try ops.addHandler(clock)
+        try ops.addHandler(DrainHandler(idleWait: timeouts.drainIdleWait))
         try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger))
+        try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger, tap: tap))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, breakpoints: breakpoints,
-                                          capture: capture))
+                                          capture: capture, timeouts: timeouts))
         try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, breakpoints: breakpoints, interception: interception,
-                                              capture: capture))
+                                              capture: capture, timeouts: timeouts))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed
@@ -93,6 +103,7 @@ public final class ProxyServer: Sendable {
         // client would get a reset. So stop reading first, let one task pass
         // through every loop (set-ups queued before it finish), then close.
         for listener in listeners {
+            if let local = listener.channel.localAddress { LoopGuard.shared.stopped(listening: local) }
             try? await listener.channel.setOption(ChannelOptions.autoRead, value: false).get()
         }
         for loop in group.makeIterator() { try? await loop.submit {}.get() }
@@ -121,6 +132,14 @@ public final class ProxyServer: Sendable {
     }
 }
 
+/// The timeouts in force, swapped whole on a settings reload.
+public final class LiveTimeouts: Sendable {
+    private let value = Mutex(AppSettings.Timeouts())
+    public init() {}
+    public func apply(_ settings: AppSettings) { value.withLock { $0 = settings.timeouts } }
+    var current: AppSettings.Timeouts { value.withLock { $0 } }
+}
+
 /// Counts connections for `status`.
 final class ConnectionCounter: ChannelInboundHandler {
     typealias InboundIn = NIOAny
@@ -138,13 +157,51 @@ final class ConnectionCounter: ChannelInboundHandler {
     }
 }
 
+/// Out of descriptors or memory: stop accepting for a moment (the kernel
+/// keeps new clients in the backlog) while the open connections go on. NIO's
+/// `AcceptBackoffHandler` only delays the next `read`, but a failed accept
+/// leaves the listener registered for readability, and epoll reported it
+/// again at once: the tunnel spun at 100 % CPU. Turning `autoRead` off
+/// takes it out of epoll until the pause is over.
+final class AcceptPause: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    static let pause = TimeAmount.milliseconds(250)
+    private var paused = false
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let io = error as? IOError, [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(io.errnoCode), !paused {
+            paused = true
+            let channel = context.channel
+            try? channel.syncOptions?.setOption(.autoRead, value: false)
+            context.eventLoop.assumeIsolated().scheduleTask(in: Self.pause) {
+                self.paused = false
+                if channel.isActive { try? channel.syncOptions?.setOption(.autoRead, value: true) }
+            }
+        }
+        context.fireErrorCaught(error)
+    }
+}
+
 /// A failed accept or child set-up only shows as an error on the server
-/// channel; say so instead of losing it.
+/// channel; say so instead of losing it, at most once per 10 s (with how
+/// many were left unsaid), as a flood of them is what it reports.
 final class AcceptErrorLogger: ChannelInboundHandler {
     typealias InboundIn = NIOAny
     private let logger = Logger(label: "busymate.proxy")
+    private var lastLogged: NIODeadline?
+    private var unsaid = 0
+    static let interval = TimeAmount.seconds(10)
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        logger.error("cannot accept a connection", metadata: ["ERROR": "\(error)"])
+        let now = NIODeadline.now()
+        if let last = lastLogged, now - last < Self.interval {
+            unsaid += 1
+            return
+        }
+        var metadata: Logger.Metadata = ["ERROR": "\(error)"]
+        if unsaid > 0 { metadata["SINCE_LAST"] = "\(unsaid) more" }
+        logger.error("cannot accept a connection", metadata: metadata)
+        lastLogged = now
+        unsaid = 0
     }
 }

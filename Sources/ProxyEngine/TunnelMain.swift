@@ -22,13 +22,14 @@ public enum TunnelMain {
     /// else, because glibc applies set*id to live threads only, and Swift's
     /// main thread leaves (still as root, as `/proc` would show) once async
     /// code runs.
-    public static func prepare(groupOverride: String?) -> Result<Prepared, ExitCode> {
+    public static func prepare(groupOverride: String?, identity: TunnelIdentity) -> Result<Prepared, ExitCode> {
         let paths = GroupPaths.resolve(explicit: groupOverride)
         let snapshot = SettingsFile.read(paths.settings)
         let settings = snapshot.settings ?? AppSettings()
         LogControl.bootstrap(identifier: "busymate-tunnel", level: settings.logLevel)
         let logger = Logger(label: "busymate.tunnel")
         signal(SIGPIPE, SIG_IGN)
+        raiseDescriptorLimit(logger)
 
         // Bind or inherit the listeners while still root, then drop root
         // before a single byte is read from the network.
@@ -47,9 +48,9 @@ public enum TunnelMain {
 
         let privileges: String
         do {
-            switch try PrivilegeDrop.drop(user: settings.tunnelUser, group: settings.tunnelGroup) {
+            switch try PrivilegeDrop.drop(user: identity.user, group: identity.group) {
             case let .dropped(user, uid, gid):
-                privileges = "dropped to \(user):\(settings.tunnelGroup) (\(uid):\(gid))"
+                privileges = "dropped to \(user):\(identity.group) (\(uid):\(gid))"
                 logger.info("privileges dropped", metadata: ["UID": "\(uid)", "GID": "\(gid)"])
             case let .unprivileged(uid):
                 privileges = "unprivileged (not started as root)"
@@ -63,6 +64,18 @@ public enum TunnelMain {
             Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
         }
         return .success(Prepared(paths: paths, snapshot: snapshot, sockets: sockets, privileges: privileges, supervised: supervised))
+    }
+
+    /// Every connection costs one or two descriptors: use the whole hard
+    /// limit (systemd's default soft limit is 1024).
+    static func raiseDescriptorLimit(_ logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let soft = limit.rlim_cur
+        limit.rlim_cur = limit.rlim_max
+        if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            logger.debug("raised the descriptor limit", metadata: ["FROM": "\(soft)", "TO": "\(limit.rlim_max)"])
+        }
     }
 
     public struct ExitCode: Error, Sendable {
@@ -81,15 +94,22 @@ public enum TunnelMain {
             Logger(label: "busymate.ipc").error("cannot bind the notification socket; notifications are off", metadata: ["ERROR": "\(error)"])
             notifier = nil
         }
-        let database: CaptureDatabase?
+        let store: StoreHandle?
+        var storeError: String?
         do {
-            database = try CaptureDatabase(paths: paths)
+            let (database, aside) = try CaptureDatabase.openOrReplaceCorrupt(paths)
+            if let aside {
+                Logger(label: "busymate.db").critical("the capture store was corrupt; moved it aside (kept, not deleted) and started a new one",
+                                                      metadata: ["MOVED_TO": "\(aside.path)"])
+            }
+            store = StoreHandle(database)
         } catch {
-            Logger(label: "busymate.db").error("cannot open the capture store; proxying without capture", metadata: ["ERROR": "\(error)"])
-            database = nil
+            storeError = "cannot open \(paths.captureDatabase.path): \(StoreHealth.describe(error)); proxying without capture"
+            Logger(label: "busymate.db").critical("cannot open the capture store; proxying without capture", metadata: ["ERROR": "\(StoreHealth.describe(error))"])
+            store = nil
         }
-        let capture = database.map { CaptureWriter(database: $0, notifier: notifier) }
-        let breakpoints = BreakpointController(repository: database.map(BreakpointRepository.init), notifier: notifier, groupPath: paths.root.path)
+        let capture = store.map { CaptureWriter(store: $0, notifier: notifier) }
+        let breakpoints = BreakpointController(store: store, notifier: notifier, groupPath: paths.root.path)
         breakpoints.abandonOrphans()
         breakpoints.apply(prepared.snapshot.settings ?? AppSettings())
         let interception = Interception(onPin: { host, reason in capture?.recordPin(host, reason: reason) })
@@ -101,7 +121,9 @@ public enum TunnelMain {
         }
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
-        let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot)
+        server.timeouts.apply(prepared.snapshot.settings ?? AppSettings())
+        let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
+                                    storeError: storeError)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
             // Accepting waits for the supervisor's `serve`.
@@ -112,7 +134,7 @@ public enum TunnelMain {
 
         let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
         let writer = Task { await capture?.run() }
-        let watcher = try? FileWatcher(directory: paths.root)
+        let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
         await withTaskGroup(of: Void.self) { tasks in
             if let watcher {
                 tasks.addTask {

@@ -34,9 +34,15 @@ public actor TunnelRuntime {
     private var state = TunnelState.starting
     private var link: LinkConnection?
     private var lastWritten: TunnelStatus?
+    /// Said once, not every half second.
+    private var statusWriteFailed = false
 
-    init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot) {
+    /// Why there is no store at all (it could not be opened).
+    private let storeError: String?
+
+    init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot, storeError: String? = nil) {
         self.paths = paths
+        self.storeError = storeError
         self.server = server
         self.notifier = notifier
         self.privileges = privileges
@@ -162,19 +168,22 @@ public actor TunnelRuntime {
 
     // MARK: settings
 
+    /// Reads and parses off the actor, which answers the supervisor's pings;
+    /// a read that finishes after a later one is dropped.
     func reloadSettings() async {
-        let previous = applied.settings
-        if case .applied = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger) {
+        let ticket = applied.beginRead()
+        let snapshot = await AppliedSettings.read(paths.settings)
+        guard applied.take(ticket) else { return }
+        if case .applied = applied.apply(snapshot, logger: settingsLogger) {
             server.interception.apply(applied.settings)
             server.rules.apply(applied.settings)
+            server.timeouts.apply(applied.settings)
             server.breakpoints.apply(applied.settings)
             server.capture?.apply(applied.settings)
-            if applied.settings.tunnelUser != previous.tunnelUser || applied.settings.tunnelGroup != previous.tunnelGroup {
-                settingsLogger.notice("tunnel.user/tunnel.group take effect at the next tunnel start")
-            }
         }
         await publish()
     }
+
 
     /// The CA changed on disk (or `caDidChange`): reload it; idempotent.
     func reloadCA() async {
@@ -197,7 +206,8 @@ public actor TunnelRuntime {
             startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
             counters: counters(), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
-            interception: server.interception.caError.map { "off: \($0)" } ?? "on")
+            interception: server.interception.caError.map { "off: \($0)" } ?? "on",
+            store: storeError ?? server.capture?.storeProblem ?? "ok")
     }
 
     /// Writes `status.json` when something a reader cares about changed,
@@ -213,9 +223,20 @@ public actor TunnelRuntime {
             if a == b { return }
         }
         do {
-            try AtomicFile.write(try StatusCoding.encoder.encode(current), to: paths.status, mode: 0o644, sync: false)
+            let data = try StatusCoding.encoder.encode(current)
+            do {
+                try AtomicFile.write(data, to: paths.status, mode: 0o644, sync: false)
+                statusWriteFailed = false
+            } catch {
+                // A full disk has no room for a new file, but the old one's
+                // block can take the new text: status must say "disk full".
+                try AtomicFile.overwriteInPlace(data, at: paths.status)
+                if !statusWriteFailed { logger.warning("status.json rewritten in place (no room for a new file)", metadata: ["ERROR": "\(error)"]) }
+                statusWriteFailed = true
+            }
         } catch {
-            logger.error("cannot write status.json", metadata: ["ERROR": "\(error)"])
+            if !statusWriteFailed { logger.error("cannot write status.json", metadata: ["ERROR": "\(error)"]) }
+            statusWriteFailed = true
         }
         current.updatedAt = Date()
         let stateChanged = lastWritten?.state != current.state

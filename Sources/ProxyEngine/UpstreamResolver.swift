@@ -34,12 +34,23 @@ final class UpstreamResolver: Sendable {
     /// A resolver for one `connect(host:port:)`: one lookup, shared by
     /// Happy Eyeballs' A and AAAA queries.
     func resolver(host: String, port: Int, on eventLoop: EventLoop, override: String? = nil) -> Resolver & Sendable {
-        guard let override else { return Lookup(answer: answer(host: host, port: port, on: eventLoop)) }
+        guard let override else { return Lookup(answer: answer(host: host, port: port, on: eventLoop).flatMapThrowing(Self.notToSelf)) }
         // A host_override rule: this address, no DNS (the name still goes in SNI).
         let answer = Result { try SocketAddress(ipAddress: override, port: port) }.map { address in
             address.protocol == .inet6 ? Answer(v4: [], v6: [address]) : Answer(v4: [address], v6: [])
         }
-        return Lookup(answer: eventLoop.makeCompletedFuture(answer))
+        return Lookup(answer: eventLoop.makeCompletedFuture(answer).flatMapThrowing(Self.notToSelf))
+    }
+
+    /// Drops the proxy's own listening addresses from an answer; none left
+    /// is a loop, refused with an error that says so.
+    @Sendable static func notToSelf(_ answer: Answer) throws -> Answer {
+        let guarded = LoopGuard.shared
+        let kept = Answer(v4: answer.v4.filter { !guarded.isOwnListener($0) }, v6: answer.v6.filter { !guarded.isOwnListener($0) })
+        if kept.v4.isEmpty && kept.v6.isEmpty, let first = answer.v4.first ?? answer.v6.first {
+            throw SelfLoopError(address: "\(first.ipAddress ?? "?"):\(first.port ?? 0)")
+        }
+        return kept
     }
 
     func answer(host: String, port: Int, on eventLoop: EventLoop) -> EventLoopFuture<Answer> {

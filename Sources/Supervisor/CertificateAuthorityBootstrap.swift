@@ -66,31 +66,47 @@ enum CertificateAuthorityBootstrap {
         try AtomicFile.write(Data(try certificate.serializeAsPEM().pemString.utf8 + [0x0A]), to: paths.caPEM, mode: 0o644)
     }
 
+    /// A PEM certificate or key is a few KiB.
+    static let caFileLimit = 1 << 20
+
+    /// Read without following symlinks: this runs as root, and a group
+    /// member may create files in the group directory.
     static func inspect(_ paths: GroupPaths) -> Info {
         var info = Info(present: false)
-        guard let pem = try? String(contentsOf: paths.caPEM, encoding: .utf8) else {
-            info.error = "ca.pem is missing or unreadable"
+        let pem: String
+        do {
+            pem = String(decoding: try GroupFileReader.read(paths.caPEM, limit: caFileLimit), as: UTF8.self)
+        } catch {
+            info.error = error.isMissing ? "ca.pem is missing" : error.description
             return info
         }
-        do {
-            let certificate = try Certificate(pemEncoded: pem)
-            info.present = true
-            info.subject = certificate.subject.description
-            info.notAfter = certificate.notValidAfter
-            var serializer = DER.Serializer()
-            try serializer.serialize(certificate)
+        // The parsers' own errors are never shown: they may quote the file,
+        // and status.json is world-readable.
+        guard let certificate = try? Certificate(pemEncoded: pem) else {
+            info.error = "ca.pem is not a PEM certificate (truncated or corrupt?)"
+            return info
+        }
+        info.present = true
+        info.subject = certificate.subject.description
+        info.notAfter = certificate.notValidAfter
+        var serializer = DER.Serializer()
+        if (try? serializer.serialize(certificate)) != nil {
             info.fingerprint = SHA256.hash(data: serializer.serializedBytes).map { String(format: "%02X", $0) }.joined(separator: ":")
             info.pemBody = Data(serializer.serializedBytes).base64EncodedString()
-            guard let keyPEM = try? String(contentsOf: paths.caKey, encoding: .utf8) else {
-                info.error = "ca.key is missing or unreadable"
-                return info
-            }
-            let key = try P256.Signing.PrivateKey(pemRepresentation: keyPEM)
-            if Certificate.PublicKey(key.publicKey) != certificate.publicKey {
-                info.error = "ca.key does not belong to ca.pem"
-            }
+        }
+        let keyPEM: String
+        do {
+            keyPEM = String(decoding: try GroupFileReader.read(paths.caKey, limit: caFileLimit), as: UTF8.self)
         } catch {
-            info.error = "ca.pem or ca.key cannot be read: \(error)"
+            info.error = error.isMissing ? "ca.key is missing" : error.description
+            return info
+        }
+        guard let key = try? P256.Signing.PrivateKey(pemRepresentation: keyPEM) else {
+            info.error = "ca.key is not a PEM P-256 private key (truncated or corrupt?)"
+            return info
+        }
+        if Certificate.PublicKey(key.publicKey) != certificate.publicKey {
+            info.error = "ca.key does not belong to ca.pem"
         }
         return info
     }

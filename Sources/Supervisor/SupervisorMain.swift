@@ -4,7 +4,8 @@ import Logging
 
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
-    public static func run(groupOverride: String?, tunnelOverride: String?) async -> Int32 {
+    public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
+                           restartBackoffMax: Double = 30) async -> Int32 {
         let paths = GroupPaths.resolve(explicit: groupOverride)
         let first = SettingsFile.read(paths.settings)
         LogControl.bootstrap(identifier: "busymate-app", level: first.settings?.logLevel ?? .info)
@@ -15,10 +16,17 @@ public enum SupervisorMain {
             try GroupDirectory.prepare(paths, logger: logger)
         } catch {
             logger.critical("cannot prepare the group directory", metadata: ["PATH": "\(paths.root.path)", "ERROR": "\(error)"])
+            Systemd.status("cannot start: cannot prepare the group directory \(paths.root.path): \(error)")
             return 1
+        }
+        if let problem = GroupDirectory.reachabilityProblem(paths, identity: tunnelIdentity) {
+            logger.critical("the group directory is out of the tunnel's reach; refusing to start", metadata: ["PATH": "\(paths.root.path)", "ERROR": "\(problem)"])
+            Systemd.status("cannot start: \(problem)")
+            return 78  // EX_CONFIG: systemd's Restart=on-failure retries, which will not help until it is fixed
         }
         logger.info("starting", metadata: ["GROUP": "\(paths.root.path)"])
         let snapshot = SettingsFile.read(paths.settings)
+        AppliedSettings.warnAboutRootOnlyKeys(snapshot.unknownKeys, logger: Logger(label: "busymate.settings"))
         if let error = snapshot.error {
             Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
         }
@@ -36,10 +44,10 @@ public enum SupervisorMain {
             logger.critical("cannot bind the control socket", metadata: ["ERROR": "\(error)"])
             return 1
         }
-        let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths),
-                                        notifier: notifier, snapshot: snapshot, ca: ca)
+        let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
+                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
         let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
-        let watcher = try? FileWatcher(directory: paths.root)
+        let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
 
         await withTaskGroup(of: Void.self) { tasks in
             tasks.addTask {

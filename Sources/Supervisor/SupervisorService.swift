@@ -45,7 +45,12 @@ public actor SupervisorService {
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
 
-    init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info) {
+    /// The longest wait before restarting a tunnel that exited.
+    let maxBackoff: Double
+
+    init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
+         maxBackoff: Double = 30) {
+        self.maxBackoff = maxBackoff
         self.paths = paths
         self.launcher = launcher
         self.notifier = notifier
@@ -87,6 +92,7 @@ public actor SupervisorService {
                 listeners.append(socket)
                 listenerErrors[address.description] = nil
                 logger.info("listening", metadata: ["LISTENER": "\(socket.bound)"])
+                if let warning = address.exposureWarning { logger.warning("open proxy: \(warning)", metadata: ["LISTENER": "\(socket.bound)"]) }
             } catch {
                 listenerErrors[address.description] = "\(error)"
                 logger.error("cannot listen", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
@@ -118,9 +124,22 @@ public actor SupervisorService {
             handOver()
             return
         }
-        guard current?.pid == exit.pid else { return }
+        guard let ended = current, ended.pid == exit.pid else { return }
         current = nil
         lastExit = exit.description
+        // A replacement that never took over: the tunnel it was to replace
+        // still serves (it was not asked to drain), so it stays the current
+        // one. Otherwise status would say "crash loop" while it serves, and
+        // the next restart would start a second tunnel beside it.
+        if !ended.serveSent, !ended.adopted, !shuttingDown,
+           let (pid, previous) = draining.first(where: { $0.value.drainRequestedAt == nil && ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key) }) {
+            draining[pid] = nil
+            current = previous
+            lastExit = "replacement \(exit.pid) \(exit.description) before taking over"
+            logger.error("the new tunnel exited before taking over; the running one goes on serving",
+                         metadata: ["TUNNEL_PID": "\(pid)", "FAILED_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            return
+        }
         notifier?.post(.tunnelStateChanged, payload: "exited")
         if shuttingDown || desired == .stopped {
             logger.info("the tunnel stopped", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
@@ -134,11 +153,12 @@ public actor SupervisorService {
         scheduleRestart()
     }
 
-    /// Backoff: 0.1 s, doubling per exit in the last minute, capped at 30 s.
+    /// Backoff: 0.1 s, doubling per exit in the last minute, capped at
+    /// `maxBackoff` (30 s; `busymate-app --restart-backoff-max`).
     func scheduleRestart() {
         let now = Date()
         exits = exits.filter { now.timeIntervalSince($0) < 60 } + [now]
-        let delay = min(30, 0.1 * pow(2, Double(exits.count - 1)))
+        let delay = min(maxBackoff, 0.1 * pow(2, Double(exits.count - 1)))
         nextRestartAt = now.addingTimeInterval(delay)
         pendingRestart?.cancel()
         pendingRestart = Task { [weak self] in
@@ -324,14 +344,22 @@ public actor SupervisorService {
 
     // MARK: settings and CA
 
-    func reloadSettings() {
-        if case let .applied(previous) = applied.apply(SettingsFile.read(paths.settings), logger: settingsLogger),
+    /// Reads and parses off the actor, which answers the tunnel's pings and
+    /// the watchdog: a large file must not stall health. A read that
+    /// finishes after a later one is dropped.
+    func reloadSettings() async {
+        let ticket = applied.beginRead()
+        let snapshot = await AppliedSettings.read(paths.settings)
+        guard applied.take(ticket) else { return }
+        GroupDirectory.protectSettings(paths)
+        if case let .applied(previous) = applied.apply(snapshot, logger: settingsLogger),
            previous.listen != settings.listen, desired == .running {
             bindListeners()
             reconcileListeners()
         }
         Systemd.status(pill())
     }
+
 
     func reloadCA() {
         ca = CertificateAuthorityBootstrap.inspect(paths)
@@ -390,6 +418,7 @@ public actor SupervisorService {
                 parts.append("\(counters.connectionsActive) flows")
                 if let held = counters.breakpointsHeld, held > 0 { parts.append("\(held) held") }
             }
+            if let store = tunnelStatus?.store, store != "ok" { parts.append("capture failing: \(store)") }
         case (_, nil) where crashLoop: parts.append("tunnel crash-looping: \(lastExit ?? "?")")
         case (_, nil): parts.append("tunnel restarting")
         case let (_, state?): parts.append("tunnel \(state.rawValue)")
@@ -413,10 +442,10 @@ public actor SupervisorService {
             settingsSha256: tunnelStatus?.settingsSha256, settingsError: tunnelStatus?.settingsError,
             startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
             nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false,
-            interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError)
+            interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError, store: tunnelStatus?.store)
         let listenerStatus = settings.listen.map { address in
             ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
-                           error: listenerErrors[address.description])
+                           error: listenerErrors[address.description], warning: address.exposureWarning)
         }
         return StatusReport(
             group: paths.root.path, mode: settings.mode.rawValue,

@@ -7,6 +7,7 @@ import Foundation
 struct TunnelLauncher: Sendable {
     let executable: String
     let paths: GroupPaths
+    let identity: TunnelIdentity
 
     struct Exit: Sendable {
         var pid: Int32
@@ -23,7 +24,7 @@ struct TunnelLauncher: Sendable {
         environment[InheritedListeners.namesKey] = listeners.map(\.name).joined(separator: ",")
         environment["BUSYMATE_SUPERVISED"] = "1"
         environment[GroupPaths.environmentKey] = paths.root.path
-        let argv = [executable, "--group", paths.root.path]
+        let argv = [executable, "--group", paths.root.path] + identity.arguments
         let envp = environment.map { "\($0.key)=\($0.value)" }
         let pid = withCStrings(argv) { cArgv in
             withCStrings(envp) { cEnv in

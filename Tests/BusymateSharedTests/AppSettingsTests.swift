@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func everyKeyIsRead() throws {
-        let (s, _) = try AppSettings.decode("""
+        let (s, unknown) = try AppSettings.decode("""
             {"mode": "proxy", "log_level": "debug",
              "proxy": {"listen": ["127.0.0.1:8080", "[::1]:8081"]},
              "ssl_proxying": {"include": ["*.example.com"], "exclude": ["pinned.example.com"]},
@@ -29,7 +29,8 @@ import Testing
         #expect(s.listen.map(\.description) == ["127.0.0.1:8080", "[::1]:8081"])
         #expect(s.sslInclude == ["*.example.com"])
         #expect(s.sslExclude == ["pinned.example.com"])
-        #expect(s.tunnelUser == "nobody" && s.tunnelGroup == "nogroup")
+        // Whom the tunnel runs as is not the group-writable file's to say.
+        #expect(unknown == ["tunnel.user", "tunnel.group"])
         #expect(s.drainSeconds == 1.5)
     }
 
@@ -61,7 +62,7 @@ import Testing
         #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"localhost:9090\"]}}")?.keyPath == "proxy.listen[0]")
         #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"127.0.0.1:70000\"]}}") != nil)
         #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"include\": [\"https://x.com\"]}}")?.keyPath == "ssl_proxying.include[0]")
-        #expect(AppSettings.decodeError("{\"tunnel\": {\"user\": \"\"}}")?.keyPath == "tunnel.user")
+        #expect(AppSettings.decodeError("{\"tunnel\": {\"user\": \"\"}}") == nil)
         #expect(AppSettings.decodeError("{\"tunnel\": \"busymate\"}")?.message == "expected an object, found a string")
         #expect(AppSettings.decodeError("[]")?.message == "expected an object, found an array")
         #expect(AppSettings.decodeError("{\"capture\": {\"body_max\": \"lots\"}}")?.keyPath == "capture.body_max")

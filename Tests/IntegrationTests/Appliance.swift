@@ -14,6 +14,11 @@ final class Appliance: @unchecked Sendable {
     /// Run in a network namespace of its own with only loopback up (root
     /// only): names do not resolve there, and nothing leaves the machine.
     let isolatedNetwork: Bool
+    /// Added to `busymate-app`'s command line (as the unit's `ExecStart=` would).
+    var supervisorArguments: [String] = []
+    /// Run in front of `busymate-app` (e.g. `prlimit --nofile=256:256 --`);
+    /// it must exec, so the pid stays the supervisor's.
+    var launchPrefix: [String] = []
 
     static let defaultSettings = """
         {
@@ -99,10 +104,13 @@ final class Appliance: @unchecked Sendable {
             // unshare and sh exec: the pid stays the supervisor's.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
             process.arguments = ["--net", "--", "/bin/sh", "-c", "ip link set lo up && exec \"$0\" \"$@\"",
-                                 Command.binary("busymate-app"), "--group", group.path]
+                                 Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
+        } else if let first = launchPrefix.first {
+            process.executableURL = URL(fileURLWithPath: first)
+            process.arguments = Array(launchPrefix.dropFirst()) + [Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
         } else {
             process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
-            process.arguments = ["--group", group.path]
+            process.arguments = ["--group", group.path] + supervisorArguments
         }
         var env = ProcessInfo.processInfo.environment
         env["BUSYMATE_LOG"] = "stderr"

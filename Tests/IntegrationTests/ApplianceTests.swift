@@ -363,7 +363,7 @@ import Glibc
         #expect(r.stdout.contains("\"running\" : false"))
         try appliance.start(patchingDefaultListenTo: "127.0.0.1:0")
         let settings = try String(contentsOf: appliance.settingsURL, encoding: .utf8)
-        #expect(settings.contains("\"user\": \"busymate\""))
+        #expect(settings.contains("\"drain_seconds\": 5") && !settings.contains("\"user\""))
         for name in ["ca.pem", "ca.der", "ca.key", "README.md", "notify", "bodies", "control.sock", "status.json"] {
             #expect(FileManager.default.fileExists(atPath: appliance.group.appendingPathComponent(name).path), "\(name)")
         }
@@ -385,13 +385,41 @@ import Glibc
         #expect(uids.count == 4 && uids.allSatisfy { $0 != "0" }, "Uid: \(proc["Uid"] ?? "nil")")
         #expect(proc["CapEff"] == "0000000000000000")
         #expect(proc["CapPrm"] == "0000000000000000")
+        #expect(proc["CapInh"] == "0000000000000000")
+        #expect(proc["CapAmb"] == "0000000000000000")
+        // The bounding set is emptied too: nothing it executes could regain a capability.
+        #expect(proc["CapBnd"] == "0000000000000000")
         #expect(proc["NoNewPrivs"] == "1")
+        // Capabilities and no-new-privs are per thread: none started before the drop.
+        let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
+        #expect(!threads.isEmpty)
+        for tid in threads {
+            // /proc/<tid>/status is the thread's own; empty when it is gone meanwhile.
+            let fields = ProcessProbe.status(Int32(tid) ?? 0)
+            if fields.isEmpty { continue }
+            for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+                #expect(fields[key] == "0000000000000000", "thread \(tid): \(key) \(fields[key] ?? "nil")")
+            }
+            #expect(fields["NoNewPrivs"] == "1", "thread \(tid)")
+        }
         #expect(try appliance.status().int("tunnel.uid") == Int(PrivilegeDrop.lookupUser("busymate") ?? 0))
         // It can read the CA key and write the store's directory, not replace the CA.
         var st = stat()
         stat(appliance.group.path, &st)
         #expect(st.st_mode & 0o7777 == 0o3775)
         #expect(st.st_gid == PrivilegeDrop.lookupGroup("busymate"))
+    }
+
+    @Test(.enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv"))
+    func aRootTunnelWithoutSetpcapRefusesToServe() async throws {
+        // Started as root from a parent whose bounding set lacks CAP_SETPCAP
+        // (a unit without it), the tunnel cannot empty its own: it refuses.
+        let appliance = try Appliance()
+        let r = try Command.run("/usr/bin/setpriv", ["--bounding-set", "-setpcap", Command.binary("busymate-tunnel"), "--group", appliance.group.path],
+                                environment: ["BUSYMATE_LOG": "stderr", "PATH": "/usr/bin:/bin"])
+        #expect(r.status == TunnelExitStatus.cannotStart, "exit \(r.status); stderr: \(r.stderr)")
+        #expect(r.stderr.contains("cannot empty the capability bounding set"), "\(r.stderr)")
+        #expect(r.stderr.contains("CAP_SETPCAP"), "\(r.stderr)")
     }
 
     @Test(.enabled(if: geteuid() == 0, "switching to another user needs root"))

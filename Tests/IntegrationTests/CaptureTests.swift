@@ -431,7 +431,7 @@ extension ApplianceTests {
         let rows = try appliance.rows("three rows are stored") { $0.count == 3 }
         let errors = rows.compactMap { $0["error"] as? String }
         #expect(errors.contains { $0.contains("malformed request") && $0.contains("answered 400") }, "\(errors)")
-        #expect(errors.contains { $0.contains("over 80 KiB") && $0.contains("answered 431") }, "\(errors)")
+        #expect(errors.contains { $0.contains("over the limit (64 KiB)") && $0.contains("answered 431") }, "\(errors)")
         #expect(errors.contains { $0.contains("client closed") }, "\(errors)")
         let aborted = rows.first { ($0["url"] as? String)?.hasSuffix("/upload") == true }
         #expect(try appliance.row(aborted?["id"])["request_body_size"] as? Int == 10)

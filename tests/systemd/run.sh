@@ -7,14 +7,22 @@
 #   tests/systemd/run.sh          (as root; about 2 minutes the first time on
 #                                  a machine, for the debootstrap)
 #
-# The rootfs is kept in $BUSYMATE_BOX_DIR (default /var/tmp/busymate-box) and
-# reused; the container has its own network namespace with only loopback.
+# The container is named $BUSYMATE_BOX_NAME (default busymate-box) and its
+# rootfs is kept in $BUSYMATE_BOX_DIR (default /var/tmp/$BUSYMATE_BOX_NAME)
+# and reused; the container has its own network namespace with only loopback.
+# Two runs on one machine need distinct names (nspawn locks the rootfs, and
+# the name also names the box's cgroups):
+#
+#   BUSYMATE_BOX_NAME=busymate-box-mine tests/systemd/run.sh
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-box_dir=${BUSYMATE_BOX_DIR:-/var/tmp/busymate-box}
+name=${BUSYMATE_BOX_NAME:-busymate-box}
+case "$name" in
+  ''|*[!A-Za-z0-9_-]*) echo "systemd-test: BUSYMATE_BOX_NAME must be letters, digits, - and _ (got \"$name\")" >&2; exit 2 ;;
+esac
+box_dir=${BUSYMATE_BOX_DIR:-/var/tmp/$name}
 root=$box_dir/rootfs
-name=busymate-box
 box_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 failures=0
 passes=0
@@ -134,6 +142,22 @@ inbox systemd-tmpfiles --create
 inbox systemctl daemon-reload
 inbox systemctl start box-origin
 
+# 0. The unit's sandbox: systemd's own exposure score stays at most 3.0.
+max_exposure=3.0
+security=$(inbox systemd-analyze security busymate.service --no-pager 2>&1 || true)
+overall=$(grep -m1 'Overall exposure level for busymate.service' <<<"$security" || true)
+exposure=$(sed -n 's/.*Overall exposure level for busymate\.service: \([0-9][0-9]*\.[0-9]\).*/\1/p' <<<"$overall")
+say "systemd-analyze security: ${overall:-no overall line}"
+if [ -z "$exposure" ]; then
+  fail "systemd-analyze security busymate.service printed no exposure:"
+  printf '%s\n' "$security" | tail -n 5 >&2
+elif awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }'; then
+  pass "exposure $exposure <= $max_exposure"
+else
+  fail "exposure $exposure > $max_exposure; what it counts against the unit:"
+  grep '✗' <<<"$security" >&2 || true
+fi
+
 # 1. Type=notify: start returns once the supervisor sent READY=1.
 if inbox systemctl start busymate; then pass "systemctl start busymate returned"; else fail "systemctl start busymate"; fi
 [ "$(inbox systemctl is-active busymate)" = active ] && pass "unit is active" || fail "unit is not active"
@@ -154,16 +178,39 @@ sleep 0.3
 captured=$(inbox /usr/local/bin/busymate list --json --group /var/lib/busymate/group || true)
 case "$captured" in *'"url" : "http://127.0.0.1:8080/index.html"'*|*'"url":"http://127.0.0.1:8080/index.html"'*) pass "the request is in the capture store" ;; *) fail "busymate list --json: $captured" ;; esac
 
-# 4. The tunnel runs as busymate, with no capabilities.
+# 4. The tunnel runs as busymate, with no capabilities, not even in its
+# bounding set (the unit gives the supervisor CAP_SETPCAP for that drop).
+# Capabilities and no-new-privs are per thread: every thread is checked, so a
+# thread started before the drop would show.
 tunnel_pid=$(inbox pgrep -x busymate-tunnel | head -n1 || true)
 if [ -n "$tunnel_pid" ]; then
-  uid=$(inbox awk '/^Uid:/ {print $2}' /proc/"$tunnel_pid"/status)
-  cap=$(inbox awk '/^CapEff:/ {print $2}' /proc/"$tunnel_pid"/status)
-  nnp=$(inbox awk '/^NoNewPrivs:/ {print $2}' /proc/"$tunnel_pid"/status)
-  [ "$uid" != 0 ] && [ "$cap" = 0000000000000000 ] && [ "$nnp" = 1 ] \
-    && pass "tunnel $tunnel_pid: uid $uid, CapEff $cap, NoNewPrivs $nnp" || fail "tunnel privileges: uid $uid CapEff $cap NoNewPrivs $nnp"
+  proc_status=$(inbox cat /proc/"$tunnel_pid"/status || true)
+  field() { awk -v k="$1:" '$1 == k {print $2}' <<<"$proc_status"; }
+  uid=$(field Uid)
+  nnp=$(field NoNewPrivs)
+  caps="CapEff $(field CapEff) CapPrm $(field CapPrm) CapInh $(field CapInh) CapAmb $(field CapAmb) CapBnd $(field CapBnd)"
+  threads=$(inbox sh -c 'for s in /proc/$1/task/*/status; do awk '"'"'$1 ~ /^(Uid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):$/ {printf "%s %s ", $1, $2} END {print ""}'"'"' "$s"; done' sh "$tunnel_pid" || true)
+  n_threads=$(grep -c . <<<"$threads" || true)
+  odd=$(grep -vx "Uid: $uid CapInh: 0000000000000000 CapPrm: 0000000000000000 CapEff: 0000000000000000 CapBnd: 0000000000000000 CapAmb: 0000000000000000 NoNewPrivs: 1 " <<<"$threads" || true)
+  [ "$uid" != 0 ] && [ "$nnp" = 1 ] \
+    && [ "$caps" = "CapEff 0000000000000000 CapPrm 0000000000000000 CapInh 0000000000000000 CapAmb 0000000000000000 CapBnd 0000000000000000" ] \
+    && [ "$n_threads" -gt 0 ] && [ -z "$odd" ] \
+    && pass "tunnel $tunnel_pid: uid $uid, $caps, NoNewPrivs $nnp (all $n_threads threads)" \
+    || fail "tunnel privileges: uid $uid $caps NoNewPrivs $nnp; threads that differ: ${odd:-none} ($n_threads threads)"
 else
   fail "no busymate-tunnel process"
+fi
+
+# 4b. The supervisor kept the group directory's modes (chmod drops the setgid
+# bit of a directory whose group the caller is not in, without CAP_FSETID),
+# so the sockets in notify/ are the group's.
+modes=$(inbox sh -c 'cd /var/lib/busymate/group && stat -c "%n %a %U:%G" "$PWD" "$PWD/notify" "$PWD/bodies" "$PWD"/notify/*.sock' || true)
+expected_dirs=$'/var/lib/busymate/group 3775 root:busymate\n/var/lib/busymate/group/notify 2770 root:busymate\n/var/lib/busymate/group/bodies 2770 root:busymate'
+if [ "$(head -n 3 <<<"$modes")" = "$expected_dirs" ] && [ "$(tail -n +4 <<<"$modes" | grep -c .)" -ge 2 ] \
+   && ! tail -n +4 <<<"$modes" | grep -qv ' 660 [a-z]*:busymate$'; then
+  pass "group directory modes kept; notify sockets: $(tail -n +4 <<<"$modes" | awk '{print $3 " " $2}' | sort -u | tr '\n' ' ')"
+else
+  fail "group directory modes:"$'\n'"$modes"
 fi
 
 # 5. journald fields.

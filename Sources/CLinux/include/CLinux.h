@@ -11,6 +11,24 @@ int busymate_setresgid(gid_t r, gid_t e, gid_t s);
 int busymate_getresuid(uid_t *r, uid_t *e, uid_t *s);
 int busymate_setgroups1(gid_t gid);
 
+/// The highest capability number the running kernel knows
+/// (/proc/sys/kernel/cap_last_cap; probed with PR_CAPBSET_READ without /proc).
+int busymate_cap_last_cap(void);
+/// Empties the capability bounding set: PR_CAPBSET_DROP for every capability
+/// still in it, up to the kernel's last one. Needs CAP_SETPCAP in the
+/// effective set, so it goes while still root. Returns 0, or -1 with errno
+/// set and `*failed_cap` the capability that could not be dropped.
+int busymate_capbset_drop_all(int *failed_cap);
+/// The lowest capability still in the bounding set, or -1 when it is empty
+/// (every capability the kernel knows, past cap_last_cap too).
+int busymate_capbset_first(void);
+/// PR_CAP_AMBIENT_CLEAR_ALL; 0 on kernels without ambient capabilities.
+int busymate_ambient_clear_all(void);
+/// capset(2) with empty effective, permitted and inheritable sets (lowering
+/// needs no privilege), then capget(2) to check they are empty: 0, or -1
+/// with errno set (EPERM when a set is still not empty).
+int busymate_caps_clear_all(void);
+
 /// Spawns `path` with `fds[i]` as descriptor 3+i, nothing else above 2, in
 /// its own process group and with default signal handling. Returns the pid,
 /// or -errno.

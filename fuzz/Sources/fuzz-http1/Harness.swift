@@ -121,7 +121,7 @@ let interception: Interception = {
     interception.apply(stageSettings)
     return interception
 }()
-let breakpoints = BreakpointController(repository: nil, notifier: nil, groupPath: "/nonexistent")
+let breakpoints = BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent")
 let stats = TrafficStats()
 let logger = Logger(label: "fuzz")
 /// FUZZ_STRICT=1: check known findings too (see fuzz/crashes/).
@@ -144,12 +144,16 @@ func makeChannel(_ front: Front) throws -> EmbeddedChannel {
     case .explicitProxy:
         // ProxyServer.configureClientPipeline, in its order.
         let forward = HTTPForwardHandler(logger: logger, stats: stats, rules: forwardRules, breakpoints: breakpoints, interception: interception)
+        let clock = ClientTimeoutHandler(timeouts: AppSettings.Timeouts(), capture: nil, logger: logger)
+        let tap = RequestLineTap(clock: clock)
         try ops.addHandler(ConnectionCounter(stats: stats))
         try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+        try ops.addHandler(tap)
+        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
+        try ops.addHandler(clock)
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: nil, logger: logger))
+        try ops.addHandler(ProtocolErrorResponder(capture: nil, logger: logger, tap: tap))
         try ops.addHandler(HeadStage(front: front, forward: forward))
         try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: forwardRules, breakpoints: breakpoints, capture: nil))
         try ops.addHandler(forward)
@@ -157,11 +161,15 @@ func makeChannel(_ front: Front) throws -> EmbeddedChannel {
         // MITMHandler.install, behind the TLS it terminates.
         let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(interceptedTarget, upstreamTLS), rules: forwardRules,
                                          breakpoints: breakpoints, interception: interception)
+        let clock = ClientTimeoutHandler(timeouts: AppSettings.Timeouts(), capture: nil, logger: logger, interceptedTarget: interceptedTarget)
+        let tap = RequestLineTap(clock: clock)
         try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        try ops.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+        try ops.addHandler(tap)
+        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
+        try ops.addHandler(clock)
         try ops.addHandler(DrainHandler())
         try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: nil, logger: logger, interceptedTarget: interceptedTarget))
+        try ops.addHandler(ProtocolErrorResponder(capture: nil, logger: logger, interceptedTarget: interceptedTarget, tap: tap))
         try ops.addHandler(HeadStage(front: front, forward: forward))
         try ops.addHandler(forward)
     }
@@ -255,6 +263,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         if let h = try? ops.handler(type: ProtocolErrorResponder.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: HTTPServerPipelineHandler.self) { ops.removeHandler(h, promise: nil) }
         if let h = try? ops.handler(type: DrainHandler.self) { ops.removeHandler(h, promise: nil) }
+        if let h = try? ops.handler(type: ClientTimeoutHandler.self) { ops.removeHandler(h, promise: nil) }
         do {
             try ops.addHandler(TLSHelloSniffer(.client) { hello in
                 if let sni = hello.sni { Fuzz.check(sni == sni.lowercased(), "SNI \(Fuzz.show(sni)) not lowercased") }
@@ -264,7 +273,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
             fatalError("cannot add the tunnel's handlers: \(error)")
         }
         var headers = HTTPHeaders()
-        headers.add(name: "Via", value: "1.1 busymate")
+        headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"),
                                                              headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
@@ -273,6 +282,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
             ops.removeHandler(context: decoder, promise: nil)
         }
+        if let h = try? ops.handler(type: RequestLineTap.self) { ops.removeHandler(h, promise: nil) }
     }
 
     // MARK: requests (HTTPForwardHandler.beginRequest and forward)
@@ -283,6 +293,11 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         head.headers.remove(name: HTTPForwardHandler.resentFromHeader)
         guard let (target, originForm) = forward.destination(of: head) else {
             // HTTPForwardHandler refuses it itself (400).
+            context.fireChannelRead(data)
+            return
+        }
+        // Two Hosts, HTTP/1.0 with Transfer-Encoding, a loop: refused there too.
+        if RequestHeadCheck.problem(head) != nil {
             context.fireChannelRead(data)
             return
         }
@@ -382,9 +397,13 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
             headers.add(name: "Connection", value: "Upgrade")
             headers.add(name: "Upgrade", value: upgrade)
         }
-        if !headers.contains(name: "host") {
-            headers.add(name: "Host", value: target.port == 80 ? target.host : target.description)
+        // As forward(): absolute-form's Host is the URL's authority (RFC 9112 §3.2.2); Via names the proxy.
+        if front == .explicitProxy {
+            headers.replaceOrAdd(name: "Host", value: target.port == 80 ? ExchangeCapture.bracketed(target.host) : target.description)
+        } else if !headers.contains(name: "host") {
+            headers.add(name: "Host", value: target.port == 443 ? ExchangeCapture.bracketed(target.host) : target.description)
         }
+        headers.add(name: "Via", value: LoopGuard.shared.via(receivedAs: head.version))
         var (destination, path, secure) = (target, originForm, front == .intercepted)
         if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
             (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)

@@ -1,0 +1,58 @@
+import NIOCore
+
+/// Sits before the HTTP decoder, tells the connection's clock that bytes
+/// came, and keeps a reference (not a copy) to the
+/// bytes being decoded, only while they are: when the decoder refuses a
+/// request, `ProtocolErrorResponder` reads the refused request line from
+/// here, so its row still says which method and URL were refused.
+final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private var decoding: ByteBuffer?
+    /// Told when bytes arrive: a request head's clock starts at its first byte.
+    private let clock: ClientTimeoutHandler?
+
+    init(clock: ClientTimeoutHandler? = nil) { self.clock = clock }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        clock?.bytesArrived()
+        decoding = Self.unwrapInboundIn(data)
+        context.fireChannelRead(data)
+        decoding = nil
+    }
+
+    /// The last line in the bytes under decoding that reads as a request
+    /// line (`METHOD SP target SP HTTP/x.y`): method and target as sent.
+    func refusedRequestLine() -> (method: String, target: String)? {
+        guard let buffer = decoding else { return nil }
+        return buffer.withUnsafeReadableBytes { Self.lastRequestLine(in: $0) }
+    }
+
+    static func lastRequestLine(in bytes: UnsafeRawBufferPointer) -> (method: String, target: String)? {
+        var found: (String, String)?
+        var lineStart = 0
+        // Only the first 64 KiB: a request line is short, a body need not be.
+        let end = min(bytes.count, 64 << 10)
+        var i = 0
+        while i <= end {
+            if i == end || bytes[i] == 0x0A {
+                if let line = parse(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<i])) { found = line }
+                lineStart = i + 1
+            }
+            i += 1
+        }
+        return found
+    }
+
+    private static func parse(_ line: UnsafeRawBufferPointer) -> (String, String)? {
+        var line = line
+        if line.last == 0x0D { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
+        guard let firstSpace = line.firstIndex(of: 0x20), firstSpace > 0, let lastSpace = line.lastIndex(of: 0x20), lastSpace > firstSpace + 1,
+              line[(lastSpace + 1)...].starts(with: Array("HTTP/".utf8)),
+              line[..<firstSpace].allSatisfy(UpstreamRequestValidator.isTokenByte) else { return nil }
+        let method = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<firstSpace]), as: UTF8.self)
+        let target = String(decoding: UnsafeRawBufferPointer(rebasing: line[(firstSpace + 1)..<lastSpace]), as: UTF8.self)
+        return (method, target)
+    }
+}

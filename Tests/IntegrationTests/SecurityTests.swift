@@ -1,0 +1,186 @@
+import BusymateShared
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Holes found by probing from outside: what a member of group busymate, a
+/// stranger or a planted file must not be able to do.
+@Suite(.serialized) struct SecurityTests {
+    private func uid(of pid: Int32) -> String? {
+        ProcessProbe.status(pid)["Uid"]?.split(whereSeparator: { $0 == "\t" || $0 == " " }).first.map(String.init)
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "the privilege drop needs root"))
+    func settingsJSONCannotChooseWhomTheTunnelRunsAs() async throws {
+        // A group member writes settings.json (0664): it must not pick the user.
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
+             "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 2}}
+
+            """)
+        try appliance.start()
+        let busymate = "\(PrivilegeDrop.lookupUser("busymate") ?? 0)"
+        let first = Int32(try appliance.status().int("tunnel.pid") ?? 0)
+        #expect(uid(of: first) == busymate)
+        let restart = try appliance.cli(["tunnel", "restart"])
+        #expect(restart.status == 0, "\(restart.stderr)")
+        try waitUntil("the new tunnel is ready", timeout: 10) {
+            let s = try appliance.status()
+            return s.int("tunnel.pid").map(Int32.init) != first && s.string("tunnel.state") == "ready"
+        }
+        let second = Int32(try appliance.status().int("tunnel.pid") ?? 0)
+        #expect(uid(of: second) == busymate)
+        let unknown = try appliance.status().value("settings.unknown_keys") as? [String] ?? []
+        #expect(unknown.contains("tunnel.user") && unknown.contains("tunnel.group"), "\(unknown)")
+        #expect(appliance.log.contains("settings.json's tunnel.user is ignored"), "\(appliance.log)")
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "the privilege drop needs root"))
+    func theSupervisorsCommandLineChoosesWhomTheTunnelRunsAs() async throws {
+        let appliance = try Appliance()
+        // Group busymate, so that it can still reach control.sock and the store.
+        appliance.supervisorArguments = ["--tunnel-user", "nobody", "--tunnel-group", "busymate"]
+        try appliance.start()
+        let pid = Int32(try appliance.status().int("tunnel.pid") ?? 0)
+        #expect(uid(of: pid) == "\(PrivilegeDrop.lookupUser("nobody") ?? 0)")
+        let bad = try Command.run(Command.binary("busymate-app"), ["--tunnel-user", "-x", "--group", appliance.base.appendingPathComponent("other").path])
+        #expect(bad.status == 64 && bad.stderr.contains("--tunnel-user needs a user or group name"), "\(bad.stderr)")
+    }
+
+    @Test func aTruncatedCAKeyIsReportedWithoutQuotingIt() async throws {
+        let appliance = try Appliance()
+        try appliance.start()
+        appliance.stop()
+        // Keep the PEM header and most of the key: what a parser would quote.
+        let keyURL = appliance.group.appendingPathComponent("ca.key")
+        let key = try String(contentsOf: keyURL, encoding: .utf8)
+        let truncated = String(key.prefix(key.count - 40))
+        try Data(truncated.utf8).write(to: keyURL)
+        // Every 12-character piece of the key's base64 body: none may show.
+        let body = truncated.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let pieces = stride(from: 0, to: body.count - 12, by: 6).map { String(body.dropFirst($0).prefix(12)) }
+        #expect(pieces.count > 10)
+        try appliance.start()
+        try waitUntil("status says the CA is not usable", timeout: 5) {
+            (try appliance.status().string("tunnel.interception") ?? "").hasPrefix("off")
+        }
+        let statusText = try appliance.cli(["status"]).stdout
+        let statusJSON = try appliance.cli(["status", "--json"]).stdout
+        let statusFile = (try? String(contentsOf: appliance.group.appendingPathComponent("status.json"), encoding: .utf8)) ?? ""
+        #expect(statusText.contains("ca.key is not a PEM"), "\(statusText)")
+        for (name, text) in [("status", statusText), ("status --json", statusJSON), ("status.json", statusFile), ("the log", appliance.log)] {
+            let leaked = pieces.filter { text.contains($0) }
+            #expect(leaked.isEmpty, "\(name) quotes the key: \(leaked.prefix(3))")
+        }
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "the symlink's target must be root's"))
+    func theRootCLINeverFollowsAPlantedStoreSymlink() async throws {
+        let appliance = try Appliance()
+        try FileManager.default.createDirectory(at: appliance.group, withIntermediateDirectories: true)
+        // A root-only file a group member points capture.sqlite at.
+        let victim = appliance.base.appendingPathComponent("victim.db")
+        try Data("root's own file\n".utf8).write(to: victim)
+        chmod(victim.path, 0o600)
+        symlink(victim.path, appliance.group.appendingPathComponent("capture.sqlite").path)
+        for args in [["list"], ["pinned", "remove", "example.com"], ["breakpoints", "list"]] {
+            let r = try appliance.cli(args)
+            #expect(r.status != 0, "\(args)")
+            #expect(r.stderr.contains("not a regular file"), "\(args): \(r.stderr)")
+        }
+        var st = stat()
+        #expect(stat(victim.path, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "root's own file\n")
+        #expect(!FileManager.default.fileExists(atPath: victim.path + "-wal"))
+    }
+
+    @Test func secretsStayOutOfWorldReadableFiles() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+             "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
+
+            """)
+        try appliance.start()
+        func mode(_ url: URL) -> mode_t {
+            var st = stat()
+            stat(url.path, &st)
+            return st.st_mode & 0o777
+        }
+        #expect(mode(appliance.settingsURL) & 0o007 == 0, "settings.json with a password is \(String(mode(appliance.settingsURL), radix: 8))")
+        // An editor's save brings 0664 back; the supervisor takes it away again.
+        let text = try String(contentsOf: appliance.settingsURL, encoding: .utf8).replacingOccurrences(of: "\"debug\"", with: "\"info\"")
+        try AtomicFile.write(Data(text.utf8), to: appliance.settingsURL, mode: 0o664)
+        try waitUntil("settings.json is not world-readable again", timeout: 3) { mode(appliance.settingsURL) & 0o007 == 0 }
+
+        let port = try appliance.proxyPort
+        let sent = try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/secret",
+                                    extra: ["-H", "Authorization: Bearer tok3n", "-H", "Cookie: session=c00kie"])
+        #expect(sent.code == 200)
+        try waitUntil("the exchange is stored", timeout: 3) { try appliance.rows().count == 1 }
+        let har = appliance.base.appendingPathComponent("plain.har")
+        #expect(try appliance.cli(["export", "--har", har.path]).status == 0)
+        #expect(mode(har) == 0o600)
+        let plain = try String(contentsOf: har, encoding: .utf8)
+        #expect(plain.contains("tok3n") && plain.contains("c00kie"))
+        let redactedHAR = appliance.base.appendingPathComponent("redacted.har")
+        #expect(try appliance.cli(["export", "--har", redactedHAR.path, "--redact", "--mode", "644"]).status == 0)
+        #expect(mode(redactedHAR) == 0o644)
+        let redacted = try String(contentsOf: redactedHAR, encoding: .utf8)
+        #expect(!redacted.contains("tok3n") && !redacted.contains("c00kie") && redacted.contains("[redacted]"))
+        #expect(redacted.contains("/secret"))
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "switching to another user needs root"))
+    func aUserOutsideTheGroupReadsNoSecret() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+             "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
+
+            """)
+        try appliance.start()
+        // A body large enough for a file of its own, so bodies/ is tried too.
+        let upload = appliance.base.appendingPathComponent("upload.bin")
+        try Data(repeating: 0x41, count: 64 << 10).write(to: upload)
+        chmod(upload.path, 0o644)
+        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body", extra: ["--data-binary", "@" + upload.path]).code == 200)
+        try waitUntil("the exchange is stored", timeout: 3) { try appliance.rows().count == 1 }
+        let bodyFiles = try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("bodies").path)
+        #expect(!bodyFiles.isEmpty)
+        // nobody: neither root nor in group busymate.
+        func asNobody(_ args: [String]) throws -> CommandResult {
+            try Command.run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] + args)
+        }
+        var secrets = ["ca.key", "capture.sqlite", "capture.sqlite-wal", "settings.json"].map { appliance.group.appendingPathComponent($0).path }
+        secrets += bodyFiles.map { appliance.group.appendingPathComponent("bodies").appendingPathComponent($0).path }
+        for path in secrets where FileManager.default.fileExists(atPath: path) {
+            let r = try asNobody(["/bin/cat", path])
+            #expect(r.status != 0 && r.stdout.isEmpty, "nobody read \(path)")
+        }
+        // ca.pem is public (devices install it); the CLI's store commands are refused.
+        #expect(try asNobody(["/bin/cat", appliance.caFile.path]).status == 0)
+        let list = try asNobody([Command.binary("busymate"), "list", "--group", appliance.group.path])
+        #expect(list.status != 0)
+        let restart = try asNobody([Command.binary("busymate"), "tunnel", "restart", "--group", appliance.group.path])
+        #expect(restart.status != 0 && restart.stderr.contains("permission denied"), "\(restart.stderr)")
+    }
+
+    @Test func aListenerOffLoopbackIsWarnedAboutAsAnOpenProxy() async throws {
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}}
+
+            """)
+        try appliance.start()
+        let listeners = try appliance.status().array("listeners")
+        #expect(listeners.count == 2)
+        #expect(listeners.first { $0["address"] as? String == "127.0.0.1:0" }?["warning"] as? String == nil)
+        #expect((listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["warning"] as? String)?.contains("open proxy") == true)
+        #expect(try appliance.cli(["status"]).stdout.contains("⚠ open proxy"))
+        #expect(appliance.log.contains("open proxy: 0.0.0.0:0 accepts clients from other machines"), "\(appliance.log)")
+    }
+}
