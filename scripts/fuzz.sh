@@ -59,15 +59,17 @@ for target in $targets; do
   if [ -f "fuzz/dict/$target.dict" ]; then flags+=(-dict="fuzz/dict/$target.dict"); fi
   echo "fuzz: $target for ${seconds}s (log: $run/log)" >&2
   status=0
+  began=$(date +%s)
   # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
   "$bin/fuzz-$target" "${flags[@]}" ${FUZZ_ARGS:-} "$run/corpus" >"$run/log" 2>&1 || status=$?
+  elapsed=$(($(date +%s) - began))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$run/log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$run/log" | tail -1)
   last=$(grep -E '^#[0-9]+' "$run/log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\) corp: \([^ ]*\).*/cov \1, ft \2, corpus \3/p' <<<"$last")
   # slow-unit-* files are reports, not failures.
   crashes=$(find "$run/artifacts" -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)
-  line="$target: ${seconds}s, ${execs:-?} execs (${rate:-?}/s), ${cov:-cov ?}, crashes $crashes, exit $status"
+  line="$target: ${elapsed}s, ${execs:-?} execs (${rate:-?}/s), ${cov:-cov ?}, crashes $crashes, exit $status"
   echo "$line" | tee -a "$summary"
   if [ "$status" -ne 0 ] || [ "$crashes" -gt 0 ]; then
     failed+=("$target")

@@ -38,7 +38,14 @@ public struct BusymateNotification: Sendable, Equatable {
         if let payload, !payload.isEmpty {
             line += " " + payload.replacingOccurrences(of: "\n", with: " ")
         }
-        return Array(line.utf8.prefix(Self.maxSize))
+        var bytes = Array(line.utf8)
+        if bytes.count > Self.maxSize {
+            // Cut before a character's first byte: the datagram stays UTF-8.
+            var end = Self.maxSize
+            while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+            bytes.removeSubrange(end...)
+        }
+        return bytes
     }
 
     public static func decode<Bytes: Collection>(_ bytes: Bytes) throws(DecodeError) -> BusymateNotification where Bytes.Element == UInt8 {

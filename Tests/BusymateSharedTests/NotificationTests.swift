@@ -12,6 +12,13 @@ import Testing
         // A payload that starts with a combining mark (found by fuzz-notification).
         let combining = BusymateNotification(name: .tunnelStateChanged, sender: "tunnel-12", payload: "\u{31E}ready")
         #expect(try BusymateNotification.decode(combining.encoded()) == combining)
+        // A payload cut at the size limit is cut between characters (found by fuzz-notification).
+        for filler in ["", "a", "aa"] {
+            let long = BusymateNotification(name: .tunnelStateChanged, sender: "tunnel-12", payload: filler + String(repeating: "é", count: 1500))
+            let datagram = long.encoded()
+            #expect(datagram.count <= BusymateNotification.maxSize && datagram.count > BusymateNotification.maxSize - 2)
+            #expect(try BusymateNotification.decode(datagram).payload?.hasPrefix(filler + "éé") == true)
+        }
     }
 
     @Test func malformedDatagramsAreRejected() {
