@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Writes RELIABILITY.md from the suites' own output: the fault suite's
 # report, the hostile-client, timeout, security and reliability tests as
-# `swift test` reports them, and the last fuzz run's summary, if any.
-# Run as root after `make build` (and `make fuzz` for the fuzz part).
+# `swift test` reports them, and the last fuzz run's summary (.build/fuzz-report.md,
+# if any). Run as root after `make build`; or, to reuse a `make test` run,
+#   scripts/reliability-report.sh --from LOG FAULTS_REPORT [OUT]
+# with that run's output and its .build/faults-report.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$PWD/.build/${CONFIG:-debug}
-out=${1:-RELIABILITY.md}
-tests/faults/run.py --bin "$bin" --report .build/faults-report.md >/dev/null
-BUSYMATE_BIN_DIR=$bin swift test --skip-build \
-  --filter 'HostileClientTests|TimeoutTests|SecurityTests|ReliabilityTests|ClientTimeoutStateTests' 2>&1 \
-  | grep -E '^(✔|✘) Test [a-zA-Z]' | sed -E 's/\(\) (passed|failed) after ([0-9.]+) seconds.*/ — \1 (\2 s)/; s/^✔ Test /- ✔ /; s/^✘ Test /- ✘ /' \
-  > .build/hostile-report.txt || true
+if [ "${1:-}" = "--from" ]; then
+  log=$2; faults=$3; out=${4:-RELIABILITY.md}
+else
+  out=${1:-RELIABILITY.md}
+  faults=.build/faults-report.md
+  log=.build/reliability-tests.log
+  tests/faults/run.py --bin "$bin" --report "$faults" >/dev/null
+  BUSYMATE_BIN_DIR=$bin swift test --skip-build \
+    --filter 'HostileClientTests|TimeoutTests|SecurityTests|ReliabilityTests|ClientTimeoutStateTests' > "$log" 2>&1 || true
+fi
+names='HostileClientTests|TimeoutTests|SecurityTests|ReliabilityTests|ClientTimeoutStateTests'
+tests=$(grep -lE "struct ($names)" Tests/*/*.swift | xargs grep -hoE 'func [a-zA-Z]+\(\)' | sed -E 's/func ([a-zA-Z]+)\(\)/\1/' | sort -u)
 {
   echo "# Reliability"
   echo
@@ -19,14 +27,18 @@ BUSYMATE_BIN_DIR=$bin swift test --skip-build \
   echo "is copied from the suites' own output by \`scripts/reliability-report.sh\`"
   echo "(commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores)."
   echo
-  sed -e '1s/^# Fault suite/## The fault suite (`make test-faults`)/' -e 's/^## /### /' -e '1s/^### /## /' .build/faults-report.md
+  sed -e '1s/^# Fault suite/## The fault suite (`make test-faults`)/' -e 's/^## /### /' -e '1s/^### /## /' "$faults"
   echo
   echo "## Hostile clients, timeouts, security (\`swift test\`)"
   echo
-  echo "Each is an end-to-end test with the real binaries (\`Tests/IntegrationTests\`), or a state"
-  echo "machine tested without a channel; names say what each asserts."
+  echo "End-to-end tests with the real binaries (\`Tests/IntegrationTests\`), and the client clock's state"
+  echo "machine tested without a channel; each name says what it asserts."
   echo
-  sort .build/hostile-report.txt
+  for t in $tests; do
+    line=$(grep -E "^(✔|✘) Test $t\(\) (passed|failed)" "$log" | head -1 || true)
+    [ -n "$line" ] || continue
+    echo "$line" | sed -E 's/\(\) (passed|failed) after ([0-9.]+) seconds.*/ — \1 (\2 s)/; s/^✔ Test /- ✔ /; s/^✘ Test /- ✘ /'
+  done
   if [ -f .build/fuzz-report.md ]; then
     echo
     cat .build/fuzz-report.md

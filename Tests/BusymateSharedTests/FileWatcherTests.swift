@@ -11,6 +11,10 @@ import Testing
         // that parallel tests fork, and their later exit would close it last,
         // firing IN_CLOSE_WRITE after the watch is set.
         try AtomicFile.write(Data("{}\n".utf8), to: file)
+        // A child forked by a parallel test between our open and its exec
+        // still holds the descriptor (O_CLOEXEC closes it only at exec):
+        // let such a late close pass before the watch begins.
+        try await Task.sleep(for: .milliseconds(300))
         let watcher = try FileWatcher(directory: dir.url)
         let changes = watcher.changes()
         try change(file)
