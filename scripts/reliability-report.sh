@@ -19,7 +19,7 @@ else
     --filter 'HostileClientTests|TimeoutTests|SecurityTests|ReliabilityTests|ClientTimeoutStateTests' > "$log" 2>&1 || true
 fi
 names='HostileClientTests|TimeoutTests|SecurityTests|ReliabilityTests|ClientTimeoutStateTests'
-tests=$(grep -lE "struct ($names)" Tests/*/*.swift | xargs grep -hoE 'func [a-zA-Z]+\(\)' | sed -E 's/func ([a-zA-Z]+)\(\)/\1/' | sort -u)
+tests=$(grep -lE "struct ($names)" Tests/*/*.swift | xargs grep -hoE 'func [a-zA-Z0-9]+\(\)' | sed -E 's/func ([a-zA-Z0-9]+)\(\)/\1/' | sort -u)
 {
   echo "# Reliability"
   echo
