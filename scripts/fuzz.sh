@@ -86,9 +86,11 @@ for target in $targets; do
 done
 
 count=$(wc -w <<<"$targets")
-echo "fuzz: $((count - ${#failed[@]})) passed, ${#failed[@]} failed"
+# The counts come last: CI reads the closing line.
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: FAILED: ${failed[*]} (summary: $summary)" >&2
+  echo "fuzz: $((count - ${#failed[@]})) passed, ${#failed[@]} failed"
   exit 1
 fi
 echo "fuzz: no crashes (summary: $summary)" >&2
+echo "fuzz: $count passed, 0 failed"
