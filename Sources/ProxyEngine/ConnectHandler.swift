@@ -39,6 +39,8 @@ final class ConnectHandler {
     private let rules: RuleEngine
     private let breakpoints: BreakpointController
     private let capture: CaptureWriter?
+    /// The client shut its write side before the layer after us was in place.
+    private var inputClosedEarly = false
     /// A passed-through tunnel is one row: bytes each way and duration.
     private var tunnelRecord: ExchangeRecord?
 
@@ -102,6 +104,16 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {}
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch (state, event as? ChannelEvent) {
+        case (.awaitingConnection, .inputClosed?), (.upgradeComplete, .inputClosed?), (.awaitingEnd, .inputClosed?), (.interceptAwaitingEnd, .inputClosed?):
+            // Kept for the layer that takes over (glue or TLS).
+            inputClosedEarly = true
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
     func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
         var didRead = false
         while case var .upgradeComplete(pending) = state, !pending.isEmpty {
@@ -112,6 +124,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
             didRead = true
         }
         if didRead { context.fireChannelReadComplete() }
+        if inputClosedEarly { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
         context.leavePipeline(removalToken: removalToken)
     }
 
@@ -158,6 +171,7 @@ extension ConnectHandler: ChannelInboundHandler, RemovableChannelHandler {
         ClientBootstrap(group: context.eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.autoRead, value: false)
+            .channelOption(.allowRemoteHalfClosure, value: true)
             .connectTimeout(.seconds(10))
             .resolver(dial.resolver(override: override, on: context.eventLoop))
             .connect(host: dial.address.host, port: dial.address.port)

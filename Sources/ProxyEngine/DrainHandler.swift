@@ -10,6 +10,10 @@ import NIOHTTP1
 /// once a request is under way whose response head has not gone out yet,
 /// and that head says `Connection: close`. An idle connection that sends
 /// nothing for most of the drain grace is closed.
+///
+/// A client that shuts its write side (half-close) has sent its last
+/// request: the ones under way are answered, the last with
+/// `Connection: close`, and then the connection closes.
 final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -31,6 +35,8 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The oldest open request's response head has gone out.
     private var headSent = false
     private var idleTimer: Scheduled<Void>?
+    /// The client shut its write side: no request will follow.
+    private var inputClosed = false
     private let idleWait: TimeAmount
     private static let logger = Logger(label: "busymate.proxy")
 
@@ -49,7 +55,7 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch Self.unwrapOutboundIn(data) {
         case var .head(head) where head.status.code >= 200 || head.status == .switchingProtocols:
             headSent = true
-            if state == .quiesced && head.status != .switchingProtocols {
+            if (state == .quiesced || inputClosed) && head.status != .switchingProtocols {
                 head.headers.replaceOrAdd(name: "Connection", value: "close")
                 context.write(Self.wrapOutboundOut(.head(head)), promise: promise)
                 return
@@ -57,6 +63,14 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             open = max(0, open - 1)
             headSent = false
+            if inputClosed && open == 0 {
+                let channel = context.channel
+                context.write(data).whenComplete { result in
+                    promise?.completeWith(result)
+                    channel.close(promise: nil)
+                }
+                return
+            }
             context.write(data, promise: promise)
             // Idle again while draining: wait for one more request, a while.
             if state == .holding && open == 0 { startIdleTimer(context: context) }
@@ -68,6 +82,14 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            idleTimer?.cancel()
+            idleTimer = nil
+            context.fireUserInboundEventTriggered(event)
+            if open == 0 { context.close(promise: nil) }
+            return
+        }
         guard event is ChannelShouldQuiesceEvent else {
             context.fireUserInboundEventTriggered(event)
             return

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOSSL
 
 /// Joins two channels byte for byte, as swift-nio-examples' connect-proxy
 /// does: reads are held while the partner cannot take more (backpressure),
@@ -35,12 +36,30 @@ final class GlueHandler {
         context?.flush()
     }
 
+    /// The partner will send no more: pass its FIN on once what is queued
+    /// has gone (closing the output of a channel whose input is already
+    /// shut closes it whole, and a whole close drops queued writes).
     private func partnerWriteEOF() {
-        context?.close(mode: .output, promise: nil)
+        afterQueuedWrites { channel in channel.close(mode: .output, promise: nil) }
     }
 
+    /// The partner is gone: deliver what is queued, then close; a peer that
+    /// never reads gets `lingerLimit`, not forever.
     private func partnerCloseFull() {
-        context?.close(promise: nil)
+        afterQueuedWrites { channel in channel.close(promise: nil) }
+        guard let context else { return }
+        let channel = context.channel
+        let limit = context.eventLoop.scheduleTask(in: Self.lingerLimit) { channel.close(promise: nil) }
+        channel.closeFuture.whenComplete { _ in limit.cancel() }
+    }
+
+    static let lingerLimit = TimeAmount.seconds(30)
+
+    private func afterQueuedWrites(_ body: @escaping @Sendable (Channel) -> Void) {
+        guard let context else { return }
+        let channel = context.channel
+        // An empty write completes once every write before it has.
+        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in body(channel) }
     }
 
     private func partnerBecameWritable() {
@@ -84,10 +103,13 @@ extension GlueHandler: ChannelDuplexHandler {
             // The peer will send no more: pass the half-close on.
             partner?.partnerWriteEOF()
         }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        partner?.partnerCloseFull()
+        // A TLS peer that hung up without close_notify: the EOF that follows says the rest.
+        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls { return }
+        partner?.context?.close(promise: nil)
         context.close(promise: nil)
     }
 

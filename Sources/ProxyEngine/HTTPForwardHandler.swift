@@ -183,6 +183,8 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             closeUpstream()
             return
         }
+        // TLS without close_notify: the EOF that follows is the client's half-close.
+        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls { return }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
         // A body that stopped parsing mid-request: ProtocolErrorResponder
         // answered; this exchange's row says so rather than "client closed".

@@ -56,6 +56,8 @@ public final class ProxyServer: Sendable {
                 }
             }
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            // A client's FIN is "no more from me", not a hang-up: each layer passes it on.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
