@@ -37,6 +37,8 @@ final class HTTPForwardHandler {
         case rejected
         /// A breakpoint holds the request: read whole, then resolved.
         case holding(HeldRequest)
+        /// A CONNECT: at its end the router takes the connection over.
+        case connecting(HTTPRequestHead, ProxyTarget)
     }
 
     struct Active {
@@ -57,6 +59,8 @@ final class HTTPForwardHandler {
     }
 
     private var upstream = Upstream.none
+    /// The connected upstream's handlers, for the switch after a `101`.
+    private var upstreamLayer: UpstreamLayer?
     var exchange = Exchange.idle
     private var pendingRead = false
     var context: ChannelHandlerContext?
@@ -67,7 +71,7 @@ final class HTTPForwardHandler {
     private let rules: RuleEngine
     let breakpoints: BreakpointController
     /// For plain requests a map_remote rule sends to https://.
-    private let interception: Interception?
+    private let interception: Interception
     /// Whether the upstream connection in use speaks TLS, and goes through
     /// `upstream_proxy` (both part of its reuse key).
     private var upstreamSecure = false
@@ -88,16 +92,22 @@ final class HTTPForwardHandler {
     var responseTimerAt: NIODeadline?
     var responseDeadline: NIODeadline?
 
-    init(logger: Logger, stats: TrafficStats, route: ForwardRoute = .absoluteForm, rules: RuleEngine, breakpoints: BreakpointController,
-         interception: Interception? = nil, capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) {
-        upstreamResponseTimeout = timeouts.upstreamResponse
-        self.logger = logger
-        self.stats = stats
+    /// The connection's layers' owner: CONNECT and `101` go through it.
+    private let owner: ProxyPipeline
+    private let connector: UpstreamConnector
+
+    init(owner: ProxyPipeline, route: ForwardRoute) {
+        let services = owner.services
+        self.owner = owner
+        connector = services.connector
+        upstreamResponseTimeout = services.timeouts.upstreamResponse
+        logger = services.logger
+        stats = services.stats
         self.route = route
-        self.rules = rules
-        self.breakpoints = breakpoints
-        self.interception = interception
-        self.capture = capture
+        rules = services.rules
+        breakpoints = services.breakpoints
+        interception = services.interception
+        capture = services.capture
     }
 
     func submitCapture(error: String? = nil) {
@@ -131,7 +141,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch exchange {
             case .active: forwardBody(buffer)
             case .holding: holdRequestBody(buffer, context: context)
-            case .idle, .rejected: break
+            case .idle, .rejected, .connecting: break
             }
         case let .end(trailers):
             switch exchange {
@@ -143,6 +153,9 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 pauseRequest(held, context: context)
             case .rejected:
                 exchange = .idle
+            case let .connecting(head, target):
+                exchange = .idle
+                owner.routeConnect(head, target: target, after: self)
             case .idle:
                 break
             }
@@ -256,6 +269,15 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     static let resentFromHeader = "X-Busymate-Resent-From"
 
     private func beginRequest(_ received: HTTPRequestHead, context: ChannelHandlerContext) {
+        if case .absoluteForm = route, received.method == .CONNECT {
+            guard let target = ProxyTarget.parseAuthority(received.uri[...], defaultPort: nil) else {
+                exchange = .rejected
+                ConnectRouter.refuseMalformed(received, logger: logger, context: context, wrap: Self.wrapOutboundOut)
+                return
+            }
+            exchange = .connecting(received, target)
+            return
+        }
         var head = received
         let resentFrom = head.headers.first(name: Self.resentFromHeader)
         head.headers.remove(name: Self.resentFromHeader)
@@ -340,7 +362,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
         }
         // Plain HTTP through upstream_proxy: absolute-form, with its credentials.
-        let chained = interception?.upstreamProxy(for: destination.host)
+        let chained = interception.upstreamProxy(for: destination.host)
         var uri = path
         if let chained, !secure {
             uri = "http://\(destination.port == 80 ? ExchangeCapture.bracketed(destination.host) : destination.description)\(path)"
@@ -449,7 +471,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
                          context: ChannelHandlerContext) {
         let tls: NIOSSLContext?
         if secure {
-            let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { return upstreamTLS } else { return interception?.upstreamTLS } }()
+            let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { return upstreamTLS } else { return interception.upstreamTLS } }()
             guard let upstreamTLS else {
                 fail(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()), context: context)
                 return
@@ -465,6 +487,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let upstreamHandler = UpstreamHandler(forward: self)
         let boundUpstream = NIOLoopBound(upstreamHandler, eventLoop: context.eventLoop)
+        let boundLayer = NIOLoopBound(UpstreamLayer(handler: upstreamHandler), eventLoop: context.eventLoop)
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         let dial = UpstreamDial(target: target, proxy: proxy)
@@ -475,32 +498,21 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             try ops.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName), position: .first)
             try ops.addHandler(TLSHelloSniffer(.server) { hello in boundUpstream.value.serverHello(hello) }, position: .first)
         }
-        ClientBootstrap(group: context.eventLoop)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(10))
-            .resolver(dial.resolver(override: override, on: context.eventLoop))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if proxy == nil { try addTLS(channel) }
-                    // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
-                    let decoder = HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward)
-                    try channel.pipeline.syncOperations.addHandlers([
-                        HTTPRequestEncoder(), ByteToMessageHandler(decoder), UpstreamRequestValidator(), boundUpstream.value,
-                    ])
-                }
-            }
-            .connect(host: dial.address.host, port: dial.address.port)
+        connector.connect(dial, override: override, autoRead: true, halfClosure: false, on: context.eventLoop) { channel in
+            if proxy == nil { try addTLS(channel) }
+            try boundLayer.value.install(on: channel)
+        }
             .flatMap { channel in
                 // Plain requests through a proxy need no tunnel: they go in absolute-form.
                 guard proxy != nil, tls != nil else { return channel.eventLoop.makeSucceededFuture(channel) }
                 return dial.tunnel(channel).flatMapThrowing { try addTLS(channel); return channel }
             }
             .whenComplete { result in
-                bound.value.connectFinished(target, result, upstreamHandler: boundUpstream.value)
+                bound.value.connectFinished(target, result, layer: boundLayer.value)
             }
     }
 
-    private func connectFinished(_ target: ProxyTarget, _ result: Result<Channel, Error>, upstreamHandler: UpstreamHandler) {
+    private func connectFinished(_ target: ProxyTarget, _ result: Result<Channel, Error>, layer: UpstreamLayer) {
         guard case let .connecting(current, pending) = upstream, current == target, let context else {
             if case let .success(channel) = result { channel.close(promise: nil) }
             return
@@ -508,7 +520,8 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch result {
         case let .success(channel):
             exchangeCapture?.connected(to: channel.remoteAddress)
-            upstream = .connected(target, channel, upstreamHandler)
+            upstream = .connected(target, channel, layer.handler)
+            upstreamLayer = layer
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startResponseTimer() }
@@ -590,6 +603,7 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             channel.close(promise: nil)
         }
         upstream = .none
+        upstreamLayer = nil
     }
 
     func fail(_ error: ProxyError, context: ChannelHandlerContext) {
@@ -866,12 +880,13 @@ extension HTTPForwardHandler {
     /// The exchange's row (the handshake) is written when both have closed,
     /// with the bytes that went each way.
     private func switchProtocols() {
-        guard let context, case let .connected(_, upstreamChannel, upstreamHandler) = upstream else { return }
+        guard let context, case let .connected(_, upstreamChannel, upstreamHandler) = upstream, let layer = upstreamLayer else { return }
         upstream = .none
+        upstreamLayer = nil
         exchange = .idle
         upstreamHandler.detach()
         let counts = TunnelByteCounts()
-        let (clientGlue, upstreamGlue) = counts.gluePair(stats: stats)
+        let glue = counts.gluePair(stats: stats)
         if let handshake = exchangeCapture {
             exchangeCapture = nil
             context.channel.closeFuture.and(upstreamChannel.closeFuture).whenComplete { _ in
@@ -882,38 +897,12 @@ extension HTTPForwardHandler {
             }
         }
         logger.debug("switched protocols; passing bytes through")
-        let client = context.pipeline.syncOperations
-        let server = upstreamChannel.pipeline.syncOperations
         do {
-            try client.addHandler(clientGlue)
-            try server.addHandler(upstreamGlue)
-            // Outbound HTTP first, so the bytes a decoder hands over on its
-            // way out meet the glue and nothing that expects HTTP parts.
-            try Self.remove(HTTPResponseEncoder.self, from: client)
-            try Self.remove(ProtocolErrorResponder.self, from: client)
-            try Self.remove(HTTPServerPipelineHandler.self, from: client)
-            try Self.remove(DrainHandler.self, from: client)
-            try Self.remove(ClientTimeoutHandler.self, from: client)
-            try Self.remove(ConnectHandler.self, from: client)
-            try Self.remove(UpstreamHandler.self, from: server)
-            try Self.remove(UpstreamRequestValidator.self, from: server)
-            try Self.remove(HTTPRequestEncoder.self, from: server)
-            server.removeHandler(context: try server.context(handlerType: ByteToMessageHandler<HTTPResponseDecoder>.self), promise: nil)
-            client.removeHandler(self, promise: nil)
-            client.removeHandler(context: try client.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
-            try Self.remove(RequestLineTap.self, from: client)
-            // Reads held while this handler forwarded HTTP start again.
-            context.channel.read()
-            upstreamChannel.read()
+            try owner.switchProtocols(upstream: layer, glue: glue)
         } catch {
             logger.error("cannot switch protocols", metadata: ["ERROR": "\(error)"])
             upstreamChannel.close(promise: nil)
             context.close(promise: nil)
         }
-    }
-
-    private static func remove<Handler: RemovableChannelHandler>(_ type: Handler.Type, from ops: ChannelPipeline.SynchronousOperations) throws {
-        guard let handler = try? ops.handler(type: type) else { return }
-        ops.removeHandler(handler, promise: nil)
     }
 }

@@ -37,38 +37,6 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.capture = capture
     }
 
-    /// The intercepted stack: TLS with a leaf for `target`, then HTTP parsed
-    /// and forwarded upstream over TLS.
-    static func install(after handler: ChannelHandler, in pipeline: ChannelPipeline.SynchronousOperations, target: ProxyTarget,
-                        serverContext: NIOSSLContext, upstream: UpstreamTLS, interception: Interception, rules: RuleEngine,
-                        breakpoints: BreakpointController, logger: Logger, stats: TrafficStats, capture: CaptureWriter?,
-                        timeouts: AppSettings.Timeouts = .init()) throws {
-        var encoderConfig = HTTPResponseEncoder.Configuration()
-        encoderConfig.automaticallySetFramingHeaders = false
-        let watcher = MITMHandler(target: target, interception: interception, logger: logger, capture: capture, handshakeTimeout: timeouts.tlsHandshake)
-        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(target, upstream), rules: rules,
-                                         breakpoints: breakpoints, interception: interception, capture: capture, timeouts: timeouts)
-        let clock = ClientTimeoutHandler(timeouts: timeouts, capture: capture, logger: logger, interceptedTarget: target)
-        let tap = RequestLineTap(clock: clock)
-        let handlers: [ChannelHandler] = [
-            TLSHelloSniffer(.client) { hello in
-                watcher.sni = hello.sni
-                forward.clientSNI = hello.sni
-            },
-            NIOSSLServerHandler(context: serverContext),
-            watcher,
-            HTTPResponseEncoder(configuration: encoderConfig),
-            tap,
-            ProtocolErrorResponder.requestDecoder(),
-            clock,
-            DrainHandler(idleWait: timeouts.drainIdleWait),
-            HTTPServerPipelineHandler(),
-            ProtocolErrorResponder(capture: capture, logger: logger, interceptedTarget: target, tap: tap),
-            forward,
-        ]
-        try pipeline.addHandlers(handlers, position: .after(handler))
-    }
-
     func handlerAdded(context: ChannelHandlerContext) {
         handshakeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(handshakeTimeout * 1000))) { [self] in
             self.handshakeTimedOut(context: context)

@@ -61,38 +61,15 @@ public final class ProxyServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try Self.configureClientPipeline(channel.pipeline.syncOperations, logger: connectLogger, stats: stats, interception: interception,
-                                                     rules: rules, breakpoints: breakpoints, capture: capture, timeouts: timeouts.current)
+                    try ProxyPipeline.startExplicitProxy(channel, services: ProxyServices(
+                        stats: stats, interception: interception, rules: rules, breakpoints: breakpoints, capture: capture,
+                        timeouts: timeouts.current, logger: connectLogger))
                 }
             }
             .withBoundSocket(descriptor)
             .get()
         if let local = channel.localAddress { LoopGuard.shared.listening(on: local) }
         return ServingListener(channel: channel, quiesce: quiesce)
-    }
-
-    /// The pipeline of one client connection.
-    static func configureClientPipeline(_ ops: ChannelPipeline.SynchronousOperations, logger: Logger, stats: TrafficStats,
-                                        interception: Interception, rules: RuleEngine, breakpoints: BreakpointController,
-                                        capture: CaptureWriter? = nil, timeouts: AppSettings.Timeouts = .init()) throws {
-        var encoderConfig = HTTPResponseEncoder.Configuration()
-        // HTTPForwardHandler frames responses itself: only it knows which
-        // answer a HEAD.
-        encoderConfig.automaticallySetFramingHeaders = false
-        try ops.addHandler(ConnectionCounter(stats: stats))
-        try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        let clock = ClientTimeoutHandler(timeouts: timeouts, capture: capture, logger: logger)
-        let tap = RequestLineTap(clock: clock)
-        try ops.addHandler(tap)
-        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
-        try ops.addHandler(clock)
-        try ops.addHandler(DrainHandler(idleWait: timeouts.drainIdleWait))
-        try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: capture, logger: logger, tap: tap))
-        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: rules, breakpoints: breakpoints,
-                                          capture: capture, timeouts: timeouts))
-        try ops.addHandler(HTTPForwardHandler(logger: logger, stats: stats, rules: rules, breakpoints: breakpoints, interception: interception,
-                                              capture: capture, timeouts: timeouts))
     }
 
     /// Stops accepting on `listeners` and returns once they are closed

@@ -8,9 +8,9 @@ import Testing
 @Suite struct ClientPipelineTests {
     private func makeChannel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
-        try ProxyServer.configureClientPipeline(channel.pipeline.syncOperations, logger: Logger(label: "test"), stats: TrafficStats(),
-                                                interception: Interception(), rules: RuleEngine(),
-                                                breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"))
+        try ProxyPipeline.startExplicitProxy(channel, services: ProxyServices(
+            stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
+            breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"), logger: Logger(label: "test")))
         return channel
     }
 

@@ -134,49 +134,31 @@ let upstreamTLS: UpstreamTLS = {
 
 enum Front { case explicitProxy, intercepted }
 
-/// The tunnel's handlers with `HeadStage` in front of the two that dial.
+/// Nothing dials from an EmbeddedChannel: a CONNECT that passes through
+/// gets the router's 502.
+struct RefusingConnector: UpstreamConnector {
+    struct Refused: Error {}
+    func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+                 initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
+        eventLoop.makeFailedFuture(Refused())
+    }
+}
+
+let services = ProxyServices(stats: stats, interception: interception, rules: forwardRules, breakpoints: breakpoints, logger: logger,
+                             connector: RefusingConnector())
+
+/// The tunnel's own HTTP layer (ProxyPipeline installs it, as for a real
+/// connection) with `HeadStage` in front of the exchange handler.
 func makeChannel(_ front: Front) throws -> EmbeddedChannel {
     let channel = EmbeddedChannel()
-    let ops = channel.pipeline.syncOperations
-    var encoderConfig = HTTPResponseEncoder.Configuration()
-    encoderConfig.automaticallySetFramingHeaders = false
-    switch front {
-    case .explicitProxy:
-        // ProxyServer.configureClientPipeline, in its order.
-        let forward = HTTPForwardHandler(logger: logger, stats: stats, rules: forwardRules, breakpoints: breakpoints, interception: interception)
-        let clock = ClientTimeoutHandler(timeouts: AppSettings.Timeouts(), capture: nil, logger: logger)
-        let tap = RequestLineTap(clock: clock)
-        try ops.addHandler(ConnectionCounter(stats: stats))
-        try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        try ops.addHandler(tap)
-        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
-        try ops.addHandler(clock)
-        try ops.addHandler(DrainHandler())
-        try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: nil, logger: logger, tap: tap))
-        try ops.addHandler(HeadStage(front: front, forward: forward))
-        try ops.addHandler(ConnectHandler(logger: logger, stats: stats, interception: interception, rules: forwardRules, breakpoints: breakpoints, capture: nil))
-        try ops.addHandler(forward)
-    case .intercepted:
-        // MITMHandler.install, behind the TLS it terminates.
-        let forward = HTTPForwardHandler(logger: logger, stats: stats, route: .intercepted(interceptedTarget, upstreamTLS), rules: forwardRules,
-                                         breakpoints: breakpoints, interception: interception)
-        let clock = ClientTimeoutHandler(timeouts: AppSettings.Timeouts(), capture: nil, logger: logger, interceptedTarget: interceptedTarget)
-        let tap = RequestLineTap(clock: clock)
-        try ops.addHandler(HTTPResponseEncoder(configuration: encoderConfig))
-        try ops.addHandler(tap)
-        try ops.addHandler(ProtocolErrorResponder.requestDecoder())
-        try ops.addHandler(clock)
-        try ops.addHandler(DrainHandler())
-        try ops.addHandler(HTTPServerPipelineHandler())
-        try ops.addHandler(ProtocolErrorResponder(capture: nil, logger: logger, interceptedTarget: interceptedTarget, tap: tap))
-        try ops.addHandler(HeadStage(front: front, forward: forward))
-        try ops.addHandler(forward)
-    }
+    let owner = ProxyPipeline(channel: channel, services: services)
+    let route: ForwardRoute = front == .explicitProxy ? .absoluteForm : .intercepted(interceptedTarget, upstreamTLS)
+    let exchange = try owner.installHTTP(route: route, position: .last)
+    try channel.pipeline.syncOperations.addHandler(HeadStage(front: front, forward: exchange), position: .before(exchange))
     return channel
 }
 
-/// Stands in front of ConnectHandler and HTTPForwardHandler: see the top.
+/// Stands in front of HTTPForwardHandler: see the top.
 final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -209,8 +191,10 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         case .tunnel:
             // The decoder's left-over bytes and everything after: the client's TLS.
             context.fireChannelRead(data)
-        case let .connecting(target):
-            if case .end = Self.unwrapInboundIn(data) { takeOver(target, context: context) }
+        case .connecting:
+            // The real handler routes the CONNECT at its end; bytes after it are the router's.
+            if case .end = Self.unwrapInboundIn(data) { state = .tunnel }
+            context.fireChannelRead(data)
         case let .http(swallowing):
             switch Self.unwrapInboundIn(data) {
             case let .head(head):
@@ -232,11 +216,11 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    // MARK: CONNECT (ConnectHandler.handleConnectHead, then glue)
+    // MARK: CONNECT (checked here, then routed by the real handler)
 
     private func connect(_ head: HTTPRequestHead, data: NIOAny, context: ChannelHandlerContext) {
         guard let target = ProxyTarget.parseAuthority(head.uri[...], defaultPort: nil) else {
-            // ConnectHandler refuses it itself (400, close).
+            // HTTPForwardHandler refuses it itself (400, close).
             context.fireChannelRead(data)
             return
         }
@@ -251,38 +235,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         _ = interception.upstreamProxy(for: target.host)
         _ = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         state = .connecting(target)
-    }
-
-    /// ConnectHandler.removeDecoder, then glue(): the reply, the encoder
-    /// out, and the client's bytes through TLSHelloSniffer.
-    private func takeOver(_ target: ProxyTarget, context: ChannelHandlerContext) {
-        state = .tunnel
-        let ops = context.pipeline.syncOperations
-        if let h = try? ops.handler(type: ConnectHandler.self) { ops.removeHandler(h, promise: nil) }
-        if let h = try? ops.handler(type: HTTPForwardHandler.self) { ops.removeHandler(h, promise: nil) }
-        if let h = try? ops.handler(type: ProtocolErrorResponder.self) { ops.removeHandler(h, promise: nil) }
-        if let h = try? ops.handler(type: HTTPServerPipelineHandler.self) { ops.removeHandler(h, promise: nil) }
-        if let h = try? ops.handler(type: DrainHandler.self) { ops.removeHandler(h, promise: nil) }
-        if let h = try? ops.handler(type: ClientTimeoutHandler.self) { ops.removeHandler(h, promise: nil) }
-        do {
-            try ops.addHandler(TLSHelloSniffer(.client) { hello in
-                if let sni = hello.sni { Fuzz.check(sni == sni.lowercased(), "SNI \(Fuzz.show(sni)) not lowercased") }
-            }, position: .after(self))
-            try ops.addHandler(ByteSink(), position: .last)
-        } catch {
-            fatalError("cannot add the tunnel's handlers: \(error)")
-        }
-        var headers = HTTPHeaders()
-        headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"),
-                                                             headers: headers))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        if let h = try? ops.handler(type: HTTPResponseEncoder.self) { ops.removeHandler(h, promise: nil) }
-        // Last, as in ConnectHandler: the decoder hands over the bytes it holds.
-        if let decoder = try? ops.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self) {
-            ops.removeHandler(context: decoder, promise: nil)
-        }
-        if let h = try? ops.handler(type: RequestLineTap.self) { ops.removeHandler(h, promise: nil) }
+        context.fireChannelRead(data)
     }
 
     // MARK: requests (HTTPForwardHandler.beginRequest and forward)
@@ -466,12 +419,6 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         }
         Fuzz.check(unframed(parsed.headers) == unframed(upstream.headers), "upstream headers read back as \(parsed.headers); proxy wrote \(Fuzz.show(text))")
     }
-}
-
-/// Where the glue would be: takes the tunnel's bytes.
-final class ByteSink: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
 /// One connection: `input` in `chunk`-byte reads (0: one read), with the

@@ -1,0 +1,247 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Synchronization
+
+/// Takes over a connection whose `CONNECT host:port` has ended, in place of
+/// the HTTP layer (it keeps only the encoder, for its reply). It decides
+/// (intercept or pass through), dials when passing through, answers, and
+/// leaves: the owner puts the glue or the TLS layer in its place, and the
+/// bytes that came meanwhile (the ClientHello) are handed on as it goes.
+/// It reads nothing more while it decides. Shaped after swift-nio-examples'
+/// connect-proxy.
+final class ConnectRouter {
+    private enum State {
+        /// Dialling the target (pass through).
+        case dialling
+        /// Handing over; bytes still held are delivered on removal.
+        case handingOver
+        /// Refused or failed: answered, closing.
+        case failed
+    }
+
+    private var state = State.dialling
+    private let owner: ProxyPipeline
+    private let head: HTTPRequestHead
+    private let target: ProxyTarget
+    private var logger: Logger
+    private var services: ProxyServices { owner.services }
+    /// Bytes after the CONNECT, in order, and whether the client half-closed.
+    private var held: [NIOAny] = []
+    private var heldInputClosed = false
+    private var readWithheld = false
+    /// A passed-through tunnel is one row: bytes each way and duration.
+    private var tunnelRecord: ExchangeRecord?
+
+    init(owner: ProxyPipeline, head: HTTPRequestHead, target: ProxyTarget) {
+        self.owner = owner
+        self.head = head
+        self.target = target
+        logger = owner.services.logger
+        logger[metadataKey: "HOST"] = "\(target.host)"
+        logger[metadataKey: "REQUEST_ID"] = "\(RequestID.make())"
+    }
+
+    /// `CONNECT host:port` with a target that is no authority: 400 and close.
+    static func refuseMalformed(_ head: HTTPRequestHead, logger: Logger, context: ChannelHandlerContext,
+                                wrap: (HTTPServerResponsePart) -> NIOAny) {
+        logger.notice("rejected a CONNECT with a malformed target", metadata: ["TARGET": "\(head.uri)"])
+        ProxyReply.write(.badRequest, "Busymate: CONNECT needs host:port, got \"\(head.uri)\"", close: true, context: context, wrap: wrap)
+    }
+}
+
+extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias OutboundIn = NIOAny
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        services.stats.requestStarted()
+        switch services.interception.decide(host: target.host) {
+        case let .intercept(contexts, upstream):
+            // Upstream is dialled per request, after the client's handshake,
+            // so an upstream failure can reach the client as a 502.
+            logger.debug("CONNECT, intercepting", metadata: ["TARGET": "\(target)"])
+            // After this call returns: the owner cannot remove a handler that is being added.
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                let (router, context) = bound.value
+                router.intercept(contexts, upstream, context: context)
+            }
+        case let .passthrough(why):
+            logger.debug("CONNECT, passing through", metadata: ["TARGET": "\(target)", "WHY": "\(why)"])
+            dial(context: context)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // The decoder's left-over bytes and anything after: kept for the next layer.
+        held.append(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            heldInputClosed = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        // Nothing is read while the next layer is not there (backpressure).
+        readWithheld = true
+    }
+
+    func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
+        let bytes = held
+        held = []
+        for data in bytes { context.fireChannelRead(data) }
+        if !bytes.isEmpty { context.fireChannelReadComplete() }
+        if heldInputClosed { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
+        if readWithheld && state == .handingOver { context.read() }
+        context.leavePipeline(removalToken: removalToken)
+    }
+
+    // MARK: pass through
+
+    private func dial(context: ChannelHandlerContext) {
+        if services.capture != nil {
+            var record = ExchangeRecord(scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,
+                                        path: "", url: target.description, tlsMode: .passthrough)
+            record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
+            record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
+            record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
+            tunnelRecord = record
+        }
+        // A passed-through tunnel matches rules as https://host:port/.
+        var override: String?
+        let rules = services.rules
+        if !rules.isEmpty, let rule = rules.first(.hostOverride, for: "https://\(target)/"), case let .hostOverride(address) = rule.action {
+            override = address
+            tunnelRecord?.rule = rule.name
+        }
+        let channel = context.channel
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let dial = UpstreamDial(target: target, proxy: services.interception.upstreamProxy(for: target.host))
+        // Reads off until glued, so that a server that speaks first loses nothing.
+        services.connector.connect(dial, override: override, autoRead: false, halfClosure: true, on: context.eventLoop) { _ in }
+            .flatMap { peer in dial.tunnel(peer).map { peer } }
+            .whenComplete { result in
+                let (router, context) = bound.value
+                guard channel.isActive else {
+                    if case let .success(peer) = result { peer.close(promise: nil) }
+                    return
+                }
+                switch result {
+                case let .success(peer): router.glue(peer, context: context)
+                case let .failure(error): router.dialFailed(error, context: context)
+                }
+            }
+    }
+
+    private func dialFailed(_ error: Error, context: ChannelHandlerContext) {
+        let failure = ProxyError.connectFailed(host: target.host, port: target.port, underlying: error)
+        logger.notice("CONNECT failed", metadata: ["ERROR": "\(failure)"])
+        if var record = tunnelRecord {
+            record.endedAt = Date()
+            record.error = failure.description
+            services.capture?.submit(record)
+            tunnelRecord = nil
+        }
+        fail(failure, context: context)
+    }
+
+    private func fail(_ failure: ProxyError, context: ChannelHandlerContext) {
+        state = .failed
+        ProxyReply.write(failure.status, "Busymate: \(failure)", close: true, context: context, wrap: Self.wrapOutboundOut)
+        owner.connectRefused()
+    }
+
+    private func glue(_ peer: Channel, context: ChannelHandlerContext) {
+        writeEstablished(context: context)
+        let counts = TunnelByteCounts()
+        let pair = counts.gluePair(stats: services.stats)
+        if var opened = tunnelRecord, let capture = services.capture {
+            opened.connectedAt = Date()
+            opened.serverAddress = peer.remoteAddress.map(ExchangeCapture.describe)
+            tunnelRecord = nil
+            let record = opened
+            context.channel.closeFuture.and(peer.closeFuture).whenComplete { _ in
+                var closed = record
+                closed.endedAt = Date()
+                closed.bytesUp = counts.up.load(ordering: .relaxed)
+                closed.bytesDown = counts.down.load(ordering: .relaxed)
+                let hello = counts.hello.withLock { $0 }
+                (closed.sni, closed.tlsVersion, closed.tlsCipher) = (hello.sni, hello.version, hello.cipher)
+                capture.submit(closed)
+            }
+        }
+        let sniff = services.capture == nil ? nil : (
+            client: TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } },
+            server: TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } })
+        state = .handingOver
+        do {
+            try owner.passThrough(to: peer, glue: pair, sniff: sniff, replacing: self)
+            peer.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in peer.close(promise: nil) }
+            logger.debug("CONNECT glued", metadata: ["TARGET": "\(target)"])
+        } catch {
+            peer.close(mode: .all, promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: intercept
+
+    private func intercept(_ contexts: MITMContexts, _ upstream: UpstreamTLS, context: ChannelHandlerContext) {
+        let serverContext: NIOSSLContext
+        do {
+            serverContext = try contexts.serverContext(for: target.host)
+        } catch {
+            let failure = ProxyError.certificate(host: target.host, detail: "\(error)")
+            logger.error("cannot intercept", metadata: ["ERROR": "\(failure)"])
+            fail(failure, context: context)
+            return
+        }
+        writeEstablished(context: context)
+        state = .handingOver
+        do {
+            try owner.intercept(target, serverContext: serverContext, upstream: upstream, replacing: self)
+        } catch {
+            logger.error("cannot set up interception", metadata: ["ERROR": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    private func writeEstablished(context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"), headers: headers)
+        context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
+
+/// Bytes each way through one passed-through tunnel.
+final class TunnelByteCounts: Sendable {
+    let up = Atomic<Int>(0)
+    let down = Atomic<Int>(0)
+    /// What the hellos going past said: the client's SNI, the server's choices.
+    let hello = Mutex(TLSHello())
+
+    /// Glue for a client (first) and a server (second) that counts here and in `stats`.
+    func gluePair(stats: TrafficStats) -> (client: GlueHandler, server: GlueHandler) {
+        GlueHandler.matchedPair(
+            onBytesFromFirst: { [self] in
+                stats.received(fromClient: $0)
+                up.add($0, ordering: .relaxed)
+            },
+            onBytesFromSecond: { [self] in
+                stats.sent(toClient: $0)
+                down.add($0, ordering: .relaxed)
+            })
+    }
+}

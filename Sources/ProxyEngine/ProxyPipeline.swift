@@ -1,0 +1,173 @@
+import BusymateShared
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// The one owner of a client connection's layers. It installs the HTTP
+/// layer (spelled out here and nowhere else) and swaps it, when asked, for
+/// the CONNECT router, a glued tunnel, the TLS interception layer with HTTP
+/// inside it, or glued bytes after a `101`. No handler adds, finds or
+/// removes another: they ask this owner, which removes what it installed.
+/// Confined to the connection's event loop.
+final class ProxyPipeline {
+    let channel: Channel
+    let services: ProxyServices
+    /// The HTTP layer in place, if any.
+    private var http: HTTPLayer?
+
+    /// One HTTP/1 server layer: bytes in, exchanges to `exchange`, responses out.
+    private struct HTTPLayer {
+        let encoder: HTTPResponseEncoder
+        let tap: RequestLineTap
+        let decoder: ByteToMessageHandler<HTTPRequestDecoder>
+        let clock: ClientTimeoutHandler
+        let lifecycle: DrainHandler
+        let pipelining: HTTPServerPipelineHandler
+        let errors: ProtocolErrorResponder
+        let exchange: HTTPForwardHandler
+    }
+
+    init(channel: Channel, services: ProxyServices) {
+        self.channel = channel
+        self.services = services
+        // The layers' handlers hold this owner; it lets go of them at the end.
+        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        channel.closeFuture.whenComplete { _ in bound.value.http = nil }
+    }
+
+    private var ops: ChannelPipeline.SynchronousOperations { channel.pipeline.syncOperations }
+
+    /// The explicit proxy's front end: a new client connection starts with
+    /// the HTTP layer, where each request names its host or asks to CONNECT.
+    static func startExplicitProxy(_ channel: Channel, services: ProxyServices) throws {
+        let owner = ProxyPipeline(channel: channel, services: services)
+        try channel.pipeline.syncOperations.addHandler(ConnectionCounter(stats: services.stats))
+        _ = try owner.installHTTP(route: .absoluteForm, position: .last)
+    }
+
+    /// Adds the HTTP layer at `position`; returns its exchange handler.
+    @discardableResult
+    func installHTTP(route: ForwardRoute, position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTPForwardHandler {
+        var encoderConfig = HTTPResponseEncoder.Configuration()
+        // The exchange handler frames responses itself: only it knows which answer a HEAD.
+        encoderConfig.automaticallySetFramingHeaders = false
+        let target: ProxyTarget? = { if case let .intercepted(target, _) = route { target } else { nil } }()
+        let clock = ClientTimeoutHandler(timeouts: services.timeouts, capture: services.capture, logger: services.logger, interceptedTarget: target)
+        let tap = RequestLineTap(clock: clock)
+        let layer = HTTPLayer(
+            encoder: HTTPResponseEncoder(configuration: encoderConfig),
+            tap: tap,
+            decoder: ProtocolErrorResponder.requestDecoder(),
+            clock: clock,
+            lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait),
+            pipelining: HTTPServerPipelineHandler(),
+            errors: ProtocolErrorResponder(capture: services.capture, logger: services.logger, interceptedTarget: target, tap: tap),
+            exchange: HTTPForwardHandler(owner: self, route: route))
+        let handlers: [ChannelHandler] = [
+            layer.encoder, layer.tap, layer.decoder, layer.clock, layer.lifecycle, layer.pipelining, layer.errors, layer.exchange,
+        ]
+        try ops.addHandlers(handlers, position: position)
+        http = layer
+        return layer.exchange
+    }
+
+    /// Takes the HTTP layer out, the decoder last but for the tap: it hands
+    /// on the bytes it holds beyond the last request, and they must meet a
+    /// handler that takes bytes. `keepingEncoder` leaves the encoder for a
+    /// reply still to come (the CONNECT router's).
+    private func removeHTTP(keepingEncoder: Bool) {
+        guard let layer = http else { return }
+        http = nil
+        if !keepingEncoder { ops.removeHandler(layer.encoder, promise: nil) }
+        ops.removeHandler(layer.errors, promise: nil)
+        ops.removeHandler(layer.pipelining, promise: nil)
+        ops.removeHandler(layer.lifecycle, promise: nil)
+        ops.removeHandler(layer.clock, promise: nil)
+        ops.removeHandler(layer.exchange, promise: nil)
+        ops.removeHandler(layer.decoder, promise: nil)
+        ops.removeHandler(layer.tap, promise: nil)
+        if keepingEncoder { pendingEncoder = layer.encoder }
+    }
+
+    /// The encoder kept for the CONNECT router's reply.
+    private var pendingEncoder: HTTPResponseEncoder?
+
+    private func removeKeptEncoder() {
+        if let encoder = pendingEncoder { ops.removeHandler(encoder, promise: nil) }
+        pendingEncoder = nil
+    }
+
+    // MARK: CONNECT
+
+    /// A CONNECT request has ended: the router takes the connection's bytes
+    /// from here (it holds them while it dials) and the HTTP layer goes.
+    func routeConnect(_ head: HTTPRequestHead, target: ProxyTarget, after exchange: HTTPForwardHandler) {
+        let router = ConnectRouter(owner: self, head: head, target: target)
+        do {
+            try ops.addHandler(router, position: .after(exchange))
+        } catch {
+            services.logger.error("cannot route a CONNECT", metadata: ["ERROR": "\(error)"])
+            channel.close(promise: nil)
+            return
+        }
+        removeHTTP(keepingEncoder: true)
+    }
+
+    /// The router refused or failed: its reply went out; nothing more to read.
+    func connectRefused() {
+        removeKeptEncoder()
+    }
+
+    /// Glues the client to `peer` in place of the router, which hands over
+    /// the bytes it held. `sniff` watches the hellos going past (capture).
+    func passThrough(to peer: Channel, glue: (client: GlueHandler, server: GlueHandler), sniff: (client: TLSHelloSniffer, server: TLSHelloSniffer)?,
+                     replacing router: ConnectRouter) throws {
+        removeKeptEncoder()
+        if let sniff {
+            try ops.addHandler(sniff.client, position: .after(router))
+            try ops.addHandler(glue.client, position: .after(sniff.client))
+            try peer.pipeline.syncOperations.addHandler(sniff.server)
+        } else {
+            try ops.addHandler(glue.client, position: .after(router))
+        }
+        try peer.pipeline.syncOperations.addHandler(glue.server)
+        ops.removeHandler(router, promise: nil)
+    }
+
+    /// The TLS interception layer with HTTP inside, in place of the router:
+    /// the bytes it held (the ClientHello) go to TLS.
+    func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, replacing router: ConnectRouter) throws {
+        removeKeptEncoder()
+        let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, capture: services.capture,
+                                  handshakeTimeout: services.timeouts.tlsHandshake)
+        let tls = NIOSSLServerHandler(context: serverContext)
+        try ops.addHandlers([tls, watcher], position: .after(router))
+        let exchange = try installHTTP(route: .intercepted(target, upstream), position: .after(watcher))
+        let sniffer = TLSHelloSniffer(.client) { [weak exchange] hello in
+            watcher.sni = hello.sni
+            exchange?.clientSNI = hello.sni
+        }
+        try ops.addHandler(sniffer, position: .after(router))
+        ops.removeHandler(router, promise: nil)
+    }
+
+    // MARK: 101
+
+    /// After a `101` the client and the upstream stop speaking HTTP: both
+    /// HTTP layers go and the bytes are glued. Outbound HTTP goes first on
+    /// each side, so the bytes a decoder hands over on its way out meet the
+    /// glue and nothing that expects HTTP parts.
+    func switchProtocols(upstream: UpstreamLayer, glue: (client: GlueHandler, server: GlueHandler)) throws {
+        guard let layer = http else { return }
+        try ops.addHandler(glue.client, position: .after(layer.exchange))
+        guard let peer = upstream.channel else { return }
+        try peer.pipeline.syncOperations.addHandler(glue.server)
+        upstream.removeOutbound()
+        removeHTTP(keepingEncoder: false)
+        upstream.removeDecoder()
+        // Reads held while HTTP was forwarded start again.
+        channel.read()
+        peer.read()
+    }
+}

@@ -1,0 +1,30 @@
+import BusymateShared
+import Logging
+
+/// What every connection's layers share: counters, the interception
+/// decision, rules, breakpoints and the capture writer (nil: capture off).
+struct ProxyServices: Sendable {
+    let stats: TrafficStats
+    let interception: Interception
+    let rules: RuleEngine
+    let breakpoints: BreakpointController
+    let capture: CaptureWriter?
+    /// Taken when the connection opened (`timeouts.*` in settings.json).
+    let timeouts: AppSettings.Timeouts
+    let logger: Logger
+    /// Where upstream connections come from: the network, or a test's stand-in.
+    let connector: UpstreamConnector
+
+    init(stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: BreakpointController, capture: CaptureWriter? = nil,
+         timeouts: AppSettings.Timeouts = .init(), logger: Logger = Logger(label: "busymate.connect"),
+         connector: UpstreamConnector = SocketConnector()) {
+        self.connector = connector
+        self.stats = stats
+        self.interception = interception
+        self.rules = rules
+        self.breakpoints = breakpoints
+        self.capture = capture
+        self.timeouts = timeouts
+        self.logger = logger
+    }
+}
