@@ -1,6 +1,4 @@
 import BusymateShared
-import CaptureStore
-import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -33,12 +31,12 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var running: ClientTimeoutState.Timer?
     private var context: ChannelHandlerContext?
     private let timeouts: AppSettings.Timeouts
-    private let capture: CaptureWriter?
+    private let capture: CaptureHook?
     private let logger: Logger
     /// The CONNECT target of an intercepted tunnel, for the row.
     private let target: ProxyTarget?
 
-    init(timeouts: AppSettings.Timeouts, capture: CaptureWriter?, logger: Logger, interceptedTarget: ProxyTarget? = nil) {
+    init(timeouts: AppSettings.Timeouts, capture: CaptureHook?, logger: Logger, interceptedTarget: ProxyTarget? = nil) {
         self.timeouts = timeouts
         self.capture = capture
         self.logger = logger
@@ -173,19 +171,9 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     /// A head that never came whole is no exchange the forward handler
-    /// knows: its row is made here.
+    /// knows: the capture hook makes its row.
     private func recordHeadTimeout(_ why: String, context: ChannelHandlerContext) {
-        guard let capture else { return }
-        let host = target?.host.lowercased() ?? ""
-        let url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
-        var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
-                                    url: url, tlsMode: target == nil ? .none : .mitm)
-        record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
-        record.status = 408
-        record.reason = "Request Timeout"
-        record.endedAt = Date()
-        record.error = "\(why); answered 408"
-        capture.submit(record)
+        capture?.requestHeadTimedOut(intercepted: target, client: context.channel.remoteAddress, why: why)
     }
 
     static func words(_ timer: ClientTimeoutState.Timer) -> (String, String) {

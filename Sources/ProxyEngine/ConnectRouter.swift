@@ -1,6 +1,5 @@
 import BusymateShared
 import CaptureStore
-import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -35,7 +34,7 @@ final class ConnectRouter {
     private var heldInputClosed = false
     private var readWithheld = false
     /// A passed-through tunnel is one row: bytes each way and duration.
-    private var tunnelRecord: ExchangeRecord?
+    private var tunnelCapture: TunnelCapture?
 
     init(owner: ProxyPipeline, head: HTTPRequestHead, target: ProxyTarget) {
         self.owner = owner
@@ -109,20 +108,13 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: pass through
 
     private func dial(context: ChannelHandlerContext) {
-        if services.capture != nil {
-            var record = ExchangeRecord(scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,
-                                        path: "", url: target.description, tlsMode: .passthrough)
-            record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
-            record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
-            record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
-            tunnelRecord = record
-        }
+        tunnelCapture = services.captureHook?.tunnel(head, target: target, client: context.channel.remoteAddress)
         // A passed-through tunnel matches rules as https://host:port/.
         var override: String?
         let rules = services.rules
         if !rules.isEmpty, let rule = rules.first(.hostOverride, for: "https://\(target)/"), case let .hostOverride(address) = rule.action {
             override = address
-            tunnelRecord?.rule = rule.name
+            tunnelCapture?.rule(rule.name)
         }
         let channel = context.channel
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -146,12 +138,8 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     private func dialFailed(_ error: Error, context: ChannelHandlerContext) {
         let failure = ProxyError.connectFailed(host: target.host, port: target.port, underlying: error)
         logger.notice("CONNECT failed", metadata: ["ERROR": "\(failure)"])
-        if var record = tunnelRecord {
-            record.endedAt = Date()
-            record.error = failure.description
-            services.capture?.submit(record)
-            tunnelRecord = nil
-        }
+        tunnelCapture?.failed(failure.description)
+        tunnelCapture = nil
         fail(failure, context: context)
     }
 
@@ -165,22 +153,8 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         writeEstablished(context: context)
         let counts = TunnelByteCounts()
         let pair = counts.gluePair(stats: services.stats)
-        if var opened = tunnelRecord, let capture = services.capture {
-            opened.connectedAt = Date()
-            opened.serverAddress = peer.remoteAddress.map(ExchangeCapture.describe)
-            tunnelRecord = nil
-            let record = opened
-            context.channel.closeFuture.and(peer.closeFuture).whenComplete { _ in
-                var closed = record
-                closed.endedAt = Date()
-                closed.bytesUp = counts.up.load(ordering: .relaxed)
-                closed.bytesDown = counts.down.load(ordering: .relaxed)
-                let hello = counts.hello.withLock { $0 }
-                (closed.sni, closed.tlsVersion, closed.tlsCipher) = (hello.sni, hello.version, hello.cipher)
-                capture.submit(closed)
-            }
-        }
-        let sniff = services.capture == nil ? nil : (
+        tunnelCapture?.opened(to: peer.remoteAddress, client: context.channel, peer: peer, counts: counts)
+        let sniff = tunnelCapture == nil ? nil : (
             client: TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } },
             server: TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } })
         state = .handingOver

@@ -299,8 +299,8 @@ extension HTTPForwardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let plan = rules.isEmpty ? RulePlan() : rules.plan(for: ExchangeCapture.url(scheme: scheme, target: target, originForm: originForm))
         plan.requestEdits?.apply(to: &head.headers)
         if let capture {
-            exchangeCapture = ExchangeCapture(writer: capture, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
-                                              client: context.channel.remoteAddress, eventLoop: context.eventLoop)
+            exchangeCapture = CaptureHook(writer: capture).exchange(head, target: target, originForm: originForm, scheme: scheme, tlsMode: mode,
+                                                                    client: context.channel.remoteAddress, eventLoop: context.eventLoop)
             exchangeCapture?.record.resentFrom = resentFrom
             exchangeCapture?.record.rule = plan.applied.isEmpty ? nil : plan.applied.joined(separator: ", ")
             if case .intercepted = route {

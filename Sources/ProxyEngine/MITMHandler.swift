@@ -20,7 +20,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let target: ProxyTarget
     private let interception: Interception
     private let logger: Logger
-    private let capture: CaptureWriter?
+    private let capture: CaptureHook?
     private var host: String { target.host }
     /// The client's SNI, for the row of a failed handshake.
     var sni: String?
@@ -29,7 +29,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let handshakeTimeout: Double
     private var handshakeTimer: Scheduled<Void>?
 
-    init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureWriter?, handshakeTimeout: Double = 10) {
+    init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureHook?, handshakeTimeout: Double = 10) {
         self.handshakeTimeout = handshakeTimeout
         self.target = target
         self.interception = interception
@@ -54,13 +54,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
         state = .done
         let why = "the client's TLS handshake did not finish within \(ClientTimeoutHandler.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
         logger.notice("closed a TLS handshake that did not finish", metadata: ["HOST": "\(host)", "WHY": "\(why)"])
-        var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: host.lowercased(), port: target.port, path: "",
-                                    url: target.description, tlsMode: .mitm)
-        record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
-        record.sni = sni
-        record.endedAt = Date()
-        record.error = why
-        capture?.submit(record)
+        capture?.handshakeFailed(target, sni: sni, client: context.channel.remoteAddress, why: why)
         context.close(promise: nil)
     }
 
@@ -83,14 +77,9 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             let rejection = Self.rejection(error)
             if let rejection { interception.pin(host, reason: rejection) }
             // A failed handshake is a failed exchange: one row with the error.
-            var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: host.lowercased(), port: target.port, path: "",
-                                        url: target.description, tlsMode: .mitm)
-            record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
-            record.sni = sni
-            record.endedAt = Date()
-            record.error = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
+            let why = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
                 ?? "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
-            capture?.submit(record)
+            capture?.handshakeFailed(target, sni: sni, client: context.channel.remoteAddress, why: why)
         }
         context.fireErrorCaught(error)
     }

@@ -1,5 +1,3 @@
-import CaptureStore
-import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -18,7 +16,7 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
     private enum Request { case between, reading }
     private var request = Request.between
     private var responseOpen = false
-    private let capture: CaptureWriter?
+    private let capture: CaptureHook?
     private let logger: Logger
     /// Where the connection was headed: the CONNECT target when intercepted.
     private let target: ProxyTarget?
@@ -26,7 +24,7 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
     /// The bytes the decoder refused, for the row's method and URL.
     private let tap: RequestLineTap?
 
-    init(capture: CaptureWriter?, logger: Logger, interceptedTarget: ProxyTarget? = nil, tap: RequestLineTap? = nil) {
+    init(capture: CaptureHook?, logger: Logger, interceptedTarget: ProxyTarget? = nil, tap: RequestLineTap? = nil) {
         self.capture = capture
         self.logger = logger
         target = interceptedTarget
@@ -65,7 +63,9 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
         }
         // A request under way is the forward handler's row; this one never parsed.
-        if request == .between, let capture { capture.submit(record(status: status, why: why, context: context)) }
+        if request == .between {
+            capture?.requestRefused(line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why)
+        }
         context.fireErrorCaught(error)
     }
 
@@ -100,33 +100,6 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
         limits.maxHeaderFieldSize = headerLimit
         limits.maxHeaderListSize = headerLimit
         return ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .drop, limitConfiguration: limits))
-    }
-
-    private func record(status: HTTPResponseStatus, why: String, context: ChannelHandlerContext) -> ExchangeRecord {
-        var host = target?.host.lowercased() ?? ""
-        var url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
-        var (method, path, port) = ("", "", target?.port ?? 0)
-        // The refused line as sent, so the row says what was refused.
-        if let line = tap?.refusedRequestLine() {
-            method = line.method
-            if let target {
-                path = line.target
-                url = "https://\(ExchangeCapture.bracketed(target.host))\(target.port == 443 ? "" : ":\(target.port)")\(line.target)"
-            } else if let (parsed, originForm) = ProxyTarget.parseAbsoluteForm(line.target) {
-                (host, port, path) = (parsed.host.lowercased(), parsed.port, originForm)
-                url = line.target
-            } else {
-                (path, url) = (line.target, line.target)
-            }
-        }
-        var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: method, host: host, port: port, path: path,
-                                    url: url, tlsMode: target == nil ? .none : .mitm)
-        record.clientAddress = context.channel.remoteAddress.map(ExchangeCapture.describe)
-        record.status = Int(status.code)
-        record.reason = status.reasonPhrase
-        record.endedAt = Date()
-        record.error = "malformed request: \(why); answered \(status.code)"
-        return record
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -53,7 +53,7 @@ final class ProxyPipeline {
         // The exchange handler frames responses itself: only it knows which answer a HEAD.
         encoderConfig.automaticallySetFramingHeaders = false
         let target: ProxyTarget? = { if case let .intercepted(target, _) = route { target } else { nil } }()
-        let clock = ClientTimeoutHandler(timeouts: services.timeouts, capture: services.capture, logger: services.logger, interceptedTarget: target)
+        let clock = ClientTimeoutHandler(timeouts: services.timeouts, capture: services.captureHook, logger: services.logger, interceptedTarget: target)
         let tap = RequestLineTap(clock: clock)
         let layer = HTTPLayer(
             encoder: HTTPResponseEncoder(configuration: encoderConfig),
@@ -62,7 +62,7 @@ final class ProxyPipeline {
             clock: clock,
             lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait),
             pipelining: HTTPServerPipelineHandler(),
-            errors: ProtocolErrorResponder(capture: services.capture, logger: services.logger, interceptedTarget: target, tap: tap),
+            errors: ProtocolErrorResponder(capture: services.captureHook, logger: services.logger, interceptedTarget: target, tap: tap),
             exchange: HTTPForwardHandler(owner: self, route: route))
         let handlers: [ChannelHandler] = [
             layer.encoder, layer.tap, layer.decoder, layer.clock, layer.lifecycle, layer.pipelining, layer.errors, layer.exchange,
@@ -139,7 +139,7 @@ final class ProxyPipeline {
     /// the bytes it held (the ClientHello) go to TLS.
     func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, replacing router: ConnectRouter) throws {
         removeKeptEncoder()
-        let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, capture: services.capture,
+        let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, capture: services.captureHook,
                                   handshakeTimeout: services.timeouts.tlsHandshake)
         let tls = NIOSSLServerHandler(context: serverContext)
         try ops.addHandlers([tls, watcher], position: .after(router))

@@ -12,6 +12,8 @@ struct ProxyServices: Sendable {
     /// Taken when the connection opened (`timeouts.*` in settings.json).
     let timeouts: AppSettings.Timeouts
     let logger: Logger
+    /// Where rows are made (nil: capture off).
+    var captureHook: CaptureHook? { capture.map(CaptureHook.init(writer:)) }
     /// Where upstream connections come from: the network, or a test's stand-in.
     let connector: UpstreamConnector
 

@@ -65,8 +65,11 @@ import Glibc
         try waitUntil("the exchange is stored", timeout: 3) { try appliance.rows().count == 1 }
         appliance.stop()
         // Garbage over the whole file: SQLite's "file is not a database".
+        // A WAL left behind (a tunnel that could not checkpoint as it
+        // stopped) would still hold a good page 1: it goes too.
         let store = appliance.group.appendingPathComponent("capture.sqlite")
         try Data(repeating: 0x5A, count: 64 << 10).write(to: store)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store.path + suffix) }
         let listed = try appliance.cli(["list"])
         #expect(listed.status != 0)
         #expect(listed.stderr.contains("the capture store is corrupt"), "\(listed.stderr)")

@@ -452,6 +452,10 @@ def corrupt_store(origin_port):
     path = os.path.join(a.group, "capture.sqlite")
     with open(path, "r+b") as f:
         f.write(os.urandom(64 << 10))
+    # A WAL left behind would still hold a good page 1.
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
     listed = a.cli("list")
     say("- `busymate list` on it: `%s`" % listed.stderr.strip()[:160])
     must(listed.returncode != 0 and "corrupt" in listed.stderr, "busymate list on a corrupt store says so")
