@@ -80,7 +80,7 @@ public final class CaptureWriter: Sendable {
     /// (it would stall for good); the queue keeps what it can and says so.
     private let storeFailing = Atomic<Bool>(false)
 
-    /// True while the store is behind but working; `HTTPForwardHandler` then holds reads.
+    /// True while the store is behind but working; `HTTPExchangeHandler` then holds reads.
     var isBehind: Bool { uncommitted.load(ordering: .relaxed) > Self.highWater && !storeFailing.load(ordering: .relaxed) }
 
     /// Connections holding their reads until the store catches up.

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// One exchange as `HTTPForwardHandler` sees it happen, on its event loop.
+/// One exchange as `HTTPExchangeHandler` sees it happen, on its event loop.
 struct ExchangeCapture: Sendable {
     var record: ExchangeRecord
     private let writer: CaptureWriter

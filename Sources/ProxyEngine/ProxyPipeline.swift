@@ -25,7 +25,7 @@ final class ProxyPipeline {
         let lifecycle: DrainHandler
         let pipelining: HTTPServerPipelineHandler
         let errors: ProtocolErrorResponder
-        let exchange: HTTPForwardHandler
+        let exchange: HTTPExchangeHandler
     }
 
     init(channel: Channel, services: ProxyServices) {
@@ -48,7 +48,7 @@ final class ProxyPipeline {
 
     /// Adds the HTTP layer at `position`; returns its exchange handler.
     @discardableResult
-    func installHTTP(route: ForwardRoute, position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTPForwardHandler {
+    func installHTTP(route: ForwardRoute, position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTPExchangeHandler {
         var encoderConfig = HTTPResponseEncoder.Configuration()
         // The exchange handler frames responses itself: only it knows which answer a HEAD.
         encoderConfig.automaticallySetFramingHeaders = false
@@ -63,7 +63,7 @@ final class ProxyPipeline {
             lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait),
             pipelining: HTTPServerPipelineHandler(),
             errors: ProtocolErrorResponder(capture: services.captureHook, logger: services.logger, interceptedTarget: target, tap: tap),
-            exchange: HTTPForwardHandler(owner: self, route: route))
+            exchange: HTTPExchangeHandler(owner: self, route: route))
         let handlers: [ChannelHandler] = [
             layer.encoder, layer.tap, layer.decoder, layer.clock, layer.lifecycle, layer.pipelining, layer.errors, layer.exchange,
         ]
@@ -102,7 +102,7 @@ final class ProxyPipeline {
 
     /// A CONNECT request has ended: the router takes the connection's bytes
     /// from here (it holds them while it dials) and the HTTP layer goes.
-    func routeConnect(_ head: HTTPRequestHead, target: ProxyTarget, after exchange: HTTPForwardHandler) {
+    func routeConnect(_ head: HTTPRequestHead, target: ProxyTarget, after exchange: HTTPExchangeHandler) {
         let router = ConnectRouter(owner: self, head: head, target: target)
         do {
             try ops.addHandler(router, position: .after(exchange))

@@ -5,17 +5,17 @@
 // HTTPResponseEncoder and ByteToMessageHandler(HTTPRequestDecoder(
 // leftOverBytesStrategy: .forwardBytes)), DrainHandler,
 // HTTPServerPipelineHandler, ProtocolErrorResponder, ConnectHandler and
-// HTTPForwardHandler, all of them the tunnel's own.
+// HTTPExchangeHandler, all of them the tunnel's own.
 //
 // Nothing may dial from an EmbeddedChannel, so `HeadStage` (below) stands
-// in front of ConnectHandler and HTTPForwardHandler and does with each head
+// in front of ConnectHandler and HTTPExchangeHandler and does with each head
 // what they do before they dial, calling the same functions: CONNECT target
 // parsing and the interception decision, then the decoder's removal with the
 // bytes that follow handed to TLSHelloSniffer; destination() (absolute- or
 // origin-form), the rules' plan and header edits, map_local's file choice,
 // hop-by-hop stripping, the Host header, map_remote and upstream_proxy's
 // absolute-form. Requests that a block rule answers go on to the real
-// HTTPForwardHandler (which blocks them: nothing dials); the stage answers
+// HTTPExchangeHandler (which blocks them: nothing dials); the stage answers
 // the others itself with a 502.
 //
 // Properties checked on the way (a failure aborts: a crash for libFuzzer):
@@ -66,7 +66,7 @@ let stageSettingsJSON = """
     }
     """
 
-/// What the real HTTPForwardHandler plans with: a block for every URL, so
+/// What the real HTTPExchangeHandler plans with: a block for every URL, so
 /// that it answers instead of dialling; `drop` for one host (it hangs up).
 let forwardSettingsJSON = """
     {"rules": [
@@ -158,7 +158,7 @@ func makeChannel(_ front: Front) throws -> EmbeddedChannel {
     return channel
 }
 
-/// Stands in front of HTTPForwardHandler: see the top.
+/// Stands in front of HTTPExchangeHandler: see the top.
 final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -179,9 +179,9 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
     /// refuses, say, its Transfer-Encoding, and then nothing goes upstream.
     private var pendingWireCheck: (HTTPRequestHead, HTTPRequestHead)?
     private let front: Front
-    private let forward: HTTPForwardHandler
+    private let forward: HTTPExchangeHandler
 
-    init(front: Front, forward: HTTPForwardHandler) {
+    init(front: Front, forward: HTTPExchangeHandler) {
         self.front = front
         self.forward = forward
     }
@@ -220,7 +220,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
 
     private func connect(_ head: HTTPRequestHead, data: NIOAny, context: ChannelHandlerContext) {
         guard let target = ProxyTarget.parseAuthority(head.uri[...], defaultPort: nil) else {
-            // HTTPForwardHandler refuses it itself (400, close).
+            // HTTPExchangeHandler refuses it itself (400, close).
             context.fireChannelRead(data)
             return
         }
@@ -238,14 +238,14 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    // MARK: requests (HTTPForwardHandler.beginRequest and forward)
+    // MARK: requests (HTTPExchangeHandler.beginRequest and forward)
 
     private func request(_ received: HTTPRequestHead, data: NIOAny, context: ChannelHandlerContext) {
         pendingWireCheck = nil
         var head = received
-        head.headers.remove(name: HTTPForwardHandler.resentFromHeader)
+        head.headers.remove(name: HTTPExchangeHandler.resentFromHeader)
         guard let (target, originForm) = forward.destination(of: head) else {
-            // HTTPForwardHandler refuses it itself (400).
+            // HTTPExchangeHandler refuses it itself (400).
             context.fireChannelRead(data)
             return
         }

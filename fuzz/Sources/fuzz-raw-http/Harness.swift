@@ -9,7 +9,7 @@
 //   and no Transfer-Encoding (a bodyless message: no body, headers kept),
 //   and framing twice changes nothing;
 // - the head the tunnel builds from an accepted edit (HeldMessage's
-//   requestHead, origin-form as HTTPForwardHandler sends it; responseHead),
+//   requestHead, origin-form as HTTPExchangeHandler sends it; responseHead),
 //   written by NIO's encoder, parses back (NIO's decoder) to the same start
 //   line and headers: an accepted edit cannot put a different message on
 //   the wire.
@@ -54,7 +54,7 @@ func checkFraming(_ message: RawHTTPMessage, bodyless: Bool) {
 func checkWire(_ message: RawHTTPMessage) {
     var wire = ByteBuffer()
     if var head = message.requestHead {
-        // What HTTPForwardHandler sends: the origin-form of an absolute
+        // What HTTPExchangeHandler sends: the origin-form of an absolute
         // target (one that names no usable host is refused, not sent).
         if head.uri.lowercased().hasPrefix("http://") {
             guard let (_, originForm) = ProxyTarget.parseAbsoluteForm(head.uri) else { return }

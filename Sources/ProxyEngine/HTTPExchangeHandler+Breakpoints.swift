@@ -1,0 +1,152 @@
+import BusymateShared
+import NIOCore
+import NIOHTTP1
+
+/// Breakpoints: a held message is read whole, recorded, and sent on (as
+/// it was or as edited), answered with an error, or dropped, once
+/// `BreakpointController` resolves it. Meanwhile the next request on the
+/// connection waits in `HTTPServerPipelineHandler`, so order is kept.
+extension HTTPExchangeHandler {
+    // MARK: requests
+
+    func holdRequestBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        guard var held = current?.heldRequest else { return }
+        // Not shared while it grows: no copy per part.
+        current?.heldRequest = nil
+        var part = buffer
+        held.body.writeBuffer(&part)
+        guard held.body.readableBytes > BreakpointController.maxHeldBytes else {
+            current?.heldRequest = held
+            return
+        }
+        logger.notice("a request too large to hold at a breakpoint goes on unheld", metadata: ["BYTES": "\(held.body.readableBytes)"])
+        guard machine.heldRequestOverflowed() == .forwardHead else { return }
+        forwardHead(context: context)
+        capture?.requestBodyPart(held.body)
+        upstream.send(.body(.byteBuffer(held.body)))
+    }
+
+    func pauseRequest(_ held: HeldRequest, context: ChannelHandlerContext) {
+        guard let record = capture?.record else {
+            // Nowhere to record it, so nobody could resolve it.
+            requestResolved(.forward(held.message, edited: false))
+            return
+        }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        services.breakpoints.pause(held.message, kind: .request, requestID: record.requestID, method: record.method, url: record.url, on: context.eventLoop)
+            .whenSuccess { bound.value.requestResolved($0) }
+    }
+
+    private func requestResolved(_ resolution: BreakpointResolution) {
+        guard let context, let held = current?.heldRequest, machine.request == .paused else { return }
+        current?.heldRequest = nil
+        switch resolution {
+        case .dropped:
+            return
+        case let .abort(id):
+            capture?.requestBodyPart(held.body)
+            capture?.answered(.badGateway)
+            submitCapture(error: "aborted at breakpoint \(id)")
+            guard machine.heldRequestAnswered(close: false) == .answer else { return }
+            respond(LocalResponse.text(.badGateway, "the request was aborted at breakpoint \(id)", allocator: context.channel.allocator), context: context)
+        case let .forward(message, edited):
+            var (head, target, originForm, body) = (held.head, held.target, held.originForm, held.body)
+            if edited {
+                guard let editedHead = message.requestHead, let (editedTarget, editedOriginForm) = route.destination(of: editedHead) else {
+                    submitCapture(error: "the edited request has no destination")
+                    guard machine.heldRequestAnswered(close: true) == .answer else { return }
+                    respond(LocalResponse.text(.badRequest, "the edited request has no destination", allocator: context.channel.allocator), context: context)
+                    return
+                }
+                (head, target, originForm) = (editedHead, editedTarget, editedOriginForm)
+                // The client's own HTTP version decides how it is answered.
+                head.version = held.head.version
+                body = context.channel.allocator.buffer(bytes: message.body)
+                capture?.requestEdited(head, target: target, originForm: originForm)
+            }
+            guard machine.heldRequestReleased() == .forwardHead else { return }
+            current?.clientHead = head
+            current?.target = target
+            current?.originForm = originForm
+            forwardHead(context: context)
+            if body.readableBytes > 0 {
+                capture?.requestBodyPart(body)
+                upstream.send(.body(.byteBuffer(body)))
+            }
+            upstream.send(.end(nil))
+        }
+    }
+
+    // MARK: responses
+
+    func holdResponseBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        guard var held = current?.heldResponse else { return }
+        current?.heldResponse = nil
+        var part = buffer
+        held.body.writeBuffer(&part)
+        guard held.body.readableBytes > BreakpointController.maxHeldBytes else {
+            current?.heldResponse = held
+            return
+        }
+        logger.notice("a response too large to hold at a breakpoint goes on unheld", metadata: ["BYTES": "\(held.body.readableBytes)"])
+        writeReleased(held.head, body: held.body, overflow: true, context: context)
+    }
+
+    func pauseResponse(_ held: HeldResponse, context: ChannelHandlerContext) {
+        var held = held
+        held.ended = true
+        current?.heldResponse = held
+        guard let record = capture?.record else {
+            responseResolved(.forward(held.message, edited: false))
+            return
+        }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        services.breakpoints.pause(held.message, bodyless: held.bodyless, kind: .response, requestID: record.requestID, method: record.method,
+                                   url: record.url, on: context.eventLoop)
+            .whenSuccess { bound.value.responseResolved($0) }
+    }
+
+    private func responseResolved(_ resolution: BreakpointResolution) {
+        guard let context, let held = current?.heldResponse, machine.response == .paused else { return }
+        current?.heldResponse = nil
+        switch resolution {
+        case .dropped:
+            return
+        case let .abort(id):
+            capture?.responseHead(held.head)
+            capture?.responseBodyPart(held.body)
+            submitCapture(error: "the response was aborted at breakpoint \(id)")
+            _ = machine.clientClosed()
+            upstream.close()
+            context.close(promise: nil)
+        case let .forward(message, edited):
+            var (head, body) = (held.head, held.body)
+            if edited, let editedHead = message.responseHead {
+                (head, body) = (editedHead, context.channel.allocator.buffer(bytes: message.body))
+            }
+            writeReleased(head, body: body, overflow: false, context: context)
+            responseEnded(nil, context: context)
+        }
+    }
+
+    /// A held response goes to the client: its head and what was read of it.
+    private func writeReleased(_ head: HTTPResponseHead, body: ByteBuffer, overflow: Bool, context: ChannelHandlerContext) {
+        let (length, chunked) = (head.headers.contains(name: "content-length"), head.headers.contains(name: "transfer-encoding"))
+        let action = overflow
+            ? machine.heldResponseOverflowed(status: head.status, hasContentLength: length, isChunked: chunked)
+            : machine.heldResponseReleased(status: head.status, hasContentLength: length, isChunked: chunked)
+        guard case let .writeHead(framing, close) = action, let exchange = current else { return }
+        capture?.responseHead(head)
+        let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.clientHead.version == .http1_0)
+        context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
+        if body.readableBytes > 0, framing != .bodyless { respondBody(body, context: context) }
+    }
+
+    /// The client left: a held message goes nowhere.
+    func releaseHold() {
+        guard let requestID = capture?.record.requestID else { return }
+        if machine.request == .holding || machine.request == .paused || machine.response == .holding || machine.response == .paused {
+            services.breakpoints.clientLeft(requestID: requestID)
+        }
+    }
+}

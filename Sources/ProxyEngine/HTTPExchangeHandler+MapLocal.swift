@@ -1,0 +1,47 @@
+import BusymateShared
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// map_local: the file is found and read on NIO's blocking pool, then
+/// answered here; nothing goes upstream. The rest of the request is read
+/// and dropped; the next one waits (the pipeline handler holds it) until
+/// this answer has ended.
+extension HTTPExchangeHandler {
+    func serveLocal(_ rule: Rule, context: ChannelHandlerContext) {
+        guard case let .mapLocal(file, directory) = rule.action, let exchange = current else { return }
+        let earlier = capture?.record.rule
+        capture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
+        let path = exchange.originForm
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { () -> Result<(String, Data), MapLocal.Refusal> in
+            MapLocal.file(for: rule, file: file, directory: directory, path: path).flatMap { real in MapLocal.read(real).map { (real, $0) } }
+        }.whenComplete { result in
+            let handler = bound.value
+            guard let context = handler.context else {
+                handler.submitCapture(error: "the client left before the mapped file was read")
+                return
+            }
+            let allocator = context.channel.allocator
+            switch result {
+            case let .success(.success((real, data))):
+                var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(data.count)"), ("Via", "1.1 busymate")])
+                exchange.plan.responseEdits?.apply(to: &headers)
+                let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: allocator.buffer(bytes: data))
+                handler.capture?.answered(.ok)
+                handler.capture?.responseHead(local.head)
+                if exchange.clientHead.method != .HEAD, let body = local.body { handler.capture?.responseBodyPart(body) }
+                handler.submitCapture()
+                handler.respond(local, context: context)
+            case let .success(.failure(refusal)):
+                handler.submitCapture(error: "map_local rule \"\(rule.name)\": \(refusal)")
+                handler.respond(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), "map_local rule \"\(rule.name)\": \(refusal)",
+                                                   allocator: allocator), context: context)
+            case let .failure(error):
+                handler.submitCapture(error: "map_local rule \"\(rule.name)\": \(error)")
+                handler.respond(LocalResponse.text(.internalServerError, "map_local rule \"\(rule.name)\": \(error)", allocator: allocator), context: context)
+            }
+        }
+    }
+}

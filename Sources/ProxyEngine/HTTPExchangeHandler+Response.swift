@@ -1,0 +1,171 @@
+import BusymateShared
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// The response half: the upstream's parts (from `UpstreamSide`) and the
+/// proxy's own answers (`LocalResponse`) go to the client the same way,
+/// framed and closed as the state machine says.
+extension HTTPExchangeHandler {
+    func upstreamResponse(_ part: HTTPClientResponsePart) {
+        guard let context, var exchange = current else { return }
+        switch part {
+        case var .head(head):
+            let final = head.status.code >= 200 || head.status == .switchingProtocols
+            // An answer has begun (a 1xx says the server is there: wait again).
+            upstream.stopTimer()
+            if !final && machine.request == .ended { upstream.startTimer() }
+            if head.status.code >= 200 { exchange.plan.responseEdits?.apply(to: &head.headers) }
+            let hold = head.status.code >= 200 && !services.breakpoints.isEmpty
+                && capture.map { services.breakpoints.holds(.response, $0.record.url) } == true
+            let action = machine.responseHead(status: head.status, hasContentLength: head.headers.contains(name: "content-length"),
+                                              isChunked: head.headers.contains(name: "transfer-encoding"), hold: hold)
+            switch action {
+            case .writeInformational:
+                // 100 Continue and friends: passed on, and the real answer follows.
+                var headers = head.headers
+                HopByHop.strip(&headers)
+                context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
+            case let .writeHead(framing, close):
+                // Recorded as the client gets it.
+                capture?.responseHead(head)
+                let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.clientHead.version == .http1_0,
+                                                            upgrade: exchange.upstreamRequest?.upgrade)
+                context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
+            case .protocolError:
+                fail(.upstreamProtocol("the server switched protocols unasked"), context: context)
+                return
+            default:
+                if hold { exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.clientHead.method == .HEAD) }
+            }
+            exchange.responseHead = head
+            current = exchange
+        case let .body(buffer):
+            switch machine.responseBody() {
+            case .writeBody: respondBody(buffer, context: context)
+            case .holdPart: holdResponseBody(buffer, context: context)
+            default: break
+            }
+        case let .end(trailers):
+            responseEnded(trailers, context: context)
+        }
+    }
+
+    func respondBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        services.stats.sent(toClient: buffer.readableBytes)
+        capture?.responseBodyPart(buffer)
+        context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+    }
+
+    func responseEnded(_ trailers: HTTPHeaders?, context: ChannelHandlerContext) {
+        if case .switching = machine.response {
+            // The 101's end: the bytes flow once the request has ended too.
+            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+            if machine.responseEnd() == .switchProtocols { switchProtocols() }
+            return
+        }
+        switch machine.responseEnd() {
+        case let .writeEnd(close, done, releaseUpstream):
+            submitCapture()
+            // The server answered before the request ended: no request can follow on its connection.
+            if releaseUpstream { upstream.close() }
+            // Before the end goes out: writing it may hand a pipelined request over at once.
+            if done { current = nil }
+            let written = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
+            if close {
+                let channel = context.channel
+                written.whenComplete { _ in channel.close(promise: nil) }
+            }
+        case .pauseResponse:
+            if let held = current?.heldResponse { pauseResponse(held, context: context) }
+        default:
+            break
+        }
+    }
+
+    /// The proxy's own answer, head to end, framed like any other.
+    func respond(_ local: LocalResponse, context: ChannelHandlerContext) {
+        guard case let .writeHead(framing, close) = machine.responseHead(status: local.head.status, hasContentLength: true, isChunked: false) else {
+            return
+        }
+        let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.clientHead.version == .http1_0)
+        context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+        if let body = local.body, machine.responseBody() == .writeBody {
+            context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        }
+        responseEnded(nil, context: context)
+    }
+
+    /// The upstream failed: an error answer if nothing went out yet, else a close.
+    func fail(_ error: ProxyError, context: ChannelHandlerContext) {
+        logger.notice("request failed", metadata: ["ERROR": "\(error)"])
+        submitCapture(error: error.description)
+        upstream.close()
+        switch machine.upstreamFailed() {
+        case .answerError:
+            current?.heldResponse = nil
+            respond(LocalResponse.text(error.status, "\(error)", allocator: context.channel.allocator), context: context)
+        case .closeMidResponse:
+            // Part of the response is out already: only a close can say so.
+            current = nil
+            context.close(promise: nil)
+        default:
+            break
+        }
+    }
+
+    /// The upstream connection in use closed.
+    func upstreamClosed(_ target: ProxyTarget, error: Error?) {
+        // Nothing of this exchange went to that server, or a held response was read whole: it may go.
+        guard let context, current?.upstreamRequest != nil, machine.response != .paused, machine.response != .ended else { return }
+        if let error = error as? NIOSSLError {
+            fail(.upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(error)), context: context)
+        } else if let error {
+            fail(.upstreamFailed(host: target.host, port: target.port, underlying: error), context: context)
+        } else {
+            fail(.upstreamClosedEarly, context: context)
+        }
+    }
+
+    /// After a `101` both connections stop speaking HTTP: the owner glues
+    /// the bytes. The exchange's row (the handshake) is written when both
+    /// have closed, with the bytes that went each way.
+    func switchProtocols() {
+        guard let context, let (channel, layer) = upstream.detachForSwitch() else { return }
+        current = nil
+        let counts = TunnelByteCounts()
+        let glue = counts.gluePair(stats: services.stats)
+        if let handshake = capture {
+            capture = nil
+            context.channel.closeFuture.and(channel.closeFuture).whenComplete { _ in
+                var closed = handshake
+                closed.record.bytesUp = counts.up.load(ordering: .relaxed)
+                closed.record.bytesDown = counts.down.load(ordering: .relaxed)
+                closed.submit()
+            }
+        }
+        logger.debug("switched protocols; passing bytes through")
+        do {
+            try owner.switchProtocols(upstream: layer, glue: glue)
+        } catch {
+            logger.error("cannot switch protocols", metadata: ["ERROR": "\(error)"])
+            channel.close(promise: nil)
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// An answer the proxy makes itself: a short text (errors, refusals,
+/// blocks) or a mapped file.
+struct LocalResponse {
+    var head: HTTPResponseHead
+    var body: ByteBuffer?
+
+    static func text(_ status: HTTPResponseStatus, _ text: String, allocator: ByteBufferAllocator) -> LocalResponse {
+        var buffer = allocator.buffer(capacity: text.utf8.count + 12)
+        buffer.writeString("Busymate: \(text)\n")
+        let headers = HTTPHeaders([("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(buffer.readableBytes)"),
+                                   ("Via", "1.1 \(LoopGuard.shared.pseudonym)")])
+        return LocalResponse(head: HTTPResponseHead(version: .http1_1, status: status, headers: headers), body: buffer)
+    }
+}

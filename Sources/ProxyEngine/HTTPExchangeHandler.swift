@@ -1,0 +1,336 @@
+import BusymateShared
+import CaptureStore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// Carries out `ExchangeStateMachine` for one client connection: requests
+/// go upstream (`UpstreamSide` dials, reuses and times the server), the
+/// proxy's own answers come from `LocalResponse`, held messages from the
+/// breakpoints, and every step is reported to the capture hook. Reads on
+/// either side wait while the other side cannot take more.
+final class HTTPExchangeHandler {
+    var machine = ExchangeStateMachine()
+    var context: ChannelHandlerContext?
+    var logger: Logger
+    let services: ProxyServices
+    let route: ForwardRoute
+    /// The connection's layers' owner: CONNECT and `101` go through it.
+    let owner: ProxyPipeline
+    lazy var upstream = UpstreamSide(exchange: self, services: services, route: route)
+
+    /// The exchange under way, as the handler needs it beyond the machine.
+    struct Current {
+        var clientHead: HTTPRequestHead
+        var target: ProxyTarget
+        var originForm: String
+        var plan: RulePlan
+        /// What goes upstream (after the rules).
+        var upstreamRequest: UpstreamRequest?
+        /// The CONNECT's target, at its end.
+        var connect: ProxyTarget?
+        /// A breakpoint holds the request, or the response: read whole first.
+        var heldRequest: HeldRequest?
+        var heldResponse: HeldResponse?
+        /// The response as it came (for framing once released from a hold).
+        var responseHead: HTTPResponseHead?
+    }
+
+    var current: Current?
+    var capture: ExchangeCapture?
+    /// The SNI the client sent us (intercepted tunnels).
+    var clientSNI: String?
+    private var pendingRead = false
+    private var waitingForCapture = false
+
+    init(owner: ProxyPipeline, route: ForwardRoute) {
+        self.owner = owner
+        services = owner.services
+        logger = services.logger
+        self.route = route
+    }
+
+    /// Set by `busymate resend`: the exchange this request repeats. Recorded,
+    /// never forwarded.
+    static let resentFromHeader = "X-Busymate-Resent-From"
+
+    func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? { route.destination(of: head) }
+
+    func submitCapture(error: String? = nil) {
+        guard let exchange = capture else { return }
+        capture = nil
+        exchange.submit(error: error)
+    }
+}
+
+extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        upstream.close()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch Self.unwrapInboundIn(data) {
+        case let .head(head):
+            requestHead(head, context: context)
+        case let .body(buffer):
+            services.stats.received(fromClient: buffer.readableBytes)
+            switch machine.requestBody() {
+            case .forwardBody:
+                capture?.requestBodyPart(buffer)
+                upstream.send(.body(.byteBuffer(buffer)))
+            case .holdPart:
+                holdRequestBody(buffer, context: context)
+            default:
+                break
+            }
+        case .end:
+            carryOut(machine.requestEnd(), context: context)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // Request body parts are written as they come and flushed per read.
+        upstream.flush()
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            carryOut(machine.clientInputClosed(), context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        upstream.cancelTimer()
+        releaseHold()
+        _ = machine.clientClosed()
+        submitCapture(error: "the client closed the connection before the exchange completed")
+        upstream.close()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A client clock ran out: ClientTimeoutHandler answers and closes;
+        // the exchange's row says why, and the server side goes.
+        if let expired = error as? ClientTimeoutHandler.Expired {
+            if expired.answered { capture?.answered(.requestTimeout) }
+            submitCapture(error: expired.description)
+            _ = machine.clientTimedOut()
+            upstream.close()
+            return
+        }
+        // TLS without close_notify: the EOF that follows is the client's half-close.
+        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls { return }
+        logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
+        // A body that stopped parsing mid-request: ProtocolErrorResponder
+        // answered; this exchange's row says so rather than "client closed".
+        // (An EOF mid-message is the client leaving: channelInactive says so.)
+        if let parse = error as? HTTPParserError, parse != .invalidEOFState, capture != nil {
+            let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
+            capture?.answered(status)
+            submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
+        }
+        upstream.close()
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { upstream.clientBecameWritable() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if let capture = services.capture, capture.isBehind {
+            // The store is behind: no new requests until it catches up.
+            pendingRead = true
+            waitForCapture(context)
+            return
+        }
+        if upstream.holdsClientReads {
+            // Nothing can be sent yet, or the server cannot take more: hold the client.
+            pendingRead = true
+            return
+        }
+        context.read()
+    }
+
+    /// Holds reads until the capture writer says the store has caught up
+    /// (one wait per connection at most).
+    private func waitForCapture(_ context: ChannelHandlerContext) {
+        guard !waitingForCapture, let capture = services.capture else { return }
+        waitingForCapture = true
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        capture.whenCaughtUp(on: context.eventLoop) {
+            let handler = bound.value
+            handler.waitingForCapture = false
+            handler.resumeClientReads()
+        }
+    }
+
+    func resumeClientReads() {
+        if pendingRead, let context {
+            pendingRead = false
+            context.read()
+        }
+    }
+
+    var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+}
+
+// MARK: the request
+
+extension HTTPExchangeHandler {
+    private func requestHead(_ received: HTTPRequestHead, context: ChannelHandlerContext) {
+        let info = ExchangeStateMachine.Request(isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
+                                                isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
+        if case .absoluteForm = route, received.method == .CONNECT {
+            guard let target = ProxyTarget.parseAuthority(received.uri[...], defaultPort: nil) else {
+                logger.notice("rejected a CONNECT with a malformed target", metadata: ["TARGET": "\(received.uri)"])
+                answer(.badRequest, "CONNECT needs host:port, got \"\(received.uri)\"", verdictClose: true, info: info, context: context)
+                return
+            }
+            current = Current(clientHead: received, target: target, originForm: "", plan: RulePlan(), connect: target)
+            _ = machine.requestHead(info, verdict: .connect)
+            return
+        }
+        var head = received
+        let resentFrom = head.headers.first(name: Self.resentFromHeader)
+        head.headers.remove(name: Self.resentFromHeader)
+        guard let (target, originForm) = route.destination(of: head) else {
+            logger.notice("rejected a request that is not absolute-form", metadata: ["URI": "\(head.uri)"])
+            answer(.badRequest, ForwardRoute.whyNoDestination(head), verdictClose: true, info: info, context: context)
+            return
+        }
+        services.stats.requestStarted()
+        // Rules: the request's headers are edited before they are recorded and sent.
+        let rules = services.rules
+        let plan = rules.isEmpty ? RulePlan() : rules.plan(for: ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm))
+        plan.requestEdits?.apply(to: &head.headers)
+        current = Current(clientHead: head, target: target, originForm: originForm, plan: plan)
+        if let hook = services.captureHook {
+            capture = hook.exchange(head, target: target, originForm: originForm, scheme: route.scheme, tlsMode: route.tlsMode,
+                                    client: context.channel.remoteAddress, eventLoop: context.eventLoop)
+            capture?.record.resentFrom = resentFrom
+            capture?.record.rule = plan.applied.isEmpty ? nil : plan.applied.joined(separator: ", ")
+            if case .intercepted = route {
+                capture?.record.sni = clientSNI
+                // A reused connection's TLS is already known.
+                if upstream.isConnected { capture?.tls(upstream.hello, doneAt: nil) }
+            }
+        }
+        logger[metadataKey: "REQUEST_ID"] = "\(capture?.record.requestID ?? RequestID.make())"
+        logger[metadataKey: "HOST"] = "\(target.host)"
+        if let (status, why) = RequestHeadCheck.problem(head) {
+            // Its framing is suspect: answered, recorded with why, and closed.
+            logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
+            capture?.answered(status)
+            submitCapture(error: why)
+            answer(status, why, verdictClose: true, info: info, context: context)
+            return
+        }
+        if let rule = plan.block {
+            block(by: rule, info: info, context: context)
+            return
+        }
+        if let rule = plan.mapLocal {
+            carryOut(machine.requestHead(info, verdict: .answer(close: false)), context: context, answer: { $0.serveLocal(rule, context: $1) })
+            return
+        }
+        if !services.breakpoints.isEmpty, let url = capture?.record.url, services.breakpoints.holds(.request, url) {
+            // The body is read whole before anything goes upstream: say go now.
+            if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
+                head.headers.remove(name: "expect")
+                current?.clientHead = head
+                context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
+            }
+            current?.heldRequest = HeldRequest(head: head, target: target, originForm: originForm, plan: plan)
+            _ = machine.requestHead(info, verdict: .hold)
+            return
+        }
+        carryOut(machine.requestHead(info, verdict: .forward), context: context)
+    }
+
+    /// A block rule: answer (or hang up) here; nothing goes upstream, and
+    /// the rest of the request is read and dropped.
+    private func block(by rule: Rule, info: ExchangeStateMachine.Request, context: ChannelHandlerContext) {
+        capture?.record.rule = rule.name
+        logger.debug("a rule blocked the request", metadata: ["RULE": "\(rule.name)"])
+        guard case let .block(code) = rule.action else {
+            submitCapture(error: "dropped by the rule \"\(rule.name)\"")
+            carryOut(machine.requestHead(info, verdict: .hangUp), context: context)
+            return
+        }
+        let status = HTTPResponseStatus(statusCode: code)
+        capture?.answered(status)
+        submitCapture()
+        answer(status, "blocked by the rule \"\(rule.name)\"", verdictClose: false, info: info, context: context)
+    }
+
+    /// The proxy's own text answer to a request it will not forward.
+    private func answer(_ status: HTTPResponseStatus, _ text: String, verdictClose: Bool, info: ExchangeStateMachine.Request,
+                        context: ChannelHandlerContext) {
+        if current == nil {
+            current = Current(clientHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: ""), target: ProxyTarget(host: "", port: 0),
+                              originForm: "", plan: RulePlan())
+        }
+        carryOut(machine.requestHead(info, verdict: .answer(close: verdictClose)), context: context) { handler, context in
+            handler.respond(LocalResponse.text(status, text, allocator: context.channel.allocator), context: context)
+        }
+    }
+
+    /// Sends the request's head upstream (its body follows as it is read).
+    func forwardHead(context: ChannelHandlerContext) {
+        guard var exchange = current else { return }
+        let request = UpstreamRequest(exchange.clientHead, target: exchange.target, originForm: exchange.originForm, route: route,
+                                      plan: exchange.plan, interception: services.interception)
+        exchange.upstreamRequest = request
+        current = exchange
+        logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.target)"])
+        upstream.begin(request, override: exchange.plan.hostOverride, context: context)
+    }
+
+    // MARK: actions
+
+    /// Does what the machine said; `answer` makes the proxy's own answer.
+    func carryOut(_ action: ExchangeStateMachine.Action, context: ChannelHandlerContext,
+                  answer: ((HTTPExchangeHandler, ChannelHandlerContext) -> Void)? = nil) {
+        switch action {
+        case .none, .holdPart:
+            break
+        case .forwardHead:
+            forwardHead(context: context)
+        case .forwardBody:
+            break
+        case .forwardEnd:
+            upstream.send(.end(nil))
+            carryOut(machine.requestForwarded(), context: context)
+        case .pauseRequest:
+            if let held = current?.heldRequest { pauseRequest(held, context: context) }
+        case .answer:
+            answer?(self, context)
+        case .hangUp:
+            context.close(promise: nil)
+        case .routeConnect:
+            guard let exchange = current, let target = exchange.connect else { return }
+            current = nil
+            owner.routeConnect(exchange.clientHead, target: target, after: self)
+        case .answerError, .closeMidResponse, .writeInformational, .writeHead, .writeBody, .writeEnd, .pauseResponse, .protocolError:
+            // The response half's actions are carried out where its parts are written.
+            break
+        case .switchProtocols:
+            switchProtocols()
+        case let .close(abandoned):
+            if abandoned { submitCapture(error: "the client closed the connection before the exchange completed") }
+            context.close(promise: nil)
+        }
+    }
+}
