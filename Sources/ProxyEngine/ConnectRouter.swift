@@ -193,7 +193,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     private func writeEstablished(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "Via", value: "1.1 \(LoopGuard.shared.pseudonym)")
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: 200, reasonPhrase: "Connection Established"), headers: headers)
+        let head = HTTPResponseHead(version: .http1_1, status: .custom(code: 200, reasonPhrase: "Connection Established"), headers: headers)
         context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
     }
