@@ -22,19 +22,18 @@ extension HTTPExchangeHandler {
         logger.notice("a request too large to hold at a breakpoint goes on unheld", metadata: ["BYTES": "\(held.body.readableBytes)"])
         guard machine.heldRequestOverflowed() == .forwardHead else { return }
         forwardHead(context: context)
-        capture?.requestBodyPart(held.body)
+        hooks.heldRequestBody(held.body)
         upstream.send(.body(.byteBuffer(held.body)))
     }
 
     func pauseRequest(_ held: HeldRequest, context: ChannelHandlerContext) {
-        guard let record = capture?.record else {
+        guard let resolution = hooks.pause(held.message, kind: .request, on: context.eventLoop) else {
             // Nowhere to record it, so nobody could resolve it.
             requestResolved(.forward(held.message, edited: false))
             return
         }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        services.breakpoints.pause(held.message, kind: .request, requestID: record.requestID, method: record.method, url: record.url, on: context.eventLoop)
-            .whenSuccess { bound.value.requestResolved($0) }
+        resolution.whenSuccess { bound.value.requestResolved($0) }
     }
 
     private func requestResolved(_ resolution: BreakpointResolution) {
@@ -44,8 +43,8 @@ extension HTTPExchangeHandler {
         case .dropped:
             return
         case let .abort(id):
-            capture?.requestBodyPart(held.body)
-            capture?.answered(.badGateway)
+            hooks.heldRequestBody(held.body)
+            hooks.answered(.badGateway)
             submitCapture(error: "aborted at breakpoint \(id)")
             guard machine.heldRequestAnswered(close: false) == .answer else { return }
             respond(LocalResponse.text(.badGateway, "the request was aborted at breakpoint \(id)", allocator: context.channel.allocator), context: context)
@@ -62,7 +61,7 @@ extension HTTPExchangeHandler {
                 // The client's own HTTP version decides how it is answered.
                 head.version = held.head.version
                 body = context.channel.allocator.buffer(bytes: message.body)
-                capture?.requestEdited(head, target: target, originForm: originForm)
+                hooks.requestEdited(head, target: target, originForm: originForm)
             }
             guard machine.heldRequestReleased() == .forwardHead else { return }
             current?.clientHead = head
@@ -70,7 +69,7 @@ extension HTTPExchangeHandler {
             current?.originForm = originForm
             forwardHead(context: context)
             if body.readableBytes > 0 {
-                capture?.requestBodyPart(body)
+                hooks.heldRequestBody(body)
                 upstream.send(.body(.byteBuffer(body)))
             }
             upstream.send(.end(nil))
@@ -96,14 +95,12 @@ extension HTTPExchangeHandler {
         var held = held
         held.ended = true
         current?.heldResponse = held
-        guard let record = capture?.record else {
+        guard let resolution = hooks.pause(held.message, bodyless: held.bodyless, kind: .response, on: context.eventLoop) else {
             responseResolved(.forward(held.message, edited: false))
             return
         }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        services.breakpoints.pause(held.message, bodyless: held.bodyless, kind: .response, requestID: record.requestID, method: record.method,
-                                   url: record.url, on: context.eventLoop)
-            .whenSuccess { bound.value.responseResolved($0) }
+        resolution.whenSuccess { bound.value.responseResolved($0) }
     }
 
     private func responseResolved(_ resolution: BreakpointResolution) {
@@ -113,8 +110,8 @@ extension HTTPExchangeHandler {
         case .dropped:
             return
         case let .abort(id):
-            capture?.responseHead(held.head)
-            capture?.responseBodyPart(held.body)
+            hooks.responseHeadSent(held.head)
+            hooks.responseBodyUnsent(held.body)
             submitCapture(error: "the response was aborted at breakpoint \(id)")
             _ = machine.clientClosed()
             upstream.close()
@@ -136,7 +133,7 @@ extension HTTPExchangeHandler {
             ? machine.heldResponseOverflowed(status: head.status, hasContentLength: length, isChunked: chunked)
             : machine.heldResponseReleased(status: head.status, hasContentLength: length, isChunked: chunked)
         guard case let .writeHead(framing, close) = action, let exchange = current else { return }
-        capture?.responseHead(head)
+        hooks.responseHeadSent(head)
         let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.clientHead.version == .http1_0)
         context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
         if body.readableBytes > 0, framing != .bodyless { respondBody(body, context: context) }
@@ -144,9 +141,8 @@ extension HTTPExchangeHandler {
 
     /// The client left: a held message goes nowhere.
     func releaseHold() {
-        guard let requestID = capture?.record.requestID else { return }
         if machine.request == .holding || machine.request == .paused || machine.response == .holding || machine.response == .paused {
-            services.breakpoints.clientLeft(requestID: requestID)
+            hooks.clientLeftWhileHeld()
         }
     }
 }

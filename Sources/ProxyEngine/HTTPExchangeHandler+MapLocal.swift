@@ -11,8 +11,6 @@ import NIOPosix
 extension HTTPExchangeHandler {
     func serveLocal(_ rule: Rule, context: ChannelHandlerContext) {
         guard case let .mapLocal(file, directory) = rule.action, let exchange = current else { return }
-        let earlier = capture?.record.rule
-        capture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
         let path = exchange.originForm
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { () -> Result<(String, Data), MapLocal.Refusal> in
@@ -29,9 +27,9 @@ extension HTTPExchangeHandler {
                 var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(data.count)"), ("Via", "1.1 busymate")])
                 exchange.plan.responseEdits?.apply(to: &headers)
                 let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: allocator.buffer(bytes: data))
-                handler.capture?.answered(.ok)
-                handler.capture?.responseHead(local.head)
-                if exchange.clientHead.method != .HEAD, let body = local.body { handler.capture?.responseBodyPart(body) }
+                handler.hooks.answered(.ok)
+                handler.hooks.responseHeadSent(local.head)
+                if exchange.clientHead.method != .HEAD, let body = local.body { handler.hooks.responseBodyUnsent(body) }
                 handler.submitCapture()
                 handler.respond(local, context: context)
             case let .success(.failure(refusal)):

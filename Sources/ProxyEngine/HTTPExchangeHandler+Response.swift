@@ -15,9 +15,8 @@ extension HTTPExchangeHandler {
             // An answer has begun (a 1xx says the server is there: wait again).
             upstream.stopTimer()
             if !final && machine.request == .ended { upstream.startTimer() }
-            if head.status.code >= 200 { exchange.plan.responseEdits?.apply(to: &head.headers) }
-            let hold = head.status.code >= 200 && !services.breakpoints.isEmpty
-                && capture.map { services.breakpoints.holds(.response, $0.record.url) } == true
+            // The rules edit a final head; a breakpoint may hold it.
+            let hold = head.status.code >= 200 && hooks.responseHead(&head)
             let action = machine.responseHead(status: head.status, hasContentLength: head.headers.contains(name: "content-length"),
                                               isChunked: head.headers.contains(name: "transfer-encoding"), hold: hold)
             switch action {
@@ -28,7 +27,7 @@ extension HTTPExchangeHandler {
                 context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
             case let .writeHead(framing, close):
                 // Recorded as the client gets it.
-                capture?.responseHead(head)
+                hooks.responseHeadSent(head)
                 let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.clientHead.version == .http1_0,
                                                             upgrade: exchange.upstreamRequest?.upgrade)
                 context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
@@ -52,8 +51,7 @@ extension HTTPExchangeHandler {
     }
 
     func respondBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
-        services.stats.sent(toClient: buffer.readableBytes)
-        capture?.responseBodyPart(buffer)
+        hooks.responseBody(buffer)
         context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
     }
 
@@ -135,15 +133,7 @@ extension HTTPExchangeHandler {
         current = nil
         let counts = TunnelByteCounts()
         let glue = counts.gluePair(stats: services.stats)
-        if let handshake = capture {
-            capture = nil
-            context.channel.closeFuture.and(channel.closeFuture).whenComplete { _ in
-                var closed = handshake
-                closed.record.bytesUp = counts.up.load(ordering: .relaxed)
-                closed.record.bytesDown = counts.down.load(ordering: .relaxed)
-                closed.submit()
-            }
-        }
+        hooks.switched(client: context.channel, server: channel, counts: counts)
         logger.debug("switched protocols; passing bytes through")
         do {
             try owner.switchProtocols(upstream: layer, glue: glue)

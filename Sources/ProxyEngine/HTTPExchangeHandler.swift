@@ -38,7 +38,8 @@ final class HTTPExchangeHandler {
     }
 
     var current: Current?
-    var capture: ExchangeCapture?
+    /// Capture, rules, breakpoints and counters, for the exchange under way.
+    var hooks: ExchangeHooks
     /// The SNI the client sent us (intercepted tunnels).
     var clientSNI: String?
     private var pendingRead = false
@@ -48,6 +49,7 @@ final class HTTPExchangeHandler {
         self.owner = owner
         services = owner.services
         logger = services.logger
+        hooks = ExchangeHooks(services: owner.services)
         self.route = route
     }
 
@@ -57,11 +59,8 @@ final class HTTPExchangeHandler {
 
     func destination(of head: HTTPRequestHead) -> (target: ProxyTarget, originForm: String)? { route.destination(of: head) }
 
-    func submitCapture(error: String? = nil) {
-        guard let exchange = capture else { return }
-        capture = nil
-        exchange.submit(error: error)
-    }
+    /// The exchange's row goes to the store (with `error`, when it failed).
+    func submitCapture(error: String? = nil) { hooks.ended(error: error) }
 }
 
 extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -81,12 +80,12 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case let .head(head):
             requestHead(head, context: context)
         case let .body(buffer):
-            services.stats.received(fromClient: buffer.readableBytes)
             switch machine.requestBody() {
             case .forwardBody:
-                capture?.requestBodyPart(buffer)
+                hooks.requestBody(buffer)
                 upstream.send(.body(.byteBuffer(buffer)))
             case .holdPart:
+                hooks.requestBodyHeld(buffer)
                 holdRequestBody(buffer, context: context)
             default:
                 break
@@ -122,7 +121,7 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // A client clock ran out: ClientTimeoutHandler answers and closes;
         // the exchange's row says why, and the server side goes.
         if let expired = error as? ClientTimeoutHandler.Expired {
-            if expired.answered { capture?.answered(.requestTimeout) }
+            if expired.answered { hooks.answered(.requestTimeout) }
             submitCapture(error: expired.description)
             _ = machine.clientTimedOut()
             upstream.close()
@@ -134,9 +133,9 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // A body that stopped parsing mid-request: ProtocolErrorResponder
         // answered; this exchange's row says so rather than "client closed".
         // (An EOF mid-message is the client leaving: channelInactive says so.)
-        if let parse = error as? HTTPParserError, parse != .invalidEOFState, capture != nil {
+        if let parse = error as? HTTPParserError, parse != .invalidEOFState, hooks.requestID != nil {
             let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-            capture?.answered(status)
+            hooks.answered(status)
             submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
         }
         upstream.close()
@@ -210,59 +209,40 @@ extension HTTPExchangeHandler {
             answer(.badRequest, ForwardRoute.whyNoDestination(head), verdictClose: true, info: info, context: context)
             return
         }
-        services.stats.requestStarted()
-        // Rules: the request's headers are edited before they are recorded and sent.
-        let rules = services.rules
-        let plan = rules.isEmpty ? RulePlan() : rules.plan(for: ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm))
-        plan.requestEdits?.apply(to: &head.headers)
-        current = Current(clientHead: head, target: target, originForm: originForm, plan: plan)
-        if let hook = services.captureHook {
-            capture = hook.exchange(head, target: target, originForm: originForm, scheme: route.scheme, tlsMode: route.tlsMode,
-                                    client: context.channel.remoteAddress, eventLoop: context.eventLoop)
-            capture?.record.resentFrom = resentFrom
-            capture?.record.rule = plan.applied.isEmpty ? nil : plan.applied.joined(separator: ", ")
-            if case .intercepted = route {
-                capture?.record.sni = clientSNI
-                // A reused connection's TLS is already known.
-                if upstream.isConnected { capture?.tls(upstream.hello, doneAt: nil) }
-            }
-        }
-        logger[metadataKey: "REQUEST_ID"] = "\(capture?.record.requestID ?? RequestID.make())"
+        let origin = ExchangeHooks.Origin(route: route, target: target, originForm: originForm, client: context.channel.remoteAddress, clientSNI: clientSNI,
+                                          reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom,
+                                          eventLoop: context.eventLoop)
+        let decision = hooks.requestHead(&head, at: origin)
+        current = Current(clientHead: head, target: target, originForm: originForm, plan: hooks.plan)
+        logger[metadataKey: "REQUEST_ID"] = "\(hooks.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
-        if let (status, why) = RequestHeadCheck.problem(head) {
+        switch decision {
+        case let .refuse(status, why):
             // Its framing is suspect: answered, recorded with why, and closed.
             logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
-            capture?.answered(status)
             submitCapture(error: why)
             answer(status, why, verdictClose: true, info: info, context: context)
-            return
-        }
-        if let rule = plan.block {
+        case let .block(rule):
             block(by: rule, info: info, context: context)
-            return
-        }
-        if let rule = plan.mapLocal {
+        case let .mapLocal(rule):
             carryOut(machine.requestHead(info, verdict: .answer(close: false)), context: context, answer: { $0.serveLocal(rule, context: $1) })
-            return
-        }
-        if !services.breakpoints.isEmpty, let url = capture?.record.url, services.breakpoints.holds(.request, url) {
+        case .hold:
             // The body is read whole before anything goes upstream: say go now.
             if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 head.headers.remove(name: "expect")
                 current?.clientHead = head
                 context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
             }
-            current?.heldRequest = HeldRequest(head: head, target: target, originForm: originForm, plan: plan)
+            current?.heldRequest = HeldRequest(head: head, target: target, originForm: originForm, plan: hooks.plan)
             _ = machine.requestHead(info, verdict: .hold)
-            return
+        case .forward:
+            carryOut(machine.requestHead(info, verdict: .forward), context: context)
         }
-        carryOut(machine.requestHead(info, verdict: .forward), context: context)
     }
 
     /// A block rule: answer (or hang up) here; nothing goes upstream, and
     /// the rest of the request is read and dropped.
     private func block(by rule: Rule, info: ExchangeStateMachine.Request, context: ChannelHandlerContext) {
-        capture?.record.rule = rule.name
         logger.debug("a rule blocked the request", metadata: ["RULE": "\(rule.name)"])
         guard case let .block(code) = rule.action else {
             submitCapture(error: "dropped by the rule \"\(rule.name)\"")
@@ -270,7 +250,7 @@ extension HTTPExchangeHandler {
             return
         }
         let status = HTTPResponseStatus(statusCode: code)
-        capture?.answered(status)
+        hooks.answered(status)
         submitCapture()
         answer(status, "blocked by the rule \"\(rule.name)\"", verdictClose: false, info: info, context: context)
     }

@@ -165,7 +165,7 @@ final class UpstreamSide {
         }
         switch result {
         case let .success(channel):
-            exchange.capture?.connected(to: channel.remoteAddress)
+            exchange.hooks.upstreamConnected(to: channel.remoteAddress)
             state = .connected(key, channel, layer)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
@@ -187,12 +187,12 @@ final class UpstreamSide {
         default: return
         }
         self.hello = hello
-        exchange.capture?.tls(hello, doneAt: nil)
+        exchange.hooks.upstreamTLS(hello, doneAt: nil)
     }
 
     func handshakeDone(_ handler: UpstreamHandler) {
         guard case let .connected(_, _, layer) = state, layer.handler === handler else { return }
-        exchange.capture?.tls(hello, doneAt: .now)
+        exchange.hooks.upstreamTLS(hello, doneAt: .now)
     }
 
     func keepAliveEnded(_ handler: UpstreamHandler) {

@@ -210,6 +210,10 @@ import Glibc
         #expect(orphaned.int("tunnel.pid") == tunnel)
 
         try appliance.start()
+        // Adoption is the new supervisor's first look around: give it that moment.
+        try? waitUntil("the new supervisor reports the adopted tunnel", timeout: 3) {
+            try appliance.status().bool("tunnel.adopted") == true
+        }
         let adopted = try appliance.status()
         #expect(adopted.int("tunnel.pid") == tunnel)
         #expect(adopted.bool("tunnel.adopted") == true)

@@ -1,0 +1,183 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// The one interface through which the hooks observe and steer an HTTP
+/// exchange: the exchange handler reports each step here and does what the
+/// steering hooks decide. Behind it: the rules (edit, block, map), the
+/// breakpoints (hold), the capture hook (the row) and the counters. One per
+/// connection, carrying the exchange under way; on its event loop.
+///
+/// With no rules and no breakpoints set, a step costs a flag test each.
+struct ExchangeHooks {
+    private let services: ProxyServices
+    private let captureHook: CaptureHook?
+    /// The row of the exchange under way (nil: capture off, or none under way).
+    private(set) var capture: ExchangeCapture?
+    /// The rules' decisions for the exchange under way.
+    private(set) var plan = RulePlan()
+
+    init(services: ProxyServices) {
+        self.services = services
+        captureHook = services.captureHook
+    }
+
+    /// What the steering hooks decided about a request.
+    enum RequestDecision {
+        case forward
+        /// A breakpoint holds it: read whole first.
+        case hold
+        /// A block rule: answer with its status, or hang up (`drop`).
+        case block(Rule)
+        case mapLocal(Rule)
+        /// It must not go on (two Hosts, a smuggling shape, a loop).
+        case refuse(HTTPResponseStatus, String)
+    }
+
+    /// Where the exchange is, for its row.
+    struct Origin {
+        var route: ForwardRoute
+        var target: ProxyTarget
+        var originForm: String
+        var client: SocketAddress?
+        var clientSNI: String?
+        /// The upstream connection in use already spoke TLS: what it chose.
+        var reusedUpstreamHello: TLSHello?
+        var resentFrom: String?
+        var eventLoop: EventLoop
+    }
+
+    // MARK: the request
+
+    /// A request head: the rules edit it (before it is recorded and sent),
+    /// the counters count it, the capture hook starts its row, and the
+    /// checks, the rules and the breakpoints decide how it goes on.
+    mutating func requestHead(_ head: inout HTTPRequestHead, at origin: Origin) -> RequestDecision {
+        services.stats.requestStarted()
+        let rules = services.rules
+        let url = ExchangeCapture.url(scheme: origin.route.scheme, target: origin.target, originForm: origin.originForm)
+        plan = rules.isEmpty ? RulePlan() : rules.plan(for: url)
+        plan.requestEdits?.apply(to: &head.headers)
+        if let captureHook {
+            var row = captureHook.exchange(head, target: origin.target, originForm: origin.originForm, scheme: origin.route.scheme,
+                                           tlsMode: origin.route.tlsMode, client: origin.client, eventLoop: origin.eventLoop)
+            row.record.resentFrom = origin.resentFrom
+            row.record.rule = plan.applied.isEmpty ? nil : plan.applied.joined(separator: ", ")
+            if case .intercepted = origin.route {
+                row.record.sni = origin.clientSNI
+                if let hello = origin.reusedUpstreamHello { row.tls(hello, doneAt: nil) }
+            }
+            capture = row
+        }
+        if let (status, why) = RequestHeadCheck.problem(head) {
+            capture?.answered(status)
+            return .refuse(status, why)
+        }
+        if let rule = plan.block {
+            capture?.record.rule = rule.name
+            return .block(rule)
+        }
+        if let rule = plan.mapLocal {
+            let earlier = capture?.record.rule
+            capture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
+            return .mapLocal(rule)
+        }
+        let breakpoints = services.breakpoints
+        if !breakpoints.isEmpty, let url = capture?.record.url, breakpoints.holds(.request, url) { return .hold }
+        return .forward
+    }
+
+    var requestID: String? { capture?.record.requestID }
+    var url: String? { capture?.record.url }
+
+    mutating func requestBody(_ buffer: ByteBuffer) {
+        services.stats.received(fromClient: buffer.readableBytes)
+        capture?.requestBodyPart(buffer)
+    }
+
+    /// A part read into a held request: counted now, recorded as it goes on.
+    func requestBodyHeld(_ buffer: ByteBuffer) {
+        services.stats.received(fromClient: buffer.readableBytes)
+    }
+
+    /// A held request's body as it goes on (or is aborted): as held, or as edited.
+    mutating func heldRequestBody(_ buffer: ByteBuffer) {
+        capture?.requestBodyPart(buffer)
+    }
+
+    /// A breakpoint's edit: the row shows the request that went upstream.
+    mutating func requestEdited(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String) {
+        capture?.requestEdited(head, target: target, originForm: originForm)
+    }
+
+    // MARK: the upstream
+
+    mutating func upstreamConnected(to server: SocketAddress?) { capture?.connected(to: server) }
+
+    mutating func upstreamTLS(_ hello: TLSHello?, doneAt: Date?) { capture?.tls(hello, doneAt: doneAt) }
+
+    // MARK: the response
+
+    /// A final response head from the upstream: the rules edit it (it is
+    /// recorded as the client gets it); true when a breakpoint holds it.
+    mutating func responseHead(_ head: inout HTTPResponseHead) -> Bool {
+        plan.responseEdits?.apply(to: &head.headers)
+        let breakpoints = services.breakpoints
+        return !breakpoints.isEmpty && capture.map { breakpoints.holds(.response, $0.record.url) } == true
+    }
+
+    /// The head as it goes to the client (after a hold, as released).
+    mutating func responseHeadSent(_ head: HTTPResponseHead) { capture?.responseHead(head) }
+
+    /// The proxy answered itself (a rule, a refusal, a breakpoint's abort).
+    mutating func answered(_ status: HTTPResponseStatus) { capture?.answered(status) }
+
+    mutating func responseBody(_ buffer: ByteBuffer) {
+        services.stats.sent(toClient: buffer.readableBytes)
+        capture?.responseBodyPart(buffer)
+    }
+
+    /// Recorded but not sent (a held response that was aborted).
+    mutating func responseBodyUnsent(_ buffer: ByteBuffer) { capture?.responseBodyPart(buffer) }
+
+    /// The exchange is over, well or (`error`) not: its row goes to the store.
+    mutating func ended(error: String? = nil) {
+        guard let row = capture else { return }
+        capture = nil
+        row.submit(error: error)
+    }
+
+    /// After a `101`: the handshake's row is written when both sides have
+    /// closed, with the bytes that went each way.
+    mutating func switched(client: Channel, server: Channel, counts: TunnelByteCounts) {
+        guard let handshake = capture else { return }
+        capture = nil
+        client.closeFuture.and(server.closeFuture).whenComplete { _ in
+            var closed = handshake
+            closed.record.bytesUp = counts.up.load(ordering: .relaxed)
+            closed.record.bytesDown = counts.down.load(ordering: .relaxed)
+            closed.submit()
+        }
+    }
+}
+
+// MARK: breakpoints
+
+extension ExchangeHooks {
+    /// Hands a held message to the breakpoints; nil when it has no row
+    /// (capture off): nobody could resolve it, so it goes on.
+    func pause(_ message: RawHTTPMessage, bodyless: Bool = false, kind: BreakpointEvent.Kind,
+               on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>? {
+        guard let record = capture?.record else { return nil }
+        return services.breakpoints.pause(message, bodyless: bodyless, kind: kind, requestID: record.requestID, method: record.method, url: record.url,
+                                          on: eventLoop)
+    }
+
+    /// The client left while a message was held: it goes nowhere.
+    func clientLeftWhileHeld() {
+        guard let requestID = capture?.record.requestID else { return }
+        services.breakpoints.clientLeft(requestID: requestID)
+    }
+}
