@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "BusymateShared", targets: ["BusymateShared"]),
         .library(name: "CaptureStore", targets: ["CaptureStore"]),
         .library(name: "ProxyEngine", targets: ["ProxyEngine"]),
+        .library(name: "Tunnel", targets: ["Tunnel"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -70,6 +71,17 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(
+            name: "Tunnel",
+            dependencies: [
+                "BusymateShared",
+                "CaptureStore",
+                "ProxyEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .target(
             name: "ProxyClient",
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict),
@@ -100,7 +112,7 @@ let package = Package(
             ],
             swiftSettings: strict),
         .executableTarget(name: "busymate-app", dependencies: ["Supervisor"], swiftSettings: strict),
-        .executableTarget(name: "busymate-tunnel", dependencies: ["ProxyEngine"], swiftSettings: strict),
+        .executableTarget(name: "busymate-tunnel", dependencies: ["BusymateShared", "Tunnel"], swiftSettings: strict),
         .executableTarget(name: "busymate", dependencies: ["BusymateCLI"], swiftSettings: strict),
         .executableTarget(
             name: "busymate-bench",
@@ -129,6 +141,10 @@ let package = Package(
                 "ProxyEngine",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "TunnelTests",
+            dependencies: ["Tunnel", "ProxyEngine", "CaptureStore", "BusymateShared"],
             swiftSettings: strict),
         .testTarget(
             name: "CaptureStoreTests",

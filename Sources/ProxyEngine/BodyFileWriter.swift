@@ -16,19 +16,19 @@ import Glibc
 /// through `written`; forwarding never notices. Bytes not yet on disk count
 /// against a backlog shared by all bodies: past its limit `append` refuses,
 /// so a disk slower than the network costs stored bytes, not memory.
-final class BodyFileWriter: Sendable {
-    let name: String
-    let direction: BodyStore.Direction
+public final class BodyFileWriter: Sendable {
+    public let name: String
+    public let direction: BodyStore.Direction
     /// Bytes written once the body has ended, or why the file was given up.
-    var written: EventLoopFuture<Result<Int, BodyFileError>> { done.futureResult }
+    public var written: EventLoopFuture<Result<Int, BodyFileError>> { done.futureResult }
 
     static let blockSize = 128 * 1024
 
     /// Bytes handed to body files and not yet written, for all of them.
-    final class Backlog: Sendable {
+    public final class Backlog: Sendable {
         let bytes = Atomic<Int>(0)
         let limit: Int
-        init(limit: Int) { self.limit = limit }
+        public init(limit: Int) { self.limit = limit }
     }
 
     private struct State {
@@ -49,7 +49,7 @@ final class BodyFileWriter: Sendable {
     private let state: NIOLoopBoundBox<State>
     private let done: EventLoopPromise<Result<Int, BodyFileError>>
 
-    init(store: BodyStore, requestID: String, direction: BodyStore.Direction, backlog: Backlog, spares: SpareBodyFiles?, eventLoop: EventLoop) {
+    public init(store: BodyStore, requestID: String, direction: BodyStore.Direction, backlog: Backlog, spares: SpareBodyFiles?, eventLoop: EventLoop) {
         name = BodyStore.fileName(requestID: requestID, direction)
         path = store.url(name).path
         self.direction = direction
@@ -158,6 +158,7 @@ final class BodyFileWriter: Sendable {
     }
 }
 
-struct BodyFileError: Error, CustomStringConvertible {
-    var description: String
+public struct BodyFileError: Error, CustomStringConvertible {
+    public var description: String
+    public init(description: String) { self.description = description }
 }

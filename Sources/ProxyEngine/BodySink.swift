@@ -28,7 +28,7 @@ struct BodySink: Sendable {
         }
         let kept = buffer.readableBytes > room ? buffer.getSlice(at: buffer.readerIndex, length: room) ?? buffer : buffer
         if kept.readableBytes < buffer.readableBytes { truncated = true }
-        if file == nil, stored + kept.readableBytes <= CaptureWriter.inlineBodyLimit {
+        if file == nil, stored + kept.readableBytes <= CaptureLimits.inlineBodyLimit {
             inline += kept.readableBytesView
             stored += kept.readableBytes
             return
@@ -46,7 +46,7 @@ struct BodySink: Sendable {
                 return
             }
             file = opened
-            let head = CaptureWriter.inlineBodyLimit - inline.count
+            let head = CaptureLimits.inlineBodyLimit - inline.count
             inline += kept.readableBytesView.prefix(head)
         }
         guard file?.append(kept) == true else {

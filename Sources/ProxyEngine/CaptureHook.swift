@@ -9,7 +9,7 @@ import NIOHTTP1
 /// what never became an exchange (a refused request, a head that never came
 /// whole, a failed client handshake) is one row at once.
 struct CaptureHook: Sendable {
-    let writer: CaptureWriter
+    let writer: any CaptureSink
 
     // MARK: HTTP exchanges
 
@@ -91,7 +91,7 @@ struct CaptureHook: Sendable {
 /// One passed-through tunnel's row as it goes: dialled, then glued until
 /// both sides close, with the bytes each way and what the hellos said.
 struct TunnelCapture: Sendable {
-    let writer: CaptureWriter
+    let writer: any CaptureSink
     var record: ExchangeRecord
 
     /// The host_override rule that chose the address.

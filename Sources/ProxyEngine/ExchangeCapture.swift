@@ -6,13 +6,13 @@ import NIOHTTP1
 /// One exchange as `HTTPExchangeHandler` sees it happen, on its event loop.
 struct ExchangeCapture: Sendable {
     var record: ExchangeRecord
-    private let writer: CaptureWriter
+    private let writer: any CaptureSink
     /// The connection's: body files are written from it.
     private let eventLoop: EventLoop
     private var requestBody: BodySink
     private var responseBody: BodySink
 
-    init(writer: CaptureWriter, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
+    init(writer: any CaptureSink, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
          tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, eventLoop: EventLoop) {
         self.writer = writer
         self.eventLoop = eventLoop

@@ -78,7 +78,7 @@ public final class Interception: Sendable {
         }
     }
 
-    var caError: String? { state.withLock { $0.caError } }
+    public var caError: String? { state.withLock { $0.caError } }
     /// For requests a map_remote rule sends to https:// from plain HTTP.
     var upstreamTLS: UpstreamTLS? { state.withLock { $0.upstream } }
 
@@ -86,7 +86,7 @@ public final class Interception: Sendable {
     func upstreamProxy(for host: String) -> UpstreamProxySetting? {
         state.withLock { $0.upstreamProxy }.flatMap { $0.carries(host) ? $0 : nil }
     }
-    var upstreamError: String? { state.withLock { $0.upstreamError } }
+    public var upstreamError: String? { state.withLock { $0.upstreamError } }
 
     func decide(host: String) -> Decision {
         let snapshot = state.withLock { $0 }

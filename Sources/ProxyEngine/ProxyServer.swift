@@ -19,7 +19,7 @@ public final class ProxyServer: Sendable {
     public let stats = TrafficStats()
     public let interception: Interception
     /// nil: capture off (a store that cannot be opened).
-    public let capture: CaptureWriter?
+    public let capture: (any CaptureSink)?
     /// `settings.json`'s rules, applied per request.
     public let rules = RuleEngine()
     /// `settings.json`'s breakpoints, and the messages held now.
@@ -29,7 +29,7 @@ public final class ProxyServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
-    public init(group: MultiThreadedEventLoopGroup, interception: Interception, capture: CaptureWriter?, breakpoints: BreakpointController) {
+    public init(group: MultiThreadedEventLoopGroup, interception: Interception, capture: (any CaptureSink)?, breakpoints: BreakpointController) {
         self.group = group
         self.interception = interception
         self.capture = capture

@@ -12,7 +12,7 @@ import Glibc
 /// Only small files are kept, and few: spares hold at most
 /// `capacity × largest` bytes of disk beyond `capture.max_bytes`. Unused
 /// spares are swept with the orphans at the next start.
-final class SpareBodyFiles: Sendable {
+public final class SpareBodyFiles: Sendable {
     static let capacity = 32
     static let largest = 4 << 20
     static let suffix = ".spare"
@@ -21,10 +21,10 @@ final class SpareBodyFiles: Sendable {
     private let names = Mutex<[String]>([])
     private let counter = Atomic<Int>(0)
 
-    init(store: BodyStore) { self.store = store }
+    public init(store: BodyStore) { self.store = store }
 
     /// Removes the files of pruned exchanges, keeping some as spares.
-    func retire(_ files: [String]) {
+    public func retire(_ files: [String]) {
         for name in files {
             let path = store.url(name).path
             var info = stat()

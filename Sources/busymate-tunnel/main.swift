@@ -1,6 +1,6 @@
 import BusymateShared
 import Foundation
-import ProxyEngine
+import Tunnel
 
 // Usage: busymate-tunnel [--group DIR] [--user USER] [--group-name GROUP]
 // (the supervisor passes all three; see TunnelIdentity).

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ProxyEngine
 
 /// The tunnel process (the Network Extension's role): serves the proxy on
 /// the listeners it was handed, applies settings as they are saved, keeps
@@ -16,6 +17,8 @@ public actor TunnelRuntime {
 
     private let paths: GroupPaths
     private let server: ProxyServer
+    /// The server's capture writer (nil: capture off).
+    private let capture: CaptureWriter?
     private let notifier: Notifier?
     private let privileges: String
     private let startedAt = Date()
@@ -40,7 +43,9 @@ public actor TunnelRuntime {
     /// Why there is no store at all (it could not be opened).
     private let storeError: String?
 
-    init(paths: GroupPaths, server: ProxyServer, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot, storeError: String? = nil) {
+    init(paths: GroupPaths, server: ProxyServer, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
+         storeError: String? = nil) {
+        self.capture = capture
         self.paths = paths
         self.storeError = storeError
         self.server = server
@@ -185,7 +190,7 @@ public actor TunnelRuntime {
             server.rules.apply(applied.settings)
             server.timeouts.apply(applied.settings)
             server.breakpoints.apply(applied.settings)
-            server.capture?.apply(applied.settings)
+            capture?.apply(applied.settings)
         }
         await publish()
     }
@@ -213,7 +218,7 @@ public actor TunnelRuntime {
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
             counters: counters(), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
             interception: server.interception.caError.map { "off: \($0)" } ?? "on",
-            store: storeError ?? server.capture?.storeProblem ?? "ok")
+            store: storeError ?? capture?.storeProblem ?? "ok")
     }
 
     /// Writes `status.json` when something a reader cares about changed,

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ProxyEngine
 import Synchronization
 
 /// Batches captured exchanges into the store, off the event loops, and posts
@@ -11,7 +12,7 @@ import Synchronization
 /// full disk, a locked file) keeps the batch and retries; only past
 /// `maxPending` are the oldest dropped, and that is logged. An exchange with
 /// body files is committed once they are closed.
-public final class CaptureWriter: Sendable {
+public final class CaptureWriter: CaptureSink {
     struct Pending: Sendable {
         var record: ExchangeRecord
         var files: [BodyFileWriter]
@@ -42,8 +43,6 @@ public final class CaptureWriter: Sendable {
     private let size = Mutex<(TrafficRepository.Size?, commits: Int)>((nil, 0))
     static let commitsPerMeasure = 1_000
     static let maxPending = 100_000
-    /// Bodies up to this size are kept in the row.
-    public static let inlineBodyLimit = 16 * 1024
 
     public convenience init(database: CaptureDatabase, notifier: Notifier?) {
         self.init(store: StoreHandle(database), notifier: notifier)
@@ -57,11 +56,11 @@ public final class CaptureWriter: Sendable {
         (wakes, wakeUp) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
-    var bodyMax: Int { bodyMaxValue.load(ordering: .relaxed) }
+    public var bodyMax: Int { bodyMaxValue.load(ordering: .relaxed) }
 
     /// A file for a body that outgrew the row; nil (the body is then stored
     /// truncated) when there is no `bodies/` to write to.
-    func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? {
+    public func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? {
         BodyFileWriter(store: bodies, requestID: requestID, direction: direction, backlog: fileBacklog, spares: spares, eventLoop: eventLoop)
     }
 
@@ -81,7 +80,7 @@ public final class CaptureWriter: Sendable {
     private let storeFailing = Atomic<Bool>(false)
 
     /// True while the store is behind but working; `HTTPExchangeHandler` then holds reads.
-    var isBehind: Bool { uncommitted.load(ordering: .relaxed) > Self.highWater && !storeFailing.load(ordering: .relaxed) }
+    public var isBehind: Bool { uncommitted.load(ordering: .relaxed) > Self.highWater && !storeFailing.load(ordering: .relaxed) }
 
     /// Connections holding their reads until the store catches up.
     private let waiters = Mutex<[(EventLoop, @Sendable () -> Void)]>([])
@@ -89,7 +88,7 @@ public final class CaptureWriter: Sendable {
     /// Runs `body` on `eventLoop` once the store is no longer behind (at
     /// once if it is not): the writer wakes held connections after each
     /// commit, and whenever it stops holding them back (a failing store, exit).
-    func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void) {
+    public func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void) {
         let now = waiters.withLock { list -> Bool in
             guard isBehind else { return true }
             list.append((eventLoop, body))
@@ -109,7 +108,7 @@ public final class CaptureWriter: Sendable {
         for (eventLoop, body) in ready { eventLoop.execute(body) }
     }
 
-    func submit(_ record: ExchangeRecord, files: [BodyFileWriter] = []) {
+    public func submit(_ record: ExchangeRecord, files: [BodyFileWriter]) {
         uncommitted.add(1, ordering: .relaxed)
         let dropped = pending.withLock { queue -> Int in
             queue.append(Pending(record: record, files: files))

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ProxyEngine
 
 /// `busymate-tunnel`'s whole program, reachable from tests.
 public enum TunnelMain {
@@ -122,7 +123,7 @@ public enum TunnelMain {
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
         server.timeouts.apply(prepared.snapshot.settings ?? AppSettings())
-        let runtime = TunnelRuntime(paths: paths, server: server, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
+        let runtime = TunnelRuntime(paths: paths, server: server, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
                                     storeError: storeError)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {

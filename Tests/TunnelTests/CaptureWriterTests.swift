@@ -6,6 +6,7 @@ import NIOPosix
 import Synchronization
 import Testing
 @testable import ProxyEngine
+@testable import Tunnel
 
 @Suite struct CaptureWriterTests {
     private func writer() throws -> (CaptureWriter, TrafficRepository, URL) {
