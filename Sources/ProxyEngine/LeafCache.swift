@@ -1,7 +1,9 @@
-/// A small least-recently-used map; callers hold the lock around it.
+import OrderedCollections
+
+/// A small least-recently-used map (swift-collections' `OrderedDictionary`,
+/// oldest first); callers hold the lock around it.
 struct LeafCache<Value> {
-    private var entries: [String: (value: Value, tick: UInt64)] = [:]
-    private var tick: UInt64 = 0
+    private var entries: OrderedDictionary<String, Value> = [:]
     let capacity: Int
 
     init(capacity: Int) { self.capacity = capacity }
@@ -9,19 +11,19 @@ struct LeafCache<Value> {
     var count: Int { entries.count }
 
     mutating func get(_ key: String) -> Value? {
-        guard let entry = entries[key] else { return nil }
-        tick += 1
-        entries[key] = (entry.value, tick)
-        return entry.value
+        guard let index = entries.index(forKey: key) else { return nil }
+        // Used: to the young end.
+        let (key, value) = entries.remove(at: index)
+        entries[key] = value
+        return value
     }
 
     mutating func set(_ key: String, _ value: Value) {
-        tick += 1
-        entries[key] = (value, tick)
+        entries.removeValue(forKey: key)
+        entries[key] = value
         if entries.count > capacity {
             // Evict the oldest eighth at once, so eviction stays rare.
-            let victims = entries.sorted { $0.value.tick < $1.value.tick }.prefix(max(1, capacity / 8))
-            for victim in victims { entries[victim.key] = nil }
+            entries.removeFirst(min(entries.count, max(1, capacity / 8)))
         }
     }
 
