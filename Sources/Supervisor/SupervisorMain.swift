@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import Logging
+import ServiceLifecycle
 
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
@@ -46,63 +47,59 @@ public enum SupervisorMain {
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
                                         notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
-        let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
         let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
 
-        await withTaskGroup(of: Void.self) { tasks in
-            tasks.addTask {
-                for await peer in control.peers() {
-                    Task { await serve(peer, service: service) }
-                }
+        var jobs = [DaemonJob("control socket") {
+            for await peer in control.peers().cancelOnGracefulShutdown() {
+                Task { await serve(peer, service: service) }
             }
-            if let watcher {
-                tasks.addTask {
-                    for await name in watcher.changes() {
-                        switch name {
-                        case GroupPaths.Watched.settings.rawValue: await service.reloadSettings()
-                        case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await service.reloadCA()
-                        default: break
-                        }
+        }]
+        if let watcher {
+            jobs.append(DaemonJob("group directory watcher") {
+                for await name in watcher.changes().cancelOnGracefulShutdown() {
+                    switch name {
+                    case GroupPaths.Watched.settings.rawValue: await service.reloadSettings()
+                    case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await service.reloadCA()
+                    default: break
                     }
                 }
-            }
-            if let notifier {
-                tasks.addTask {
-                    for await note in notifier.notifications() {
-                        switch note.name {
-                        case .settingsDidChange: await service.reloadSettings()
-                        case .caDidChange: await service.reloadCA()
-                        default: break
-                        }
-                    }
-                }
-            }
-            tasks.addTask {
-                let interval = Systemd.watchdogInterval.map { min(Duration.seconds(1), $0 / 2) } ?? .seconds(1)
-                while !Task.isCancelled {
-                    await service.tick()
-                    try? await Task.sleep(for: interval)
-                }
-            }
-            await service.start()
-            for await sig in signals {
-                if sig == SIGHUP {
-                    Systemd.reloading()
-                    logger.info("reloading (SIGHUP)")
-                    await service.reloadSettings()
-                    await service.reloadCA()
-                    notifier?.post(.settingsDidChange)
-                    Systemd.ready(status: await service.pill())
-                    continue
-                }
-                logger.info("stopping", metadata: ["SIGNAL": "\(sig == SIGTERM ? "SIGTERM" : "SIGINT")"])
-                break
-            }
-            await service.shutdown()
-            watcher?.stop()
-            control.close()
-            tasks.cancelAll()
+            })
         }
+        if let notifier {
+            jobs.append(DaemonJob("notifications") {
+                for await note in notifier.notifications().cancelOnGracefulShutdown() {
+                    switch note.name {
+                    case .settingsDidChange: await service.reloadSettings()
+                    case .caDidChange: await service.reloadCA()
+                    default: break
+                    }
+                }
+            })
+        }
+        jobs.append(DaemonJob("health tick") {
+            let interval = Systemd.watchdogInterval.map { min(Duration.seconds(1), $0 / 2) } ?? .seconds(1)
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                await service.tick()
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            }
+        })
+        // Last, so shut down first, while the control socket still serves the tunnel's link.
+        jobs.append(DaemonJob("supervisor") {
+            await service.start()
+            try? await gracefulShutdown()
+            logger.info("stopping")
+            await service.shutdown()
+        })
+        await DaemonJob.runGroup(jobs, logger: logger) {
+            Systemd.reloading()
+            logger.info("reloading (SIGHUP)")
+            await service.reloadSettings()
+            await service.reloadCA()
+            notifier?.post(.settingsDidChange)
+            Systemd.ready(status: await service.pill())
+        }
+        watcher?.stop()
+        control.close()
         notifier?.close()
         unlink(paths.controlSocket.path)
         return 0

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 import ProxyEngine
 
 /// `busymate-tunnel`'s whole program, reachable from tests.
@@ -133,62 +134,56 @@ public enum TunnelMain {
             await runtime.startServing()
         }
 
-        let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
-        let writer = Task { await capture?.run() }
         let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
-        await withTaskGroup(of: Void.self) { tasks in
-            if let watcher {
-                tasks.addTask {
-                    for await name in watcher.changes() {
-                        switch name {
-                        case GroupPaths.Watched.settings.rawValue: await runtime.reloadSettings()
-                        case GroupPaths.Watched.controlSocket.rawValue: await runtime.attachIfNeeded()
-                        case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await runtime.reloadCA()
-                        default: break
-                        }
+        // First, so shut down last: it ends once `finish()` has let the last batch in.
+        var jobs = [DaemonJob("capture writer") { await capture?.run() }]
+        if let watcher {
+            jobs.append(DaemonJob("group directory watcher") {
+                for await name in watcher.changes().cancelOnGracefulShutdown() {
+                    switch name {
+                    case GroupPaths.Watched.settings.rawValue: await runtime.reloadSettings()
+                    case GroupPaths.Watched.controlSocket.rawValue: await runtime.attachIfNeeded()
+                    case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await runtime.reloadCA()
+                    default: break
                     }
                 }
-            }
-            if let notifier {
-                tasks.addTask {
-                    for await note in notifier.notifications() {
-                        switch note.name {
-                        case .settingsDidChange:
-                            await runtime.reloadSettings()
-                            // `busymate pinned remove` posts this too.
-                            if let capture { interception.setPinned(capture.pinnedHosts()) }
-                        case .caDidChange: await runtime.reloadCA()
-                        case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
-                        default: break
-                        }
-                    }
-                }
-            }
-            tasks.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(500))
-                    await runtime.attachIfNeeded()
-                    await runtime.retrySettingsIfUnread()
-                    await runtime.publish()
-                    // In case a breakpointContinue was lost (a full queue).
-                    try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
-                }
-            }
-            for await sig in signals {
-                if sig == SIGHUP {
-                    await runtime.reloadSettings()
-                    continue
-                }
-                logger.info("stopping", metadata: ["SIGNAL": "\(sig == SIGTERM ? "SIGTERM" : "SIGINT")"])
-                break
-            }
-            watcher?.stop()
-            tasks.cancelAll()
+            })
         }
-        await runtime.drain()
-        breakpoints.abandonAll()
-        capture?.finish()
-        await writer.value
+        if let notifier {
+            jobs.append(DaemonJob("notifications") {
+                for await note in notifier.notifications().cancelOnGracefulShutdown() {
+                    switch note.name {
+                    case .settingsDidChange:
+                        await runtime.reloadSettings()
+                        // `busymate pinned remove` posts this too.
+                        if let capture { interception.setPinned(capture.pinnedHosts()) }
+                    case .caDidChange: await runtime.reloadCA()
+                    case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                    default: break
+                    }
+                }
+            })
+        }
+        jobs.append(DaemonJob("status tick") {
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(500)) }
+                await runtime.attachIfNeeded()
+                await runtime.retrySettingsIfUnread()
+                await runtime.publish()
+                // In case a breakpointContinue was lost (a full queue).
+                try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+            }
+        })
+        // Last, so shut down first: the drain runs while the jobs above still serve.
+        jobs.append(DaemonJob("tunnel") {
+            try? await gracefulShutdown()
+            logger.info("stopping")
+            await runtime.drain()
+            breakpoints.abandonAll()
+            capture?.finish()
+        })
+        await DaemonJob.runGroup(jobs, logger: logger) { await runtime.reloadSettings() }
+        watcher?.stop()
         await capture?.flush()
         await runtime.finish()
         // The process ends here; the event loops go with it.

@@ -1,0 +1,39 @@
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// One job of a daemon, run by swift-service-lifecycle's `ServiceGroup`:
+/// `body` runs until the group shuts down gracefully (its loops end through
+/// `cancelOnGracefulShutdown()`). The group shuts jobs down last first, so
+/// the job listed last (the one that stops the children or drains) goes
+/// while the others still serve.
+public struct DaemonJob: Service, CustomStringConvertible {
+    public let description: String
+    private let body: @Sendable () async -> Void
+
+    public init(_ name: String, _ body: @escaping @Sendable () async -> Void) {
+        description = name
+        self.body = body
+    }
+
+    public func run() async { await body() }
+
+    /// Runs `jobs` until SIGTERM or SIGINT, then shuts them down in reverse
+    /// order; SIGHUP calls `reload` (systemd's `ExecReload`, `kill -HUP`).
+    public static func runGroup(_ jobs: [DaemonJob], logger: Logger, reload: (@Sendable () async -> Void)? = nil) async {
+        var all = jobs
+        if let reload {
+            all.insert(DaemonJob("reload on SIGHUP") {
+                for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() { await reload() }
+            }, at: 0)
+        }
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: all.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("a job failed", metadata: ["ERROR": "\(error)"])
+        }
+    }
+}
