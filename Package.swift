@@ -63,7 +63,6 @@ let package = Package(
             dependencies: [
                 "BusymateShared",
                 "CaptureStore",
-                "ProxyClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

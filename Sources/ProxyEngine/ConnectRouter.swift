@@ -121,15 +121,15 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         let dial = UpstreamDial(target: target, proxy: services.interception.upstreamProxy(for: target.host))
         // Reads off until glued, so that a server that speaks first loses nothing.
         services.connector.connect(dial, override: override, autoRead: false, halfClosure: true, on: context.eventLoop) { _ in }
-            .flatMap { peer in dial.tunnel(peer).map { peer } }
+            .flatMap { peer in dial.tunnel(peer).map { (peer, $0) } }
             .whenComplete { result in
                 let (router, context) = bound.value
                 guard channel.isActive else {
-                    if case let .success(peer) = result { peer.close(promise: nil) }
+                    if case let .success((peer, _)) = result { peer.close(promise: nil) }
                     return
                 }
                 switch result {
-                case let .success(peer): router.glue(peer, context: context)
+                case let .success((peer, tunnel)): router.glue(peer, tunnel: tunnel, context: context)
                 case let .failure(error): router.dialFailed(error, context: context)
                 }
             }
@@ -149,7 +149,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         owner.connectRefused()
     }
 
-    private func glue(_ peer: Channel, context: ChannelHandlerContext) {
+    private func glue(_ peer: Channel, tunnel: UpstreamDial.Tunnel, context: ChannelHandlerContext) {
         writeEstablished(context: context)
         let counts = TunnelByteCounts()
         let pair = counts.gluePair(stats: services.stats)
@@ -160,6 +160,8 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         state = .handingOver
         do {
             try owner.passThrough(to: peer, glue: pair, sniff: sniff, replacing: self)
+            // Through upstream_proxy: what the server sent after the proxy's 200 goes to the glue now.
+            tunnel.finish()
             peer.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in peer.close(promise: nil) }
             logger.debug("CONNECT glued", metadata: ["TARGET": "\(target)"])
         } catch {

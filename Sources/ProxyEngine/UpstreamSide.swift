@@ -151,7 +151,11 @@ final class UpstreamSide {
         .flatMap { channel in
             // Plain requests through a proxy need no tunnel: they go in absolute-form.
             guard proxy != nil, tls != nil else { return channel.eventLoop.makeSucceededFuture(channel) }
-            return dial.tunnel(channel).flatMapThrowing { try addTLS(channel); return channel }
+            return dial.tunnel(channel).flatMapThrowing { tunnel in
+                try addTLS(channel)
+                tunnel.finish()
+                return channel
+            }
         }
         .whenComplete { result in
             bound.value.connectFinished(key, result, layer: layer.value)
