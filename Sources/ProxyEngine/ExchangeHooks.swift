@@ -36,17 +36,13 @@ struct ExchangeHooks {
         case refuse(HTTPResponseStatus, String)
     }
 
-    /// Where the exchange is, for its row.
+    /// What the connection knows of a request beyond its head, for its row.
     struct Origin {
-        var route: ForwardRoute
-        var target: ProxyTarget
-        var originForm: String
         var client: SocketAddress?
         var clientSNI: String?
         /// The upstream connection in use already spoke TLS: what it chose.
         var reusedUpstreamHello: TLSHello?
         var resentFrom: String?
-        var eventLoop: EventLoop
     }
 
     // MARK: the request
@@ -54,18 +50,19 @@ struct ExchangeHooks {
     /// A request head: the rules edit it (before it is recorded and sent),
     /// the counters count it, the capture hook starts its row, and the
     /// checks, the rules and the breakpoints decide how it goes on.
-    mutating func requestHead(_ head: inout HTTPRequestHead, at origin: Origin) -> RequestDecision {
+    mutating func requestHead(_ head: inout HTTPRequestHead, to target: ProxyTarget, _ originForm: String, route: ForwardRoute, from origin: Origin,
+                              on eventLoop: EventLoop) -> RequestDecision {
         services.stats.requestStarted()
         let rules = services.rules
-        let url = ExchangeCapture.url(scheme: origin.route.scheme, target: origin.target, originForm: origin.originForm)
+        let url = ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm)
         plan = rules.isEmpty ? RulePlan() : rules.plan(for: url)
         plan.requestEdits?.apply(to: &head.headers)
         if let captureHook {
-            var row = captureHook.exchange(head, target: origin.target, originForm: origin.originForm, scheme: origin.route.scheme,
-                                           tlsMode: origin.route.tlsMode, client: origin.client, eventLoop: origin.eventLoop)
+            var row = captureHook.exchange(head, target: target, originForm: originForm, scheme: route.scheme, tlsMode: route.tlsMode,
+                                           client: origin.client, eventLoop: eventLoop)
             row.record.resentFrom = origin.resentFrom
             row.record.rule = plan.applied.isEmpty ? nil : plan.applied.joined(separator: ", ")
-            if case .intercepted = origin.route {
+            if case .intercepted = route {
                 row.record.sni = origin.clientSNI
                 if let hello = origin.reusedUpstreamHello { row.tls(hello, doneAt: nil) }
             }

@@ -1,4 +1,5 @@
 import BusymateShared
+import CaptureStore
 import NIOCore
 import NIOHTTP1
 
@@ -9,16 +10,23 @@ import NIOHTTP1
 extension HTTPExchangeHandler {
     // MARK: requests
 
-    func holdRequestBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
-        guard var held = current?.heldRequest else { return }
+    /// Adds a part to a held message's body; the message when it has
+    /// grown too large to hold (it then goes on unheld).
+    private func grow<Held>(_ slot: WritableKeyPath<Current, Held?>, body: WritableKeyPath<Held, ByteBuffer>, by buffer: ByteBuffer) -> Held? {
+        guard var held = current?[keyPath: slot] else { return nil }
         // Not shared while it grows: no copy per part.
-        current?.heldRequest = nil
+        current?[keyPath: slot] = nil
         var part = buffer
-        held.body.writeBuffer(&part)
-        guard held.body.readableBytes > BreakpointController.maxHeldBytes else {
-            current?.heldRequest = held
-            return
+        held[keyPath: body].writeBuffer(&part)
+        guard held[keyPath: body].readableBytes > BreakpointController.maxHeldBytes else {
+            current?[keyPath: slot] = held
+            return nil
         }
+        return held
+    }
+
+    func holdRequestBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        guard let held = grow(\.heldRequest, body: \.body, by: buffer) else { return }
         logger.notice("a request too large to hold at a breakpoint goes on unheld", metadata: ["BYTES": "\(held.body.readableBytes)"])
         guard machine.heldRequestOverflowed() == .forwardHead else { return }
         forwardHead(context: context)
@@ -27,13 +35,23 @@ extension HTTPExchangeHandler {
     }
 
     func pauseRequest(_ held: HeldRequest, context: ChannelHandlerContext) {
-        guard let resolution = hooks.pause(held.message, kind: .request, on: context.eventLoop) else {
-            // Nowhere to record it, so nobody could resolve it.
-            requestResolved(.forward(held.message, edited: false))
+        pause(held.message, kind: .request, context: context)
+    }
+
+    /// Hands a held message to the breakpoints; their answer comes back on
+    /// this loop (at once, as "go on", when capture is off: nobody could
+    /// resolve it).
+    private func pause(_ message: RawHTTPMessage, bodyless: Bool = false, kind: BreakpointEvent.Kind, context: ChannelHandlerContext) {
+        guard let resolution = hooks.pause(message, bodyless: bodyless, kind: kind, on: context.eventLoop) else {
+            resolved(kind, .forward(message, edited: false))
             return
         }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        resolution.whenSuccess { bound.value.requestResolved($0) }
+        resolution.whenSuccess { bound.value.resolved(kind, $0) }
+    }
+
+    private func resolved(_ kind: BreakpointEvent.Kind, _ resolution: BreakpointResolution) {
+        if kind == .request { requestResolved(resolution) } else { responseResolved(resolution) }
     }
 
     private func requestResolved(_ resolution: BreakpointResolution) {
@@ -79,14 +97,7 @@ extension HTTPExchangeHandler {
     // MARK: responses
 
     func holdResponseBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
-        guard var held = current?.heldResponse else { return }
-        current?.heldResponse = nil
-        var part = buffer
-        held.body.writeBuffer(&part)
-        guard held.body.readableBytes > BreakpointController.maxHeldBytes else {
-            current?.heldResponse = held
-            return
-        }
+        guard let held = grow(\.heldResponse, body: \.body, by: buffer) else { return }
         logger.notice("a response too large to hold at a breakpoint goes on unheld", metadata: ["BYTES": "\(held.body.readableBytes)"])
         writeReleased(held.head, body: held.body, overflow: true, context: context)
     }
@@ -95,12 +106,7 @@ extension HTTPExchangeHandler {
         var held = held
         held.ended = true
         current?.heldResponse = held
-        guard let resolution = hooks.pause(held.message, bodyless: held.bodyless, kind: .response, on: context.eventLoop) else {
-            responseResolved(.forward(held.message, edited: false))
-            return
-        }
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        resolution.whenSuccess { bound.value.responseResolved($0) }
+        pause(held.message, bodyless: held.bodyless, kind: .response, context: context)
     }
 
     private func responseResolved(_ resolution: BreakpointResolution) {

@@ -37,7 +37,6 @@ extension HTTPExchangeHandler {
             default:
                 if hold { exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.clientHead.method == .HEAD) }
             }
-            exchange.responseHead = head
             current = exchange
         case let .body(buffer):
             switch machine.responseBody() {

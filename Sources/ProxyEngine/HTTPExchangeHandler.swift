@@ -33,8 +33,6 @@ final class HTTPExchangeHandler {
         /// A breakpoint holds the request, or the response: read whole first.
         var heldRequest: HeldRequest?
         var heldResponse: HeldResponse?
-        /// The response as it came (for framing once released from a hold).
-        var responseHead: HTTPResponseHead?
     }
 
     var current: Current?
@@ -209,10 +207,9 @@ extension HTTPExchangeHandler {
             answer(.badRequest, ForwardRoute.whyNoDestination(head), verdictClose: true, info: info, context: context)
             return
         }
-        let origin = ExchangeHooks.Origin(route: route, target: target, originForm: originForm, client: context.channel.remoteAddress, clientSNI: clientSNI,
-                                          reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom,
-                                          eventLoop: context.eventLoop)
-        let decision = hooks.requestHead(&head, at: origin)
+        let origin = ExchangeHooks.Origin(client: context.channel.remoteAddress, clientSNI: clientSNI,
+                                          reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
+        let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: context.eventLoop)
         current = Current(clientHead: head, target: target, originForm: originForm, plan: hooks.plan)
         logger[metadataKey: "REQUEST_ID"] = "\(hooks.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
