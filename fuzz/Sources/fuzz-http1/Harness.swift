@@ -1,22 +1,22 @@
 // The HTTP/1 request path as the tunnel reads it: the bytes of a client
-// connection go into an EmbeddedChannel carrying the pipeline
-// `ProxyServer.configureClientPipeline` builds (explicit proxy) or the one
-// `MITMHandler.install` builds behind TLS (an intercepted tunnel): NIO's
-// HTTPResponseEncoder and ByteToMessageHandler(HTTPRequestDecoder(
-// leftOverBytesStrategy: .forwardBytes)), DrainHandler,
-// HTTPServerPipelineHandler, ProtocolErrorResponder, ConnectHandler and
-// HTTPExchangeHandler, all of them the tunnel's own.
+// connection go into an EmbeddedChannel carrying the HTTP layer
+// `ProxyPipeline.installHTTP` builds for the explicit proxy, or for an
+// intercepted tunnel behind TLS: NIO's HTTPResponseEncoder and
+// ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy:
+// .forwardBytes)), RequestLineTap, ClientTimeoutHandler, DrainHandler,
+// HTTPServerPipelineHandler, ProtocolErrorResponder and HTTPExchangeHandler,
+// all of them the tunnel's own, installed by the tunnel's own owner.
 //
-// Nothing may dial from an EmbeddedChannel, so `HeadStage` (below) stands
-// in front of ConnectHandler and HTTPExchangeHandler and does with each head
-// what they do before they dial, calling the same functions: CONNECT target
-// parsing and the interception decision, then the decoder's removal with the
-// bytes that follow handed to TLSHelloSniffer; destination() (absolute- or
-// origin-form), the rules' plan and header edits, map_local's file choice,
-// hop-by-hop stripping, the Host header, map_remote and upstream_proxy's
-// absolute-form. Requests that a block rule answers go on to the real
-// HTTPExchangeHandler (which blocks them: nothing dials); the stage answers
-// the others itself with a 502.
+// Upstream dials go through `RefusingConnector`: a CONNECT that passes
+// through reaches the real ConnectRouter, which answers 502. `HeadStage`
+// (below) stands in front of HTTPExchangeHandler and checks each head with
+// the functions the tunnel uses before it dials: CONNECT target parsing and
+// the interception decision; destination() (absolute- or origin-form), the
+// rules' plan and header edits, map_local's file choice, hop-by-hop
+// stripping and the head `UpstreamRequest` makes (Host, Via, map_remote,
+// upstream_proxy's absolute-form). Requests that a block rule answers go on
+// to the real HTTPExchangeHandler (which blocks them: nothing dials); the
+// stage answers the others itself with a 502.
 //
 // Properties checked on the way (a failure aborts: a crash for libFuzzer):
 // - a CONNECT target's description parses back to the same target;
@@ -238,7 +238,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    // MARK: requests (HTTPExchangeHandler.beginRequest and forward)
+    // MARK: requests (HTTPExchangeHandler.requestHead and UpstreamRequest)
 
     private func request(_ received: HTTPRequestHead, data: NIOAny, context: ChannelHandlerContext) {
         pendingWireCheck = nil
@@ -339,36 +339,16 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
                    "a held request saved unchanged goes to \(String(describing: destination)), not \(target) \(Fuzz.show(originForm)): \(text)")
     }
 
-    /// What `forward` sends upstream, then encoded and parsed back.
+    /// What goes upstream (the tunnel's own `UpstreamRequest`), to be
+    /// encoded and parsed back once the request has ended; and hop-by-hop
+    /// stripping on its own.
     private func upstreamHead(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String, plan: RulePlan) {
-        let original = head.headers
-        var headers = head.headers
-        let upgrade = HopByHop.upgrade(in: headers)
-        HopByHop.strip(&headers)
-        checkStripped(original, headers)
-        if let upgrade {
-            headers.add(name: "Connection", value: "Upgrade")
-            headers.add(name: "Upgrade", value: upgrade)
-        }
-        // As forward(): absolute-form's Host is the URL's authority (RFC 9112 §3.2.2); Via names the proxy.
-        if front == .explicitProxy {
-            headers.replaceOrAdd(name: "Host", value: target.port == 80 ? ExchangeCapture.bracketed(target.host) : target.description)
-        } else if !headers.contains(name: "host") {
-            headers.add(name: "Host", value: target.port == 443 ? ExchangeCapture.bracketed(target.host) : target.description)
-        }
-        headers.add(name: "Via", value: LoopGuard.shared.via(receivedAs: head.version))
-        var (destination, path, secure) = (target, originForm, front == .intercepted)
-        if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
-            (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
-            headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
-        }
-        let chained = interception.upstreamProxy(for: destination.host)
-        var uri = path
-        if let chained, !secure {
-            uri = "http://\(destination.port == 80 ? ExchangeCapture.bracketed(destination.host) : destination.description)\(path)"
-            if let authorization = chained.authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
-        }
-        pendingWireCheck = (HTTPRequestHead(version: .http1_1, method: head.method, uri: uri, headers: headers), head)
+        var stripped = head.headers
+        HopByHop.strip(&stripped)
+        checkStripped(head.headers, stripped)
+        let route: ForwardRoute = front == .intercepted ? .intercepted(interceptedTarget, upstreamTLS) : .absoluteForm
+        let upstream = UpstreamRequest(head, target: target, originForm: originForm, route: route, plan: plan, interception: interception)
+        pendingWireCheck = (upstream.head, head)
     }
 
     private func checkStripped(_ original: HTTPHeaders, _ stripped: HTTPHeaders) {
