@@ -33,6 +33,7 @@ final class ConnectRouter {
     private var held: [NIOAny] = []
     private var heldInputClosed = false
     private var readWithheld = false
+    private var context: ChannelHandlerContext?
     /// A passed-through tunnel is one row: bytes each way and duration.
     private var tunnelCapture: TunnelCapture?
 
@@ -58,19 +59,20 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = NIOAny
     typealias OutboundOut = HTTPServerResponsePart
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    /// Called by the owner once the HTTP layer has gone (but the encoder, for the answer).
+    func begin() {
+        guard let context else { return }
         services.stats.requestStarted()
         switch services.interception.decide(host: target.host) {
         case let .intercept(contexts, upstream):
             // Upstream is dialled per request, after the client's handshake,
             // so an upstream failure can reach the client as a 502.
             logger.debug("CONNECT, intercepting", metadata: ["TARGET": "\(target)"])
-            // After this call returns: the owner cannot remove a handler that is being added.
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.execute {
-                let (router, context) = bound.value
-                router.intercept(contexts, upstream, context: context)
-            }
+            intercept(contexts, upstream, context: context)
         case let .passthrough(why):
             logger.debug("CONNECT, passing through", metadata: ["TARGET": "\(target)", "WHY": "\(why)"])
             dial(context: context)

@@ -40,7 +40,17 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let idleWait: TimeAmount
     private static let logger = Logger(label: "busymate.proxy")
 
-    init(idleWait: Double = 1) { self.idleWait = .milliseconds(Int64(idleWait * 1000)) }
+    /// Closes a client that has finished (the layers' owner knows how).
+    private weak var owner: ProxyPipeline?
+
+    init(idleWait: Double = 1, owner: ProxyPipeline? = nil) {
+        self.idleWait = .milliseconds(Int64(idleWait * 1000))
+        self.owner = owner
+    }
+
+    private func closeFinished(_ channel: Channel) {
+        if let owner { owner.closeFinishedClient() } else { channel.close(promise: nil) }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head = Self.unwrapInboundIn(data) {
@@ -64,10 +74,10 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
             open = max(0, open - 1)
             headSent = false
             if inputClosed && open == 0 {
-                let channel = context.channel
+                let bound = NIOLoopBound((self, context.channel), eventLoop: context.eventLoop)
                 context.write(data).whenComplete { result in
                     promise?.completeWith(result)
-                    channel.close(promise: nil)
+                    bound.value.0.closeFinished(bound.value.1)
                 }
                 return
             }
@@ -87,7 +97,7 @@ final class DrainHandler: ChannelDuplexHandler, RemovableChannelHandler {
             idleTimer?.cancel()
             idleTimer = nil
             context.fireUserInboundEventTriggered(event)
-            if open == 0 { context.close(promise: nil) }
+            if open == 0 { closeFinished(context.channel) }
             return
         }
         guard event is ChannelShouldQuiesceEvent else {

@@ -70,8 +70,8 @@ extension HTTPExchangeHandler {
             if done { current = nil }
             let written = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
             if close {
-                let channel = context.channel
-                written.whenComplete { _ in channel.close(promise: nil) }
+                let owner = NIOLoopBound(owner, eventLoop: context.eventLoop)
+                written.whenComplete { _ in owner.value.closeFinishedClient() }
             }
         case .pauseResponse:
             if let held = current?.heldResponse { pauseResponse(held, context: context) }

@@ -126,7 +126,10 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         // TLS without close_notify: the EOF that follows is the client's half-close.
-        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls { return }
+        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls {
+            owner.noteRaggedTLSEnd()
+            return
+        }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
         // A body that stopped parsing mid-request: ProtocolErrorResponder
         // answered; this exchange's row says so rather than "client closed".
@@ -307,7 +310,7 @@ extension HTTPExchangeHandler {
             switchProtocols()
         case let .close(abandoned):
             if abandoned { submitCapture(error: "the client closed the connection before the exchange completed") }
-            context.close(promise: nil)
+            owner.closeFinishedClient()
         }
     }
 }

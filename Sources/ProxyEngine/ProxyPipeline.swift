@@ -15,6 +15,10 @@ final class ProxyPipeline {
     let services: ProxyServices
     /// The HTTP layer in place, if any.
     private var http: HTTPLayer?
+    /// On an intercepted connection: the socket's side of TLS.
+    private var raw: RawCloser?
+    /// The client's TLS ended without close_notify (a plain TCP FIN).
+    private var tlsEndedRaggedly = false
 
     /// One HTTP/1 server layer: bytes in, exchanges to `exchange`, responses out.
     private struct HTTPLayer {
@@ -33,7 +37,10 @@ final class ProxyPipeline {
         self.services = services
         // The layers' handlers hold this owner; it lets go of them at the end.
         let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
-        channel.closeFuture.whenComplete { _ in bound.value.http = nil }
+        channel.closeFuture.whenComplete { _ in
+            bound.value.http = nil
+            bound.value.raw = nil
+        }
     }
 
     private var ops: ChannelPipeline.SynchronousOperations { channel.pipeline.syncOperations }
@@ -60,7 +67,7 @@ final class ProxyPipeline {
             tap: tap,
             decoder: ProtocolErrorResponder.requestDecoder(),
             clock: clock,
-            lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait),
+            lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait, owner: self),
             pipelining: HTTPServerPipelineHandler(),
             errors: ProtocolErrorResponder(capture: services.captureHook, logger: services.logger, interceptedTarget: target, tap: tap),
             exchange: HTTPExchangeHandler(owner: self, route: route))
@@ -112,6 +119,7 @@ final class ProxyPipeline {
             return
         }
         removeHTTP(keepingEncoder: true)
+        router.begin()
     }
 
     /// The router refused or failed: its reply went out; nothing more to read.
@@ -142,7 +150,9 @@ final class ProxyPipeline {
         let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, capture: services.captureHook,
                                   handshakeTimeout: services.timeouts.tlsHandshake)
         let tls = NIOSSLServerHandler(context: serverContext)
-        try ops.addHandlers([tls, watcher], position: .after(router))
+        let raw = RawCloser()
+        self.raw = raw
+        try ops.addHandlers([raw, tls, watcher], position: .after(router))
         let exchange = try installHTTP(route: .intercepted(target, upstream), position: .after(watcher))
         let sniffer = TLSHelloSniffer(.client) { [weak exchange] hello in
             watcher.sni = hello.sni
@@ -150,6 +160,22 @@ final class ProxyPipeline {
         }
         try ops.addHandler(sniffer, position: .after(router))
         ops.removeHandler(router, promise: nil)
+    }
+
+    // MARK: closing
+
+    /// The client's TLS ended with a TCP FIN and no close_notify.
+    func noteRaggedTLSEnd() { tlsEndedRaggedly = true }
+
+    /// The client has had its last answer: close. A TLS client that hung up
+    /// without close_notify is not waited for: NIOSSL would wait for its
+    /// close_notify (`MITMContexts.shutdownTimeout`), which cannot come.
+    func closeFinishedClient() {
+        if tlsEndedRaggedly, let raw {
+            raw.closeSocket()
+        } else {
+            channel.close(promise: nil)
+        }
     }
 
     // MARK: 101
@@ -170,4 +196,16 @@ final class ProxyPipeline {
         channel.read()
         peer.read()
     }
+}
+
+/// Sits on the socket's side of the TLS handler of an intercepted
+/// connection: a close from here skips TLS's own shutdown.
+final class RawCloser: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = NIOAny
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func closeSocket() { context?.close(promise: nil) }
 }

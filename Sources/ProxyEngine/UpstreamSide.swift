@@ -25,7 +25,8 @@ final class UpstreamSide {
     }
 
     private var state = State.none
-    private unowned let exchange: HTTPExchangeHandler
+    /// Weak: a dial or a timer may outlive the connection's handler.
+    private weak var exchange: HTTPExchangeHandler?
     private let services: ProxyServices
     private let route: ForwardRoute
     /// What the server chose, for the connection in use.
@@ -123,7 +124,7 @@ final class UpstreamSide {
         if key.secure {
             let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
             guard let upstreamTLS else {
-                exchange.fail(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()), context: context)
+                exchange?.fail(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()), context: context)
                 return
             }
             tls = upstreamTLS.context(for: target.host).context
@@ -133,6 +134,7 @@ final class UpstreamSide {
         state = .connecting(key, pending: [first])
         hello = nil
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        guard let exchange else { return }
         let layer = NIOLoopBound(UpstreamLayer(handler: UpstreamHandler(exchange: exchange)), eventLoop: context.eventLoop)
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
@@ -163,7 +165,7 @@ final class UpstreamSide {
     }
 
     private func connectFinished(_ key: Key, _ result: Result<Channel, Error>, layer: UpstreamLayer) {
-        guard case let .connecting(current, pending) = state, current == key, let context = exchange.context else {
+        guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
             if case let .success(channel) = result { channel.close(promise: nil) }
             return
         }
@@ -191,12 +193,12 @@ final class UpstreamSide {
         default: return
         }
         self.hello = hello
-        exchange.hooks.upstreamTLS(hello, doneAt: nil)
+        exchange?.hooks.upstreamTLS(hello, doneAt: nil)
     }
 
     func handshakeDone(_ handler: UpstreamHandler) {
         guard case let .connected(_, _, layer) = state, layer.handler === handler else { return }
-        exchange.hooks.upstreamTLS(hello, doneAt: .now)
+        exchange?.hooks.upstreamTLS(hello, doneAt: .now)
     }
 
     func keepAliveEnded(_ handler: UpstreamHandler) {
@@ -207,7 +209,7 @@ final class UpstreamSide {
         guard case let .connected(key, _, layer) = state, layer.handler === handler else { return }
         stopTimer()
         state = .none
-        exchange.upstreamClosed(key.target, error: error)
+        exchange?.upstreamClosed(key.target, error: error)
     }
 
     // MARK: the response deadline
@@ -225,7 +227,7 @@ final class UpstreamSide {
 
     private func schedule(at due: NIODeadline) {
         timer?.cancel()
-        guard let context = exchange.context else { return }
+        guard let context = exchange?.context else { return }
         timerAt = due
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(deadline: due) {
@@ -243,7 +245,7 @@ final class UpstreamSide {
     }
 
     private func timedOut() {
-        guard let context = exchange.context, exchange.machine.response == .waiting, !exchange.machine.isIdle else { return }
+        guard let exchange, let context = exchange.context, exchange.machine.response == .waiting, !exchange.machine.isIdle else { return }
         let target: ProxyTarget? = {
             switch state {
             case let .connected(key, _, _), let .connecting(key, _): return key.target
