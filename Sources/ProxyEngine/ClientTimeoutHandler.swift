@@ -31,14 +31,14 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var running: ClientTimeoutState.Timer?
     private var context: ChannelHandlerContext?
     private let timeouts: AppSettings.Timeouts
-    private let capture: CaptureHook?
+    private let hooks: ExchangeHooks
     private let logger: Logger
     /// The CONNECT target of an intercepted tunnel, for the row.
     private let target: ProxyTarget?
 
-    init(timeouts: AppSettings.Timeouts, capture: CaptureHook?, logger: Logger, interceptedTarget: ProxyTarget? = nil) {
+    init(timeouts: AppSettings.Timeouts, hooks: ExchangeHooks, logger: Logger, interceptedTarget: ProxyTarget? = nil) {
         self.timeouts = timeouts
-        self.capture = capture
+        self.hooks = hooks
         self.logger = logger
         target = interceptedTarget
     }
@@ -171,9 +171,9 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     /// A head that never came whole is no exchange the forward handler
-    /// knows: the capture hook makes its row.
+    /// knows: the hooks make its row.
     private func recordHeadTimeout(_ why: String, context: ChannelHandlerContext) {
-        capture?.requestHeadTimedOut(intercepted: target, client: context.channel.remoteAddress, why: why)
+        hooks.requestHeadTimedOut(intercepted: target, client: context.channel.remoteAddress, why: why)
     }
 
     static func words(_ timer: ClientTimeoutState.Timer) -> (String, String) {

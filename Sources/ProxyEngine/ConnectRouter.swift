@@ -29,6 +29,7 @@ final class ConnectRouter {
     private let target: ProxyTarget
     private var logger: Logger
     private var services: ProxyServices { owner.services }
+    private var hooks: ExchangeHooks { ExchangeHooks(services: owner.services) }
     /// Bytes after the CONNECT, in order, and whether the client half-closed.
     private var held: [NIOAny] = []
     private var heldInputClosed = false
@@ -66,12 +67,12 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     /// Called by the owner once the HTTP layer has gone (but the encoder, for the answer).
     func begin() {
         guard let context else { return }
-        services.stats.requestStarted()
         switch services.interception.decide(host: target.host) {
         case let .intercept(contexts, upstream):
             // Upstream is dialled per request, after the client's handshake,
             // so an upstream failure can reach the client as a 502.
             logger.debug("CONNECT, intercepting", metadata: ["TARGET": "\(target)"])
+            hooks.tunnelIntercepted()
             intercept(contexts, upstream, context: context)
         case let .passthrough(why):
             logger.debug("CONNECT, passing through", metadata: ["TARGET": "\(target)", "WHY": "\(why)"])
@@ -110,7 +111,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     // MARK: pass through
 
     private func dial(context: ChannelHandlerContext) {
-        tunnelCapture = services.captureHook?.tunnel(head, target: target, client: context.channel.remoteAddress)
+        tunnelCapture = hooks.tunnelOpened(head, target: target, client: context.channel.remoteAddress)
         // A passed-through tunnel matches rules as https://host:port/.
         var override: String?
         let rules = services.rules

@@ -178,3 +178,33 @@ extension ExchangeHooks {
         services.breakpoints.clientLeft(requestID: requestID)
     }
 }
+
+// MARK: what is no HTTP exchange
+
+extension ExchangeHooks {
+    /// A CONNECT that is passed through: counted, and its row follows it
+    /// (`TunnelCapture`: opened, failed, closed).
+    func tunnelOpened(_ head: HTTPRequestHead, target: ProxyTarget, client: SocketAddress?) -> TunnelCapture? {
+        services.stats.requestStarted()
+        return captureHook?.tunnel(head, target: target, client: client)
+    }
+
+    /// A CONNECT that is intercepted: counted (its requests are exchanges of their own).
+    func tunnelIntercepted() { services.stats.requestStarted() }
+
+    /// The client's TLS handshake with an intercepting leaf failed.
+    func handshakeRefused(_ target: ProxyTarget, sni: String?, client: SocketAddress?, why: String) {
+        captureHook?.handshakeFailed(target, sni: sni, client: client, why: why)
+    }
+
+    /// A request the decoder refused before it parsed whole.
+    func requestRefused(line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
+                        status: HTTPResponseStatus, why: String) {
+        captureHook?.requestRefused(line: line, intercepted: target, client: client, status: status, why: why)
+    }
+
+    /// A request head that did not arrive whole in time.
+    func requestHeadTimedOut(intercepted target: ProxyTarget?, client: SocketAddress?, why: String) {
+        captureHook?.requestHeadTimedOut(intercepted: target, client: client, why: why)
+    }
+}

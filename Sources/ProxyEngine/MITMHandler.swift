@@ -20,7 +20,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let target: ProxyTarget
     private let interception: Interception
     private let logger: Logger
-    private let capture: CaptureHook?
+    private let hooks: ExchangeHooks
     private var host: String { target.host }
     /// The client's SNI, for the row of a failed handshake.
     var sni: String?
@@ -29,12 +29,12 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let handshakeTimeout: Double
     private var handshakeTimer: Scheduled<Void>?
 
-    init(target: ProxyTarget, interception: Interception, logger: Logger, capture: CaptureHook?, handshakeTimeout: Double = 10) {
+    init(target: ProxyTarget, interception: Interception, logger: Logger, hooks: ExchangeHooks, handshakeTimeout: Double = 10) {
         self.handshakeTimeout = handshakeTimeout
         self.target = target
         self.interception = interception
         self.logger = logger
-        self.capture = capture
+        self.hooks = hooks
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -54,7 +54,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
         state = .done
         let why = "the client's TLS handshake did not finish within \(ClientTimeoutHandler.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
         logger.notice("closed a TLS handshake that did not finish", metadata: ["HOST": "\(host)", "WHY": "\(why)"])
-        capture?.handshakeFailed(target, sni: sni, client: context.channel.remoteAddress, why: why)
+        hooks.handshakeRefused(target, sni: sni, client: context.channel.remoteAddress, why: why)
         context.close(promise: nil)
     }
 
@@ -79,7 +79,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             // A failed handshake is a failed exchange: one row with the error.
             let why = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
                 ?? "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
-            capture?.handshakeFailed(target, sni: sni, client: context.channel.remoteAddress, why: why)
+            hooks.handshakeRefused(target, sni: sni, client: context.channel.remoteAddress, why: why)
         }
         context.fireErrorCaught(error)
     }

@@ -16,7 +16,7 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
     private enum Request { case between, reading }
     private var request = Request.between
     private var responseOpen = false
-    private let capture: CaptureHook?
+    private let hooks: ExchangeHooks
     private let logger: Logger
     /// Where the connection was headed: the CONNECT target when intercepted.
     private let target: ProxyTarget?
@@ -24,8 +24,8 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
     /// The bytes the decoder refused, for the row's method and URL.
     private let tap: RequestLineTap?
 
-    init(capture: CaptureHook?, logger: Logger, interceptedTarget: ProxyTarget? = nil, tap: RequestLineTap? = nil) {
-        self.capture = capture
+    init(hooks: ExchangeHooks, logger: Logger, interceptedTarget: ProxyTarget? = nil, tap: RequestLineTap? = nil) {
+        self.hooks = hooks
         self.logger = logger
         target = interceptedTarget
         self.tap = tap
@@ -64,7 +64,7 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
         }
         // A request under way is the forward handler's row; this one never parsed.
         if request == .between {
-            capture?.requestRefused(line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why)
+            hooks.requestRefused(line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why)
         }
         context.fireErrorCaught(error)
     }

@@ -60,7 +60,7 @@ final class ProxyPipeline {
         // The exchange handler frames responses itself: only it knows which answer a HEAD.
         encoderConfig.automaticallySetFramingHeaders = false
         let target: ProxyTarget? = { if case let .intercepted(target, _) = route { target } else { nil } }()
-        let clock = ClientTimeoutHandler(timeouts: services.timeouts, capture: services.captureHook, logger: services.logger, interceptedTarget: target)
+        let clock = ClientTimeoutHandler(timeouts: services.timeouts, hooks: ExchangeHooks(services: services), logger: services.logger, interceptedTarget: target)
         let tap = RequestLineTap(clock: clock)
         let layer = HTTPLayer(
             encoder: HTTPResponseEncoder(configuration: encoderConfig),
@@ -69,7 +69,7 @@ final class ProxyPipeline {
             clock: clock,
             lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait, owner: self),
             pipelining: HTTPServerPipelineHandler(),
-            errors: ProtocolErrorResponder(capture: services.captureHook, logger: services.logger, interceptedTarget: target, tap: tap),
+            errors: ProtocolErrorResponder(hooks: ExchangeHooks(services: services), logger: services.logger, interceptedTarget: target, tap: tap),
             exchange: HTTPExchangeHandler(owner: self, route: route))
         let handlers: [ChannelHandler] = [
             layer.encoder, layer.tap, layer.decoder, layer.clock, layer.lifecycle, layer.pipelining, layer.errors, layer.exchange,
@@ -147,7 +147,7 @@ final class ProxyPipeline {
     /// the bytes it held (the ClientHello) go to TLS.
     func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, replacing router: ConnectRouter) throws {
         removeKeptEncoder()
-        let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, capture: services.captureHook,
+        let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, hooks: ExchangeHooks(services: services),
                                   handshakeTimeout: services.timeouts.tlsHandshake)
         let tls = NIOSSLServerHandler(context: serverContext)
         let raw = RawCloser()
