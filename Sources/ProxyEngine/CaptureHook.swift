@@ -104,20 +104,20 @@ struct TunnelCapture: Sendable {
         writer.submit(done)
     }
 
-    /// Glued: the row is written when both channels have closed.
-    func opened(to server: SocketAddress?, client: Channel, peer: Channel, counts: TunnelByteCounts) {
-        var opened = record
-        opened.connectedAt = Date()
-        opened.serverAddress = server.map(ExchangeCapture.describe)
-        let writer = writer
-        client.closeFuture.and(peer.closeFuture).whenComplete { [opened] _ in
-            var closed = opened
-            closed.endedAt = Date()
-            closed.bytesUp = counts.up.load(ordering: .relaxed)
-            closed.bytesDown = counts.down.load(ordering: .relaxed)
-            let hello = counts.hello.withLock { $0 }
-            (closed.sni, closed.tlsVersion, closed.tlsCipher) = (hello.sni, hello.version, hello.cipher)
-            writer.submit(closed)
-        }
+    /// Glued to the server.
+    mutating func opened(to server: SocketAddress?) {
+        record.connectedAt = Date()
+        record.serverAddress = server.map(ExchangeCapture.describe)
+    }
+
+    /// Both sides have closed: the row, with the bytes each way and what the hellos said.
+    func closed(_ counts: TunnelByteCounts) {
+        var closed = record
+        closed.endedAt = Date()
+        closed.bytesUp = counts.up.load(ordering: .relaxed)
+        closed.bytesDown = counts.down.load(ordering: .relaxed)
+        let hello = counts.hello.withLock { $0 }
+        (closed.sni, closed.tlsVersion, closed.tlsCipher) = (hello.sni, hello.version, hello.cipher)
+        writer.submit(closed)
     }
 }

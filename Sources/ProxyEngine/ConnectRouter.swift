@@ -156,7 +156,9 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         writeEstablished(context: context)
         let counts = TunnelByteCounts()
         let pair = counts.gluePair(stats: services.stats)
-        tunnelCapture?.opened(to: peer.remoteAddress, client: context.channel, peer: peer, counts: counts)
+        tunnelCapture?.opened(to: peer.remoteAddress)
+        let (hooks, row) = (hooks, tunnelCapture)
+        context.channel.closeFuture.and(peer.closeFuture).whenComplete { _ in hooks.tunnelClosed(row, counts: counts) }
         let sniff = tunnelCapture == nil ? nil : (
             client: TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } },
             server: TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } })

@@ -189,6 +189,11 @@ extension ExchangeHooks {
         return captureHook?.tunnel(head, target: target, client: client)
     }
 
+    /// A passed-through tunnel whose sides have both closed.
+    func tunnelClosed(_ tunnel: TunnelCapture?, counts: TunnelByteCounts) {
+        tunnel?.closed(counts)
+    }
+
     /// A CONNECT that is intercepted: counted (its requests are exchanges of their own).
     func tunnelIntercepted() { services.stats.requestStarted() }
 
