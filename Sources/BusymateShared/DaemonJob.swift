@@ -6,13 +6,16 @@ import UnixSignals
 /// `body` runs until the group shuts down gracefully (its loops end through
 /// `cancelOnGracefulShutdown()`). The group shuts jobs down last first, so
 /// the job listed last (the one that stops the children or drains) goes
-/// while the others still serve.
+/// while the others still serve. A job that ends by itself ends only
+/// itself (a watcher that could not start), unless it `endsDaemon`.
 public struct DaemonJob: Service, CustomStringConvertible {
     public let description: String
     private let body: @Sendable () async -> Void
+    let endsDaemon: Bool
 
-    public init(_ name: String, _ body: @escaping @Sendable () async -> Void) {
+    public init(_ name: String, endsDaemon: Bool = false, _ body: @escaping @Sendable () async -> Void) {
         description = name
+        self.endsDaemon = endsDaemon
         self.body = body
     }
 
@@ -28,7 +31,8 @@ public struct DaemonJob: Service, CustomStringConvertible {
             }, at: 0)
         }
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: all.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+            services: all.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0,
+                                                                                successTerminationBehavior: $0.endsDaemon ? .gracefullyShutdownGroup : .ignore) },
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

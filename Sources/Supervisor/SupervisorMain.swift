@@ -84,7 +84,7 @@ public enum SupervisorMain {
             }
         })
         // Last, so shut down first, while the control socket still serves the tunnel's link.
-        jobs.append(DaemonJob("supervisor") {
+        jobs.append(DaemonJob("supervisor", endsDaemon: true) {
             await service.start()
             try? await gracefulShutdown()
             logger.info("stopping")

@@ -136,7 +136,8 @@ public enum TunnelMain {
 
         let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
         // First, so shut down last: it ends once `finish()` has let the last batch in.
-        var jobs = [DaemonJob("capture writer") { await capture?.run() }]
+        var jobs: [DaemonJob] = []
+        if let capture { jobs.append(DaemonJob("capture writer") { await capture.run() }) }
         if let watcher {
             jobs.append(DaemonJob("group directory watcher") {
                 for await name in watcher.changes().cancelOnGracefulShutdown() {
@@ -175,7 +176,7 @@ public enum TunnelMain {
             }
         })
         // Last, so shut down first: the drain runs while the jobs above still serve.
-        jobs.append(DaemonJob("tunnel") {
+        jobs.append(DaemonJob("tunnel", endsDaemon: true) {
             try? await gracefulShutdown()
             logger.info("stopping")
             await runtime.drain()

@@ -56,6 +56,22 @@ import Glibc
         #expect(try appliance.status().int("tunnel.pid") == tunnel)
     }
 
+    @Test func aTunnelWithoutAStoreKeepsProxying() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        // Not a file it may open: the tunnel proxies without capture, and stays up.
+        try FileManager.default.createDirectory(at: appliance.group.appendingPathComponent("capture.sqlite"), withIntermediateDirectories: true)
+        try appliance.start()
+        let tunnel = try appliance.status().int("tunnel.pid")
+        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/uncaptured").code == 200)
+        usleep(1_500_000)
+        let status = try appliance.status()
+        #expect(status.int("tunnel.pid") == tunnel, "the tunnel was restarted: \(appliance.log)")
+        #expect(status.string("tunnel.state") == "ready")
+        #expect(status.string("tunnel.store")?.contains("proxying without capture") == true, "\(status.string("tunnel.store") ?? "no store field")")
+    }
+
     @Test func aCorruptStoreIsMovedAsideAndCaptureGoesOn() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
