@@ -46,13 +46,6 @@ final class ConnectRouter {
         logger[metadataKey: "HOST"] = "\(target.host)"
         logger[metadataKey: "REQUEST_ID"] = "\(RequestID.make())"
     }
-
-    /// `CONNECT host:port` with a target that is no authority: 400 and close.
-    static func refuseMalformed(_ head: HTTPRequestHead, logger: Logger, context: ChannelHandlerContext,
-                                wrap: (HTTPServerResponsePart) -> NIOAny) {
-        logger.notice("rejected a CONNECT with a malformed target", metadata: ["TARGET": "\(head.uri)"])
-        ProxyReply.write(.badRequest, "Busymate: CONNECT needs host:port, got \"\(head.uri)\"", close: true, context: context, wrap: wrap)
-    }
 }
 
 extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {

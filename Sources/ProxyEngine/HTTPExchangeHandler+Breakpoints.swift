@@ -103,9 +103,6 @@ extension HTTPExchangeHandler {
     }
 
     func pauseResponse(_ held: HeldResponse, context: ChannelHandlerContext) {
-        var held = held
-        held.ended = true
-        current?.heldResponse = held
         pause(held.message, bodyless: held.bodyless, kind: .response, context: context)
     }
 

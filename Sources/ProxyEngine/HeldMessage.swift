@@ -10,7 +10,6 @@ struct HeldRequest {
     var originForm: String
     var plan: RulePlan
     var body = ByteBuffer()
-    var ended = false
 
     var message: RawHTTPMessage {
         var message = RawHTTPMessage(start: .request(method: head.method.rawValue, target: head.uri, version: "HTTP/\(head.version.major).\(head.version.minor)"),
@@ -26,7 +25,6 @@ struct HeldResponse {
     var head: HTTPResponseHead
     var isHeadRequest: Bool
     var body = ByteBuffer()
-    var ended = false
 
     var bodyless: Bool { isHeadRequest || head.status == .noContent || head.status == .notModified }
 
