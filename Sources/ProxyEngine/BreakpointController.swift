@@ -74,7 +74,7 @@ public final class BreakpointController: Sendable {
 
     /// Holds `message`: records it, posts `breakpointPaused`, and completes
     /// on `eventLoop` once it is resolved (or times out).
-    func pause(_ message: RawHTTPMessage, bodyless: Bool = false, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+    func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
                on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> {
         let promise = eventLoop.makePromise(of: BreakpointResolution.self)
         guard let repository else {

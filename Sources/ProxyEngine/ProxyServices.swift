@@ -7,7 +7,7 @@ struct ProxyServices: Sendable {
     let stats: TrafficStats
     let interception: Interception
     let rules: RuleEngine
-    let breakpoints: BreakpointController
+    let breakpoints: any BreakpointHolds
     let capture: (any CaptureSink)?
     /// Taken when the connection opened (`timeouts.*` in settings.json).
     let timeouts: AppSettings.Timeouts
@@ -17,7 +17,7 @@ struct ProxyServices: Sendable {
     /// Where upstream connections come from: the network, or a test's stand-in.
     let connector: UpstreamConnector
 
-    init(stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: BreakpointController, capture: (any CaptureSink)? = nil,
+    init(stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: any BreakpointHolds, capture: (any CaptureSink)? = nil,
          timeouts: AppSettings.Timeouts = .init(), logger: Logger = Logger(label: "busymate.connect"),
          connector: UpstreamConnector = SocketConnector()) {
         self.connector = connector

@@ -6,6 +6,8 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import Testing
+import BusymateShared
+import CaptureStore
 @testable import ProxyEngine
 
 /// A client connection's pipeline as the tunnel builds it, on
@@ -64,18 +66,46 @@ import Testing
         }
     }
 
+    /// Rows as the capture hook hands them over (no store, no body files).
+    final class RecordingSink: CaptureSink, @unchecked Sendable {
+        var rows: [ExchangeRecord] = []
+        let bodyMax = 1 << 20
+        let isBehind = false
+        func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? { nil }
+        func submit(_ record: ExchangeRecord, files: [BodyFileWriter]) { rows.append(record) }
+        func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void) { body() }
+    }
+
+    /// Breakpoints that hold requests whose URL contains `pattern`, until the test resolves them.
+    final class ManualBreakpoints: BreakpointHolds, @unchecked Sendable {
+        let pattern: String
+        var held: [(url: String, message: RawHTTPMessage, promise: EventLoopPromise<BreakpointResolution>)] = []
+        var left: [String] = []
+        init(holding pattern: String) { self.pattern = pattern }
+        var isEmpty: Bool { pattern.isEmpty }
+        func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool { kind == .request && url.contains(pattern) }
+        func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+                   on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> {
+            let promise = eventLoop.makePromise(of: BreakpointResolution.self)
+            held.append((url, message, promise))
+            return promise.futureResult
+        }
+        func clientLeft(requestID: String) { left.append(requestID) }
+    }
+
     struct Harness {
         let client: EmbeddedChannel
         let connector: EmbeddedConnector
+        let sink = RecordingSink()
 
-        init(answerAtOnce: Bool = true, refuse: Bool = false) throws {
+        init(answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil) throws {
             client = EmbeddedChannel()
             connector = EmbeddedConnector(loop: client.embeddedEventLoop)
             connector.answerAtOnce = answerAtOnce
             connector.refuse = refuse
             let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
-                                         breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                         logger: Logger(label: "test"), connector: connector)
+                                         breakpoints: breakpoints ?? BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+                                         capture: sink, logger: Logger(label: "test"), connector: connector)
             try ProxyPipeline.startExplicitProxy(client, services: services)
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
         }
@@ -154,6 +184,42 @@ import Testing
         #expect(try h.upstreamReceived().hasPrefix("GET /2 HTTP/1.1\r\n"))
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
         #expect(try h.clientReceived().hasSuffix("two"))
+    }
+
+    @Test func aRequestPipelinedBehindAHeldOneWaitsUntilTheHoldIsReleased() throws {
+        let breakpoints = ManualBreakpoints(holding: "/held")
+        let h = try Harness(breakpoints: breakpoints)
+        try h.send("POST http://example.com/held HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n\r\nbody"
+                   + "GET http://example.com/next HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        // Held whole, then paused: nothing goes upstream, not even the request behind it.
+        #expect(breakpoints.held.map(\.url) == ["http://example.com/held"])
+        #expect(breakpoints.held.first?.message.body == Array("body".utf8))
+        #expect(h.connector.dials.isEmpty)
+        #expect(try h.upstreamReceived().isEmpty && h.clientReceived().isEmpty)
+        // Released as held: it goes on, and the next one only after its answer.
+        if let hold = breakpoints.held.first { hold.promise.succeed(.forward(hold.message, edited: false)) }
+        h.client.embeddedEventLoop.run()
+        let first = try h.upstreamReceived()
+        #expect(first.hasPrefix("POST /held HTTP/1.1\r\n") && first.hasSuffix("\r\n\r\nbody") && !first.contains("/next"), "\(first)")
+        try h.upstreamSends("HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nmade")
+        #expect(try h.clientReceived().hasPrefix("HTTP/1.1 201 Created\r\n"))
+        #expect(try h.upstreamReceived().hasPrefix("GET /next HTTP/1.1\r\n"))
+        try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext")
+        #expect(try h.clientReceived().hasSuffix("next"))
+        #expect(h.sink.rows.map(\.url) == ["http://example.com/held", "http://example.com/next"])
+        #expect(h.sink.rows.map(\.status) == [201, 200])
+    }
+
+    @Test func aClientThatLeavesWhileItsRequestIsHeldIsReportedToTheBreakpoints() throws {
+        let breakpoints = ManualBreakpoints(holding: "/held")
+        let h = try Harness(breakpoints: breakpoints)
+        try h.send("GET http://example.com/held HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        #expect(breakpoints.held.count == 1)
+        try h.client.close().wait()
+        h.client.embeddedEventLoop.run()
+        #expect(breakpoints.left.count == 1)
+        #expect(h.connector.dials.isEmpty)
+        #expect(h.sink.rows.count == 1 && h.sink.rows.first?.error != nil)
     }
 
     @Test func anUpstreamThatCannotBeReachedGetsA502AndTheConnectionStays() throws {

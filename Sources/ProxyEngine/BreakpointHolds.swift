@@ -1,0 +1,20 @@
+import BusymateShared
+import CaptureStore
+import NIOCore
+
+/// What the exchange's hooks ask of the breakpoints: whether a message is
+/// held, and its resolution when it is. `BreakpointController` answers from
+/// `settings.json` and the store; a handler test stands in to release a
+/// held request when it chooses.
+protocol BreakpointHolds: Sendable {
+    /// No patterns: nothing is held, and nothing more is asked.
+    var isEmpty: Bool { get }
+    func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool
+    /// Completes on `eventLoop` once the held message is resolved.
+    func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+               on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>
+    /// The client left while `requestID`'s message was held.
+    func clientLeft(requestID: String)
+}
+
+extension BreakpointController: BreakpointHolds {}
