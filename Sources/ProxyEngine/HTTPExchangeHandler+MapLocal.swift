@@ -4,8 +4,9 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// map_local: the file is found and read on NIO's blocking pool, then
-/// answered here; nothing goes upstream. The rest of the request is read
+/// map_local: the file is found on NIO's blocking pool (real paths, for
+/// the root check), read through NIOFileSystem, then answered here; nothing
+/// goes upstream. The rest of the request is read
 /// and dropped; the next one waits (the pipeline handler holds it) until
 /// this answer has ended.
 extension HTTPExchangeHandler {
@@ -13,9 +14,15 @@ extension HTTPExchangeHandler {
         guard case let .mapLocal(file, directory) = rule.action, let exchange = current else { return }
         let path = exchange.originForm
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { () -> Result<(String, Data), MapLocal.Refusal> in
-            MapLocal.file(for: rule, file: file, directory: directory, path: path).flatMap { real in MapLocal.read(real).map { (real, $0) } }
-        }.whenComplete { result in
+        let found = context.eventLoop.makePromise(of: Result<(String, ByteBuffer), MapLocal.Refusal>.self)
+        found.completeWithTask {
+            let real = try await NIOThreadPool.singleton.runIfActive { MapLocal.file(for: rule, file: file, directory: directory, path: path) }
+            switch real {
+            case let .success(real): return await MapLocal.read(real).map { (real, $0) }
+            case let .failure(refusal): return .failure(refusal)
+            }
+        }
+        found.futureResult.whenComplete { result in
             let handler = bound.value
             guard let context = handler.context else {
                 handler.submitCapture(error: "the client left before the mapped file was read")
@@ -23,10 +30,10 @@ extension HTTPExchangeHandler {
             }
             let allocator = context.channel.allocator
             switch result {
-            case let .success(.success((real, data))):
-                var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(data.count)"), ("Via", "1.1 busymate")])
+            case let .success(.success((real, body))):
+                var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(body.readableBytes)"), ("Via", "1.1 busymate")])
                 exchange.plan.responseEdits?.apply(to: &headers)
-                let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: allocator.buffer(bytes: data))
+                let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: body)
                 handler.hooks.answered(.ok)
                 handler.hooks.responseHeadSent(local.head)
                 if exchange.clientHead.method != .HEAD, let body = local.body { handler.hooks.responseBodyUnsent(body) }

@@ -1,5 +1,7 @@
 import BusymateShared
 import Foundation
+import NIOCore
+import NIOFileSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,14 +49,28 @@ enum MapLocal {
         return .success(real)
     }
 
-    /// Reads `path` whole (on a blocking thread); a refusal says why not.
-    static func read(_ path: String) -> Result<Data, Refusal> {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return .failure(Refusal(status: 404, description: "\(path) is missing")) }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
-        guard Int(info.st_size) <= largestFile else { return .failure(Refusal(status: 500, description: "\(path) is over 64 MiB")) }
-        guard let data = FileManager.default.contents(atPath: path) else { return .failure(Refusal(status: 403, description: "\(path) cannot be read")) }
-        return .success(data)
+    /// Reads `path` whole; a refusal says why not. The path is looked at
+    /// before it is opened (opening a FIFO would wait for a writer), and the
+    /// file opened is checked again (the path may have changed in between).
+    static func read(_ path: String) async -> Result<ByteBuffer, Refusal> {
+        do {
+            guard let info = try await FileSystem.shared.info(forFileAt: FilePath(path)) else {
+                return .failure(Refusal(status: 404, description: "\(path) is missing"))
+            }
+            guard info.type == .regular else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
+            return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(path)) { handle in
+                let info = try await handle.info()
+                guard info.type == .regular else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
+                guard info.size <= largestFile else { return .failure(Refusal(status: 500, description: "\(path) is over 64 MiB")) }
+                return .success(try await handle.readToEnd(maximumSizeAllowed: .bytes(Int64(largestFile))))
+            }
+        } catch let error as FileSystemError where error.code == .notFound {
+            return .failure(Refusal(status: 404, description: "\(path) is missing"))
+        } catch let error as FileSystemError where error.code == .resourceExhausted {
+            return .failure(Refusal(status: 500, description: "\(path) is over 64 MiB"))
+        } catch {
+            return .failure(Refusal(status: 403, description: "\(path) cannot be read"))
+        }
     }
 
     /// The pattern's path up to its first `*`: what a directory rule strips.

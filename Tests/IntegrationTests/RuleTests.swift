@@ -144,11 +144,14 @@ extension ApplianceTests {
             #expect(r.code == 403 && !r.body.contains("top secret"), "\(escape): \(r)")
         }
         #expect(try get("\(base)/missing.js").code == 404)
+        // A FIFO is no file to serve (opening it would wait for a writer).
+        #expect(mkfifo(www.appendingPathComponent("pipe").path, 0o644) == 0)
+        #expect(try get("\(base)/pipe").code == 403)
         // A file rule, inside an intercepted tunnel.
         let mocked = try get("https://localhost:\(tlsOrigin.port)/v1/config")
         #expect(mocked.code == 200 && mocked.body == #"{"mock":true}"# && mocked.type == "application/json")
 
-        let rows = try appliance.rows("the exchanges are stored") { $0.count >= 9 }
+        let rows = try appliance.rows("the exchanges are stored") { $0.count >= 10 }
         let served = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/static/js/app.js") == true })
         #expect(served["rule"] as? String == "site" && served["status"] as? Int == 200)
         #expect(try appliance.cli(["show", "\(served["id"] as? Int ?? 0)"]).stdout.contains("console.log(1)"))
