@@ -1,6 +1,5 @@
 import CaptureStore
 import Foundation
-import NIOFileSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -41,9 +40,9 @@ public final class SpareBodyFiles: Sendable {
     }
 
     /// Renames a spare to `path`; false when there is none.
-    func take(as path: String) async -> Bool {
+    func take(as path: String) -> Bool {
         while let spare = names.withLock({ $0.popLast() }) {
-            if (try? await FileSystem.shared.moveItem(at: FilePath(store.url(spare).path), to: FilePath(path))) != nil { return true }
+            if rename(store.url(spare).path, path) == 0 { return true }
         }
         return false
     }

@@ -96,6 +96,6 @@ import Testing
         #expect(try Data(contentsOf: bodies.url(new.name)) == Data(repeating: 0x6E, count: 50_000))
         // Nothing left over but the new body; a leftover spare would be swept as an orphan.
         #expect(try FileManager.default.contentsOfDirectory(atPath: bodies.directory.path) == [new.name])
-        #expect(await !spares.take(as: bodies.url("x.response").path))
+        #expect(!spares.take(as: bodies.url("x.response").path))
     }
 }
