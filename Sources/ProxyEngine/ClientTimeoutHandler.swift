@@ -22,12 +22,12 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private var state = ClientTimeoutState()
-    /// One scheduled check at a time. A state change only moves `deadline`
-    /// (a clock read, not a timer per request or per body piece); the check
-    /// looks again when it fires, and runs early only for a nearer deadline.
-    private var scheduled: Scheduled<Void>?
-    private var scheduledAt: NIODeadline?
-    private var deadline: NIODeadline?
+    /// The running timer's deadline: a state change only moves it.
+    private lazy var deadline = MovingDeadline { [weak self] in
+        guard let self, let timer = running else { return }
+        running = nil
+        expire(timer)
+    }
     private var running: ClientTimeoutState.Timer?
     private var context: ChannelHandlerContext?
     private let timeouts: AppSettings.Timeouts
@@ -49,9 +49,7 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        scheduled?.cancel()
-        scheduled = nil
-        scheduledAt = nil
+        deadline.cancel()
         running = nil
         self.context = nil
     }
@@ -62,10 +60,7 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        // A pending check would keep this handler alive until it fired.
-        scheduled?.cancel()
-        scheduled = nil
-        scheduledAt = nil
+        deadline.cancel()
         running = nil
         context.fireChannelInactive()
     }
@@ -101,36 +96,12 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .none: return
         case .stop:
             running = nil
-            deadline = nil
+            deadline.clear()
         case let .start(timer):
-            let due = NIODeadline.now() + .milliseconds(Int64(seconds(timer) * 1000))
+            guard let context else { return }
             running = timer
-            deadline = due
-            if let at = scheduledAt, at <= due { return }
-            schedule(at: due)
+            deadline.set(NIODeadline.now() + .milliseconds(Int64(seconds(timer) * 1000)), on: context.eventLoop)
         }
-    }
-
-    private func schedule(at due: NIODeadline) {
-        scheduled?.cancel()
-        guard let context else { return }
-        scheduledAt = due
-        scheduled = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in
-            self.check()
-        }
-    }
-
-    private func check() {
-        scheduled = nil
-        scheduledAt = nil
-        guard let timer = running, let due = deadline else { return }
-        if NIODeadline.now() < due {
-            schedule(at: due)
-            return
-        }
-        running = nil
-        deadline = nil
-        expire(timer)
     }
 
     private func seconds(_ timer: ClientTimeoutState.Timer) -> Double {

@@ -18,23 +18,21 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private enum State { case handshaking, done }
     private var state = State.handshaking
     private let target: ProxyTarget
-    private let interception: Interception
-    private let logger: Logger
-    private let hooks: ExchangeHooks
     private var host: String { target.host }
+    /// Interception (to pin a refusing host), hooks (a refused handshake's row), logger, timeouts.
+    private let services: ProxyServices
+    private var logger: Logger { services.logger }
+    private var hooks: ExchangeHooks { ExchangeHooks(services: services) }
     /// The client's SNI, for the row of a failed handshake.
     var sni: String?
 
-    /// The client's handshake must end within this (`timeouts.tls_handshake_seconds`).
-    private let handshakeTimeout: Double
+    /// The client's handshake must end within `timeouts.tls_handshake_seconds`.
+    private var handshakeTimeout: Double { services.timeouts.tlsHandshake }
     private var handshakeTimer: Scheduled<Void>?
 
-    init(target: ProxyTarget, interception: Interception, logger: Logger, hooks: ExchangeHooks, handshakeTimeout: Double = 10) {
-        self.handshakeTimeout = handshakeTimeout
+    init(target: ProxyTarget, services: ProxyServices) {
         self.target = target
-        self.interception = interception
-        self.logger = logger
-        self.hooks = hooks
+        self.services = services
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -75,7 +73,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
         if state == .handshaking {
             state = .done
             let rejection = Self.rejection(error)
-            if let rejection { interception.pin(host, reason: rejection) }
+            if let rejection { services.interception.pin(host, reason: rejection) }
             // A failed handshake is a failed exchange: one row with the error.
             let why = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
                 ?? "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"

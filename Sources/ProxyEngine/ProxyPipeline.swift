@@ -147,8 +147,7 @@ final class ProxyPipeline {
     /// the bytes it held (the ClientHello) go to TLS.
     func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, replacing router: ConnectRouter) throws {
         removeKeptEncoder()
-        let watcher = MITMHandler(target: target, interception: services.interception, logger: services.logger, hooks: ExchangeHooks(services: services),
-                                  handshakeTimeout: services.timeouts.tlsHandshake)
+        let watcher = MITMHandler(target: target, services: services)
         let tls = NIOSSLServerHandler(context: serverContext)
         let raw = RawCloser()
         self.raw = raw

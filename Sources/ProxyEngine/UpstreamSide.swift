@@ -33,11 +33,8 @@ final class UpstreamSide {
     private(set) var hello: TLSHello?
 
     /// `timeouts.upstream_response_seconds`: from a request's end going
-    /// upstream to its response head. A deadline moved per request, and one
-    /// scheduled check that looks again when it fires.
-    private var timer: Scheduled<Void>?
-    private var timerAt: NIODeadline?
-    private var deadline: NIODeadline?
+    /// upstream to its response head.
+    private lazy var responseDeadline = MovingDeadline { [weak self] in self?.timedOut() }
 
     init(exchange: HTTPExchangeHandler, services: ProxyServices, route: ForwardRoute) {
         self.exchange = exchange
@@ -215,33 +212,12 @@ final class UpstreamSide {
     // MARK: the response deadline
 
     func startTimer() {
-        let due = NIODeadline.now() + .milliseconds(Int64(services.timeouts.upstreamResponse * 1000))
-        deadline = due
-        if let at = timerAt, at <= due { return }
-        schedule(at: due)
+        guard let context = exchange?.context else { return }
+        responseDeadline.set(NIODeadline.now() + .milliseconds(Int64(services.timeouts.upstreamResponse * 1000)), on: context.eventLoop)
     }
 
     func stopTimer() {
-        deadline = nil
-    }
-
-    private func schedule(at due: NIODeadline) {
-        timer?.cancel()
-        guard let context = exchange?.context else { return }
-        timerAt = due
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: due) {
-            let side = bound.value
-            side.timer = nil
-            side.timerAt = nil
-            guard let due = side.deadline else { return }
-            if NIODeadline.now() < due {
-                side.schedule(at: due)
-                return
-            }
-            side.deadline = nil
-            side.timedOut()
-        }
+        responseDeadline.clear()
     }
 
     private func timedOut() {
@@ -258,10 +234,7 @@ final class UpstreamSide {
 
     /// When the client's connection ends: a pending check would keep it alive until it fired.
     func cancelTimer() {
-        timer?.cancel()
-        timer = nil
-        timerAt = nil
-        deadline = nil
+        responseDeadline.cancel()
     }
 }
 
