@@ -41,3 +41,27 @@ public struct DaemonJob: Service, CustomStringConvertible {
         }
     }
 }
+
+extension DaemonJob {
+    /// Watches the group directory: `changed` for each shared file written
+    /// (or, for the CA files, removed), until shutdown. Nil when inotify
+    /// cannot watch it (the daemon then learns of changes by notification).
+    public static func groupWatcher(_ paths: GroupPaths, _ changed: @escaping @Sendable (GroupPaths.Watched) async -> Void) -> DaemonJob? {
+        let removals: Set<String> = [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue]
+        guard let watcher = try? FileWatcher(directory: paths.root, removals: removals) else { return nil }
+        return DaemonJob("group directory watcher") {
+            for await name in watcher.changes().cancelOnGracefulShutdown() {
+                if let file = GroupPaths.Watched(rawValue: name) { await changed(file) }
+            }
+            // Its reading thread ends before its descriptors close.
+            watcher.stop()
+        }
+    }
+
+    /// `received` for each notification posted to the group, until shutdown.
+    public static func notifications(_ notifier: Notifier, _ received: @escaping @Sendable (BusymateNotification) async -> Void) -> DaemonJob {
+        DaemonJob("notifications") {
+            for await note in notifier.notifications().cancelOnGracefulShutdown() { await received(note) }
+        }
+    }
+}

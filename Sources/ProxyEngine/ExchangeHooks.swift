@@ -105,8 +105,8 @@ struct ExchangeHooks {
     }
 
     /// A breakpoint's edit: the row shows the request that went upstream.
-    mutating func requestEdited(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String) {
-        capture?.requestEdited(head, target: target, originForm: originForm)
+    mutating func requestEdited(_ request: ClientRequest) {
+        capture?.requestEdited(request.head, target: request.target, originForm: request.originForm)
     }
 
     // MARK: the upstream

@@ -34,8 +34,9 @@ extension HTTPExchangeHandler {
         upstream.send(.body(.byteBuffer(held.body)))
     }
 
-    func pauseRequest(_ held: HeldRequest, context: ChannelHandlerContext) {
-        pause(held.message, kind: .request, context: context)
+    func pauseRequest(context: ChannelHandlerContext) {
+        guard let exchange = current, let held = exchange.heldRequest else { return }
+        pause(held.message(exchange.request.head), kind: .request, context: context)
     }
 
     /// Hands a held message to the breakpoints; their answer comes back on
@@ -50,24 +51,34 @@ extension HTTPExchangeHandler {
         resolution.whenSuccess { bound.value.resolved(kind, $0) }
     }
 
+    /// Carries out a resolution, unless nobody is left to take it (the
+    /// client left, or the half is no longer paused).
     private func resolved(_ kind: BreakpointEvent.Kind, _ resolution: BreakpointResolution) {
-        if kind == .request { requestResolved(resolution) } else { responseResolved(resolution) }
+        guard let context else { return }
+        switch kind {
+        case .request:
+            guard machine.request == .paused, let exchange = current, let held = exchange.heldRequest else { return }
+            current?.heldRequest = nil
+            requestResolved(exchange, held.body, resolution, context: context)
+        case .response:
+            guard machine.response == .paused, let held = current?.heldResponse else { return }
+            current?.heldResponse = nil
+            responseResolved(held, resolution, context: context)
+        }
     }
 
-    private func requestResolved(_ resolution: BreakpointResolution) {
-        guard let context, let held = current?.heldRequest, machine.request == .paused else { return }
-        current?.heldRequest = nil
+    private func requestResolved(_ exchange: Current, _ heldBody: ByteBuffer, _ resolution: BreakpointResolution, context: ChannelHandlerContext) {
         switch resolution {
         case .dropped:
             return
         case let .abort(id):
-            hooks.heldRequestBody(held.body)
+            hooks.heldRequestBody(heldBody)
             hooks.answered(.badGateway)
             submitCapture(error: "aborted at breakpoint \(id)")
             guard machine.heldRequestAnswered(close: false) == .answer else { return }
             respond(LocalResponse.text(.badGateway, "the request was aborted at breakpoint \(id)", allocator: context.channel.allocator), context: context)
         case let .forward(message, edited):
-            var (head, target, originForm, body) = (held.head, held.target, held.originForm, held.body)
+            var (request, body) = (exchange.request, heldBody)
             if edited {
                 guard let editedHead = message.requestHead, let (editedTarget, editedOriginForm) = route.destination(of: editedHead) else {
                     submitCapture(error: "the edited request has no destination")
@@ -75,16 +86,14 @@ extension HTTPExchangeHandler {
                     respond(LocalResponse.text(.badRequest, "the edited request has no destination", allocator: context.channel.allocator), context: context)
                     return
                 }
-                (head, target, originForm) = (editedHead, editedTarget, editedOriginForm)
+                request = ClientRequest(head: editedHead, target: editedTarget, originForm: editedOriginForm)
                 // The client's own HTTP version decides how it is answered.
-                head.version = held.head.version
+                request.head.version = exchange.request.head.version
                 body = context.channel.allocator.buffer(bytes: message.body)
-                hooks.requestEdited(head, target: target, originForm: originForm)
+                hooks.requestEdited(request)
             }
             guard machine.heldRequestReleased() == .forwardHead else { return }
-            current?.clientHead = head
-            current?.target = target
-            current?.originForm = originForm
+            current?.request = request
             forwardHead(context: context)
             if body.readableBytes > 0 {
                 hooks.heldRequestBody(body)
@@ -106,9 +115,7 @@ extension HTTPExchangeHandler {
         pause(held.message, bodyless: held.bodyless, kind: .response, context: context)
     }
 
-    private func responseResolved(_ resolution: BreakpointResolution) {
-        guard let context, let held = current?.heldResponse, machine.response == .paused else { return }
-        current?.heldResponse = nil
+    private func responseResolved(_ held: HeldResponse, _ resolution: BreakpointResolution, context: ChannelHandlerContext) {
         switch resolution {
         case .dropped:
             return
@@ -137,7 +144,7 @@ extension HTTPExchangeHandler {
             : machine.heldResponseReleased(status: head.status, hasContentLength: length, isChunked: chunked)
         guard case let .writeHead(framing, close) = action, let exchange = current else { return }
         hooks.responseHeadSent(head)
-        let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.clientHead.version == .http1_0)
+        let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0)
         context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
         if body.readableBytes > 0, framing != .bodyless { respondBody(body, context: context) }
     }

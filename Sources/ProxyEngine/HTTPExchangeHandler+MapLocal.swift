@@ -12,7 +12,7 @@ import NIOPosix
 extension HTTPExchangeHandler {
     func serveLocal(_ rule: Rule, context: ChannelHandlerContext) {
         guard case let .mapLocal(file, directory) = rule.action, let exchange = current else { return }
-        let path = exchange.originForm
+        let path = exchange.request.originForm
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let found = context.eventLoop.makePromise(of: Result<(String, ByteBuffer), MapLocal.Refusal>.self)
         found.completeWithTask {
@@ -32,11 +32,11 @@ extension HTTPExchangeHandler {
             switch result {
             case let .success(.success((real, body))):
                 var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(body.readableBytes)"), ("Via", "1.1 busymate")])
-                exchange.plan.responseEdits?.apply(to: &headers)
+                handler.hooks.plan.responseEdits?.apply(to: &headers)
                 let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: body)
                 handler.hooks.answered(.ok)
                 handler.hooks.responseHeadSent(local.head)
-                if exchange.clientHead.method != .HEAD, let body = local.body { handler.hooks.responseBodyUnsent(body) }
+                if exchange.request.head.method != .HEAD, let body = local.body { handler.hooks.responseBodyUnsent(body) }
                 handler.submitCapture()
                 handler.respond(local, context: context)
             case let .success(.failure(refusal)):

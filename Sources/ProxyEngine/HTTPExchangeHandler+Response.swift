@@ -28,14 +28,14 @@ extension HTTPExchangeHandler {
             case let .writeHead(framing, close):
                 // Recorded as the client gets it.
                 hooks.responseHeadSent(head)
-                let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.clientHead.version == .http1_0,
+                let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
                                                             upgrade: exchange.upstreamRequest?.upgrade)
                 context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
             case .protocolError:
                 fail(.upstreamProtocol("the server switched protocols unasked"), context: context)
                 return
             default:
-                if hold { exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.clientHead.method == .HEAD) }
+                if hold { exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.request.head.method == .HEAD) }
             }
             current = exchange
         case let .body(buffer):
@@ -85,7 +85,7 @@ extension HTTPExchangeHandler {
         guard case let .writeHead(framing, close) = machine.responseHead(status: local.head.status, hasContentLength: true, isChunked: false) else {
             return
         }
-        let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.clientHead.version == .http1_0)
+        let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.request.head.version == .http1_0)
         context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
         if let body = local.body, machine.responseBody() == .writeBody {
             context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)

@@ -22,14 +22,9 @@ final class HTTPExchangeHandler {
 
     /// The exchange under way, as the handler needs it beyond the machine.
     struct Current {
-        var clientHead: HTTPRequestHead
-        var target: ProxyTarget
-        var originForm: String
-        var plan: RulePlan
-        /// What goes upstream (after the rules).
+        var request: ClientRequest
+        /// What goes upstream (after the rules, whose plan is the hooks').
         var upstreamRequest: UpstreamRequest?
-        /// The CONNECT's target, at its end.
-        var connect: ProxyTarget?
         /// A breakpoint holds the request, or the response: read whole first.
         var heldRequest: HeldRequest?
         var heldResponse: HeldResponse?
@@ -198,7 +193,7 @@ extension HTTPExchangeHandler {
                 answer(.badRequest, "CONNECT needs host:port, got \"\(received.uri)\"", verdictClose: true, info: info, context: context)
                 return
             }
-            current = Current(clientHead: received, target: target, originForm: "", plan: RulePlan(), connect: target)
+            current = Current(request: ClientRequest(head: received, target: target, originForm: ""))
             _ = machine.requestHead(info, verdict: .connect)
             return
         }
@@ -213,7 +208,7 @@ extension HTTPExchangeHandler {
         let origin = ExchangeHooks.Origin(client: context.channel.remoteAddress, clientSNI: clientSNI,
                                           reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
         let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: context.eventLoop)
-        current = Current(clientHead: head, target: target, originForm: originForm, plan: hooks.plan)
+        current = Current(request: ClientRequest(head: head, target: target, originForm: originForm))
         logger[metadataKey: "REQUEST_ID"] = "\(hooks.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
         switch decision {
@@ -230,10 +225,10 @@ extension HTTPExchangeHandler {
             // The body is read whole before anything goes upstream: say go now.
             if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 head.headers.remove(name: "expect")
-                current?.clientHead = head
+                current?.request.head = head
                 context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
             }
-            current?.heldRequest = HeldRequest(head: head, target: target, originForm: originForm, plan: hooks.plan)
+            current?.heldRequest = HeldRequest()
             _ = machine.requestHead(info, verdict: .hold)
         case .forward:
             carryOut(machine.requestHead(info, verdict: .forward), context: context)
@@ -259,8 +254,8 @@ extension HTTPExchangeHandler {
     private func answer(_ status: HTTPResponseStatus, _ text: String, verdictClose: Bool, info: ExchangeStateMachine.Request,
                         context: ChannelHandlerContext) {
         if current == nil {
-            current = Current(clientHead: HTTPRequestHead(version: .http1_1, method: .GET, uri: ""), target: ProxyTarget(host: "", port: 0),
-                              originForm: "", plan: RulePlan())
+            current = Current(request: ClientRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: ""), target: ProxyTarget(host: "", port: 0),
+                                                     originForm: ""))
         }
         carryOut(machine.requestHead(info, verdict: .answer(close: verdictClose)), context: context) { handler, context in
             handler.respond(LocalResponse.text(status, text, allocator: context.channel.allocator), context: context)
@@ -270,12 +265,12 @@ extension HTTPExchangeHandler {
     /// Sends the request's head upstream (its body follows as it is read).
     func forwardHead(context: ChannelHandlerContext) {
         guard var exchange = current else { return }
-        let request = UpstreamRequest(exchange.clientHead, target: exchange.target, originForm: exchange.originForm, route: route,
-                                      plan: exchange.plan, interception: services.interception)
+        let request = UpstreamRequest(exchange.request, route: route,
+                                      plan: hooks.plan, interception: services.interception)
         exchange.upstreamRequest = request
         current = exchange
-        logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.target)"])
-        upstream.begin(request, override: exchange.plan.hostOverride, context: context)
+        logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.request.target)"])
+        upstream.begin(request, override: hooks.plan.hostOverride, context: context)
     }
 
     // MARK: actions
@@ -294,15 +289,15 @@ extension HTTPExchangeHandler {
             upstream.send(.end(nil))
             carryOut(machine.requestForwarded(), context: context)
         case .pauseRequest:
-            if let held = current?.heldRequest { pauseRequest(held, context: context) }
+            pauseRequest(context: context)
         case .answer:
             answer?(self, context)
         case .hangUp:
             context.close(promise: nil)
         case .routeConnect:
-            guard let exchange = current, let target = exchange.connect else { return }
+            guard let exchange = current, exchange.request.head.method == .CONNECT else { return }
             current = nil
-            owner.routeConnect(exchange.clientHead, target: target, after: self)
+            owner.routeConnect(exchange.request.head, target: exchange.request.target, after: self)
         case .answerError, .closeMidResponse, .writeInformational, .writeHead, .writeBody, .writeEnd, .pauseResponse, .protocolError:
             // The response half's actions are carried out where its parts are written.
             break

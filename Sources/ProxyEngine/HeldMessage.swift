@@ -2,16 +2,12 @@ import BusymateShared
 import NIOCore
 import NIOHTTP1
 
-/// A request read whole while a breakpoint decides its fate. The rules
-/// have already run on it.
+/// A request read whole while a breakpoint decides its fate: the body (the
+/// head, after the rules, is the exchange's).
 struct HeldRequest {
-    var head: HTTPRequestHead
-    var target: ProxyTarget
-    var originForm: String
-    var plan: RulePlan
     var body = ByteBuffer()
 
-    var message: RawHTTPMessage {
+    func message(_ head: HTTPRequestHead) -> RawHTTPMessage {
         var message = RawHTTPMessage(start: .request(method: head.method.rawValue, target: head.uri, version: "HTTP/\(head.version.major).\(head.version.minor)"),
                                      headers: head.headers.map { ($0.name, $0.value) }, body: Array(body.readableBytesView))
         message.frame(bodyless: false)

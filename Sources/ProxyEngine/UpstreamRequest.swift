@@ -67,7 +67,8 @@ struct UpstreamRequest {
     /// The protocol the client asked to switch to.
     var upgrade: String?
 
-    init(_ client: HTTPRequestHead, target: ProxyTarget, originForm: String, route: ForwardRoute, plan: RulePlan, interception: Interception) {
+    init(_ request: ClientRequest, route: ForwardRoute, plan: RulePlan, interception: Interception) {
+        let (client, target, originForm) = (request.head, request.target, request.originForm)
         var headers = client.headers
         let upgrade = HopByHop.upgrade(in: headers)
         HopByHop.strip(&headers)

@@ -47,33 +47,22 @@ public enum SupervisorMain {
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
                                         notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
-        let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
-
         var jobs = [DaemonJob("control socket") {
             for await peer in control.peers().cancelOnGracefulShutdown() {
                 Task { await serve(peer, service: service) }
             }
         }]
-        if let watcher {
-            jobs.append(DaemonJob("group directory watcher") {
-                for await name in watcher.changes().cancelOnGracefulShutdown() {
-                    switch name {
-                    case GroupPaths.Watched.settings.rawValue: await service.reloadSettings()
-                    case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await service.reloadCA()
-                    default: break
-                    }
-                }
-            })
-        }
+        if let watcher = DaemonJob.groupWatcher(paths, { file in
+            switch file {
+            case .settings: await service.reloadSettings()
+            case .caPEM, .caKey: await service.reloadCA()
+            case .deviceToken, .controlSocket: break
+            }
+        }) { jobs.append(watcher) }
         if let notifier {
-            jobs.append(DaemonJob("notifications") {
-                for await note in notifier.notifications().cancelOnGracefulShutdown() {
-                    switch note.name {
-                    case .settingsDidChange: await service.reloadSettings()
-                    case .caDidChange: await service.reloadCA()
-                    default: break
-                    }
-                }
+            jobs.append(.notifications(notifier) { note in
+                if note.name == .settingsDidChange { await service.reloadSettings() }
+                if note.name == .caDidChange { await service.reloadCA() }
             })
         }
         jobs.append(DaemonJob("health tick") {
@@ -98,7 +87,6 @@ public enum SupervisorMain {
             notifier?.post(.settingsDidChange)
             Systemd.ready(status: await service.pill())
         }
-        watcher?.stop()
         control.close()
         notifier?.close()
         unlink(paths.controlSocket.path)

@@ -134,34 +134,27 @@ public enum TunnelMain {
             await runtime.startServing()
         }
 
-        let watcher = try? FileWatcher(directory: paths.root, removals: [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue])
         // First, so shut down last: it ends once `finish()` has let the last batch in.
         var jobs: [DaemonJob] = []
         if let capture { jobs.append(DaemonJob("capture writer") { await capture.run() }) }
-        if let watcher {
-            jobs.append(DaemonJob("group directory watcher") {
-                for await name in watcher.changes().cancelOnGracefulShutdown() {
-                    switch name {
-                    case GroupPaths.Watched.settings.rawValue: await runtime.reloadSettings()
-                    case GroupPaths.Watched.controlSocket.rawValue: await runtime.attachIfNeeded()
-                    case GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue: await runtime.reloadCA()
-                    default: break
-                    }
-                }
-            })
-        }
+        if let watcher = DaemonJob.groupWatcher(paths, { file in
+            switch file {
+            case .settings: await runtime.reloadSettings()
+            case .controlSocket: await runtime.attachIfNeeded()
+            case .caPEM, .caKey: await runtime.reloadCA()
+            case .deviceToken: break
+            }
+        }) { jobs.append(watcher) }
         if let notifier {
-            jobs.append(DaemonJob("notifications") {
-                for await note in notifier.notifications().cancelOnGracefulShutdown() {
-                    switch note.name {
-                    case .settingsDidChange:
-                        await runtime.reloadSettings()
-                        // `busymate pinned remove` posts this too.
-                        if let capture { interception.setPinned(capture.pinnedHosts()) }
-                    case .caDidChange: await runtime.reloadCA()
-                    case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
-                    default: break
-                    }
+            jobs.append(.notifications(notifier) { note in
+                switch note.name {
+                case .settingsDidChange:
+                    await runtime.reloadSettings()
+                    // `busymate pinned remove` posts this too.
+                    if let capture { interception.setPinned(capture.pinnedHosts()) }
+                case .caDidChange: await runtime.reloadCA()
+                case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                default: break
                 }
             })
         }
@@ -184,7 +177,6 @@ public enum TunnelMain {
             capture?.finish()
         })
         await DaemonJob.runGroup(jobs, logger: logger) { await runtime.reloadSettings() }
-        watcher?.stop()
         await capture?.flush()
         await runtime.finish()
         // The process ends here; the event loops go with it.

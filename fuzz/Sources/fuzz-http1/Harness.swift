@@ -347,7 +347,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         HopByHop.strip(&stripped)
         checkStripped(head.headers, stripped)
         let route: ForwardRoute = front == .intercepted ? .intercepted(interceptedTarget, upstreamTLS) : .absoluteForm
-        let upstream = UpstreamRequest(head, target: target, originForm: originForm, route: route, plan: plan, interception: interception)
+        let upstream = UpstreamRequest(ClientRequest(head: head, target: target, originForm: originForm), route: route, plan: plan, interception: interception)
         pendingWireCheck = (upstream.head, head)
     }
 
