@@ -100,7 +100,7 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case let .start(timer):
             guard let context else { return }
             running = timer
-            deadline.set(NIODeadline.now() + .milliseconds(Int64(seconds(timer) * 1000)), on: context.eventLoop)
+            deadline.set(after: .milliseconds(Int64(seconds(timer) * 1000)), on: context.eventLoop)
         }
     }
 

@@ -12,7 +12,9 @@ final class MovingDeadline {
 
     init(expired: @escaping () -> Void) { self.expired = expired }
 
-    func set(_ due: NIODeadline, on eventLoop: EventLoop) {
+    /// Due `amount` from now (the loop's clock, which a test can move).
+    func set(after amount: TimeAmount, on eventLoop: EventLoop) {
+        let due = eventLoop.now + amount
         self.due = due
         if let at = checkAt, at <= due { return }
         arm(at: due, on: eventLoop)
@@ -37,7 +39,7 @@ final class MovingDeadline {
             check = nil
             checkAt = nil
             guard let due else { return }
-            if NIODeadline.now() < due {
+            if eventLoop.now < due {
                 arm(at: due, on: eventLoop)
                 return
             }

@@ -213,7 +213,7 @@ final class UpstreamSide {
 
     func startTimer() {
         guard let context = exchange?.context else { return }
-        responseDeadline.set(NIODeadline.now() + .milliseconds(Int64(services.timeouts.upstreamResponse * 1000)), on: context.eventLoop)
+        responseDeadline.set(after: .milliseconds(Int64(services.timeouts.upstreamResponse * 1000)), on: context.eventLoop)
     }
 
     func stopTimer() {

@@ -232,6 +232,23 @@ import CaptureStore
         #expect(h.client.isActive)
     }
 
+    @Test func anUpstreamSilentPastItsDeadlineGetsA504AndEachRequestGetsItsOwnDeadline() throws {
+        let h = try Harness()
+        let loop = h.client.embeddedEventLoop
+        try h.send("GET http://example.com/1 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        // Answered just in time: the deadline (120 s by default) restarts with the next request.
+        loop.advanceTime(by: .seconds(119))
+        try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        #expect(try h.clientReceived().hasSuffix("ok"))
+        try h.send("GET http://example.com/2 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        loop.advanceTime(by: .seconds(119))
+        #expect(try h.clientReceived().isEmpty)
+        loop.advanceTime(by: .seconds(1))
+        let answer = try h.clientReceived()
+        #expect(answer.hasPrefix("HTTP/1.1 504 Gateway Timeout\r\n") && answer.contains("upstream_response_seconds"), "\(answer)")
+        #expect(h.sink.rows.last?.error?.contains("sent no response within 120 s") == true)
+    }
+
     @Test func anUpstreamThatResetsMidResponseClosesTheClient() throws {
         let h = try Harness()
         try h.send("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n")
