@@ -33,8 +33,9 @@ struct Report {
                 guard let r = row.results[column], r.requests > 0 else { return "–" }
                 let rate = download ? String(format: "%.0f MB/s", r.megabytesPerSecond) : String(format: "%.0f req/s", r.perSecond)
                 let failed = r.failures > 0 ? ", \(r.failures) failed" : ""
-                return rate + String(format: " (p50 %.2f ms, p99 %.2f ms; cores %.0f/%.0f %%%@)", r.percentile(0.5), r.percentile(0.99),
-                                     r.serverCore * 100, r.generatorCore * 100, failed)
+                let cpu = r.proxyCPUPerRequest.isNaN ? "" : String(format: "; CPU %.0f µs/req", r.proxyCPUPerRequest)
+                return rate + String(format: " (p50 %.2f ms, p99 %.2f ms; cores %.0f/%.0f %%%@%@)", r.percentile(0.5), r.percentile(0.99),
+                                     r.serverCore * 100, r.generatorCore * 100, cpu, failed)
             }
             func ratio(_ a: Column, _ b: Column) -> String {
                 guard let x = row.results[a], let y = row.results[b], x.requests > 0, y.requests > 0 else { return "–" }
@@ -71,6 +72,8 @@ struct Report {
             core 1 beside the load generator, standing in for a remote origin. \(connections) keep-alive connections,
             \(Int(seconds)) s per cell after a 1 s warm-up. Ratios are from this one run. "cores a/b %" is how busy core 0
             and core 1 were: a cell measures the system under test when the first is near 100 % and the second is not.
+            "CPU µs/req" is the proxy's CPU time per request (all its threads, from `schedstat`), steadier than the rates
+            on a shared machine: the figure to compare between runs.
 
             \(render())
 
