@@ -45,6 +45,10 @@ public struct TrafficRepository: Sendable {
         public var status: ClosedRange<Int>?
         public var since: Date?
         public var search: String?
+        /// A filter in the filter language (`CaptureFilter.parse`).
+        public var expression: CaptureFilter?
+        /// Only rows older than this id's (the next page).
+        public var before: Int64?
         public var limit: Int = 50
         public init() {}
     }
@@ -61,6 +65,10 @@ public struct TrafficRepository: Sendable {
                 request = request.filter(sql: "(instr(url, ?) > 0 OR instr(request_headers, ?) > 0 OR instr(ifnull(response_headers, ''), ?) > 0)",
                                          arguments: [search, search, search])
             }
+            if let before = filter.before {
+                request = request.filter(sql: "(started_at, id) < (SELECT started_at, id FROM exchanges WHERE id = ?)", arguments: [before])
+            }
+            if let expression = filter.expression { request = request.filter(literal: expression.sql) }
             return try request.order(Column("started_at").desc, Column("id").desc).limit(filter.limit).fetchAll(db)
         }
     }

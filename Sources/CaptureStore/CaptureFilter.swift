@@ -1,0 +1,71 @@
+import Foundation
+
+/// A parsed filter: mitmproxy's filter language with Busymate's additions
+/// (`../shared/DESIGN.md`, "Filters"). `CaptureFilter.parse` makes it from text;
+/// the filter compiler turns it into SQL over the store.
+public indirect enum CaptureFilter: Equatable, Sendable {
+    case clause(Clause)
+    case not(CaptureFilter)
+    case and(CaptureFilter, CaptureFilter)
+    case or(CaptureFilter, CaptureFilter)
+
+    /// Which message of an exchange a header, body or content-type clause looks at.
+    public enum Side: Equatable, Sendable {
+        case either, request, response
+    }
+
+    public enum TLS: String, Equatable, Sendable, CaseIterable {
+        case mitm, passthrough, none
+    }
+
+    /// One `~x` (or a bare word, which is `~u`). Patterns are regular
+    /// expressions, matched case-insensitively, anywhere in the subject.
+    public enum Clause: Equatable, Sendable {
+        /// `~all`
+        case all
+        /// `~d`: the host.
+        case domain(String)
+        /// `~u` or a bare word: the URL as sent or percent-decoded.
+        case url(String)
+        /// `~m`
+        case method(String)
+        /// `~c`: a code, `4xx`, or `500-599`.
+        case status(ClosedRange<Int>)
+        /// `~h`, `~hq`, `~hs`: a header line, `Name: value`.
+        case header(String, Side)
+        /// `~b`, `~bq`, `~bs`: the decoded body, in the row or its file.
+        case body(String, Side)
+        /// `~t`, `~tq`, `~ts`: the Content-Type.
+        case contentType(String, Side)
+        /// `~e`: the exchange failed.
+        case error
+        /// `~q`: no response (yet).
+        case noResponse
+        /// `~src`, `~dst`: the client's and the server's address.
+        case source(String)
+        case destination(String)
+        /// `~websocket`: a WebSocket handshake that switched.
+        case websocket
+        /// `~marked`
+        case marked
+        /// `~replay`: resent from another exchange.
+        case replay
+        /// `~tls mitm|passthrough|none`
+        case tls(TLS)
+        /// `~rule NAME`: a rule that applied (a pattern over the names).
+        case rule(String)
+        /// `~device NAME`: the device that sent it (devices come later: no row has one yet).
+        case device(String)
+        /// `~since`, `~until`: a time, or a duration ago (`10m`, `2h`, `1d`, `30s`).
+        case since(Date)
+        case until(Date)
+    }
+}
+
+/// Why a filter was refused, and where: `position` counts characters
+/// from 1, as the message shows it (`~c 4x5: position 4: ...`).
+public struct FilterError: Error, Equatable, CustomStringConvertible, Sendable {
+    public var position: Int
+    public var message: String
+    public var description: String { "position \(position): \(message)" }
+}

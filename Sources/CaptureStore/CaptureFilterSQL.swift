@@ -1,0 +1,146 @@
+import Foundation
+import GRDB
+
+extension CaptureFilter {
+    /// This filter as a condition on `exchanges`, for `WHERE`. Each clause
+    /// is 0 or 1, never NULL, so `!` is the complement (`!~c 4xx` keeps the
+    /// rows with no status). Patterns are matched by the SQL functions of
+    /// `FilterFunctions` (registered on every connection to the store). In
+    /// an `&`, clauses that read bodies go last: SQLite stops at the first
+    /// clause that refuses a row, so bodies are read only for rows the
+    /// cheaper clauses leave.
+    public var sql: SQL {
+        switch self {
+        case let .clause(clause):
+            return Self.sql(clause)
+        case let .not(inner):
+            return "NOT (\(inner.sql))"
+        case .and:
+            let all = conjuncts
+            let terms = all.filter { !$0.readsBodies } + all.filter(\.readsBodies)
+            return terms.dropFirst().reduce("(\(terms[0].sql))") { joined, term in "\(joined) AND (\(term.sql))" }
+        case let .or(left, right):
+            return "(\(left.sql)) OR (\(right.sql))"
+        }
+    }
+
+    /// The terms of a chain of `&`, in order.
+    private var conjuncts: [CaptureFilter] {
+        if case let .and(left, right) = self { return left.conjuncts + right.conjuncts }
+        return [self]
+    }
+
+    /// Whether matching reads bodies (the dearest clause).
+    var readsBodies: Bool {
+        switch self {
+        case let .clause(clause): if case .body = clause { return true } else { return false }
+        case let .not(inner): return inner.readsBodies
+        case let .and(left, right), let .or(left, right): return left.readsBodies || right.readsBodies
+        }
+    }
+
+    private static func sql(_ clause: Clause) -> SQL {
+        switch clause {
+        case .all: return "1"
+        case let .domain(pattern): return "busymate_match(\(pattern), host)"
+        case let .url(pattern): return "busymate_match_url(\(pattern), url)"
+        case let .method(pattern): return "busymate_match(\(pattern), method)"
+        case let .status(range): return "coalesce(status BETWEEN \(range.lowerBound) AND \(range.upperBound), 0)"
+        case let .header(pattern, side):
+            return either(side,
+                          request: "busymate_match_headers(\(pattern), request_headers)",
+                          response: "busymate_match_headers(\(pattern), response_headers)")
+        case let .body(pattern, side):
+            return either(side,
+                          request: "busymate_match_body(\(pattern), request_body, request_body_file, request_headers)",
+                          response: "busymate_match_body(\(pattern), response_body, response_body_file, response_headers)")
+        case let .contentType(pattern, side):
+            return either(side,
+                          request: "busymate_match(\(pattern), busymate_header(request_headers, 'content-type'))",
+                          response: "busymate_match(\(pattern), busymate_header(response_headers, 'content-type'))")
+        case .error: return "error IS NOT NULL"
+        case .noResponse: return "response_headers IS NULL"
+        case let .source(pattern): return "busymate_match(\(pattern), client_address)"
+        case let .destination(pattern): return "busymate_match(\(pattern), server_address)"
+        case .websocket: return "coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0)"
+        // Marking and devices come with the web page and device capture: no row has either yet.
+        case .marked, .device: return "0"
+        case .replay: return "resent_from IS NOT NULL"
+        case let .tls(mode): return "tls_mode = \(mode.rawValue)"
+        case let .rule(pattern): return "busymate_match(\(pattern), rule)"
+        case let .since(date): return "started_at >= \(DatabaseDateText.string(date))"
+        case let .until(date): return "started_at <= \(DatabaseDateText.string(date))"
+        }
+    }
+
+    private static func either(_ side: Side, request: SQL, response: SQL) -> SQL {
+        switch side {
+        case .request: return request
+        case .response: return response
+        case .either: return "(\(request)) OR (\(response))"
+        }
+    }
+}
+
+/// The SQL functions filters compile to. Each takes its pattern first and
+/// answers 0 for a NULL subject.
+enum FilterFunctions {
+    static func register(in db: Database, bodies: BodyStore) {
+        db.add(function: match)
+        db.add(function: matchURL)
+        db.add(function: matchHeaders)
+        db.add(function: header)
+        db.add(function: matchBody(bodies))
+    }
+
+    private static func pattern(_ value: DatabaseValue) -> FilterPattern? {
+        String.fromDatabaseValue(value).flatMap(FilterPattern.cached)
+    }
+
+    /// `busymate_match(pattern, text)`
+    static let match = DatabaseFunction("busymate_match", argumentCount: 2, pure: true) { values in
+        guard let pattern = pattern(values[0]), let text = String.fromDatabaseValue(values[1]) else { return false }
+        return pattern.matches(text)
+    }
+
+    /// `busymate_match_url(pattern, url)`: the URL as sent, or percent-decoded.
+    static let matchURL = DatabaseFunction("busymate_match_url", argumentCount: 2, pure: true) { values in
+        guard let pattern = pattern(values[0]), let url = String.fromDatabaseValue(values[1]) else { return false }
+        if pattern.matches(url) { return true }
+        guard url.contains("%"), let decoded = url.removingPercentEncoding, decoded != url else { return false }
+        return pattern.matches(decoded)
+    }
+
+    /// `busymate_match_headers(pattern, headers_json)`: any `Name: value` line.
+    static let matchHeaders = DatabaseFunction("busymate_match_headers", argumentCount: 2, pure: true) { values in
+        guard let pattern = pattern(values[0]), let json = String.fromDatabaseValue(values[1]) else { return false }
+        // Plain text with no colon or quote is in the JSON wherever it is in a header: skip the rest cheaply.
+        if pattern.isPlainText(without: ":\"\\"), !pattern.matches(json) { return false }
+        return ExchangeRecord.decodeHeaders(json).contains { pattern.matches("\($0.0): \($0.1)") }
+    }
+
+    /// `busymate_header(headers_json, name)`: the first value of a header, or NULL.
+    static let header = DatabaseFunction("busymate_header", argumentCount: 2, pure: true) { values in
+        guard let json = String.fromDatabaseValue(values[0]), let name = String.fromDatabaseValue(values[1]),
+              json.range(of: name, options: .caseInsensitive) != nil else { return nil }
+        return ExchangeRecord.decodeHeaders(json).first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+
+    /// `busymate_match_body(pattern, inline, file, headers_json)`: the body as
+    /// the client or server meant it (Content-Encoding undone), whole from its
+    /// file when it has one. Bytes that are not UTF-8 match as U+FFFD.
+    static func matchBody(_ bodies: BodyStore) -> DatabaseFunction {
+        DatabaseFunction("busymate_match_body", argumentCount: 4, pure: false) { values in
+            guard let pattern = pattern(values[0]) else { return false }
+            var body = Data.fromDatabaseValue(values[1])
+            if let file = String.fromDatabaseValue(values[2]), let whole = try? Data(contentsOf: bodies.url(file)) { body = whole }
+            guard var data = body, !data.isEmpty else { return false }
+            let headers = ExchangeRecord.decodeHeaders(String.fromDatabaseValue(values[3]))
+            if let encoding = headers.first(where: { $0.0.caseInsensitiveCompare("content-encoding") == .orderedSame })?.1,
+               let decoded = BodyDecoder.decode(data, encoding: encoding) {
+                data = decoded
+            }
+            return pattern.matches(String(decoding: data, as: UTF8.self))
+        }
+    }
+}

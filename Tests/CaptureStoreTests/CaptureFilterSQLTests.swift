@@ -1,0 +1,148 @@
+import BusymateShared
+import Foundation
+import Testing
+@testable import CaptureStore
+
+/// Filters compiled to SQL and run over a store built here: each filter's
+/// rows, by path.
+@Suite struct CaptureFilterSQLTests {
+    static let base = Date(timeIntervalSince1970: 1_800_000_000)
+
+    final class Store {
+        let dir: URL
+        let database: CaptureDatabase
+        var traffic: TrafficRepository { TrafficRepository(database: database) }
+
+        init() throws {
+            dir = URL(fileURLWithPath: "/tmp/bmf-\(UInt32.random(in: 0...UInt32.max))")
+            try FileManager.default.createDirectory(at: dir.appendingPathComponent("bodies"), withIntermediateDirectories: true)
+            database = try CaptureDatabase(paths: GroupPaths(root: dir))
+            var rows: [ExchangeRecord] = []
+            func row(_ path: String, host: String = "api.example.com", method: String = "GET", status: Int? = 200, minutesAgo: Double,
+                     _ edit: (inout ExchangeRecord) -> Void = { _ in }) {
+                var r = ExchangeRecord(startedAt: CaptureFilterSQLTests.base.addingTimeInterval(-minutesAgo * 60), scheme: "https", method: method,
+                                       host: host, port: 443, path: path, url: "https://\(host)\(path)", tlsMode: .mitm)
+                r.status = status
+                r.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("User-Agent", "curl/7.88")])
+                r.responseHeaders = status == nil ? nil : ExchangeRecord.encodeHeaders([("Content-Type", "application/json")])
+                r.clientAddress = "127.0.0.1:5000"
+                r.serverAddress = "93.184.216.34:443"
+                edit(&r)
+                rows.append(r)
+            }
+            row("/users", minutesAgo: 60)
+            row("/users/9", method: "POST", status: 404, minutesAgo: 50) {
+                $0.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/x-www-form-urlencoded"), ("X-Trace", "Abc-1")])
+                $0.requestBody = Data("name=needle".utf8)
+            }
+            row("/img.png", host: "cdn.example.org", status: 503, minutesAgo: 40) {
+                $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "image/png"), ("Set-Cookie", "a=b")])
+            }
+            row("/timeout", status: nil, minutesAgo: 30) { $0.error = "api.example.com:443 sent no response within 120 s" }
+            row("/caf%C3%A9?q=a%20b", minutesAgo: 20) { $0.rule = "mock, headers" }
+            row("/big", host: "files.example.net", minutesAgo: 10) {
+                $0.responseBodyFile = "big.response"
+                $0.responseBody = Data("only the first bytes".utf8)
+                $0.resentFrom = "some-request-id"
+            }
+            row("/ws", status: 101, minutesAgo: 5) {
+                $0.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WebSocket"), ("Connection", "Upgrade")])
+            }
+            row("", host: "pinned.example.com", status: nil, minutesAgo: 1) {
+                $0.method = "CONNECT"
+                $0.url = "pinned.example.com:443"
+                $0.tlsMode = .passthrough
+                $0.requestHeaders = "[]"
+            }
+            _ = try TrafficRepository(database: database).insert(rows)
+            // The whole body is in its file; the row keeps only its start.
+            try Data("only the first bytes, and further on: haystack-word".utf8).write(to: dir.appendingPathComponent("bodies/big.response"))
+        }
+        deinit { try? FileManager.default.removeItem(at: dir) }
+
+        func paths(_ text: String) throws -> [String] {
+            var filter = TrafficRepository.Filter()
+            filter.expression = try CaptureFilter.parse(text, now: CaptureFilterSQLTests.base)
+            filter.limit = 100
+            return try traffic.list(filter).map(\.path).reversed()
+        }
+    }
+
+    static let cases: [(String, [String])] = [
+        ("~all", ["/users", "/users/9", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws", ""]),
+        ("~d cdn", ["/img.png"]),
+        ("~d ^API\\.example\\.com$", ["/users", "/users/9", "/timeout", "/caf%C3%A9?q=a%20b", "/ws"]),
+        ("users", ["/users", "/users/9"]),
+        ("~u users/\\d+", ["/users/9"]),
+        // The URL matches as sent and percent-decoded.
+        ("café", ["/caf%C3%A9?q=a%20b"]),
+        ("\"q=a b\"", ["/caf%C3%A9?q=a%20b"]),
+        ("~u %C3%A9", ["/caf%C3%A9?q=a%20b"]),
+        ("~m post", ["/users/9"]),
+        ("~c 404", ["/users/9"]),
+        ("~c 5xx", ["/img.png"]),
+        ("~c 100-299", ["/users", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
+        ("~h \"x-trace: abc\"", ["/users/9"]),
+        ("~hq set-cookie", []),
+        ("~hs set-cookie", ["/img.png"]),
+        ("~h \"^user-agent: curl\"", ["/users", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
+        ("~b needle", ["/users/9"]),
+        ("~bq needle", ["/users/9"]),
+        ("~bs needle", []),
+        // Only in the body file, past what the row keeps.
+        ("~bs haystack-word", ["/big"]),
+        ("~t json", ["/users", "/users/9", "/caf%C3%A9?q=a%20b", "/big"]),
+        ("~tq form", ["/users/9"]),
+        ("~ts ^image/", ["/img.png"]),
+        ("~e", ["/timeout"]),
+        ("~q", ["/timeout", ""]),
+        ("~src ^127\\.", ["/users", "/users/9", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws", ""]),
+        ("~dst :443$ & ~c 404", ["/users/9"]),
+        ("~websocket", ["/ws"]),
+        ("~marked", []),
+        ("~device phone", []),
+        ("~replay", ["/big"]),
+        ("~tls passthrough", [""]),
+        ("~tls mitm & ~c 101", ["/ws"]),
+        ("~rule ^mock", ["/caf%C3%A9?q=a%20b"]),
+        ("~since 12m", ["/big", "/ws", ""]),
+        ("~until 45m", ["/users", "/users/9"]),
+        ("~since 45m & ~until 25m", ["/img.png", "/timeout"]),
+        // Negation includes the rows where the subject is missing.
+        ("!~c 2xx", ["/users/9", "/img.png", "/timeout", "/ws", ""]),
+        ("!~rule mock", ["/users", "/users/9", "/img.png", "/timeout", "/big", "/ws", ""]),
+        ("~d cdn | ~m post", ["/users/9", "/img.png"]),
+        ("!(~d api | ~d cdn)", ["/big", ""]),
+        ("~bs haystack | ~e", ["/timeout", "/big"]),
+        ("~d api ~c 404", ["/users/9"]),
+    ]
+
+    @Test func everyClauseSelectsItsRows() throws {
+        let store = try Store()
+        for (filter, expected) in Self.cases {
+            let got = try store.paths(filter)
+            #expect(got == expected, "\(filter): \(got)")
+        }
+    }
+
+    @Test func aBodyClauseRunsLastInAnAnd() throws {
+        let filter = try CaptureFilter.parse("~b x & ~d a & !~bs y | ~c 200 & ~m GET")
+        guard case let .or(left, _) = filter else {
+            Issue.record("\(filter)")
+            return
+        }
+        let store = try Store()
+        let text = try store.database.pool.read { db in try left.sql.build(db).sql }
+        #expect(text.range(of: "busymate_match(")!.lowerBound < text.range(of: "busymate_match_body(")!.lowerBound, "\(text)")
+    }
+
+    @Test func pagesGoBackFromAnID() throws {
+        let store = try Store()
+        var filter = TrafficRepository.Filter()
+        filter.limit = 3
+        let first = try store.traffic.list(filter)
+        #expect(first.map(\.path) == ["", "/ws", "/big"])
+        filter.before = first.last?.id
+        #expect(try store.traffic.list(filter).map(\.path) == ["/caf%C3%A9?q=a%20b", "/timeout", "/img.png"])
+    }
+}
