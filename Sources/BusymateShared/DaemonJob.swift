@@ -53,7 +53,6 @@ extension DaemonJob {
             for await name in watcher.changes().cancelOnGracefulShutdown() {
                 if let file = GroupPaths.Watched(rawValue: name) { await changed(file) }
             }
-            // Its reading thread ends before its descriptors close.
             watcher.stop()
         }
     }

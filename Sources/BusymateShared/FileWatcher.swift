@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,6 +18,10 @@ public final class FileWatcher: Sendable {
     private let inotify: Int32
     private let stopPipe: (read: Int32, write: Int32)
     private let removals: Set<String>
+    /// Once `changes()` has started its thread, the thread owns the inotify
+    /// descriptor and the pipe's read end, and closes them as it ends: they
+    /// are never closed under a thread still polling them.
+    private let reading = Atomic<Bool>(false)
 
     public init(directory: URL, removals: Set<String> = []) throws {
         self.directory = directory.path
@@ -35,9 +40,12 @@ public final class FileWatcher: Sendable {
     }
 
     deinit {
-        close(inotify)
-        close(stopPipe.read)
+        // With the write end closed, a reading thread wakes (POLLHUP) and ends.
         close(stopPipe.write)
+        if !reading.load(ordering: .acquiring) {
+            close(inotify)
+            close(stopPipe.read)
+        }
     }
 
     public func stop() {
@@ -48,8 +56,13 @@ public final class FileWatcher: Sendable {
     /// File names as they change. Bursts are delivered as they come; readers
     /// must reload idempotently (DESIGN: inotify and a notification may both
     /// arrive for one change).
+    /// Once per watcher: a second call gets a stream that has ended.
     public func changes() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1024))
+        guard reading.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            continuation.finish()
+            return stream
+        }
         let fd = inotify
         let stop = stopPipe.read
         let removals = removals
@@ -79,6 +92,8 @@ public final class FileWatcher: Sendable {
                     offset += MemoryLayout<inotify_event>.size + Int(event.len)
                 }
             }
+            close(fd)
+            close(stop)
             continuation.finish()
         }
         thread.name = "busymate-inotify"

@@ -23,7 +23,8 @@ enum MapLocal {
 
     /// The real path of the file to serve for `path` (origin-form, query included).
     static func file(for rule: Rule, file: String?, directory: String?, path: String) -> Result<String, Refusal> {
-        if let file { return .success(file) }
+        // A file rule's own path may be a link the user made: served as what it leads to.
+        if let file { return .success(realPath(file) ?? file) }
         guard let directory else { return .failure(Refusal(status: 500, description: "the rule names no file or directory")) }
         // The request path without its query, decoded once.
         let rawPath = String(path.prefix { $0 != "?" && $0 != "#" })
@@ -49,20 +50,21 @@ enum MapLocal {
         return .success(real)
     }
 
-    /// Reads `path` whole; a refusal says why not. The path is looked at
-    /// before it is opened (opening a FIFO would wait for a writer), and the
-    /// file opened is checked again (the path may have changed in between).
+    /// Reads `path` (a real path: no link in it) whole; a refusal says why
+    /// not. Opened without following a link and without blocking (through
+    /// its directory: NIOFileSystem then opens non-blocking), so a FIFO or a
+    /// device swapped in is refused by what was opened, never waited on.
     static func read(_ path: String) async -> Result<ByteBuffer, Refusal> {
+        let file = FilePath(path)
+        guard let name = file.lastComponent else { return .failure(Refusal(status: 404, description: "\(path) is missing")) }
         do {
-            guard let info = try await FileSystem.shared.info(forFileAt: FilePath(path)) else {
-                return .failure(Refusal(status: 404, description: "\(path) is missing"))
-            }
-            guard info.type == .regular else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
-            return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(path)) { handle in
-                let info = try await handle.info()
-                guard info.type == .regular else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
-                guard info.size <= largestFile else { return .failure(Refusal(status: 500, description: "\(path) is over 64 MiB")) }
-                return .success(try await handle.readToEnd(maximumSizeAllowed: .bytes(Int64(largestFile))))
+            return try await FileSystem.shared.withDirectoryHandle(atPath: file.removingLastComponent()) { directory in
+                try await directory.withFileHandle(forReadingAt: FilePath(name.string), options: .init(followSymbolicLinks: false, closeOnExec: true)) { handle in
+                    let info = try await handle.info()
+                    guard info.type == .regular else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
+                    guard info.size <= largestFile else { return .failure(Refusal(status: 500, description: "\(path) is over 64 MiB")) }
+                    return .success(try await handle.readToEnd(maximumSizeAllowed: .bytes(Int64(largestFile))))
+                }
             }
         } catch let error as FileSystemError where error.code == .notFound {
             return .failure(Refusal(status: 404, description: "\(path) is missing"))

@@ -31,11 +31,12 @@ struct CoreLoad {
 /// The CPU time a process's threads have had, from each thread's
 /// `schedstat` (nanoseconds): per-exchange cost, whatever the throughput.
 enum ProcessCPU {
+    /// NaN when nothing could be read (the process is gone, or not ours to read).
     static func seconds(_ pid: Int32) -> Double {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return tasks.reduce(0.0) { sum, task in
-            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
-            return sum + (Double(text.split(separator: " ").first ?? "") ?? 0) / 1e9
+        let times = tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)).flatMap { Double($0.split(separator: " ").first ?? "") }
         }
+        return times.isEmpty ? .nan : times.reduce(0, +) / 1e9
     }
 }

@@ -98,12 +98,14 @@ import CaptureStore
         let connector: EmbeddedConnector
         let sink = RecordingSink()
 
-        init(answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil) throws {
+        init(answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil, rules: String? = nil) throws {
             client = EmbeddedChannel()
             connector = EmbeddedConnector(loop: client.embeddedEventLoop)
             connector.answerAtOnce = answerAtOnce
             connector.refuse = refuse
-            let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
+            let engine = RuleEngine()
+            if let rules { engine.apply(try AppSettings.decode("{\"rules\": [\(rules)]}").settings) }
+            let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: engine,
                                          breakpoints: breakpoints ?? BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
                                          capture: sink, logger: Logger(label: "test"), connector: connector)
             try ProxyPipeline.startExplicitProxy(client, services: services)
@@ -188,7 +190,11 @@ import CaptureStore
 
     @Test func aRequestPipelinedBehindAHeldOneWaitsUntilTheHoldIsReleased() throws {
         let breakpoints = ManualBreakpoints(holding: "/held")
-        let h = try Harness(breakpoints: breakpoints)
+        // Each request has rules of its own: the released one keeps its own, the next gets its own.
+        let h = try Harness(breakpoints: breakpoints, rules: """
+            {"name": "held", "match": "example.com/held", "action": "headers", "request": {"add": {"X-Held": "1"}}, "response": {"add": {"X-Was-Held": "1"}}},
+            {"name": "next", "match": "example.com/next", "action": "headers", "request": {"add": {"X-Next": "1"}}, "response": {"add": {"X-Was-Next": "1"}}}
+            """)
         try h.send("POST http://example.com/held HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n\r\nbody"
                    + "GET http://example.com/next HTTP/1.1\r\nHost: example.com\r\n\r\n")
         // Held whole, then paused: nothing goes upstream, not even the request behind it.
@@ -201,11 +207,15 @@ import CaptureStore
         h.client.embeddedEventLoop.run()
         let first = try h.upstreamReceived()
         #expect(first.hasPrefix("POST /held HTTP/1.1\r\n") && first.hasSuffix("\r\n\r\nbody") && !first.contains("/next"), "\(first)")
+        #expect(first.contains("X-Held: 1\r\n") && !first.contains("X-Next"), "\(first)")
         try h.upstreamSends("HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nmade")
-        #expect(try h.clientReceived().hasPrefix("HTTP/1.1 201 Created\r\n"))
-        #expect(try h.upstreamReceived().hasPrefix("GET /next HTTP/1.1\r\n"))
+        let firstAnswer = try h.clientReceived()
+        #expect(firstAnswer.hasPrefix("HTTP/1.1 201 Created\r\n") && firstAnswer.contains("X-Was-Held: 1\r\n") && !firstAnswer.contains("X-Was-Next"), "\(firstAnswer)")
+        let second = try h.upstreamReceived()
+        #expect(second.hasPrefix("GET /next HTTP/1.1\r\n") && second.contains("X-Next: 1\r\n") && !second.contains("X-Held"), "\(second)")
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext")
-        #expect(try h.clientReceived().hasSuffix("next"))
+        let secondAnswer = try h.clientReceived()
+        #expect(secondAnswer.hasSuffix("next") && secondAnswer.contains("X-Was-Next: 1\r\n") && !secondAnswer.contains("X-Was-Held"), "\(secondAnswer)")
         #expect(h.sink.rows.map(\.url) == ["http://example.com/held", "http://example.com/next"])
         #expect(h.sink.rows.map(\.status) == [201, 200])
     }
