@@ -3,8 +3,13 @@ import BusymateShared
 import CaptureStore
 import Foundation
 
-/// The filters `list` and `export` share.
+/// The filters `list`, `export` and `tail` share: a filter in mitmproxy's
+/// language (README, "Filters"), and the older flags as shorthands for its
+/// clauses, and-ed with it.
 struct FilterOptions: ParsableArguments {
+    @Argument(help: ArgumentHelp("A filter, e.g. '~d example.com & ~c 4xx' or '~b token' (mitmproxy's language; words are joined with spaces).",
+                                 valueName: "filter"))
+    var expression: [String] = []
     @Option(help: "Host glob, e.g. '*.example.com'.") var host: String?
     @Option(help: "HTTP method.") var method: String?
     @Option(help: "Status: 404, 4xx or 500-599.") var status: String?
@@ -17,6 +22,7 @@ struct FilterOptions: ParsableArguments {
         filter.method = method
         filter.search = search
         filter.limit = max(1, limit)
+        filter.expression = try parsedExpression()
         if let status {
             guard let range = List.statusRange(status) else { throw CLIError(description: "--status takes 404, 4xx or 500-599, not \"\(status)\"") }
             filter.status = range
@@ -27,6 +33,18 @@ struct FilterOptions: ParsableArguments {
         }
         return filter
     }
+
+    /// The filter, or exit status 64 (EX_USAGE) with the position at fault.
+    func parsedExpression() throws -> CaptureFilter? {
+        let text = expression.joined(separator: " ")
+        guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
+        do {
+            return try CaptureFilter.parse(text)
+        } catch {
+            FileHandle.standardError.write(Data("busymate: invalid filter \"\(text)\": \(error)\n".utf8))
+            throw ExitCode(64)
+        }
+    }
 }
 
 struct List: AsyncParsableCommand {
@@ -35,10 +53,13 @@ struct List: AsyncParsableCommand {
     @OptionGroup var options: GroupOption
     @OptionGroup var filters: FilterOptions
     @Option(help: "How many.") var limit = 50
+    @Option(help: "Only exchanges older than this id (the next page).") var before: Int64?
     @Flag(help: "Print a JSON array.") var json = false
 
     func run() async throws {
-        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filters.filter(limit: limit))
+        var filter = try filters.filter(limit: limit)
+        filter.before = before
+        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filter)
         if json {
             let formatter = ISO8601DateFormatter()
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

@@ -8,8 +8,11 @@ struct Tail: AsyncParsableCommand {
 
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Show notifications between the processes as they arrive.") var events = false
+    @OptionGroup var filters: FilterOptions
 
     func run() async throws {
+        // A bad filter is refused before anything is opened.
+        let selection = try filters.filter(limit: 1000)
         // Signals first: once the socket exists, a stop must remove it.
         let interrupts = SignalStream.make([SIGINT, SIGTERM])
         let notifier: Notifier
@@ -25,7 +28,7 @@ struct Tail: AsyncParsableCommand {
             }
         }
         guard events else {
-            try await tailExchanges(notifier)
+            try await tailExchanges(notifier, selection)
             return
         }
         let formatter = ISO8601DateFormatter()
@@ -39,15 +42,15 @@ struct Tail: AsyncParsableCommand {
 
 extension Tail {
     /// New rows, each time the tunnel says it committed some.
-    func tailExchanges(_ notifier: Notifier) async throws {
+    /// Rows newer than the newest at start that `selection` keeps.
+    func tailExchanges(_ notifier: Notifier, _ selection: TrafficRepository.Filter) async throws {
         let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
         var last = try traffic.list(.init()).first?.id ?? 0
         for await note in notifier.notifications() where note.name == .newTrafficCaptured {
-            var filter = TrafficRepository.Filter()
-            filter.limit = 1000
-            let fresh = try traffic.list(filter).filter { ($0.id ?? 0) > last }.reversed()
+            let newest = try traffic.list(.init()).first?.id ?? last
+            let fresh = try traffic.list(selection).filter { ($0.id ?? 0) > last }.reversed()
+            last = max(last, newest)
             for record in fresh {
-                last = max(last, record.id ?? 0)
                 let status = record.status.map(String.init) ?? "ERR"
                 FileHandle.standardOutput.write(Data("\(record.id ?? 0) \(record.method) \(status) \(record.url)\(record.error.map { "  ! \($0)" } ?? "")\n".utf8))
             }

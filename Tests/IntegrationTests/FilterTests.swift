@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ApplianceTests {
+    /// `list`, `tail` and `export` take a filter in mitmproxy's language,
+    /// over real captured traffic; a bad one exits 64 with the position.
+    @Test func listTailAndExportTakeAFilter() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let base = "http://127.0.0.1:\(origin.port)"
+        // A word only past the row's first 16 KiB: it is in the body file alone.
+        let upload = appliance.base.appendingPathComponent("upload.txt")
+        try Data((String(repeating: "a", count: 40_000) + " needle-7f3 ").utf8).write(to: upload)
+        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/upload", extra: ["--data-binary", "@\(upload.path)"]).code == 200)
+        #expect(try Command.curl(proxyPort: port, "\(base)/plain?q=caf%C3%A9").code == 200)
+        _ = try Command.curl(proxyPort: port, "\(base)/break")
+        _ = try appliance.rows("three exchanges are stored") { $0.count >= 3 }
+
+        func urls(_ filter: [String]) throws -> [String] {
+            let r = try appliance.cli(["list", "--json"] + filter)
+            #expect(r.status == 0, "\(filter): \(r.stderr)")
+            let rows = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]] ?? []
+            return rows.compactMap { ($0["url"] as? String).map { String($0.dropFirst(base.count)) } }
+        }
+        #expect(try urls(["~m", "POST"]) == ["/echo-body/upload"])
+        #expect(try urls(["~bq needle-7f3"]) == ["/echo-body/upload"])
+        #expect(try urls(["~b", "needle-7f3", "&", "~m", "GET"]).isEmpty)
+        #expect(try urls(["~e"]) == ["/break"])
+        #expect(try urls(["!~e & ~c 2xx"]) == ["/plain?q=caf%C3%A9", "/echo-body/upload"])
+        #expect(try urls(["café"]) == ["/plain?q=caf%C3%A9"])
+        // The old flags are clauses of the same filter.
+        #expect(try urls(["--method", "GET", "~u", "plain|break"]) == ["/break", "/plain?q=caf%C3%A9"])
+
+        let bad = try appliance.cli(["list", "~c 4x5"])
+        #expect(bad.status == 64 && bad.stderr.contains("position 4: a status is a code"), "\(bad)")
+        #expect(try appliance.cli(["list", "(~e"]).status == 64)
+
+        let har = appliance.base.appendingPathComponent("posts.har")
+        #expect(try appliance.cli(["export", "--har", har.path, "~m POST"]).status == 0)
+        let log = (try JSONSerialization.jsonObject(with: Data(contentsOf: har)) as? [String: Any])?["log"] as? [String: Any]
+        let entries = log?["entries"] as? [[String: Any]] ?? []
+        #expect(entries.compactMap { ($0["request"] as? [String: Any])?["url"] as? String } == ["\(base)/echo-body/upload"])
+
+        // tail: only the new exchanges the filter keeps.
+        let tail = try Command.start(Command.binary("busymate"), ["tail", "~m POST", "--group", appliance.group.path], in: appliance.base)
+        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitUntilExit() }
+        try waitUntil("tail listens", timeout: 3) {
+            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
+        }
+        #expect(try Command.curl(proxyPort: port, "\(base)/skipped-get").code == 200)
+        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/tailed", extra: ["--data", "x=1"]).code == 200)
+        try waitUntil("tail shows the POST", timeout: 3) { tail.stdout.contains("POST 200 \(base)/echo-body/tailed") }
+        #expect(!tail.stdout.contains("skipped-get") && !tail.stdout.contains("/echo-body/upload"), "\(tail.stdout)")
+        #expect(try appliance.cli(["tail", "~x"]).status == 64)
+    }
+}
