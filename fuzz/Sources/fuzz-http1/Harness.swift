@@ -316,10 +316,10 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         Fuzz.check(decoded.elementsEqual(pairs, by: ==), "recorded headers \(pairs) decode as \(decoded)")
     }
 
-    /// A breakpoint shows the request as text (HeldRequest.message); saved
+    /// A breakpoint shows the request as text (HeldRequest.message(_:)); saved
     /// unchanged, it must read back and go where it was going.
     private func checkHeld(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String, plan: RulePlan) {
-        let message = HeldRequest(head: head, target: target, originForm: originForm, plan: plan).message
+        let message = HeldRequest().message(head)
         let text = Fuzz.show(String(decoding: message.rendered(), as: UTF8.self))
         guard let reread = try? RawHTTPMessage.parse(message.rendered(), as: .request) else {
             Fuzz.check(false, "a held request saved unchanged is refused: \(text)")
