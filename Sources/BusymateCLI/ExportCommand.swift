@@ -8,7 +8,7 @@ struct Export: AsyncParsableCommand {
 
     @OptionGroup var options: GroupOption
     @OptionGroup var filters: FilterOptions
-    @Option(help: "The HAR file to write.") var har: String
+    @Option(help: "The HAR file to write, or - for standard output.") var har: String
     @Option(help: "At most this many exchanges.") var limit = 100_000
     @Flag(help: "Mask credentials: Authorization, Proxy-Authorization, Cookie, Set-Cookie and API-key headers.") var redact = false
     @Option(help: "The file's mode, in octal (default 600: exports hold cookies and tokens).") var mode = "600"
@@ -29,6 +29,11 @@ struct Export: AsyncParsableCommand {
             ] as [String: Any],
         ]
         let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        if har == "-" {
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            FileHandle.standardError.write(Data("wrote \(entries.count) exchanges to standard output\n".utf8))
+            return
+        }
         try Self.write(data, to: har, mode: fileMode)
         print("wrote \(entries.count) exchanges to \(har)")
     }

@@ -46,6 +46,10 @@ extension ApplianceTests {
         let log = (try JSONSerialization.jsonObject(with: Data(contentsOf: har)) as? [String: Any])?["log"] as? [String: Any]
         let entries = log?["entries"] as? [[String: Any]] ?? []
         #expect(entries.compactMap { ($0["request"] as? [String: Any])?["url"] as? String } == ["\(base)/echo-body/upload"])
+        // `-` is standard output, the HAR alone on it.
+        let piped = try appliance.cli(["export", "--har", "-", "~e"])
+        let pipedLog = (try JSONSerialization.jsonObject(with: Data(piped.stdout.utf8)) as? [String: Any])?["log"] as? [String: Any]
+        #expect((pipedLog?["entries"] as? [[String: Any]])?.compactMap { ($0["request"] as? [String: Any])?["url"] as? String } == ["\(base)/break"], "\(piped)")
 
         // tail: only the new exchanges the filter keeps.
         let tail = try Command.start(Command.binary("busymate"), ["tail", "~m POST", "--group", appliance.group.path], in: appliance.base)
