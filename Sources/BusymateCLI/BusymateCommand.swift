@@ -8,6 +8,7 @@ public struct BusymateCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "busymate",
         abstract: "Read and steer Busymate, the network debugger appliance.",
+        version: BusymateVersion.current,
         subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, SSLProxying.self, Rules.self, Breakpoints.self,
                       Pinned.self, CA.self, Tunnel.self])
 
@@ -17,7 +18,7 @@ public struct BusymateCommand: AsyncParsableCommand {
     /// ("the capture store is corrupt"), not as "SQLite error 11".
     public static func main() async {
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(groupFirst(Array(CommandLine.arguments.dropFirst())))
             if var command = command as? AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -26,6 +27,30 @@ public struct BusymateCommand: AsyncParsableCommand {
         } catch {
             exit(withError: StoreHealth.isStoreError(error) ? CLIError(description: StoreHealth.describe(error) + StoreHealth.advice(error)) : error)
         }
+    }
+}
+
+extension BusymateCommand {
+    /// `busymate --group DIR list`: the group is each subcommand's option;
+    /// given before the subcommand, it is moved after it (before a `--`).
+    static func groupFirst(_ arguments: [String]) -> [String] {
+        var rest = arguments[...]
+        var group: [String] = []
+        while let first = rest.first {
+            if first == "--group", rest.count >= 2 {
+                group += rest.prefix(2)
+                rest = rest.dropFirst(2)
+            } else if first.hasPrefix("--group=") {
+                group.append(first)
+                rest = rest.dropFirst()
+            } else {
+                break
+            }
+        }
+        guard !group.isEmpty else { return arguments }
+        var moved = Array(rest)
+        moved.insert(contentsOf: group, at: moved.firstIndex(of: "--") ?? moved.endIndex)
+        return moved
     }
 }
 

@@ -23,7 +23,7 @@ struct Export: AsyncParsableCommand {
         let document: [String: Any] = [
             "log": [
                 "version": "1.2",
-                "creator": ["name": "Busymate", "version": "0.1"],
+                "creator": ["name": "Busymate", "version": BusymateVersion.current],
                 "pages": [] as [Any],
                 "entries": entries,
             ] as [String: Any],

@@ -62,5 +62,11 @@ extension ApplianceTests {
         try waitUntil("tail shows the POST", timeout: 3) { tail.stdout.contains("POST 200 \(base)/echo-body/tailed") }
         #expect(!tail.stdout.contains("skipped-get") && !tail.stdout.contains("/echo-body/upload"), "\(tail.stdout)")
         #expect(try appliance.cli(["tail", "~x"]).status == 64)
+
+        // The group may come first, as with most tools' global options.
+        let groupFirst = try Command.run(Command.binary("busymate"), ["--group", appliance.group.path, "list", "~m", "POST", "--json"])
+        #expect(groupFirst.status == 0 && groupFirst.stdout.contains("/echo-body/tailed") && !groupFirst.stdout.contains("skipped-get"), "\(groupFirst)")
+        let version = try Command.run(Command.binary("busymate"), ["--version"])
+        #expect(version.status == 0 && version.stdout.hasPrefix("0."), "\(version)")
     }
 }
