@@ -69,6 +69,10 @@ struct List: AsyncParsableCommand {
                     "url": r.url, "host": r.host, "status": r.status as Any? ?? NSNull(), "tls": r.tlsMode.rawValue,
                     "duration_ms": r.durationMilliseconds as Any? ?? NSNull(), "error": r.error as Any? ?? NSNull(),
                     "resent_from": r.resentFrom as Any? ?? NSNull(), "rule": r.rule as Any? ?? NSNull(),
+                    // Body sizes as they crossed the wire; the content types as declared.
+                    "request_size": r.requestBodySize, "response_size": r.responseBodySize,
+                    "request_content_type": Self.contentType(r.requestHeaders) as Any? ?? NSNull(),
+                    "response_content_type": Self.contentType(r.responseHeaders) as Any? ?? NSNull(),
                 ]
             }
             let data = try JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
@@ -86,6 +90,10 @@ struct List: AsyncParsableCommand {
             if let error = r.error { line += "  ! \(error)" }
             print(line)
         }
+    }
+
+    static func contentType(_ headers: String?) -> String? {
+        ExchangeRecord.decodeHeaders(headers).first { $0.0.caseInsensitiveCompare("content-type") == .orderedSame }?.1
     }
 
     static func statusRange(_ text: String) -> ClosedRange<Int>? {

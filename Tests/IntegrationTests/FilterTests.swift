@@ -29,6 +29,11 @@ extension ApplianceTests {
             return rows.compactMap { ($0["url"] as? String).map { String($0.dropFirst(base.count)) } }
         }
         #expect(try urls(["~m", "POST"]) == ["/echo-body/upload"])
+        // list --json: body sizes as they crossed the wire, and the content types.
+        let posted = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "~m POST"]).stdout.utf8)) as? [[String: Any]]
+        #expect(posted?.first?["request_size"] as? Int == 40_012 && posted?.first?["response_size"] as? Int ?? 0 > 40_000, "\(posted ?? [])")
+        #expect(posted?.first?["request_content_type"] as? String == "application/x-www-form-urlencoded"
+                && posted?.first?["response_content_type"] as? String == "text/plain", "\(posted ?? [])")
         #expect(try urls(["~bq needle-7f3"]) == ["/echo-body/upload"])
         #expect(try urls(["~b", "needle-7f3", "&", "~m", "GET"]).isEmpty)
         #expect(try urls(["~e"]) == ["/break"])
