@@ -24,10 +24,11 @@ struct FilterPattern: @unchecked Sendable {
         }
     }
 
-    /// Plain text (no regular expression) with none of `characters` in it.
+    /// Plain text (no regular expression) with none of `characters` and
+    /// no control character in it (what JSON would escape).
     func isPlainText(without characters: String) -> Bool {
         guard case let .ascii(needle) = matcher else { return false }
-        return !needle.contains { characters.utf8.contains($0) }
+        return !needle.contains { $0 < 0x20 || $0 == 0x7F || characters.utf8.contains($0) }
     }
 
     func matches(_ text: String) -> Bool {
