@@ -23,13 +23,16 @@ struct FilterOptions: ParsableArguments {
         filter.search = search
         filter.limit = max(1, limit)
         filter.expression = try parsedExpression()
-        if let status {
-            guard let range = List.statusRange(status) else { throw CLIError(description: "--status takes 404, 4xx or 500-599, not \"\(status)\"") }
-            filter.status = range
+        // Read as `~c` and `~since` read their values.
+        do {
+            if let status { filter.status = try CaptureFilter.statusRange(status) }
+        } catch {
+            throw CLIError(description: "--status: \(error.message)")
         }
-        if let since {
-            guard let seconds = List.seconds(since) else { throw CLIError(description: "--since takes 30s, 10m, 2h or 1d, not \"\(since)\"") }
-            filter.since = Date().addingTimeInterval(-seconds)
+        do {
+            if let since { filter.since = try CaptureFilter.time(since) }
+        } catch {
+            throw CLIError(description: "--since: \(error.message)")
         }
         return filter
     }
@@ -94,25 +97,5 @@ struct List: AsyncParsableCommand {
 
     static func contentType(_ headers: String?) -> String? {
         ExchangeRecord.decodeHeaders(headers).first { $0.0.caseInsensitiveCompare("content-type") == .orderedSame }?.1
-    }
-
-    static func statusRange(_ text: String) -> ClosedRange<Int>? {
-        let t = text.lowercased()
-        if t.count == 3, t.hasSuffix("xx"), let d = Int(t.prefix(1)), (1...5).contains(d) { return d * 100...d * 100 + 99 }
-        if let code = Int(t), (100...599).contains(code) { return code...code }
-        let parts = t.split(separator: "-")
-        if parts.count == 2, let a = Int(parts[0]), let b = Int(parts[1]), a <= b { return a...b }
-        return nil
-    }
-
-    static func seconds(_ text: String) -> Double? {
-        guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return nil }
-        switch unit {
-        case "s": return value
-        case "m": return value * 60
-        case "h": return value * 3600
-        case "d": return value * 86_400
-        default: return nil
-        }
     }
 }

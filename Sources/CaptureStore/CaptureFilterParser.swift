@@ -9,6 +9,16 @@ extension CaptureFilter {
         var parser = CaptureFilterParser(text: text, now: now)
         return try parser.parseWhole()
     }
+
+    /// `~c`'s value alone (`404`, `4xx`, `500-599`), for a flag that means the same.
+    public static func statusRange(_ text: String) throws(FilterError) -> ClosedRange<Int> {
+        try CaptureFilterParser.status((text, 0))
+    }
+
+    /// `~since`'s value alone (`10m`, or an ISO 8601 date), for a flag that means the same.
+    public static func time(_ text: String, now: Date = Date()) throws(FilterError) -> Date {
+        try CaptureFilterParser.time((text, 0), now: now)
+    }
 }
 
 /// A recursive-descent parser over the filter's characters; positions are
@@ -117,7 +127,7 @@ struct CaptureFilterParser {
         case "h", "hq", "hs": return .header(try pattern(needs()), Self.side(name))
         case "b", "bq", "bs": return .body(try pattern(needs()), Self.side(name))
         case "t", "tq", "ts": return .contentType(try pattern(needs()), Self.side(name))
-        case "c": return .status(try status(needs()))
+        case "c": return .status(try Self.status(needs()))
         case "tls":
             let (word, at) = try needs()
             guard let mode = CaptureFilter.TLS(rawValue: word.lowercased()) else {
@@ -125,8 +135,8 @@ struct CaptureFilterParser {
             }
             return .tls(mode)
         case "device": return .device(try needs().0)
-        case "since": return .since(try time(needs()))
-        case "until": return .until(try time(needs()))
+        case "since": return .since(try Self.time(needs(), now: now))
+        case "until": return .until(try Self.time(needs(), now: now))
         case "": throw FilterError(position: start + 1, message: "~ needs a filter name (~d, ~u, ~c, ...)")
         default: throw FilterError(position: start + 1, message: "unknown filter ~\(name)")
         }
@@ -179,7 +189,7 @@ struct CaptureFilterParser {
     private func pattern(_ word: String) throws(FilterError) -> String { try pattern((word, lastArgumentStart)) }
 
     /// `404`, `4xx`, `500-599`.
-    private func status(_ argument: (String, Int)) throws(FilterError) -> ClosedRange<Int> {
+    static func status(_ argument: (String, Int)) throws(FilterError) -> ClosedRange<Int> {
         let (text, at) = argument
         let why = FilterError(position: at + 1, message: "a status is a code (404), a class (4xx) or a range (500-599), not \"\(text)\"")
         func code(_ s: Substring) -> Int? { s.count == 3 ? Int(s).flatMap { (100...599).contains($0) ? $0 : nil } : nil }
@@ -194,7 +204,7 @@ struct CaptureFilterParser {
     }
 
     /// A duration ago (`30s`, `10m`, `2h`, `1d`, `1w`) or an ISO 8601 date or date-time.
-    private func time(_ argument: (String, Int)) throws(FilterError) -> Date {
+    static func time(_ argument: (String, Int), now: Date) throws(FilterError) -> Date {
         let (text, at) = argument
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
         if let unit = text.last, let seconds = units[unit], let amount = Double(text.dropLast()), amount >= 0 {

@@ -45,6 +45,10 @@ extension ApplianceTests {
         let bad = try appliance.cli(["list", "~c 4x5"])
         #expect(bad.status == 64 && bad.stderr.contains("position 4: a status is a code"), "\(bad)")
         #expect(try appliance.cli(["list", "(~e"]).status == 64)
+        // The flags read their values as the clauses do.
+        let badFlag = try appliance.cli(["list", "--status", "4x5"])
+        #expect(badFlag.status != 0 && badFlag.stderr.contains("--status: a status is a code"), "\(badFlag)")
+        #expect(try urls(["--since", "1h", "~e"]) == ["/break"])
 
         let har = appliance.base.appendingPathComponent("posts.har")
         #expect(try appliance.cli(["export", "--har", har.path, "~m POST"]).status == 0)
