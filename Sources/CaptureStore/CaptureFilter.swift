@@ -62,6 +62,29 @@ public indirect enum CaptureFilter: Equatable, Sendable {
     }
 }
 
+extension CaptureFilter {
+    /// What this filter says of the host alone: a filter every row it
+    /// matches also matches (its `~d` clauses, as they are combined), or nil
+    /// when it does not confine the host. `ExchangePage` runs it over the
+    /// `hosts` table to read only those hosts' rows.
+    var hosts: CaptureFilter? {
+        switch self {
+        case .clause(.domain): return self
+        case let .and(left, right):
+            switch (left.hosts, right.hosts) {
+            case let (l?, r?): return .and(l, r)
+            case let (l?, nil): return l
+            case let (nil, r?): return r
+            case (nil, nil): return nil
+            }
+        case let .or(left, right):
+            guard let l = left.hosts, let r = right.hosts else { return nil }
+            return .or(l, r)
+        case .clause, .not: return nil
+        }
+    }
+}
+
 /// Why a filter was refused, and where: `position` counts characters
 /// from 1, as the message shows it (`~c 4x5: position 4: ...`).
 public struct FilterError: Error, Equatable, CustomStringConvertible, Sendable {

@@ -122,7 +122,7 @@ enum FilterFunctions {
     /// `busymate_header(headers_json, name)`: the first value of a header, or NULL.
     static let header = DatabaseFunction("busymate_header", argumentCount: 2, pure: true) { values in
         guard let json = String.fromDatabaseValue(values[0]), let name = String.fromDatabaseValue(values[1]),
-              json.range(of: name, options: .caseInsensitive) != nil else { return nil }
+              FilterPattern.mentions(json, name) else { return nil }
         return ExchangeRecord.decodeHeaders(json).first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
     }
 
@@ -135,8 +135,9 @@ enum FilterFunctions {
             var body = Data.fromDatabaseValue(values[1])
             if let file = String.fromDatabaseValue(values[2]), let whole = try? Data(contentsOf: bodies.url(file)) { body = whole }
             guard var data = body, !data.isEmpty else { return false }
-            let headers = ExchangeRecord.decodeHeaders(String.fromDatabaseValue(values[3]))
-            if let encoding = headers.first(where: { $0.0.caseInsensitiveCompare("content-encoding") == .orderedSame })?.1,
+            // Most bodies are not encoded: read the headers only when they say it.
+            if let json = String.fromDatabaseValue(values[3]), FilterPattern.mentions(json, "content-encoding"),
+               let encoding = ExchangeRecord.decodeHeaders(json).first(where: { $0.0.caseInsensitiveCompare("content-encoding") == .orderedSame })?.1,
                let decoded = BodyDecoder.decode(data, encoding: encoding) {
                 data = decoded
             }

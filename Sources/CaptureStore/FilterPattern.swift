@@ -66,6 +66,13 @@ struct FilterPattern: @unchecked Sendable {
         return escaped || out.isEmpty ? nil : out.lowercased()
     }
 
+    /// Whether `text` contains `needle`, ignoring ASCII case.
+    static func mentions(_ text: String, _ needle: String) -> Bool {
+        var text = text
+        let wanted = Array(needle.lowercased().utf8)
+        return text.withUTF8 { contains($0, wanted) }
+    }
+
     /// Whether `haystack`, ASCII-lowercased, contains `needle` (lowercase).
     private static func contains(_ haystack: UnsafeBufferPointer<UInt8>, _ needle: [UInt8]) -> Bool {
         let n = needle.count

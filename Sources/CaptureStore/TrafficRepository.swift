@@ -10,11 +10,13 @@ public struct TrafficRepository: Sendable {
     /// One transaction for a batch: the tunnel's writer calls this.
     public func insert(_ records: [ExchangeRecord]) throws -> [ExchangeRecord] {
         try database.pool.write { db in
-            try records.map { record in
+            let inserted = try records.map { record in
                 var record = record
                 try record.insert(db, onConflict: .ignore)
                 return record
             }
+            try HostIndex.catchUp(db)
+            return inserted
         }
     }
 
@@ -36,6 +38,7 @@ public struct TrafficRepository: Sendable {
     private static func insert(_ records: [ExchangeRecord], _ db: Database) throws {
         let insert = try ExchangeInsert(db)
         for record in records { try insert.execute(record) }
+        try HostIndex.catchUp(db)
     }
 
     public struct Filter: Sendable {
@@ -51,26 +54,32 @@ public struct TrafficRepository: Sendable {
         public var before: Int64?
         public var limit: Int = 50
         public init() {}
+
+        var page: ExchangePage {
+            var conditions: [SQL] = []
+            var hosts: [SQL] = []
+            if let glob = hostGlob {
+                conditions.append("host GLOB \(glob.lowercased())")
+                hosts.append("host GLOB \(glob.lowercased())")
+            }
+            if let method { conditions.append("method = \(method.uppercased())") }
+            if let status { conditions.append("status BETWEEN \(status.lowerBound) AND \(status.upperBound)") }
+            if let since { conditions.append("started_at >= \(DatabaseDateText.string(since))") }
+            if let search {
+                conditions.append("instr(url, \(search)) > 0 OR instr(request_headers, \(search)) > 0 OR instr(ifnull(response_headers, ''), \(search)) > 0")
+            }
+            if let expression {
+                conditions.append(expression.sql)
+                if let named = expression.hosts { hosts.append(named.sql) }
+            }
+            let host = hosts.first.map { first in hosts.dropFirst().reduce(first) { all, next -> SQL in "(\(all)) AND (\(next))" } }
+            return ExchangePage(conditions: conditions, before: before, hosts: host, limit: limit)
+        }
     }
 
-    /// Newest first.
+    /// Newest first (`ExchangePage` says how).
     public func list(_ filter: Filter) throws -> [ExchangeRecord] {
-        try database.pool.read { db in
-            var request = ExchangeRecord.all()
-            if let glob = filter.hostGlob { request = request.filter(sql: "host GLOB ?", arguments: [glob.lowercased()]) }
-            if let method = filter.method { request = request.filter(Column("method") == method.uppercased()) }
-            if let status = filter.status { request = request.filter(status.contains(Column("status"))) }
-            if let since = filter.since { request = request.filter(Column("started_at") >= since) }
-            if let search = filter.search {
-                request = request.filter(sql: "(instr(url, ?) > 0 OR instr(request_headers, ?) > 0 OR instr(ifnull(response_headers, ''), ?) > 0)",
-                                         arguments: [search, search, search])
-            }
-            if let before = filter.before {
-                request = request.filter(sql: "(started_at, id) < (SELECT started_at, id FROM exchanges WHERE id = ?)", arguments: [before])
-            }
-            if let expression = filter.expression { request = request.filter(literal: expression.sql) }
-            return try request.order(Column("started_at").desc, Column("id").desc).limit(filter.limit).fetchAll(db)
-        }
+        try database.pool.read { db in try filter.page.fetch(db) }
     }
 
     public func find(id: Int64) throws -> ExchangeRecord? {

@@ -26,6 +26,7 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Only the scenarios whose name contains this, or `store` or `memory` alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
+    @Option(help: "Build the store's group here and keep it (for profiling queries).") var keepStore = ""
 
     func run() async throws {
         let work = URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())")
@@ -69,7 +70,7 @@ struct BusymateBench: AsyncParsableCommand {
         }
         if only.isEmpty || only == "store" {
             log("store: \(storeRows) rows")
-            report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: work, rows: storeRows)
+            report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: keepStore.isEmpty ? work : URL(fileURLWithPath: keepStore), rows: storeRows)
         }
         report.mint = try mintTimes()
         let table = report.render()

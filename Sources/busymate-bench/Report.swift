@@ -53,8 +53,11 @@ struct Report {
         }
         if let store {
             lines.append(String(format: "| capture store write rate (the tunnel's write path, batches of 500) | – | %.0f exchanges/s | – | – | – |", store.exchangesPerSecond))
-            lines.append(String(format: "| `busymate list` first page over %d rows (process start to exit) | – | p50 %.0f ms, max %.0f ms | – | – | – |",
-                                store.rows, store.listMilliseconds.p50, store.listMilliseconds.max))
+            for query in store.queries {
+                let shown = query.arguments.isEmpty ? "" : " `" + query.arguments.joined(separator: " ") + "`"
+                lines.append(String(format: "| `busymate list`%@ first page over %d rows: %@, %d shown (process start to exit) | – | p50 %.0f ms, max %.0f ms | – | – | – |",
+                                    shown, store.rows, query.name, query.rowsShown, query.milliseconds.p50, query.milliseconds.max))
+            }
         }
         return lines.joined(separator: "\n")
     }

@@ -52,8 +52,10 @@ struct Targets {
         }
         if let store = report.store {
             lines.append(Line(target: "capture ≥ 20,000 exchanges/s", measured: String(format: "%.0f/s", store.exchangesPerSecond), met: store.exchangesPerSecond >= 20_000))
-            lines.append(Line(target: "`busymate list` first page < 100 ms over 1M rows", measured: String(format: "p50 %.0f ms over %d rows", store.listMilliseconds.p50, store.rows),
-                              met: store.rows >= 1_000_000 ? store.listMilliseconds.p50 < 100 : nil))
+            let slowest = store.queries.max { $0.milliseconds.p50 < $1.milliseconds.p50 }
+            lines.append(Line(target: "`busymate list` first page < 100 ms over 1M rows, filtered or not",
+                              measured: String(format: "p50 %.0f ms over %d rows (slowest: %@)", slowest?.milliseconds.p50 ?? .nan, store.rows, slowest?.name ?? "none"),
+                              met: store.rows >= 1_000_000 ? (slowest?.milliseconds.p50 ?? .infinity) < 100 : nil))
         }
         return lines
     }
