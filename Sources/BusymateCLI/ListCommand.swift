@@ -62,40 +62,15 @@ struct List: AsyncParsableCommand {
     func run() async throws {
         var filter = try filters.filter(limit: limit)
         filter.before = before
-        let records = try TrafficRepository(database: StoreAccess.open(options.paths)).list(filter)
+        let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
+        let records = try traffic.list(filter)
         if json {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-            let array: [[String: Any]] = records.map { r in
-                [
-                    "id": r.id ?? 0, "request_id": r.requestID, "started_at": formatter.string(from: r.startedAt), "method": r.method,
-                    "url": r.url, "host": r.host, "status": r.status as Any? ?? NSNull(), "tls": r.tlsMode.rawValue,
-                    "duration_ms": r.durationMilliseconds as Any? ?? NSNull(), "error": r.error as Any? ?? NSNull(),
-                    "resent_from": r.resentFrom as Any? ?? NSNull(), "rule": r.rule as Any? ?? NSNull(),
-                    // Body sizes as they crossed the wire; the content types as declared.
-                    "request_size": r.requestBodySize, "response_size": r.responseBodySize,
-                    "request_content_type": Self.contentType(r.requestHeaders) as Any? ?? NSNull(),
-                    "response_content_type": Self.contentType(r.responseHeaders) as Any? ?? NSNull(),
-                ]
-            }
-            let data = try JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            ExchangeJSON.write(ExchangeJSON.array(try records.map { ExchangeJSON.summary($0, resentFrom: try StoreAccess.resentFrom($0, in: traffic)) }))
             return
         }
-        let formatter = DateFormatter()
-        formatter.dateFormat = "HH:mm:ss.SSS"
-        for r in records {
-            let status = r.status.map(String.init) ?? (r.error == nil ? "…" : "ERR")
-            let duration = r.durationMilliseconds.map { "\($0)ms" } ?? "-"
-            var line = "\(String(r.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(formatter.string(from: r.startedAt)) "
-            line += "\(r.method.padding(toLength: 7, withPad: " ", startingAt: 0)) \(status.padding(toLength: 4, withPad: " ", startingAt: 0)) "
-            line += "\(duration.padding(toLength: 7, withPad: " ", startingAt: 0)) \(r.tlsMode.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(r.url)"
-            if let error = r.error { line += "  ! \(error)" }
-            print(line)
-        }
+        let held = (try? BreakpointRepository(database: traffic.database).held(among: records.map(\.requestID))) ?? []
+        let table = ListTable(terminal: Terminal.standardOutput)
+        Pager.print(table.render(records, held: held), page: false)
     }
 
-    static func contentType(_ headers: String?) -> String? {
-        ExchangeRecord.decodeHeaders(headers).first { $0.0.caseInsensitiveCompare("content-type") == .orderedSame }?.1
-    }
 }

@@ -4,83 +4,138 @@ import CaptureStore
 import Foundation
 
 struct Show: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one exchange: headers, timing, TLS and bodies.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show exchanges: headers, timing, TLS and bodies.",
+        discussion: """
+            Bodies are shown decoded (gzip, deflate, br undone), JSON pretty-printed with its keys in their order and its numbers \
+            as written, binary bodies as a hex dump. Long output goes through $PAGER when stdout is a terminal.
+            """)
+
+    enum Side: String, ExpressibleByArgument, CaseIterable {
+        case request, response
+        var direction: BodyStore.Direction { self == .request ? .request : .response }
+    }
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "The exchange's id (from `busymate list`) or request id.") var id: String
-    @Flag(help: "Print bodies exactly as stored.") var raw = false
-    @Flag(help: "Print one JSON object.") var json = false
+    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.") var ids: [String]
+    @Flag(help: "Bodies as received: Content-Encoding not undone, no formatting.") var raw = false
+    @Flag(help: "Print JSON (one object; an array for several exchanges).") var json = false
+    @Flag(help: "Only the request and response lines and headers.") var headers = false
+    @Option(help: "Only this body: request or response.") var body: Side?
+    @Option(name: .customLong("save-body"), parsing: .upToNextOption,
+            help: ArgumentHelp("Write a body to a file, decoded unless --raw: request|response FILE (- for stdout).", valueName: "side file"))
+    var saveBody: [String] = []
+    @Flag(help: "Never page.") var noPager = false
+
+    func validate() throws {
+        if !saveBody.isEmpty {
+            guard saveBody.count == 2, Side(rawValue: saveBody[0]) != nil else {
+                throw ValidationError("--save-body takes request or response, then a file: --save-body response out.bin")
+            }
+            guard ids.count == 1 else { throw ValidationError("--save-body takes one exchange") }
+        }
+        if json && (headers || body != nil) { throw ValidationError("--json shows everything; leave out --headers and --body") }
+    }
 
     func run() async throws {
         let database = try StoreAccess.open(options.paths)
         let traffic = TrafficRepository(database: database)
         let bodies = BodyStore(paths: database.paths)
-        guard let record = try Int64(id).flatMap({ try traffic.find(id: $0) }) ?? traffic.find(requestID: id) else {
-            throw CLIError(description: "no exchange \(id)")
+        let records = try ids.map { try StoreAccess.exchange($0, in: traffic) }
+        if saveBody.count == 2, let side = Side(rawValue: saveBody[0]), let record = records.first {
+            let data = try ExchangeBody(record, side.direction, bodies: bodies, raw: raw).shown ?? Data()
+            if saveBody[1] == "-" {
+                FileHandle.standardOutput.write(data)
+            } else {
+                do {
+                    try data.write(to: URL(fileURLWithPath: saveBody[1]))
+                } catch {
+                    throw CLIError(description: "cannot write \(saveBody[1]): \(error.localizedDescription)")
+                }
+                FileHandle.standardError.write(Data("\(data.count) bytes written to \(saveBody[1])\n".utf8))
+            }
+            return
         }
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            encoder.dateEncodingStrategy = .iso8601
-            encoder.dataEncodingStrategy = .base64
-            FileHandle.standardOutput.write(try encoder.encode(record) + Data("\n".utf8))
+            let nodes = try records.map { record in
+                ExchangeJSON.detail(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic),
+                                    bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: raw),
+                                             .response: try ExchangeBody(record, .response, bodies: bodies, raw: raw)],
+                                    breakpoints: (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [])
+            }
+            ExchangeJSON.write(nodes.count == 1 ? nodes[0] : ExchangeJSON.array(nodes))
             return
         }
         var out: [String] = []
-        out.append("\(record.method) \(record.url)")
-        out.append("id \(record.id ?? 0) · request \(record.requestID) · \(record.tlsMode.rawValue)\(record.error.map { " · error: \($0)" } ?? "")")
-        let t0 = record.startedAt
-        func at(_ d: Date?) -> String { d.map { String(format: "+%.1fms", $0.timeIntervalSince(t0) * 1000) } ?? "-" }
-        out.append("timing: started \(ISO8601DateFormatter().string(from: t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
-        if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
-        if let original = record.resentFrom { out.append("resent from request \(original)") }
-        if let rule = record.rule { out.append("rule: \(rule)") }
-        for event in (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [] {
-            let held = (event.resumedAt ?? Date()).timeIntervalSince(event.pausedAt)
-            out.append(String(format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held, event.outcome?.rawValue ?? "still held"))
+        for (i, record) in records.enumerated() {
+            if i > 0 { out += ["", String(repeating: "─", count: 40), ""] }
+            out += try lines(record, traffic: traffic, bodies: bodies, database: database)
         }
-        let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
-        if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
-        if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
-        out.append("")
+        Pager.print(out.joined(separator: "\n") + "\n", page: !noPager)
+    }
+
+    private func lines(_ record: ExchangeRecord, traffic: TrafficRepository, bodies: BodyStore, database: CaptureDatabase) throws -> [String] {
+        if let body {
+            return view(try ExchangeBody(record, body.direction, bodies: bodies, raw: raw))
+        }
+        var out: [String] = []
+        if !headers {
+            out.append("\(record.method) \(record.url)")
+            out.append("id \(record.id ?? 0) · request \(record.requestID) · \(record.tlsMode.rawValue)\(record.error.map { " · error: \($0)" } ?? "")")
+            let t0 = record.startedAt
+            func at(_ d: Date?) -> String { d.map { String(format: "+%.1fms", $0.timeIntervalSince(t0) * 1000) } ?? "-" }
+            out.append("timing: started \(DatabaseDateText.iso8601(t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
+            if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
+            if record.resentFrom != nil {
+                out.append("resent from \(try StoreAccess.resentFrom(record, in: traffic).map { "\($0)" } ?? "an exchange no longer stored")")
+            }
+            if let rule = record.rule { out.append("rule: \(rule)") }
+            for event in (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [] {
+                let held = (event.resumedAt ?? Date()).timeIntervalSince(event.pausedAt)
+                out.append(String(format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held, event.outcome?.rawValue ?? "still held"))
+            }
+            let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
+            if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
+            if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
+            out.append("")
+        }
         out.append("> \(record.method) \(record.path.isEmpty ? record.url : record.path) \(record.httpVersion ?? "HTTP/1.1")")
         for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) { out.append("> \(name): \(value)") }
-        out.append(contentsOf: body(try bodies.body(of: record, .request), headers: record.requestHeaders, truncated: record.requestBodyTruncated,
-                                    size: record.requestBodySize, file: record.requestBodyFile))
+        if !headers { out += section(view(try ExchangeBody(record, .request, bodies: bodies, raw: raw))) }
         if let status = record.status {
             out.append("")
             out.append("< \(status) \(record.reason ?? "")")
             for (name, value) in ExchangeRecord.decodeHeaders(record.responseHeaders) { out.append("< \(name): \(value)") }
-            out.append(contentsOf: body(try bodies.body(of: record, .response), headers: record.responseHeaders, truncated: record.responseBodyTruncated,
-                                        size: record.responseBodySize, file: record.responseBodyFile))
+            if !headers { out += section(view(try ExchangeBody(record, .response, bodies: bodies, raw: raw))) }
         }
-        print(out.joined(separator: "\n"))
+        return out
     }
 
-    private func body(_ stored: Data?, headers: String?, truncated: Bool, size: Int, file: String?) -> [String] {
-        guard var data = stored, !data.isEmpty else { return size > 0 ? ["", "(\(size) bytes, not stored)"] : [] }
-        var lines = [""]
-        if let file { lines.append("(\(data.count) bytes, stored in bodies/\(file))") }
-        // Stored as received; decoded here, unless --raw.
-        let encoding = ExchangeRecord.decodeHeaders(headers).first { $0.0.lowercased() == "content-encoding" }?.1.lowercased()
-        if !raw, let encoding, !truncated {
-            if let decoded = BodyDecoder.decode(data, encoding: encoding) {
-                lines.append("(\(encoding), \(data.count) bytes, shown decoded: \(decoded.count) bytes)")
-                data = decoded
-            } else {
-                lines.append("(\(encoding): cannot decode; shown as stored)")
+    private func section(_ lines: [String]) -> [String] { lines.isEmpty ? [] : [""] + lines }
+
+    /// A body as text: notes on how it is kept, then its bytes formatted.
+    private func view(_ b: ExchangeBody) -> [String] {
+        guard let stored = b.stored, !stored.isEmpty else { return b.wireSize > 0 ? ["(\(b.wireSize) bytes, not stored)"] : [] }
+        var lines: [String] = []
+        if let file = b.file { lines.append("(\(stored.count) bytes, stored in bodies/\(file))") }
+        if let encoding = b.encoding, b.decoded {
+            lines.append("(\(encoding), \(stored.count) bytes, shown decoded: \(b.shown?.count ?? 0) bytes)")
+        } else if let why = b.undecodable {
+            lines.append("(\(b.encoding ?? "encoded"): \(why); shown as stored)")
+        }
+        if let text = b.text {
+            lines.append(!raw && b.isJSON ? JSONView.pretty(text) ?? text : text)
+        } else if let shown = b.shown {
+            lines.append("(\(shown.count) bytes of binary data)")
+            let dump = HexDump.lines(shown.prefix(Self.hexDumpLimit))
+            lines += dump
+            if shown.count > Self.hexDumpLimit {
+                lines.append("(\(shown.count - Self.hexDumpLimit) more bytes: --save-body \(b.direction.rawValue) FILE writes them all)")
             }
         }
-        let contentType = ExchangeRecord.decodeHeaders(headers).first { $0.0.lowercased() == "content-type" }?.1.lowercased() ?? ""
-        if !raw, contentType.contains("json"), let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
-           let pretty = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]) {
-            lines.append(String(decoding: pretty, as: UTF8.self))
-        } else if let text = String(data: data, encoding: .utf8) {
-            lines.append(text)
-        } else {
-            lines.append("(\(data.count) bytes of binary data)")
-        }
-        if truncated { lines.append("(stored \(stored?.count ?? 0) of \(size) bytes)") }
+        if b.truncated { lines.append("(stored \(stored.count) of \(b.wireSize) bytes)") }
         return lines
     }
+
+    static let hexDumpLimit = 64 * 1024
 }

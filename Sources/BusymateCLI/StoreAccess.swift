@@ -19,6 +19,30 @@ enum StoreAccess {
     }
 }
 
+extension StoreAccess {
+    /// An exchange by its id, its request id, or the start of a request id
+    /// (at least 4 characters, and only one exchange's).
+    static func exchange(_ text: String, in traffic: TrafficRepository) throws -> ExchangeRecord {
+        if let id = Int64(text) {
+            guard let record = try traffic.find(id: id) else { throw CLIError(description: "no exchange \(id)") }
+            return record
+        }
+        let prefix = text.lowercased()
+        guard prefix.count >= 4, prefix.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
+            throw CLIError(description: "\(text) is neither an exchange id (a number from `busymate list`) nor a request id")
+        }
+        let found = try traffic.find(requestIDPrefix: prefix, limit: 2)
+        guard let record = found.first else { throw CLIError(description: "no exchange has a request id starting \(text)") }
+        guard found.count == 1 else { throw CLIError(description: "several request ids start \(text): give more of it, or the exchange id") }
+        return record
+    }
+
+    /// The id of the exchange `record` was resent from, when it is still stored.
+    static func resentFrom(_ record: ExchangeRecord, in traffic: TrafficRepository) throws -> Int64? {
+        try record.resentFrom.flatMap { try traffic.find(requestID: $0)?.id }
+    }
+}
+
 extension ExchangeRecord {
     var durationMilliseconds: Int? {
         endedAt.map { Int(($0.timeIntervalSince(startedAt) * 1000).rounded()) }

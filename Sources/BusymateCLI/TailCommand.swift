@@ -9,6 +9,7 @@ struct Tail: AsyncParsableCommand {
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Show notifications between the processes as they arrive.") var events = false
     @OptionGroup var filters: FilterOptions
+    @Flag(help: "One JSON object per line (a `list --json` row).") var json = false
 
     func run() async throws {
         // A bad filter is refused before anything is opened.
@@ -45,14 +46,25 @@ extension Tail {
     /// Rows newer than the newest at start that `selection` keeps.
     func tailExchanges(_ notifier: Notifier, _ selection: TrafficRepository.Filter) async throws {
         let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
-        var last = try traffic.list(.init()).first?.id ?? 0
+        var last = try traffic.lastID()
         for await note in notifier.notifications() where note.name == .newTrafficCaptured {
-            let newest = try traffic.list(.init()).first?.id ?? last
-            let fresh = try traffic.list(selection).filter { ($0.id ?? 0) > last }.reversed()
-            last = max(last, newest)
-            for record in fresh {
-                let status = record.status.map(String.init) ?? "ERR"
-                FileHandle.standardOutput.write(Data("\(record.id ?? 0) \(record.method) \(status) \(record.url)\(record.error.map { "  ! \($0)" } ?? "")\n".utf8))
+            // Everything stored since, in pages: a burst is not cut at a limit.
+            while true {
+                let (fresh, newest) = try traffic.stored(after: last, selection)
+                for record in fresh {
+                    if json {
+                        let row = ExchangeJSON.summary(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic))
+                        FileHandle.standardOutput.write(Data((JSONWriter.compact(row) + "\n").utf8))
+                    } else {
+                        let status = ListTable.status(record)
+                        FileHandle.standardOutput.write(Data("\(record.id ?? 0) \(record.method) \(status) \(record.url)\(record.error.map { "  ! \($0)" } ?? "")\n".utf8))
+                    }
+                }
+                guard fresh.count == selection.limit, let next = fresh.last?.id else {
+                    last = newest
+                    break
+                }
+                last = next
             }
         }
     }

@@ -52,6 +52,37 @@ public enum JSONWriter {
         }
     }
 
+    /// One line, no spaces: for JSON lines (`tail --json`).
+    public static func compact(_ node: JSONNode) -> String {
+        var out = ""
+        compact(node.value, into: &out)
+        return out
+    }
+
+    private static func compact(_ value: JSONValue, into out: inout String) {
+        switch value {
+        case .null: out += "null"
+        case let .bool(b): out += b ? "true" : "false"
+        case let .number(n): out += n
+        case let .string(s): out += quote(s)
+        case let .array(elements):
+            out += "["
+            for (i, e) in elements.enumerated() {
+                if i > 0 { out += "," }
+                compact(e.value, into: &out)
+            }
+            out += "]"
+        case let .object(members):
+            out += "{"
+            for (i, m) in members.enumerated() {
+                if i > 0 { out += "," }
+                out += quote(m.key) + ":"
+                compact(m.node.value, into: &out)
+            }
+            out += "}"
+        }
+    }
+
     public static func quote(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {

@@ -63,6 +63,14 @@ public struct BreakpointRepository: Sendable {
         }
     }
 
+    /// Which of these exchanges (by request id) met a breakpoint.
+    public func held(among requestIDs: [String]) throws -> Set<String> {
+        guard !requestIDs.isEmpty else { return [] }
+        return try database.pool.read { db in
+            Set(try String.fetchAll(db, SQLRequest(literal: "SELECT DISTINCT request_id FROM breakpoint_events WHERE request_id IN \(requestIDs)")))
+        }
+    }
+
     /// The newest events, held or resolved.
     public func recent(limit: Int) throws -> [BreakpointEvent] {
         try database.pool.read { db in try BreakpointEvent.order(Column("id").desc).limit(limit).fetchAll(db) }

@@ -2,8 +2,15 @@ import Foundation
 
 /// Dates as GRDB stores them ("yyyy-MM-dd HH:mm:ss.SSS", UTC), written with
 /// integer arithmetic: GRDB's DateFormatter was half of an insert's cost.
-enum DatabaseDateText {
-    static func string(_ date: Date) -> String {
+public enum DatabaseDateText {
+    /// RFC 3339 with milliseconds, UTC (`2026-11-23T19:17:30.123Z`): the CLI's JSON.
+    public static func iso8601(_ date: Date) -> String {
+        var text = string(date)
+        text.replace(" ", with: "T", maxReplacements: 1)
+        return text + "Z"
+    }
+
+    public static func string(_ date: Date) -> String {
         let ms = Int64((date.timeIntervalSince1970 * 1000).rounded())
         let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
         var rest = ms - days * 86_400_000

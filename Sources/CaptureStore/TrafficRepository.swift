@@ -3,7 +3,7 @@ import GRDB
 
 /// Every read and write of captured exchanges.
 public struct TrafficRepository: Sendable {
-    let database: CaptureDatabase
+    public let database: CaptureDatabase
 
     public init(database: CaptureDatabase) { self.database = database }
 
@@ -82,12 +82,39 @@ public struct TrafficRepository: Sendable {
         try database.pool.read { db in try filter.page.fetch(db) }
     }
 
+    /// Rows stored after `id` that `filter` keeps, in the order stored
+    /// (`tail`): by rowid, whatever the store's size. With them, the last
+    /// id stored when they were read (the next call starts there, unless
+    /// the limit cut the answer short).
+    public func stored(after id: Int64, _ filter: Filter) throws -> (records: [ExchangeRecord], last: Int64) {
+        try database.pool.read { db in
+            let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM exchanges") ?? 0
+            let conditions = filter.page.conditions.reduce(SQL("id > \(id) AND id <= \(last)")) { "\($0) AND (\($1))" }
+            let query: SQL = "SELECT * FROM exchanges NOT INDEXED WHERE \(conditions) ORDER BY id LIMIT \(filter.limit)"
+            return (try ExchangeRecord.fetchAll(db, SQLRequest(literal: query)), last)
+        }
+    }
+
+    /// The id of the last row stored, or 0.
+    public func lastID() throws -> Int64 {
+        try database.pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM exchanges") ?? 0 }
+    }
+
     public func find(id: Int64) throws -> ExchangeRecord? {
         try database.pool.read { db in try ExchangeRecord.fetchOne(db, key: id) }
     }
 
     public func find(requestID: String) throws -> ExchangeRecord? {
         try database.pool.read { db in try ExchangeRecord.filter(Column("request_id") == requestID).fetchOne(db) }
+    }
+
+    /// Exchanges whose request id starts with `prefix` (lowercase), in id order.
+    public func find(requestIDPrefix prefix: String, limit: Int) throws -> [ExchangeRecord] {
+        try database.pool.read { db in
+            // A range over the unique index: request ids are lowercase hex and dashes.
+            try ExchangeRecord.filter(sql: "request_id >= ? AND request_id < ?", arguments: [prefix, prefix + "\u{7F}"])
+                .order(Column("id")).limit(limit).fetchAll(db)
+        }
     }
 
     public func count() throws -> Int {

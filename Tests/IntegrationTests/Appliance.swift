@@ -151,7 +151,7 @@ final class Appliance: @unchecked Sendable {
         return found
     }
 
-    /// `busymate show --json ID`: the whole row.
+    /// `busymate show --json ID`: the whole exchange (README, "JSON output").
     func row(_ id: Any?) throws -> [String: Any] {
         let r = try cli(["show", "--json", "\(id as? Int ?? 0)"])
         guard r.status == 0, let row = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else {
@@ -255,4 +255,18 @@ struct JSONObject {
     func bool(_ path: String) -> Bool? { value(path) as? Bool }
     func isNull(_ path: String) -> Bool { value(path) is NSNull }
     func array(_ path: String) -> [[String: Any]] { value(path) as? [[String: Any]] ?? [] }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// A value in nested objects: `row.at("response", "body", "size")`.
+    func at(_ path: String...) -> Any? {
+        var value: Any? = self
+        for key in path { value = (value as? [String: Any])?[key] }
+        return value
+    }
+
+    /// `show --json`'s headers of `side` (`request` or `response`) as `Name: value` lines.
+    func headerLines(_ side: String) -> [String] {
+        (at(side, "headers") as? [[String]] ?? []).map { $0.joined(separator: ": ") }
+    }
 }

@@ -63,13 +63,20 @@ extension ApplianceTests {
         // tail: only the new exchanges the filter keeps.
         let tail = try Command.start(Command.binary("busymate"), ["tail", "~m POST", "--group", appliance.group.path], in: appliance.base)
         defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitUntilExit() }
-        try waitUntil("tail listens", timeout: 3) {
-            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
+        // And as JSON lines: one `list --json` row per line.
+        let jsonTail = try Command.start(Command.binary("busymate"), ["tail", "--json", "~m POST", "--group", appliance.group.path], in: appliance.base)
+        defer { kill(jsonTail.process.processIdentifier, SIGTERM); jsonTail.process.waitUntilExit() }
+        try waitUntil("both tails listen", timeout: 3) {
+            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).filter { $0.hasPrefix("cli-") }.count == 2
         }
         #expect(try Command.curl(proxyPort: port, "\(base)/skipped-get").code == 200)
         #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/tailed", extra: ["--data", "x=1"]).code == 200)
         try waitUntil("tail shows the POST", timeout: 3) { tail.stdout.contains("POST 200 \(base)/echo-body/tailed") }
         #expect(!tail.stdout.contains("skipped-get") && !tail.stdout.contains("/echo-body/upload"), "\(tail.stdout)")
+        try waitUntil("the JSON tail shows the POST", timeout: 3) { jsonTail.stdout.hasSuffix("\n") }
+        let line = try JSONSerialization.jsonObject(with: Data(jsonTail.stdout.split(separator: "\n").first.map(String.init)?.utf8 ?? "".utf8)) as? [String: Any]
+        #expect(line?["url"] as? String == "\(base)/echo-body/tailed" && line?["method"] as? String == "POST" && line?["id"] is Int, "\(jsonTail.stdout)")
+        #expect(jsonTail.stdout.split(separator: "\n").count == 1, "\(jsonTail.stdout)")
         #expect(try appliance.cli(["tail", "~x"]).status == 64)
 
         // The group may come first, as with most tools' global options.

@@ -47,18 +47,18 @@ extension ApplianceTests {
             return try appliance.row(try appliance.rows("the \(suffix) row is stored") { $0.contains(where: matches) }.first(where: matches)?["id"])
         }
         let secret = try row("/secret?q=1", mode: "mitm")
-        #expect(secret["sni"] as? String == "localhost")
-        #expect(secret["tls_version"] as? String == "TLSv1.3")
-        #expect((secret["tls_cipher"] as? String)?.hasPrefix("TLS_") == true, "\(secret["tls_cipher"] ?? "none")")
+        #expect(secret.at("tls_handshake", "sni") as? String == "localhost")
+        #expect(secret.at("tls_handshake", "version") as? String == "TLSv1.3")
+        #expect((secret.at("tls_handshake", "cipher") as? String)?.hasPrefix("TLS_") == true, "\(secret)")
         #expect(secret["tls_done_at"] is String)
         // The second request reused the connection: same TLS, no new handshake.
         let reused = try row("/b", mode: "mitm")
-        #expect(reused["tls_version"] as? String == "TLSv1.3")
+        #expect(reused.at("tls_handshake", "version") as? String == "TLSv1.3")
         #expect(reused["tls_done_at"] == nil || reused["tls_done_at"] is NSNull)
         let tunnel = try row("127.0.0.1:\(origin.port)", mode: "passthrough")
-        #expect(tunnel["sni"] == nil || tunnel["sni"] is NSNull, "no SNI for an IP address")
-        #expect(tunnel["tls_version"] as? String == "TLSv1.3")
-        #expect((tunnel["tls_cipher"] as? String)?.hasPrefix("TLS_") == true)
+        #expect(tunnel.at("tls_handshake", "sni") is NSNull, "no SNI for an IP address")
+        #expect(tunnel.at("tls_handshake", "version") as? String == "TLSv1.3")
+        #expect((tunnel.at("tls_handshake", "cipher") as? String)?.hasPrefix("TLS_") == true)
         let shown = try appliance.cli(["show", "\(secret["id"] as? Int ?? 0)"]).stdout
         #expect(shown.contains("tls: mitm, SNI localhost, TLSv1.3, TLS_"), "\(shown)")
     }

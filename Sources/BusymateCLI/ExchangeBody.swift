@@ -1,0 +1,77 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+
+/// One side's body as the views show it: the bytes kept (the whole file
+/// when there is one), and the bytes shown, decoded from Content-Encoding
+/// unless `raw` (or when they cannot be: stored truncated, or not valid).
+struct ExchangeBody {
+    var direction: BodyStore.Direction
+    var wireSize: Int
+    /// After Content-Encoding is undone, when known.
+    var decodedSize: Int?
+    var contentType: String?
+    var encoding: String?
+    var stored: Data?
+    var truncated: Bool
+    var file: String?
+    var shown: Data?
+    var decoded = false
+    /// Why the shown bytes are not decoded, when they should have been.
+    var undecodable: String?
+
+    init(_ record: ExchangeRecord, _ direction: BodyStore.Direction, bodies: BodyStore, raw: Bool) throws {
+        self.direction = direction
+        let request = direction == .request
+        wireSize = request ? record.requestBodySize : record.responseBodySize
+        decodedSize = request ? record.requestBodyDecodedSize : record.responseBodyDecodedSize
+        contentType = record.header("content-type", direction)
+        encoding = record.header("content-encoding", direction)
+        truncated = request ? record.requestBodyTruncated : record.responseBodyTruncated
+        file = request ? record.requestBodyFile : record.responseBodyFile
+        stored = try bodies.body(of: record, direction)
+        shown = stored
+        guard !raw, let encoding, let stored, !stored.isEmpty, encoding.lowercased() != "identity" else { return }
+        if truncated {
+            undecodable = "stored truncated"
+        } else if let plain = BodyDecoder.decode(stored, encoding: encoding) {
+            shown = plain
+            decoded = true
+        } else {
+            undecodable = "cannot decode \(encoding)"
+        }
+    }
+
+    /// The shown bytes as text, or nil when they are binary: not UTF-8, or
+    /// holding control characters text does not have.
+    var text: String? {
+        guard let shown else { return nil }
+        guard !shown.contains(where: { $0 < 0x20 && ![0x09, 0x0A, 0x0D, 0x0C, 0x1B].contains($0) || $0 == 0x7F }) else { return nil }
+        return String(validating: shown, as: UTF8.self)
+    }
+
+    var isJSON: Bool { contentType?.lowercased().contains("json") ?? false }
+}
+
+/// `xxd`'s layout: offset, 16 bytes in two groups, and the printable ones.
+enum HexDump {
+    static func lines(_ data: Data) -> [String] {
+        let bytes = [UInt8](data)
+        return stride(from: 0, to: bytes.count, by: 16).map { start in
+            let row = bytes[start..<min(start + 16, bytes.count)]
+            var line = String(start, radix: 16).leftPadded(8) + "  "
+            for (i, byte) in row.enumerated() {
+                line += String(byte, radix: 16).leftPadded(2) + (i == 7 ? "  " : " ")
+            }
+            line += String(repeating: " ", count: (16 - row.count) * 3 + (row.count <= 7 ? 1 : 0))
+            line += " |" + String(row.map { $0 >= 0x20 && $0 < 0x7F ? Character(UnicodeScalar($0)) : "." }) + "|"
+            return line
+        }
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int, with pad: Character = "0") -> String {
+        count >= width ? self : String(repeating: pad, count: width - count) + self
+    }
+}

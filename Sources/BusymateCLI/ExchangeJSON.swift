@@ -1,0 +1,97 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+
+/// The CLI's JSON for exchanges (README, "JSON output"): written here, key
+/// by key, so the shape is the documented one and not a storage detail.
+/// Times are RFC 3339 with milliseconds, headers `[name, value]` pairs in
+/// order, exchanges named by their ids.
+enum ExchangeJSON {
+    typealias Member = (key: String, node: JSONNode)
+
+    static func string(_ s: String?) -> JSONNode { JSONNode(s.map { .string($0) } ?? .null) }
+    static func number(_ n: (any BinaryInteger)?) -> JSONNode { JSONNode(n.map { .number(String($0)) } ?? .null) }
+    static func bool(_ b: Bool) -> JSONNode { JSONNode(.bool(b)) }
+    static func date(_ d: Date?) -> JSONNode { string(d.map(DatabaseDateText.iso8601)) }
+    static func object(_ members: [Member]) -> JSONNode { JSONNode(.object(members)) }
+    static func array(_ nodes: [JSONNode]) -> JSONNode { JSONNode(.array(nodes)) }
+
+    static func headers(_ json: String?) -> JSONNode {
+        array(ExchangeRecord.decodeHeaders(json).map { array([string($0.0), string($0.1)]) })
+    }
+
+    static func write(_ node: JSONNode) {
+        FileHandle.standardOutput.write(Data(JSONWriter.write(node).utf8))
+    }
+
+    /// A row of `list --json` (and `tail --json`, one per line).
+    static func summary(_ r: ExchangeRecord, resentFrom: Int64?) -> JSONNode { object(summaryMembers(r, resentFrom: resentFrom)) }
+
+    private static func summaryMembers(_ r: ExchangeRecord, resentFrom: Int64?) -> [Member] {
+        [
+            ("id", number(r.id)), ("request_id", string(r.requestID)), ("started_at", date(r.startedAt)),
+            ("method", string(r.method)), ("url", string(r.url)), ("host", string(r.host)), ("status", number(r.status)),
+            ("tls", string(r.tlsMode.rawValue)), ("duration_ms", number(r.durationMilliseconds)), ("error", string(r.error)),
+            ("resent_from", number(resentFrom)), ("rule", string(r.rule)),
+            // Body sizes as they crossed the wire; the content types as declared.
+            ("request_size", number(r.requestBodySize)), ("response_size", number(r.responseBodySize)),
+            ("request_content_type", string(r.header("content-type", .request))),
+            ("response_content_type", string(r.header("content-type", .response))),
+        ]
+    }
+
+    /// `show --json`: a `list --json` row, then everything else about the
+    /// exchange, bodies whole.
+    static func detail(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent]) -> JSONNode {
+        var request: [Member] = [
+            ("method", string(r.method)), ("url", string(r.url)), ("scheme", string(r.scheme)), ("host", string(r.host)),
+            ("port", number(r.port)), ("path", string(r.path)), ("http_version", string(r.httpVersion)),
+            ("headers", headers(r.requestHeaders)),
+        ]
+        request.append(("body", bodies[.request].map(body) ?? JSONNode(.null)))
+        var response: JSONNode = JSONNode(.null)
+        if let status = r.status {
+            response = object([
+                ("status", number(status)), ("reason", string(r.reason)), ("headers", headers(r.responseHeaders)),
+                ("body", bodies[.response].map(body) ?? JSONNode(.null)),
+            ])
+        }
+        return object(summaryMembers(r, resentFrom: resentFrom) + [
+            ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),
+            ("first_byte_at", date(r.firstByteAt)), ("ended_at", date(r.endedAt)),
+            ("client_address", string(r.clientAddress)), ("server_address", string(r.serverAddress)),
+            // What the server chose (upstream, for an intercepted exchange), and the client's SNI.
+            ("tls_handshake", object([("sni", string(r.sni)), ("version", string(r.tlsVersion)), ("cipher", string(r.tlsCipher))])),
+            ("bytes_up", number(r.bytesUp)), ("bytes_down", number(r.bytesDown)),
+            ("request", object(request)), ("response", response),
+            ("breakpoints", array(breakpoints.map { event in
+                object([("id", number(event.id)), ("kind", string(event.kind.rawValue)), ("paused_at", date(event.pausedAt)),
+                        ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue))])
+            })),
+        ])
+    }
+
+    /// A body: sizes, where it is kept, and its bytes (decoded unless
+    /// `--raw`) as text when they are UTF-8, else base64.
+    static func body(_ b: ExchangeBody) -> JSONNode {
+        var members: [Member] = [
+            ("size", number(b.wireSize)), ("decoded_size", number(b.decodedSize)), ("content_type", string(b.contentType)), ("content_encoding", string(b.encoding)),
+            ("decoded", bool(b.decoded)), ("stored", number(b.stored?.count ?? 0)), ("truncated", bool(b.truncated)),
+            ("file", string(b.file.map { "bodies/\($0)" })),
+        ]
+        if let text = b.text {
+            members.append(("text", string(text)))
+        } else if let bytes = b.shown {
+            members.append(("base64", string(bytes.base64EncodedString())))
+        }
+        return object(members)
+    }
+}
+
+extension ExchangeRecord {
+    /// The first value of a header of one side, by case-insensitive name.
+    func header(_ name: String, _ direction: BodyStore.Direction) -> String? {
+        ExchangeRecord.decodeHeaders(direction == .request ? requestHeaders : responseHeaders)
+            .first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+}
