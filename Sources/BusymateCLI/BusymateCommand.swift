@@ -9,7 +9,7 @@ public struct BusymateCommand: AsyncParsableCommand {
         commandName: "busymate",
         abstract: "Read and steer Busymate, the network debugger appliance.",
         version: BusymateVersion.current,
-        subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, SSLProxying.self, Rules.self, Breakpoints.self,
+        subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
                       Pinned.self, CA.self, Tunnel.self])
 
     public init() {}

@@ -16,14 +16,17 @@ enum ResendClient {
         var bodyBytes: Int
     }
 
-    static func send(_ record: ExchangeRecord, body: Data, proxy: (host: String, port: Int), trusting caPEM: URL) async throws -> Answer {
+    /// `resentFrom`: the request id of the exchange this repeats, for the
+    /// tunnel to record (nil for a new request).
+    static func send(_ record: ExchangeRecord, body: Data, resentFrom: String?, proxy: (host: String, port: Int), trusting caPEM: URL) async throws -> Answer {
         let https = record.scheme == "https"
         var headers = HTTPHeaders()
         let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "te", "upgrade"]
         for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) where !skip.contains(name.lowercased()) {
             headers.add(name: name, value: value)
         }
-        headers.replaceOrAdd(name: Resend.header, value: record.requestID)
+        headers.remove(name: Resend.header)
+        if let resentFrom { headers.add(name: Resend.header, value: resentFrom) }
         headers.add(name: "Content-Length", value: "\(body.count)")
         headers.add(name: "Connection", value: "close")
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: record.method), uri: https ? record.path : record.url, headers: headers)

@@ -5,10 +5,11 @@ import Foundation
 
 struct Resend: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send an exchange's request again, through the tunnel; the new exchange links to the old (resent_from).")
+        abstract: "Send an exchange's request again, through the tunnel, as it was or changed; the new exchange links to the old (resent_from).")
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "The exchange's id or request id.") var id: String
+    @Argument(help: "The exchange's id or request id (or the start of one).") var id: String
+    @OptionGroup var changes: RequestChanges
 
     /// The header that tells the tunnel which exchange this repeats; the
     /// tunnel records it as `resent_from` and does not forward it.
@@ -18,25 +19,38 @@ struct Resend: AsyncParsableCommand {
         let paths = options.paths
         let database = try StoreAccess.open(paths)
         let traffic = TrafficRepository(database: database)
-        guard let record = try Int64(id).flatMap({ try traffic.find(id: $0) }) ?? traffic.find(requestID: id) else {
-            throw CLIError(description: "no exchange \(id)")
-        }
-        guard record.tlsMode != .passthrough, record.method != "CONNECT", !record.method.isEmpty else {
+        let original = try StoreAccess.exchange(id, in: traffic)
+        guard original.tlsMode != .passthrough, original.method != "CONNECT", !original.method.isEmpty else {
             throw CLIError(description: "exchange \(id) has no HTTP request to send again (a tunnel, or a request that never parsed)")
         }
-        guard !record.requestBodyTruncated else { throw CLIError(description: "exchange \(id)'s request body was not stored whole") }
-        let body = try BodyStore(paths: database.paths).body(of: record, .request) ?? Data()
-        let proxy = try Self.proxyAddress(paths)
-        let sentAt = Date()
-        let answer = try await ResendClient.send(record, body: body, proxy: proxy, trusting: paths.caPEM)
-        // The tunnel writes its row within a few tens of milliseconds.
-        var resent: ExchangeRecord?
-        for _ in 0..<40 where resent == nil {
-            resent = try traffic.list(.init()).first { $0.resentFrom == record.requestID && $0.startedAt >= sentAt.addingTimeInterval(-1) }
-            if resent == nil { try await Task.sleep(for: .milliseconds(50)) }
+        guard !original.requestBodyTruncated || changes.bodyFile != nil else {
+            throw CLIError(description: "exchange \(id)'s request body was not stored whole (give one with --body-file)")
         }
-        let link = resent.map { "exchange \($0.id ?? 0)" } ?? "a new exchange (not stored yet)"
-        print("resent \(record.method) \(record.url): \(answer.status) \(answer.reason), \(answer.bodyBytes) bytes; recorded as \(link)")
+        var request = RequestChanges.Request(original, body: try BodyStore(paths: database.paths).body(of: original, .request) ?? Data())
+        try changes.apply(to: &request)
+        try await Self.send(request, resentFrom: original, paths: paths, traffic: traffic)
+    }
+
+    /// Sends `request` through the tunnel and says which exchange recorded it.
+    static func send(_ request: RequestChanges.Request, resentFrom original: ExchangeRecord?, paths: GroupPaths, traffic: TrafficRepository) async throws {
+        let proxy = try proxyAddress(paths)
+        let before = try traffic.lastID()
+        let record = try request.record(requestID: original?.requestID ?? "")
+        let answer = try await ResendClient.send(record, body: request.body, resentFrom: original?.requestID, proxy: proxy, trusting: paths.caPEM)
+        // The tunnel writes its row within a few tens of milliseconds.
+        var stored: ExchangeRecord?
+        var since = TrafficRepository.Filter()
+        since.limit = 10_000
+        for _ in 0..<40 where stored == nil {
+            stored = try traffic.stored(after: before, since).records.last { row in
+                if let original { return row.resentFrom == original.requestID }
+                return row.url == record.url && row.method == record.method
+            }
+            if stored == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let link = stored.map { "exchange \($0.id ?? 0)" } ?? "a new exchange (not stored yet)"
+        let what = original.map { "resent exchange \($0.id ?? 0) as" } ?? "sent"
+        FileHandle.standardOutput.write(Data("\(what) \(record.method) \(record.url): \(answer.status) \(answer.reason), \(answer.bodyBytes) bytes; recorded as \(link)\n".utf8))
     }
 
     /// Where the tunnel listens, from its status file (the bound address: the
@@ -53,5 +67,25 @@ struct Resend: AsyncParsableCommand {
         if host == "0.0.0.0" { host = "127.0.0.1" }
         if host == "::" { host = "::1" }
         return (host, port)
+    }
+}
+
+struct Compose: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a new request through the tunnel, so it is captured: busymate compose --url URL [--method M] [--header 'N: v'] [--body-file F] [--edit].")
+
+    @OptionGroup var options: GroupOption
+    @OptionGroup var changes: RequestChanges
+
+    func validate() throws {
+        if changes.url == nil && !changes.edit { throw ValidationError("give the request's --url (or write the whole request with --edit)") }
+    }
+
+    func run() async throws {
+        let paths = options.paths
+        let traffic = TrafficRepository(database: try StoreAccess.open(paths))
+        var request = RequestChanges.Request(method: "GET", url: changes.url ?? "http://example.com/", headers: [("Accept", "*/*")], body: Data())
+        try changes.apply(to: &request)
+        try await Resend.send(request, resentFrom: nil, paths: paths, traffic: traffic)
     }
 }
