@@ -1,9 +1,16 @@
 import ArgumentParser
 import BusymateShared
+import CaptureStore
 import Foundation
 
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the readiness card: processes, listeners, CA, settings, counters.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show the readiness card: processes, listeners, CA, settings, pinned hosts, counters.",
+        discussion: """
+            Exit status, for health checks: 0 when all is well, 1 when something is wrong (the tunnel not ready, settings \
+            invalid, a listener that failed, the store or the CA unusable: each is listed under "problems"), 3 when the \
+            supervisor is not running (as `systemctl is-active`).
+            """)
 
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Print one JSON object.") var json = false
@@ -17,11 +24,54 @@ struct Status: AsyncParsableCommand {
         } catch let error as CLIError where error.description.hasPrefix("the supervisor is not running") {
             report = Self.offlineReport(paths)
         }
+        let pinned = Self.pinned(paths)
+        let settings = SettingsFile.read(paths.settings).settings
+        let problems = Self.problems(report)
         if json {
-            FileHandle.standardOutput.write(try StatusCoding.encoder.encode(report) + Data("\n".utf8))
+            // The report as the supervisor gives it, and what the CLI adds.
+            let encoded = try StatusCoding.encoder.encode(report)
+            guard case let .object(members) = try JSONParser.parse(Array(encoded)).value else { throw CLIError(description: "cannot encode the status") }
+            let added: [ExchangeJSON.Member] = [
+                ("ssl_proxying_empty", ExchangeJSON.bool(settings?.sslInclude.isEmpty == true)),
+                ("pinned", ExchangeJSON.array(pinned.map {
+                    ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("refusals", ExchangeJSON.number($0.count)),
+                                         ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason))])
+                })),
+                ("problems", ExchangeJSON.array(problems.map { ExchangeJSON.string($0) })),
+            ]
+            ExchangeJSON.write(JSONNode(.object(members + added)))
         } else {
-            print(Self.render(report))
+            var lines = [Self.render(report)]
+            if settings?.sslInclude.isEmpty == true {
+                lines.append("  SSL proxying the list is empty: HTTPS is passed through undecrypted (busymate ssl-proxying add '*.example.com')")
+            }
+            if !pinned.isEmpty {
+                let names = pinned.prefix(5).map(\.host).joined(separator: ", ") + (pinned.count > 5 ? ", …" : "")
+                lines.append("  pinned       \(pinned.count) host\(pinned.count == 1 ? "" : "s") passed through after refusing our certificate: \(names) (busymate pinned list)")
+            }
+            if !problems.isEmpty { lines.append("problems: " + problems.joined(separator: "; ")) }
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
+        if !report.supervisor.running { throw ExitCode(3) }
+        if !problems.isEmpty { throw ExitCode(1) }
+    }
+
+    /// What makes `status` exit 1.
+    static func problems(_ r: StatusReport) -> [String] {
+        var problems: [String] = []
+        if r.tunnel.state != .ready { problems.append("the tunnel is \(r.tunnel.state.rawValue)") }
+        if let error = r.settings.error { problems.append("settings.json is invalid (\(error))") }
+        for l in r.listeners where l.error != nil || l.bound == nil { problems.append("listener \(l.address) failed\(l.error.map { ": \($0)" } ?? "")") }
+        if let store = r.tunnel.store, store != "ok" { problems.append("capture store: \(store)") }
+        if !r.ca.present { problems.append("no CA") } else if let error = r.ca.error { problems.append("CA: \(error)") }
+        return problems
+    }
+
+    /// Pinned hosts from the store, when it can be read.
+    static func pinned(_ paths: GroupPaths) -> [PinnedDomain] {
+        guard FileManager.default.fileExists(atPath: paths.captureDatabase.path),
+              let database = try? CaptureDatabase(paths: paths, readOnly: true, owner: false) else { return [] }
+        return (try? PinnedDomainRepository(database: database).all()) ?? []
     }
 
     /// Without a supervisor: what the files say.

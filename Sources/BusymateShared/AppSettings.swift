@@ -16,6 +16,10 @@ public struct AppSettings: Sendable, Equatable {
     public var insecureUpstream: [String] = []
     /// A PEM bundle trusted for upstream servers besides the system store.
     public var upstreamTrust: String?
+    /// Pass a host through once a client that trusts our CA refuses our
+    /// certificate for it (certificate pinning), for `pinTTL` seconds.
+    public var autoPin = true
+    public var pinTTL: Double = 86_400
     /// How long a replaced tunnel may finish requests in flight.
     public var drainSeconds: Double = 5
     /// Retention: the oldest exchanges go beyond this many.
@@ -110,7 +114,7 @@ extension AppSettings {
         "upstream_proxy": ["host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max"],
         "proxy": ["listen"],
-        "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust"],
+        "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust", "auto_pin", "pin_ttl"],
         "tunnel": ["drain_seconds"],
     ]
 
@@ -189,6 +193,13 @@ extension AppSettings {
                 if let node = ssl["include"] { s.sslInclude = try patterns(node, path: "ssl_proxying.include") }
                 if let node = ssl["exclude"] { s.sslExclude = try patterns(node, path: "ssl_proxying.exclude") }
                 if let node = ssl["insecure_upstream"] { s.insecureUpstream = try patterns(node, path: "ssl_proxying.insecure_upstream") }
+                if let node = ssl["auto_pin"] {
+                    guard case let .bool(on) = node.value else {
+                        throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "ssl_proxying.auto_pin")
+                    }
+                    s.autoPin = on
+                }
+                if let node = ssl["pin_ttl"] { s.pinTTL = try duration(node, path: "ssl_proxying.pin_ttl") }
                 if let node = ssl["upstream_trust"], node.value != .null {
                     let path = try string(node, path: "ssl_proxying.upstream_trust")
                     guard path.hasPrefix("/") else {
@@ -264,6 +275,22 @@ extension AppSettings {
                 throw SettingsError(message: "expected a number, found \(node.value.typeName)", position: node.position, keyPath: path)
             }
             return value
+        }
+
+        /// Seconds as a number, or a string with a unit: "30s", "10m", "24h", "7d".
+        func duration(_ node: JSONNode, path: String) throws(SettingsError) -> Double {
+            var seconds: Double?
+            switch node.value {
+            case let .number(text): seconds = Double(text)
+            case let .string(text):
+                let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+                if let unit = text.last.flatMap({ units[$0] }) { seconds = Double(text.dropLast()).map { $0 * unit } }
+            default: break
+            }
+            guard let seconds, seconds > 0, seconds <= 366 * 86_400 else {
+                throw SettingsError(message: "must be a duration from 1 second to 366 days: seconds, or \"30m\", \"24h\", \"7d\"", position: node.position, keyPath: path)
+            }
+            return seconds
         }
 
         /// Bytes as a whole number or a string with a unit: 1048576, "512KiB", "64MiB", "2GiB" (K/M/G are 1024s too).

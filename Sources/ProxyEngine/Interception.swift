@@ -24,10 +24,16 @@ public final class Interception: Sendable {
         var upstream: UpstreamTLS?
         var upstreamError: String?
         var upstreamProxy: UpstreamProxySetting?
+        var autoPin = true
+        var pinTTL: Double = 86_400
     }
 
     private let state = Mutex(Snapshot())
-    private let pinned = Mutex(Set<String>())
+    /// Host → when its pin expires.
+    private let pinned = Mutex([String: Date]())
+    /// Client IP → when it last completed an intercepted handshake: a
+    /// client that trusts our CA. Bounded: the oldest go first.
+    private let trusting = Mutex([String: Date]())
     private let logger = Logger(label: "busymate.mitm")
     /// Persists a new pin (the capture store's pinned_domains).
     private let onPin: (@Sendable (String, String) -> Void)?
@@ -75,6 +81,8 @@ public final class Interception: Sendable {
             $0.upstream = upstream
             $0.upstreamError = upstreamError
             $0.upstreamProxy = settings.upstreamProxy
+            $0.autoPin = settings.autoPin
+            $0.pinTTL = settings.pinTTL
         }
     }
 
@@ -91,20 +99,59 @@ public final class Interception: Sendable {
     func decide(host: String) -> Decision {
         let snapshot = state.withLock { $0 }
         guard snapshot.matcher.shouldIntercept(host: host) else { return .passthrough(why: "not on the SSL-proxying list") }
-        if pinned.withLock({ $0.contains(host.lowercased()) }) { return .passthrough(why: "pinned") }
+        if let until = pinned.withLock({ $0[host.lowercased()] }), until > Date() { return .passthrough(why: "pinned") }
         guard let contexts = snapshot.contexts else { return .passthrough(why: "no usable CA") }
         guard let upstream = snapshot.upstream else { return .passthrough(why: "no upstream TLS context") }
         return .intercept(contexts, upstream)
     }
 
-    /// A client refused our certificate for `host`: pass it through from now on.
-    func pin(_ host: String, reason: String) {
-        let inserted = pinned.withLock { $0.insert(host.lowercased()).inserted }
-        onPin?(host.lowercased(), reason)
-        if inserted {
-            logger.notice("the client rejected the interception certificate; passing this host through from now on", metadata: ["HOST": "\(host)", "REASON": "\(reason)"])
+    /// What became of a refused handshake.
+    enum PinOutcome: Equatable {
+        /// Passed through until then.
+        case pinned(until: Date)
+        /// `ssl_proxying.auto_pin` is off.
+        case autoPinOff
+        /// The client never completed a handshake with us: it most likely
+        /// does not trust our CA (a first curl run, a new device), and
+        /// pinning would hide that.
+        case clientDoesNotTrustUs
+    }
+
+    /// A client completed an intercepted handshake: it trusts our CA.
+    func noteTrusted(client ip: String?) {
+        guard let ip else { return }
+        trusting.withLock { table in
+            if table.count >= 4_096, let oldest = table.min(by: { $0.value < $1.value })?.key { table[oldest] = nil }
+            table[ip] = Date()
         }
     }
 
-    public func setPinned(_ hosts: Set<String>) { pinned.withLock { $0 = Set(hosts.map { $0.lowercased() }) } }
+    /// A client refused our certificate for `host`. Certificate pinning is
+    /// a refusal from a client that trusts our CA elsewhere: then the host
+    /// is passed through for `pin_ttl`.
+    func refused(_ host: String, reason: String, client ip: String?) -> PinOutcome {
+        let (autoPin, ttl) = state.withLock { ($0.autoPin, $0.pinTTL) }
+        guard autoPin else { return .autoPinOff }
+        guard let ip, trusting.withLock({ $0[ip] }) != nil else { return .clientDoesNotTrustUs }
+        let until = Date().addingTimeInterval(ttl)
+        let fresh = pinned.withLock { table -> Bool in
+            defer { table[host.lowercased()] = until }
+            return (table[host.lowercased()] ?? .distantPast) <= Date()
+        }
+        onPin?(host.lowercased(), reason)
+        if fresh {
+            logger.notice("a client that trusts our CA refused our certificate (pinning); passing this host through",
+                          metadata: ["HOST": "\(host)", "REASON": "\(reason)", "UNTIL": "\(until)"])
+        }
+        return .pinned(until: until)
+    }
+
+    /// The stored pins (host → when a client last refused us for it): each
+    /// lasts `pin_ttl` from then.
+    public func setPinned(_ lastRefused: [String: Date]) {
+        let ttl = state.withLock { $0.pinTTL }
+        pinned.withLock { table in
+            table = Dictionary(lastRefused.map { ($0.key.lowercased(), $0.value.addingTimeInterval(ttl)) }, uniquingKeysWith: max)
+        }
+    }
 }

@@ -62,6 +62,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             handshakeTimer = nil
             state = .done
             logger.debug("client handshake done", metadata: ["HOST": "\(host)"])
+            services.interception.noteTrusted(client: context.channel.remoteAddress?.ipAddress)
             context.fireUserInboundEventTriggered(event)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
             return
@@ -72,14 +73,34 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if state == .handshaking {
             state = .done
-            let rejection = Self.rejection(error)
-            if let rejection { services.interception.pin(host, reason: rejection) }
-            // A failed handshake is a failed exchange: one row with the error.
-            let why = rejection.map { "the client refused the interception certificate (\($0)); the host is pinned now" }
-                ?? "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
+            // A failed handshake is a failed exchange: one row with the error, saying what follows.
+            let why: String
+            if let rejection = Self.rejection(error) {
+                let outcome = services.interception.refused(host, reason: rejection, client: context.channel.remoteAddress?.ipAddress)
+                why = Self.explain(rejection, host: host, outcome)
+            } else {
+                why = "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
+            }
             hooks.handshakeRefused(target, sni: sni, client: context.channel.remoteAddress, why: why)
         }
         context.fireErrorCaught(error)
+    }
+
+    /// The row's error for a refused certificate: what happened, what
+    /// Busymate does about it, and how to change that.
+    static func explain(_ rejection: String, host: String, _ outcome: Interception.PinOutcome) -> String {
+        let refused = "the client refused the interception certificate (\(rejection))"
+        switch outcome {
+        case let .pinned(until):
+            let hours = until.timeIntervalSinceNow / 3600
+            let span = hours >= 1 ? String(format: "%.0f h", hours) : String(format: "%.0f min", max(1, hours * 60))
+            return "\(refused), though it trusts our CA for other hosts: certificate pinning. \(host) is passed through undecrypted for \(span) "
+                + "(ssl_proxying.pin_ttl); `busymate pinned remove \(host)` intercepts it again"
+        case .clientDoesNotTrustUs:
+            return "\(refused): it has not trusted our CA for any host yet; install the CA on it (`busymate ca export`). Not pinned"
+        case .autoPinOff:
+            return "\(refused); ssl_proxying.auto_pin is off, so the host stays intercepted"
+        }
     }
 
     /// Why `error` means the client refused our certificate, if it does.

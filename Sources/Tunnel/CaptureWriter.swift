@@ -141,8 +141,9 @@ public final class CaptureWriter: CaptureSink {
         }
     }
 
-    func pinnedHosts() -> Set<String> {
-        Set(((try? pins.all()) ?? []).map(\.host))
+    /// Pinned hosts, with when a client last refused us for each.
+    func pinnedHosts() -> [String: Date] {
+        Dictionary(((try? pins.all()) ?? []).map { ($0.host, $0.lastSeen) }, uniquingKeysWith: max)
     }
 
     /// Runs until `finish()`; call once. Not cancelled: a cancelled GRDB

@@ -69,6 +69,16 @@ import Testing
         #expect(AppSettings.decodeError("{\"capture\": {\"body_max\": -1}}")?.keyPath == "capture.body_max")
         #expect(AppSettings.decodeError("{\"capture\": {\"max_bytes\": \"1KiB\"}}")?.keyPath == "capture.max_bytes")
         #expect(AppSettings.decodeError("{\"capture\": {\"max_bytes\": true}}")?.message.hasPrefix("expected a size") == true)
+        #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"auto_pin\": \"yes\"}}")?.keyPath == "ssl_proxying.auto_pin")
+        #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"pin_ttl\": \"1y\"}}")?.keyPath == "ssl_proxying.pin_ttl")
+        #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"pin_ttl\": 0}}")?.keyPath == "ssl_proxying.pin_ttl")
+    }
+
+    @Test func pinSettingsAreRead() throws {
+        let settings = try AppSettings.decode(#"{"ssl_proxying": {"auto_pin": false, "pin_ttl": "30m"}}"#).settings
+        #expect(settings.autoPin == false && settings.pinTTL == 1800)
+        #expect(try AppSettings.decode(#"{"ssl_proxying": {"pin_ttl": 90}}"#).settings.pinTTL == 90)
+        #expect(try AppSettings.decode("{}").settings.autoPin && AppSettings().pinTTL == 86_400)
     }
 
     @Test func columnsCountCharactersNotBytes() {

@@ -70,6 +70,10 @@ extension ApplianceTests {
         #expect((tunnelObject?["bytes_down"] as? Int ?? 0) > 0)
     }
 
+    /// Auto-pinning: a refusal from a client that never trusted our CA (a
+    /// first curl run) pins nothing and says why; one from a client that
+    /// trusts it for other hosts is pinning: the host is passed through for
+    /// `pin_ttl`, shown in `status`, kept across restarts, removable.
     @Test func pinsAreStoredListedAndRemovable() async throws {
         let tlsOrigin = try await Origin.tls()
         defer { Task { await tlsOrigin.stop() } }
@@ -77,10 +81,27 @@ extension ApplianceTests {
         let originCA = try appliance.trust(tlsOrigin)
         let port = try appliance.proxyPort
         let pinningClient = ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
+        func refusal(_ count: Int) throws -> String {
+            let rows = try appliance.rows("\(count) refusals are stored") { $0.filter { ($0["error"] as? String)?.contains("refused the interception") == true }.count == count }
+            return rows.compactMap { $0["error"] as? String }.first { $0.contains("refused the interception") } ?? ""
+        }
 
+        // A fresh client that does not trust us: not pinned, and told how to fix it.
         #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
+        #expect(try refusal(1).contains("has not trusted our CA for any host yet; install the CA on it"))
+        #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
+        #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
+
+        // Once a client from that address trusted our CA, a refusal is pinning.
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                                                   "https://localhost:\(tlsOrigin.port)/trusted"]).status == 0)
+        #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
+        let pinned = try refusal(3)
+        #expect(pinned.contains("certificate pinning") && pinned.contains("for 24 h") && pinned.contains("busymate pinned remove localhost"), "\(pinned)")
         try waitUntil("the pin is stored", timeout: 2) { try appliance.cli(["pinned", "list"]).stdout.contains("localhost") }
         #expect(try Command.run("/usr/bin/curl", pinningClient).status == 0)
+        let status = try appliance.cli(["status"])
+        #expect(status.stdout.contains("pinned       1 host passed through after refusing our certificate: localhost"), "\(status.stdout)")
 
         // Pins survive a tunnel restart: they live in the store.
         #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
@@ -89,6 +110,18 @@ extension ApplianceTests {
         #expect(try appliance.cli(["pinned", "remove", "localhost"]).status == 0)
         try waitUntil("the host is intercepted again", timeout: 2) { try Command.run("/usr/bin/curl", pinningClient).status != 0 }
         #expect(try appliance.cli(["pinned", "remove", "nothing.example"]).status != 0)
+
+        // Pins expire after ssl_proxying.pin_ttl.
+        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA)
+            .replacingOccurrences(of: #""ssl_proxying": {"#, with: #""ssl_proxying": {"pin_ttl": "2s", "#))
+        try waitUntil("the short TTL is in force", timeout: 3) { try appliance.status().bool("settings.valid") == true }
+        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                                                   "https://localhost:\(tlsOrigin.port)/trusted-again"]).status == 0)
+        try waitUntil("pinned again, for 2 s", timeout: 3) {
+            _ = try Command.run("/usr/bin/curl", pinningClient)
+            return try Command.run("/usr/bin/curl", pinningClient).status == 0
+        }
+        try waitUntil("the pin expired", timeout: 6) { try Command.run("/usr/bin/curl", pinningClient).status != 0 }
     }
 }
 
