@@ -130,10 +130,12 @@ extension ApplianceTests {
         let originCA = try appliance.trust(origin)
         let port = try appliance.proxyPort
 
+        // A client from this address trusted our CA once: a refusal now is pinning.
+        #expect(try fetch("https://localhost:\(origin.port)/trusted", port: port, trusting: appliance.caFile).code == 200)
         // A pinning client: it trusts only the origin's certificate.
         let first = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
         #expect(first.result.status != 0, "the first attempt should see our leaf and refuse it")
-        try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("passing this host through from now on") }
+        try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("refused our certificate (pinning); passing this host through") }
         let second = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
         #expect(second.code == 200, "\(second.result.stderr)")
         #expect(second.issuer?.contains("CN=localhost") == true)
