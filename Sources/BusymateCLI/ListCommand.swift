@@ -37,6 +37,11 @@ struct FilterOptions: ParsableArguments {
         return filter
     }
 
+    /// No filter and no shorthand given.
+    var isEmpty: Bool {
+        expression.joined().trimmingCharacters(in: .whitespaces).isEmpty && host == nil && method == nil && status == nil && since == nil && search == nil
+    }
+
     /// The filter, or exit status 64 (EX_USAGE) with the position at fault.
     func parsedExpression() throws -> CaptureFilter? {
         let text = expression.joined(separator: " ")
@@ -68,9 +73,16 @@ struct List: AsyncParsableCommand {
             ExchangeJSON.write(ExchangeJSON.array(try records.map { ExchangeJSON.summary($0, resentFrom: try StoreAccess.resentFrom($0, in: traffic)) }))
             return
         }
-        let held = (try? BreakpointRepository(database: traffic.database).held(among: records.map(\.requestID))) ?? []
+        let breakpoints = BreakpointRepository(database: traffic.database)
+        var held = (try? breakpoints.held(among: records.map(\.requestID))) ?? []
+        // In flight (not stored yet): on the first page of an unfiltered list.
+        var open: [OpenExchangesFile.Entry] = []
+        if before == nil, filters.isEmpty, let file = OpenExchangesFile.read(options.paths) {
+            open = file.entries
+            held.formUnion(((try? breakpoints.held()) ?? []).map(\.requestID))
+        }
         let table = ListTable(terminal: Terminal.standardOutput)
-        Pager.print(table.render(records, held: held), page: false)
+        Pager.print(table.render(records, held: held, open: open), page: false)
     }
 
 }

@@ -1,3 +1,4 @@
+import BusymateShared
 import CaptureStore
 import Foundation
 
@@ -19,8 +20,10 @@ struct ListTable {
     private static let columns = [Column(title: "ID", right: true), Column(title: "TIME"), Column(title: "METHOD"), Column(title: "CODE"),
                                   Column(title: "SIZE", right: true), Column(title: "TYPE"), Column(title: "DUR", right: true), Column(title: "")]
 
-    func render(_ records: [ExchangeRecord], held: Set<String>) -> String {
-        let dated = records.contains { !Calendar.current.isDate($0.startedAt, inSameDayAs: now) }
+    /// `open`: exchanges in flight (not stored yet), shown first, newest
+    /// first, with how long they have been open; `held` marks those at a breakpoint.
+    func render(_ records: [ExchangeRecord], held: Set<String>, open: [OpenExchangesFile.Entry] = []) -> String {
+        let dated = (records.map(\.startedAt) + open.map(\.startedAt)).contains { !Calendar.current.isDate($0, inSameDayAs: now) }
         let time = DateFormatter()
         time.dateFormat = dated ? "MM-dd HH:mm:ss" : "HH:mm:ss"
         let rows: [[String]] = records.map { r in
@@ -29,7 +32,12 @@ struct ListTable {
                     r.status == nil ? "-" : Self.size(r.responseBodySize), Self.kind(r.header("content-type", .response)),
                     r.durationMilliseconds.map(Self.duration) ?? "-", flags]
         }
-        let widths = Self.columns.indices.map { i in rows.reduce(Self.columns[i].title.count) { max($0, $1[i].count) } }
+        let inFlight: [[String]] = open.sorted { $0.startedAt > $1.startedAt }.map { e in
+            let isHeld = held.contains(e.requestID)
+            return ["-", time.string(from: e.startedAt), e.method, isHeld ? "held" : "…", "-", "",
+                    Self.duration(max(0, Int(now.timeIntervalSince(e.startedAt) * 1000))), isHeld ? "B" : ""]
+        }
+        let widths = Self.columns.indices.map { i in (rows + inFlight).reduce(Self.columns[i].title.count) { max($0, $1[i].count) } }
         func line(_ cells: [String]) -> String {
             zip(Self.columns, zip(cells, widths)).compactMap { column, cell in
                 let (text, width) = cell
@@ -38,6 +46,11 @@ struct ListTable {
             }.joined(separator: " ")
         }
         var lines = [terminal.paint(line(Self.columns.map(\.title)) + " URL", .bold)]
+        for (e, cells) in zip(open.sorted { $0.startedAt > $1.startedAt }, inFlight) {
+            let prefix = line(cells) + " "
+            let room = terminal.width.map { $0 - prefix.count } ?? Int.max
+            lines.append(terminal.paint(prefix + (e.url.count > room ? Self.shorten(e.url, to: max(24, room)) : e.url), .dim))
+        }
         for (r, cells) in zip(records, rows) {
             let prefix = line(cells) + " "
             var url = r.url

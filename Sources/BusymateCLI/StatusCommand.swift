@@ -27,6 +27,7 @@ struct Status: AsyncParsableCommand {
         let pinned = Self.pinned(paths)
         let settings = SettingsFile.read(paths.settings).settings
         let problems = Self.problems(report)
+        let open = OpenExchangesFile.read(paths)
         if json {
             // The report as the supervisor gives it, and what the CLI adds.
             let encoded = try StatusCoding.encoder.encode(report)
@@ -37,6 +38,7 @@ struct Status: AsyncParsableCommand {
                     ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("refusals", ExchangeJSON.number($0.count)),
                                          ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason))])
                 })),
+                ("in_flight", ExchangeJSON.number(open?.count ?? 0)),
                 ("problems", ExchangeJSON.array(problems.map { ExchangeJSON.string($0) })),
             ]
             ExchangeJSON.write(JSONNode(.object(members + added)))
@@ -48,6 +50,10 @@ struct Status: AsyncParsableCommand {
             if !pinned.isEmpty {
                 let names = pinned.prefix(5).map(\.host).joined(separator: ", ") + (pinned.count > 5 ? ", …" : "")
                 lines.append("  pinned       \(pinned.count) host\(pinned.count == 1 ? "" : "s") passed through after refusing our certificate: \(names) (busymate pinned list)")
+            }
+            if let open, let oldest = open.entries.first {
+                lines.append(String(format: "  in flight    %d exchange%@, the oldest open %.1f s: %@ %@ (busymate list)", open.count, open.count == 1 ? "" : "s",
+                                    Date().timeIntervalSince(oldest.startedAt), oldest.method, oldest.url))
             }
             if !problems.isEmpty { lines.append("problems: " + problems.joined(separator: "; ")) }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))

@@ -47,7 +47,24 @@ extension Tail {
     func tailExchanges(_ notifier: Notifier, _ selection: TrafficRepository.Filter) async throws {
         let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
         var last = try traffic.lastID()
-        for await note in notifier.notifications() where note.name == .newTrafficCaptured {
+        // Exchanges shown as they started (unfiltered tails only: a filter runs over stored rows).
+        var started: Set<String> = Set(OpenExchangesFile.read(options.paths)?.entries.map(\.requestID) ?? [])
+        for await note in notifier.notifications() where note.name == .newTrafficCaptured || note.name == .openExchangesChanged {
+            if note.name == .openExchangesChanged {
+                guard filters.isEmpty, let file = OpenExchangesFile.read(options.paths) else { continue }
+                for entry in file.entries where !started.contains(entry.requestID) {
+                    if json {
+                        let line = ExchangeJSON.object([("request_id", ExchangeJSON.string(entry.requestID)), ("started_at", ExchangeJSON.date(entry.startedAt)),
+                                                        ("method", ExchangeJSON.string(entry.method)), ("url", ExchangeJSON.string(entry.url)),
+                                                        ("state", ExchangeJSON.string("open"))])
+                        FileHandle.standardOutput.write(Data((JSONWriter.compact(line) + "\n").utf8))
+                    } else {
+                        FileHandle.standardOutput.write(Data("→ \(entry.method) \(entry.url) (started, in flight)\n".utf8))
+                    }
+                }
+                started = Set(file.entries.map(\.requestID))
+                continue
+            }
             // Everything stored since, in pages: a burst is not cut at a limit.
             while true {
                 let (fresh, newest) = try traffic.stored(after: last, selection)

@@ -8,6 +8,8 @@ public enum NotificationName: String, Sendable, CaseIterable, Codable {
     case breakpointPaused
     case breakpointContinue
     case caDidChange
+    /// `open-exchanges.json` was rewritten (at most four times a second).
+    case openExchangesChanged
 }
 
 /// One datagram: `busymate/1 <name> <sender> [payload]`, UTF-8, one line.

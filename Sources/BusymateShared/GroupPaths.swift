@@ -43,6 +43,7 @@ public struct GroupPaths: Sendable, Equatable {
     public var bodies: URL { file("bodies") }
     public var notifyDirectory: URL { file("notify") }
     public var status: URL { file("status.json") }
+    public var openExchanges: URL { file("open-exchanges.json") }
     public var controlSocket: URL { file("control.sock") }
     public var readme: URL { file("README.md") }
 

@@ -17,10 +17,13 @@ public protocol CaptureSink: AnyObject, Sendable {
     var isBehind: Bool { get }
     /// Runs `body` on `eventLoop` once the store is no longer behind.
     func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void)
+    /// Exchanges begun and not yet submitted (nil: not followed).
+    var open: OpenExchanges? { get }
 }
 
 extension CaptureSink {
     func submit(_ record: ExchangeRecord) { submit(record, files: []) }
+    public var open: OpenExchanges? { nil }
 }
 
 /// Bodies up to this size are kept in the row.

@@ -24,6 +24,7 @@ struct ExchangeCapture: Sendable {
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(Self.describe)
+        writer.open?.opened(record)
     }
 
     /// As rows store it, and as rules match it: the port only when not the scheme's default.
@@ -102,6 +103,7 @@ struct ExchangeCapture: Sendable {
         done.responseBodyFile = responseBody.file?.name
         requestBody.finish()
         responseBody.finish()
+        writer.open?.closed(done.requestID)
         writer.submit(done, files: [requestBody.file, responseBody.file].compactMap { $0 })
     }
 }

@@ -58,6 +58,9 @@ public final class CaptureWriter: CaptureSink {
 
     public var bodyMax: Int { bodyMaxValue.load(ordering: .relaxed) }
 
+    /// In flight: `open-exchanges.json` (`OpenExchangesPublisher`).
+    public let open: OpenExchanges? = OpenExchanges()
+
     /// A file for a body that outgrew the row; nil (the body is then stored
     /// truncated) when there is no `bodies/` to write to.
     public func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? {

@@ -158,6 +158,27 @@ public enum TunnelMain {
                 }
             })
         }
+        if let open = capture?.open {
+            jobs.append(DaemonJob("open exchanges") {
+                // At most four writes a second, and only when something changed: the
+                // cost does not grow with the request rate.
+                var seen: Int?
+                while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(250)) }
+                    let (changes, file) = open.snapshot(since: seen)
+                    guard let file else { continue }
+                    do {
+                        try AtomicFile.write(file.encoded(), to: paths.openExchanges, mode: 0o640, sync: false)
+                        seen = changes
+                        notifier?.post(.openExchangesChanged)
+                    } catch {
+                        Logger(label: "busymate.capture").warning("cannot write open-exchanges.json", metadata: ["ERROR": "\(error)"])
+                        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(5)) }
+                    }
+                }
+                unlink(paths.openExchanges.path)
+            })
+        }
         jobs.append(DaemonJob("status tick") {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(500)) }
