@@ -8,8 +8,8 @@ import Foundation
 /// wins) and announced with `breakpointContinue`; the tunnel carries it out.
 struct Breakpoints: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Held requests and responses (settings.json's breakpoints): list, show, continue (as is or edited), abort.",
-        subcommands: [ListHeld.self, ShowHeld.self, Continue.self, Abort.self])
+        abstract: "Held requests and responses: list, show, continue (as is or edited), abort; which URLs are held (settings.json's breakpoints).",
+        subcommands: [ListHeld.self, ShowHeld.self, Continue.self, Abort.self, AddPattern.self, RemovePattern.self, ListPatterns.self])
 
     static func repository(_ paths: GroupPaths, writing: Bool = false) throws -> BreakpointRepository {
         BreakpointRepository(database: try StoreAccess.open(paths, readOnly: !writing))
@@ -67,9 +67,7 @@ struct ListHeld: AsyncParsableCommand {
         let repository = try Breakpoints.repository(options.paths)
         let events = all ? try repository.recent(limit: 100).reversed() : try repository.held()
         if json {
-            let array = events.map(ShowHeld.object)
-            let data = try JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            SettingsJSON.write(JSONNode(.array(events.map { SettingsJSON.object(SettingsJSON.breakpointMembers($0)) })))
             return
         }
         if events.isEmpty {
@@ -96,28 +94,15 @@ struct ShowHeld: AsyncParsableCommand {
     func run() async throws {
         guard let event = try Breakpoints.repository(options.paths).find(id: id) else { throw CLIError(description: "no breakpoint \(id)") }
         if json {
-            var object = Self.object(event)
-            object["raw_http_initial"] = String(decoding: event.rawHTTPInitial, as: UTF8.self)
-            object["raw_http_final"] = event.rawHTTPFinal.map { String(decoding: $0, as: UTF8.self) } ?? NSNull()
-            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            let raw = [("raw_http_initial", ExchangeJSON.string(String(decoding: event.rawHTTPInitial, as: UTF8.self))),
+                       ("raw_http_final", ExchangeJSON.string(event.rawHTTPFinal.map { String(decoding: $0, as: UTF8.self) }))]
+            SettingsJSON.write(SettingsJSON.object(SettingsJSON.breakpointMembers(event) + raw))
             return
         }
         guard let raw = final ? event.rawHTTPFinal : event.rawHTTPInitial else {
             throw CLIError(description: "breakpoint \(id) sent nothing on (\(event.outcome?.rawValue ?? "still held"))")
         }
         FileHandle.standardOutput.write(raw)
-    }
-
-    static func object(_ event: BreakpointEvent) -> [String: Any] {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return [
-            "id": event.id ?? 0, "kind": event.kind.rawValue, "request_id": event.requestID, "method": event.method, "url": event.url,
-            "paused_at": formatter.string(from: event.pausedAt), "requested": event.requested?.rawValue ?? NSNull(),
-            "resumed_at": event.resumedAt.map(formatter.string(from:)) ?? NSNull(), "outcome": event.outcome?.rawValue ?? NSNull(),
-            "tunnel_pid": Int(event.tunnelPID),
-        ]
     }
 }
 

@@ -11,9 +11,15 @@ struct Pinned: AsyncParsableCommand {
     struct ListPins: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List pinned hosts.")
         @OptionGroup var options: GroupOption
+        @Flag(help: "Print a JSON array: host, count, first_seen, last_seen, reason.") var json = false
         func run() async throws {
+            let pins = try PinnedDomainRepository(database: StoreAccess.open(options.paths)).all()
+            if json {
+                SettingsJSON.write(JSONNode(.array(pins.map(SettingsJSON.pin))))
+                return
+            }
             let formatter = ISO8601DateFormatter()
-            for pin in try PinnedDomainRepository(database: StoreAccess.open(options.paths)).all() {
+            for pin in pins {
                 print("\(pin.host)  \(pin.count)×  first \(formatter.string(from: pin.firstSeen))  last \(formatter.string(from: pin.lastSeen))\(pin.reason.map { "  (\($0))" } ?? "")")
             }
         }

@@ -10,30 +10,16 @@ struct Rules: AsyncParsableCommand {
         abstract: "The rules: block, drop, map_local, map_remote, host_override, headers (settings.json, applied live).",
         subcommands: [ListRules.self, Add.self, Remove.self, Enable.self, Disable.self, TestURL.self])
 
-    static func settings(_ paths: GroupPaths) throws -> AppSettings {
-        let snapshot = SettingsFile.read(paths.settings)
-        guard let settings = snapshot.settings else { throw CLIError(description: "settings.json is invalid: \(snapshot.error?.description ?? "?")") }
-        return settings
-    }
-
     /// Rewrites the `rules` array; `change` gets and returns its JSON nodes.
-    static func edit(_ paths: GroupPaths, _ change: @escaping ([JSONNode]) throws -> [JSONNode]) throws {
-        do {
-            try SettingsFile.edit(paths.settings) { root in
-                var rules: [JSONNode] = []
-                switch root["rules"]?.value {
-                case let .array(items)?: rules = items
-                case nil, .null?: break
-                default: throw CLIError(description: "\"rules\" in settings.json is not an array; fix it by hand first")
-                }
-                root.set("rules", JSONNode(.array(try change(rules))))
+    static func edit(_ paths: GroupPaths, explain: (SettingsError) -> String? = { _ in nil }, _ change: ([JSONNode]) throws -> [JSONNode]) throws {
+        try SettingsEdit.apply(paths, explain: explain) { root in
+            var rules: [JSONNode] = []
+            switch root["rules"]?.value {
+            case let .array(items)?: rules = items
+            case nil, .null?: break
+            default: throw CLIError(description: "\"rules\" in settings.json is not an array; fix it by hand first")
             }
-        } catch let error as SettingsError {
-            throw CLIError(description: "\(paths.settings.path): \(error)")
-        }
-        if let notifier = try? Notifier(paths: paths, role: "cli") {
-            notifier.post(.settingsDidChange)
-            notifier.close()
+            root.set("rules", JSONNode(.array(try change(rules))))
         }
     }
 
@@ -62,67 +48,17 @@ struct Rules: AsyncParsableCommand {
     struct ListRules: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the rules, in the order they are evaluated.")
         @OptionGroup var options: GroupOption
+        @Flag(help: "Print a JSON array: index, name, enabled, action, match and the rule as settings.json holds it.") var json = false
         func run() async throws {
-            let rules = try Rules.settings(options.paths).rules
-            if rules.isEmpty { print("no rules") }
-            for (i, rule) in rules.enumerated() { print("\(i + 1). \(Rules.describe(rule))") }
-        }
-    }
-
-    struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Add a rule at the end (or --at N).",
-            discussion: """
-                With flags: busymate rules add NAME --match 'api.example.com/*' --action block [--status 451]
-                (--file, --directory, --to, --address for the other actions). Or whole, as in settings.json:
-                busymate rules add --json '{"name": "trace", "match": "*/*", "action": "headers", "request": {"add": {"X-Trace": "1"}}}'
-                """)
-        @OptionGroup var options: GroupOption
-        @Argument(help: "The rule's name (unique).") var name: String?
-        @Option(help: "A URL pattern.") var match: String?
-        @Option(help: "block, drop, map_local, map_remote, host_override or headers.") var action: String?
-        @Option(help: "block: the status to answer (default 403).") var status: Int?
-        @Option(help: "map_local: the file to serve.") var file: String?
-        @Option(help: "map_local: the directory to serve from.") var directory: String?
-        @Option(help: "map_remote: the URL to send to.") var to: String?
-        @Option(help: "host_override: the IP address to dial.") var address: String?
-        @Option(help: "The whole rule as a JSON object, instead of the flags.") var json: String?
-        @Option(help: "Put it at this position (1 is first).") var at: Int?
-        @Flag(help: "Add it disabled.") var disabled = false
-
-        func run() async throws {
-            let node = try ruleNode()
-            let position = at
-            try Rules.edit(options.paths) { rules in
-                var rules = rules
-                let index = position.map { min(max($0 - 1, 0), rules.count) } ?? rules.count
-                rules.insert(node, at: index)
-                return rules
+            let (settings, root) = try SettingsEdit.current(options.paths)
+            if json {
+                // Validated: the document's rules are the settings' rules, in order.
+                let nodes: [JSONNode] = { if case let .array(n)? = root["rules"]?.value { return n } else { return [] } }()
+                SettingsJSON.write(JSONNode(.array(zip(settings.rules, nodes).enumerated().map { SettingsJSON.rule($1.0, index: $0 + 1, node: $1.1) })))
+                return
             }
-            let name: String = { if case let .string(n)? = node["name"]?.value { return n } else { return "?" } }()
-            print("added rule \"\(name)\"")
-        }
-
-        private func ruleNode() throws -> JSONNode {
-            if let json {
-                guard name == nil, match == nil, action == nil else { throw CLIError(description: "--json takes the whole rule; leave out the name and the flags") }
-                do {
-                    let node = try JSONParser.parse(json)
-                    guard case .object = node.value else { throw CLIError(description: "--json takes a JSON object") }
-                    return node
-                } catch let error as JSONParser.Error {
-                    throw CLIError(description: "--json: \(error.position): \(error.message)")
-                }
-            }
-            guard let name, let match, let action else { throw CLIError(description: "a rule needs a name, --match and --action (or --json)") }
-            var members: [(key: String, node: JSONNode)] = [("name", JSONNode(.string(name))), ("match", JSONNode(.string(match))),
-                                                            ("action", JSONNode(.string(action)))]
-            if disabled { members.append(("enabled", JSONNode(.bool(false)))) }
-            if let status { members.append(("status", JSONNode(.number("\(status)")))) }
-            for (key, value) in [("file", file), ("directory", directory), ("to", to), ("address", address)] {
-                if let value { members.append((key, JSONNode(.string(value)))) }
-            }
-            return JSONNode(.object(members))
+            if settings.rules.isEmpty { print("no rules") }
+            for (i, rule) in settings.rules.enumerated() { print("\(i + 1). \(Rules.describe(rule))") }
         }
     }
 
@@ -167,38 +103,6 @@ struct Rules: AsyncParsableCommand {
             let i = try index(of: name, in: rules)
             rules[i].set("enabled", JSONNode(.bool(enabled)))
             return rules
-        }
-    }
-
-    struct TestURL: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "test", abstract: "Show which rules match a URL, and which of them apply.")
-        @OptionGroup var options: GroupOption
-        @Argument(help: "An absolute URL, e.g. https://api.example.com/v1/users?page=2.") var url: String
-        func run() async throws {
-            let matching = try Rules.settings(options.paths).rules.filter { $0.pattern.matches(url) }
-            // As the tunnel decides: the first enabled match of each kind; a
-            // block ends it; a local answer is never dialled.
-            var first: [Rule.Kind: String] = [:]
-            for rule in matching where rule.enabled && first[rule.kind] == nil { first[rule.kind] = rule.name }
-            let blocked = first[.block] != nil
-            let local = first[.mapLocal] != nil
-            for rule in matching {
-                let verdict: String
-                if !rule.enabled {
-                    verdict = "matches, disabled"
-                } else if first[rule.kind] != rule.name {
-                    verdict = "matches, shadowed by the earlier \(rule.kind.rawValue) rule \"\(first[rule.kind] ?? "")\""
-                } else if blocked && rule.kind != .block {
-                    verdict = "matches, not reached: the request is blocked"
-                } else if local && rule.kind == .hostOverride {
-                    verdict = "matches, not used: a map_local rule answers"
-                } else {
-                    verdict = "applies"
-                }
-                print("\(Rules.describe(rule)) — \(verdict)")
-            }
-            let any = !matching.isEmpty
-            if !any { print("no rule matches \(url)") }
         }
     }
 }

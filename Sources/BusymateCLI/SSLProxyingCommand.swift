@@ -5,26 +5,17 @@ import Foundation
 struct SSLProxying: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssl-proxying",
-        abstract: "The hosts whose HTTPS is intercepted (settings.json, applied live).",
+        abstract: "The hosts whose HTTPS is intercepted, and those whose upstream certificate is not verified (settings.json, applied live).",
         subcommands: [Add.self, Remove.self, ListPatterns.self])
 
     /// Which list an edit goes to.
     struct Which: ParsableArguments {
         @Flag(help: "Edit the exclude list instead of the include list.") var exclude = false
-        var path: [String] { ["ssl_proxying", exclude ? "exclude" : "include"] }
-    }
+        @Flag(help: "Edit the list of hosts whose upstream certificate is not verified.") var insecureUpstream = false
+        var path: [String] { ["ssl_proxying", insecureUpstream ? "insecure_upstream" : exclude ? "exclude" : "include"] }
 
-    static func edit(_ paths: GroupPaths, _ change: @escaping ([String]) throws -> [String], at keyPath: [String]) throws {
-        do {
-            try SettingsFile.edit(paths.settings) { root in
-                SettingsFile.setStrings(try change(SettingsFile.strings(in: root, at: keyPath)), in: &root, at: keyPath)
-            }
-        } catch let error as SettingsError {
-            throw CLIError(description: "\(paths.settings.path): \(error)")
-        }
-        if let notifier = try? Notifier(paths: paths, role: "cli") {
-            notifier.post(.settingsDidChange)
-            notifier.close()
+        func validate() throws {
+            if exclude && insecureUpstream { throw ValidationError("--exclude and --insecure-upstream name different lists; give one") }
         }
     }
 
@@ -35,7 +26,7 @@ struct SSLProxying: AsyncParsableCommand {
         @Argument var pattern: String
         func run() async throws {
             if let problem = SSLProxyMatcher.problem(with: pattern) { throw CLIError(description: "\"\(pattern)\": \(problem)") }
-            try SSLProxying.edit(options.paths, { $0.contains(pattern) ? $0 : $0 + [pattern] }, at: which.path)
+            try SettingsEdit.add(pattern, to: which.path, options.paths)
             print("added \(pattern) to \(which.path.joined(separator: "."))")
         }
     }
@@ -46,26 +37,23 @@ struct SSLProxying: AsyncParsableCommand {
         @OptionGroup var which: Which
         @Argument var pattern: String
         func run() async throws {
-            let pattern = self.pattern
-            let list = which.path.joined(separator: ".")
-            try SSLProxying.edit(options.paths, { current in
-                guard current.contains(pattern) else { throw CLIError(description: "\(pattern) is not in \(list)") }
-                return current.filter { $0 != pattern }
-            }, at: which.path)
-            print("removed \(pattern) from \(list)")
+            try SettingsEdit.remove(pattern, from: which.path, options.paths)
+            print("removed \(pattern) from \(which.path.joined(separator: "."))")
         }
     }
 
     struct ListPatterns: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show both lists.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the three lists.")
         @OptionGroup var options: GroupOption
+        @Flag(help: "Print a JSON object.") var json = false
         func run() async throws {
-            let snapshot = SettingsFile.read(options.paths.settings)
-            guard let settings = snapshot.settings else {
-                throw CLIError(description: "settings.json is invalid: \(snapshot.error?.description ?? "?")")
+            let settings = try SettingsEdit.current(options.paths).settings
+            let lists = [("include", settings.sslInclude), ("exclude", settings.sslExclude), ("insecure_upstream", settings.insecureUpstream)]
+            if json {
+                SettingsJSON.write(SettingsJSON.object(lists.map { ($0.0, SettingsJSON.strings($0.1)) }))
+                return
             }
-            print("include: \(settings.sslInclude.isEmpty ? "(none)" : settings.sslInclude.joined(separator: " "))")
-            print("exclude: \(settings.sslExclude.isEmpty ? "(none)" : settings.sslExclude.joined(separator: " "))")
+            for (name, list) in lists { print("\(name): \(list.isEmpty ? "(none)" : list.joined(separator: " "))") }
         }
     }
 }
