@@ -12,7 +12,7 @@ struct Curl: AsyncParsableCommand {
             byte for byte.
             """)
     @OptionGroup var options: GroupOption
-    @Argument(help: "The exchange's id or request id (or the start of one).") var id: String
+    @Argument(help: "The exchange's id or request id (or the start of one).", completion: Completions.exchangeIDs) var id: String
     @Flag(help: "Send it through Busymate again (--proxy, and --cacert with the group's CA for https).") var proxy = false
     @Option(help: "Where a binary body's file is written.") var bodyDir = "."
 

@@ -11,16 +11,18 @@ struct Pinned: AsyncParsableCommand {
     struct ListPins: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List pinned hosts.")
         @OptionGroup var options: GroupOption
-        @Flag(help: "Print a JSON array: host, count, first_seen, last_seen, reason.") var json = false
+        @Flag(help: "Print a JSON array: host, count, first_seen, last_seen, expires_at, active, reason.") var json = false
         func run() async throws {
             let pins = try PinnedDomainRepository(database: StoreAccess.open(options.paths)).all()
+            let ttl = SettingsFile.read(options.paths.settings).settings?.pinTTL ?? AppSettings().pinTTL
             if json {
-                SettingsJSON.write(JSONNode(.array(pins.map(SettingsJSON.pin))))
+                SettingsJSON.write(JSONNode(.array(pins.map { SettingsJSON.pin($0, ttl: ttl) })))
                 return
             }
-            let formatter = ISO8601DateFormatter()
             for pin in pins {
-                print("\(pin.host)  \(pin.count)×  first \(formatter.string(from: pin.firstSeen))  last \(formatter.string(from: pin.lastSeen))\(pin.reason.map { "  (\($0))" } ?? "")")
+                let expires = pin.lastSeen.addingTimeInterval(ttl)
+                let state = expires > Date() ? "until \(DatabaseDateText.iso8601(expires))" : "expired \(DatabaseDateText.iso8601(expires)): intercepted again"
+                print("\(pin.host)  \(pin.count)×  first \(DatabaseDateText.iso8601(pin.firstSeen))  last \(DatabaseDateText.iso8601(pin.lastSeen))  \(state)\(pin.reason.map { "  (\($0))" } ?? "")")
             }
         }
     }

@@ -8,7 +8,7 @@ struct Resend: AsyncParsableCommand {
         abstract: "Send an exchange's request again, through the tunnel, as it was or changed; the new exchange links to the old (resent_from).")
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "The exchange's id or request id (or the start of one).") var id: String
+    @Argument(help: "The exchange's id or request id (or the start of one).", completion: Completions.exchangeIDs) var id: String
     @OptionGroup var changes: RequestChanges
 
     /// The header that tells the tunnel which exchange this repeats; the

@@ -65,7 +65,7 @@ struct Rules: AsyncParsableCommand {
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a rule by name.")
         @OptionGroup var options: GroupOption
-        @Argument var name: String
+        @Argument(completion: Completions.ruleNames) var name: String
         func run() async throws {
             let name = self.name
             try Rules.edit(options.paths) { rules in
@@ -80,7 +80,7 @@ struct Rules: AsyncParsableCommand {
     struct Enable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Enable a rule by name.")
         @OptionGroup var options: GroupOption
-        @Argument var name: String
+        @Argument(completion: Completions.ruleNames) var name: String
         func run() async throws {
             try Rules.setEnabled(true, name, options.paths)
             print("enabled rule \"\(name)\"")
@@ -90,7 +90,7 @@ struct Rules: AsyncParsableCommand {
     struct Disable: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Disable a rule by name (it stays in the list).")
         @OptionGroup var options: GroupOption
-        @Argument var name: String
+        @Argument(completion: Completions.ruleNames) var name: String
         func run() async throws {
             try Rules.setEnabled(false, name, options.paths)
             print("disabled rule \"\(name)\"")

@@ -22,9 +22,12 @@ enum SettingsJSON {
                   ("action", J.string(rule.actionName)), ("match", J.string(rule.pattern.text)), ("rule", node)])
     }
 
-    static func pin(_ pin: PinnedDomain) -> JSONNode {
-        J.object([("host", J.string(pin.host)), ("count", J.number(pin.count)), ("first_seen", J.date(pin.firstSeen)),
-                  ("last_seen", J.date(pin.lastSeen)), ("reason", J.string(pin.reason))])
+    /// A pin, and when it ends: `ssl_proxying.pin_ttl` after its last refusal.
+    static func pin(_ pin: PinnedDomain, ttl: Double) -> JSONNode {
+        let expires = pin.lastSeen.addingTimeInterval(ttl)
+        return J.object([("host", J.string(pin.host)), ("count", J.number(pin.count)), ("first_seen", J.date(pin.firstSeen)),
+                         ("last_seen", J.date(pin.lastSeen)), ("expires_at", J.date(expires)), ("active", J.bool(expires > Date())),
+                         ("reason", J.string(pin.reason))])
     }
 
     /// A breakpoint event (`breakpoints list --json`, `show --json` adds the raw messages).

@@ -17,7 +17,7 @@ struct Show: AsyncParsableCommand {
     }
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.") var ids: [String]
+    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.", completion: Completions.exchangeIDs) var ids: [String]
     @Flag(help: "Bodies as received: Content-Encoding not undone, no formatting.") var raw = false
     @Flag(help: "Print JSON (one object; an array for several exchanges).") var json = false
     @Flag(help: "Only the request and response lines and headers.") var headers = false

@@ -73,11 +73,12 @@ struct Status: AsyncParsableCommand {
         return problems
     }
 
-    /// Pinned hosts from the store, when it can be read.
+    /// Pinned hosts in force (not expired) from the store, when it can be read.
     static func pinned(_ paths: GroupPaths) -> [PinnedDomain] {
         guard FileManager.default.fileExists(atPath: paths.captureDatabase.path),
               let database = try? CaptureDatabase(paths: paths, readOnly: true, owner: false) else { return [] }
-        return (try? PinnedDomainRepository(database: database).all()) ?? []
+        let ttl = SettingsFile.read(paths.settings).settings?.pinTTL ?? AppSettings().pinTTL
+        return ((try? PinnedDomainRepository(database: database).all()) ?? []).filter { $0.lastSeen.addingTimeInterval(ttl) > Date() }
     }
 
     /// Without a supervisor: what the files say.

@@ -1,3 +1,4 @@
+import BusymateShared
 import CaptureStore
 import Foundation
 import NIOCore
@@ -24,7 +25,8 @@ struct ExchangeCapture: Sendable {
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(Self.describe)
-        writer.open?.opened(record)
+        writer.open?.opened(OpenExchangesFile.Entry(requestID: record.requestID, startedAt: record.startedAt, method: record.method,
+                                                    url: record.url, client: record.clientAddress))
     }
 
     /// As rows store it, and as rules match it: the port only when not the scheme's default.

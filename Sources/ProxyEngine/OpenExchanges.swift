@@ -18,9 +18,7 @@ public final class OpenExchanges: Sendable {
 
     public init() {}
 
-    func opened(_ record: ExchangeRecord) {
-        let entry = OpenExchangesFile.Entry(requestID: record.requestID, startedAt: record.startedAt, method: record.method, url: record.url,
-                                            client: record.clientAddress)
+    public func opened(_ entry: OpenExchangesFile.Entry) {
         table.withLock { t in
             guard t.entries.count < Self.capacity else { return }
             t.entries[entry.requestID] = entry
@@ -28,7 +26,7 @@ public final class OpenExchanges: Sendable {
         }
     }
 
-    func closed(_ requestID: String) {
+    public func closed(_ requestID: String) {
         table.withLock { t in
             if t.entries.removeValue(forKey: requestID) != nil { t.changes &+= 1 }
         }

@@ -73,6 +73,7 @@ struct BusymateBench: AsyncParsableCommand {
             report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: keepStore.isEmpty ? work : URL(fileURLWithPath: keepStore), rows: storeRows)
         }
         report.mint = try mintTimes()
+        report.openExchanges = OpenExchangesBench.nanosecondsPerExchange()
         let table = report.render()
         FileHandle.standardOutput.write(Data((table + "\n").utf8))
         try report.write(to: URL(fileURLWithPath: output))

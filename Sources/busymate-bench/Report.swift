@@ -12,6 +12,8 @@ struct Report {
     var store: StoreBench.Result?
     var settingsCost: SettingsCostBench.Result?
     var breakpointCheck: BreakpointCheckBench.Result?
+    /// `OpenExchangesBench`: ns per exchange.
+    var openExchanges: Double?
     var notes: [String] = []
 
     mutating func record(_ name: String, _ column: Column, _ result: LoadResult) {
@@ -43,6 +45,9 @@ struct Report {
                 return value >= 10 ? String(format: "%.0f×", value) : String(format: "%.2f×", value)
             }
             lines.append("| \(row.name) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |")
+        }
+        if let openExchanges {
+            lines.append(String(format: "| following exchanges in flight (open + close, in process, 100 open) | – | %.0f ns per exchange | – | – | – |", openExchanges))
         }
         if let mint { lines.append(String(format: "| leaf certificate mint (in process) | – | p50 %.3f ms, p99 %.3f ms | – | – | – |", mint.p50, mint.p99)) }
         if let memory {

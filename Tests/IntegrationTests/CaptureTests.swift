@@ -122,6 +122,9 @@ extension ApplianceTests {
             return try Command.run("/usr/bin/curl", pinningClient).status == 0
         }
         try waitUntil("the pin expired", timeout: 6) { try Command.run("/usr/bin/curl", pinningClient).status != 0 }
+        // That refusal pinned it again (a pinning client keeps refusing); left alone, the pin ends.
+        try waitUntil("the list says it expired", timeout: 5) { try appliance.cli(["pinned", "list"]).stdout.contains("expired") }
+        #expect(!(try appliance.cli(["status"]).stdout.contains("pinned ")))
     }
 }
 

@@ -87,5 +87,12 @@ extension ApplianceTests {
         #expect(!plain.joined().contains("\u{1B}["))
         #expect(plain.count == 4 && plain.allSatisfy { $0.count <= 80 }, "\(plain)")
         #expect(plain.contains { $0.contains(" http://127.0.0.1:") && $0.contains("…") && $0.hasSuffix("segment/") }, "\(plain)")
+
+        // Shell completion offers the stored exchanges' ids (newest first), as the shell asks for them.
+        let script = try Command.run(Command.binary("busymate"), ["--generate-completion-script", "bash"]).stdout
+        #expect(script.contains("---completion show -- positional@0"))
+        let offered = try Command.run(Command.binary("busymate"), ["---completion", "show", "--", "positional@0", "4", "0",
+                                                                   "busymate", "show", "--group", appliance.group.path, ""])
+        #expect(offered.stdout.split(separator: "\n") == ["3", "2", "1"], "\(offered)")
     }
 }
