@@ -14,7 +14,7 @@ struct FilterOptions: ParsableArguments {
     @Option(help: "HTTP method.") var method: String?
     @Option(help: "Status: 404, 4xx or 500-599.") var status: String?
     @Option(help: "Only the last span: 30s, 10m, 2h, 1d.") var since: String?
-    @Option(help: "Text in the URL or headers.") var search: String?
+    @Option(help: "Text, any case, in the URL, a header line or a body (~u, ~h and ~b for the text as written).") var search: String?
 
     func filter(limit: Int) throws -> TrafficRepository.Filter {
         var filter = TrafficRepository.Filter()

@@ -24,7 +24,9 @@ struct Status: AsyncParsableCommand {
         } catch let error as CLIError where error.description.hasPrefix("the supervisor is not running") {
             report = Self.offlineReport(paths)
         }
-        let pinned = Self.pinned(paths)
+        // Only a store the tunnel has opened (and so created): opening one it
+        // is creating raced its first statements under load.
+        let pinned = report.tunnel.store == "ok" ? Self.pinned(paths) : []
         let settings = SettingsFile.read(paths.settings).settings
         let problems = Self.problems(report)
         let open = OpenExchangesFile.read(paths)

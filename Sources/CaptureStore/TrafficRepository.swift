@@ -66,7 +66,10 @@ public struct TrafficRepository: Sendable {
             if let status { conditions.append("status BETWEEN \(status.lowerBound) AND \(status.upperBound)") }
             if let since { conditions.append("started_at >= \(DatabaseDateText.string(since))") }
             if let search {
-                conditions.append("instr(url, \(search)) > 0 OR instr(request_headers, \(search)) > 0 OR instr(ifnull(response_headers, ''), \(search)) > 0")
+                // `--search TEXT`: the text, any case, in the URL (as sent or decoded), a header line or a body.
+                let text = NSRegularExpression.escapedPattern(for: search)
+                let clauses: [CaptureFilter] = [.clause(.url(text)), .clause(.header(text, .either)), .clause(.body(text, .either))]
+                conditions.append(clauses.dropFirst().reduce(clauses[0]) { .or($0, $1) }.sql)
             }
             if let expression {
                 conditions.append(expression.sql)

@@ -52,6 +52,9 @@ extension ApplianceTests {
         #expect(try listJSON(appliance, ["--host", "localhost"]).count == 1)
         #expect(try listJSON(appliance, ["--status", "2xx"]).count == 3)
         #expect(try listJSON(appliance, ["--search", "plain?x"]).count == 1)
+        // --search is ~u|~h|~b for the text as written: any case, bodies too.
+        #expect(try listJSON(appliance, ["--search", "x-test: ONE"]).count == 1)
+        #expect(try listJSON(appliance, ["--search", "NAME=BUSYMATE"]).map { $0["url"] as? String } == ["http://127.0.0.1:\(origin.port)/form"])
 
         // show: headers both ways and the bodies.
         let formID = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/form") == true }?["id"] as? Int)

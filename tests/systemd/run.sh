@@ -176,7 +176,7 @@ body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:808
 # 3b. It was captured: the CLI reads it back from the store.
 sleep 0.3
 captured=$(inbox /usr/local/bin/busymate list --json --group /var/lib/busymate/group || true)
-case "$captured" in *'"url" : "http://127.0.0.1:8080/index.html"'*|*'"url":"http://127.0.0.1:8080/index.html"'*) pass "the request is in the capture store" ;; *) fail "busymate list --json: $captured" ;; esac
+case "$captured" in *'"url": "http://127.0.0.1:8080/index.html"'*|*'"url" : "http://127.0.0.1:8080/index.html"'*|*'"url":"http://127.0.0.1:8080/index.html"'*) pass "the request is in the capture store" ;; *) fail "busymate list --json: $captured" ;; esac
 
 # 4. The tunnel runs as busymate, with no capabilities, not even in its
 # bounding set (the unit gives the supervisor CAP_SETPCAP for that drop).
