@@ -24,6 +24,8 @@ struct ExchangePage {
     var window = 20_000
 
     static let order = "ORDER BY started_at DESC, id DESC"
+    /// Past this many matching hosts, the host plan is not used.
+    static let maxHosts = 500
 
     func fetch(_ db: Database) throws -> [ExchangeRecord] {
         guard limit > 0 else { return [] }
@@ -35,8 +37,12 @@ struct ExchangePage {
         // find them), sorting ids, not whole rows.
         let tail: SQL = "SELECT id FROM exchanges NOT INDEXED WHERE id > \(mark) AND \(filter) \(sql: Self.order) LIMIT \(limit)"
         let newest = try page(db, "exchanges NOT INDEXED", "id IN (\(tail))", limit)
-        let names = try String.fetchAll(db, SQLRequest(literal: "SELECT host FROM hosts WHERE \(hosts)"))
+        let names = try String.fetchAll(db, SQLRequest(literal: "SELECT host FROM hosts WHERE \(hosts) LIMIT \(Self.maxHosts + 1)"))
         guard !names.isEmpty else { return newest }
+        // So many hosts that the filter hardly narrows anything (and naming
+        // them all would make one statement of thousands of values): the
+        // time index it is.
+        guard names.count <= Self.maxHosts else { return try page(db, "exchanges INDEXED BY exchanges_started", filter, limit) }
         // `host IN` first: SQLite's own comparison turns most rows away before a filter function runs.
         let covered: SQL = "host IN \(names) AND id <= \(mark) AND \(filter)"
         let entries: SQL = "SELECT count(*) FROM (SELECT 1 FROM host_rows WHERE host IN \(names) AND id <= \(mark) LIMIT \(window))"

@@ -80,6 +80,21 @@ import Testing
         }
     }
 
+    @Test func aFilterMatchingVeryManyHostsStillAnswers() throws {
+        let store = try Store()
+        // 2,000 more hosts, each in one row: `~d many` matches more than the plan names (it walks the time index then).
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        _ = try store.traffic.insert((0..<2_000).map { i in
+            ExchangeRecord(startedAt: base.addingTimeInterval(Double(-i)), scheme: "http", method: "GET", host: "h\(i).many.example", port: 80,
+                           path: "/", url: "http://h\(i).many.example/", tlsMode: .none)
+        })
+        try store.database.pool.write { db in try HostIndex.catchUp(db, every: 1) }
+        let filter = try CaptureFilter.parse("~d many")
+        let expected = try store.plain(filter, before: nil, limit: 50)
+        #expect(expected.count == 50)
+        #expect(try store.planned(filter, before: nil, limit: 50) == expected)
+    }
+
     @Test func theHostShorthandTakesTheSamePlan() throws {
         let store = try Store()
         let expected = try store.plain(try CaptureFilter.parse(#"~d ^rare\.example\.net$"#), before: nil, limit: 50)
