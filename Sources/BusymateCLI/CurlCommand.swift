@@ -30,11 +30,7 @@ struct Curl: AsyncParsableCommand {
                 payload = .text(text)
             } else {
                 let file = URL(fileURLWithPath: bodyDir).appendingPathComponent("busymate-\(record.id ?? 0).request.bin")
-                do {
-                    try body.write(to: file)
-                } catch {
-                    throw CLIError(description: "cannot write the body to \(file.path): \(error.localizedDescription)")
-                }
+                try Self.writeNew(body, to: file)
                 payload = .file(file.path)
             }
         }
@@ -50,15 +46,21 @@ struct Curl: AsyncParsableCommand {
     }
 
     static func command(for record: ExchangeRecord, payload: Payload?, proxy: (url: String, ca: String)? = nil) -> String {
-        var parts = ["curl"]
-        if record.method != "GET" || payload != nil { parts += ["-X", quote(record.method)] }
+        // -g: brackets and braces in a URL are not curl's globs.
+        var parts = ["curl", "-g"]
+        if record.method == "HEAD" {
+            parts.append("--head")
+        } else if record.method != "GET" || payload != nil {
+            parts += ["-X", quote(record.method)]
+        }
         if record.httpVersion == "HTTP/1.0" { parts.append("--http1.0") }
         parts.append(quote(record.url))
         // Framing and hop-by-hop headers are curl's business.
         let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "host"]
         let headers = ExchangeRecord.decodeHeaders(record.requestHeaders)
         for (name, value) in headers where !skip.contains(name.lowercased()) {
-            parts += ["-H", quote("\(name): \(value)")]
+            // `Name:` would remove the header in curl; `Name;` sends it empty.
+            parts += ["-H", quote(value.isEmpty ? "\(name);" : "\(name): \(value)")]
         }
         // The client asked for compressed answers: curl decodes them too.
         let accepted = headers.filter { $0.0.lowercased() == "accept-encoding" }.map { $0.1.lowercased() }.joined(separator: ",")
@@ -83,6 +85,26 @@ struct Curl: AsyncParsableCommand {
         guard !body.contains(where: { ($0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D) || $0 == 0x7F }),
               let text = String(validating: body, as: UTF8.self), !text.hasPrefix("@") else { return nil }
         return text
+    }
+
+    /// A new file, 0600 (bodies hold credentials), never through a link
+    /// and never over an existing file.
+    static func writeNew(_ data: Data, to file: URL) throws {
+        let fd = open(file.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CLIError(description: "cannot create \(file.path): \(String(cString: strerror(errno)))\(errno == EEXIST ? " (remove it, or give --body-dir)" : "")")
+        }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { bytes -> Int in
+            var at = 0
+            while at < bytes.count {
+                let n = write(fd, bytes.baseAddress.map { $0 + at }, bytes.count - at)
+                if n < 0 { if errno == EINTR { continue }; return -1 }
+                at += n
+            }
+            return at
+        }
+        guard written == data.count else { throw CLIError(description: "cannot write \(file.path): \(String(cString: strerror(errno)))") }
     }
 
     /// POSIX shell single quotes.

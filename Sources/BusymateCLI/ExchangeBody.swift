@@ -46,7 +46,8 @@ struct ExchangeBody {
     /// holding control characters text does not have.
     var text: String? {
         guard let shown else { return nil }
-        guard !shown.contains(where: { $0 < 0x20 && ![0x09, 0x0A, 0x0D, 0x0C, 0x1B].contains($0) || $0 == 0x7F }) else { return nil }
+        // ESC is not text here: a body could otherwise drive the terminal.
+        guard !shown.contains(where: { $0 < 0x20 && ![0x09, 0x0A, 0x0D, 0x0C].contains($0) || $0 == 0x7F }) else { return nil }
         return String(validating: shown, as: UTF8.self)
     }
 

@@ -49,12 +49,13 @@ struct ListTable {
         for (e, cells) in zip(open.sorted { $0.startedAt > $1.startedAt }, inFlight) {
             let prefix = line(cells) + " "
             let room = terminal.width.map { $0 - prefix.count } ?? Int.max
-            lines.append(terminal.paint(prefix + (e.url.count > room ? Self.shorten(e.url, to: max(24, room)) : e.url), .dim))
+            let url = Terminal.visible(e.url, keepNewlines: false)
+            lines.append(terminal.paint(prefix + (url.count > room ? Self.shorten(url, to: max(24, room)) : url), .dim))
         }
         for (r, cells) in zip(records, rows) {
             let prefix = line(cells) + " "
-            var url = r.url
-            var error = r.error.map { "  ! \($0)" } ?? ""
+            var url = Terminal.visible(r.url, keepNewlines: false)
+            var error = r.error.map { "  ! \(Terminal.visible($0, keepNewlines: false))" } ?? ""
             if let width = terminal.width {
                 // The URL gives way first, down to 24 characters; then the error.
                 let room = width - prefix.count

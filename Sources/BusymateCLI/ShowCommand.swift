@@ -28,6 +28,7 @@ struct Show: AsyncParsableCommand {
     @Flag(help: "Never page.") var noPager = false
 
     func validate() throws {
+        if ids.isEmpty { throw ValidationError("give an exchange id (from `busymate list`) or a request id") }
         if !saveBody.isEmpty {
             guard saveBody.count == 2, Side(rawValue: saveBody[0]) != nil else {
                 throw ValidationError("--save-body takes request or response, then a file: --save-body response out.bin")
@@ -71,7 +72,7 @@ struct Show: AsyncParsableCommand {
             if i > 0 { out += ["", String(repeating: "─", count: 40), ""] }
             out += try lines(record, traffic: traffic, bodies: bodies, database: database)
         }
-        Pager.print(out.joined(separator: "\n") + "\n", page: !noPager)
+        Pager.print(Terminal.visible(out.joined(separator: "\n")) + "\n", page: !noPager)
     }
 
     private func lines(_ record: ExchangeRecord, traffic: TrafficRepository, bodies: BodyStore, database: CaptureDatabase) throws -> [String] {

@@ -37,7 +37,7 @@ struct Status: AsyncParsableCommand {
             let added: [ExchangeJSON.Member] = [
                 ("ssl_proxying_empty", ExchangeJSON.bool(settings?.sslInclude.isEmpty == true)),
                 ("pinned", ExchangeJSON.array(pinned.map {
-                    ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("refusals", ExchangeJSON.number($0.count)),
+                    ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("count", ExchangeJSON.number($0.count)),
                                          ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason))])
                 })),
                 ("in_flight", ExchangeJSON.number(open?.count ?? 0)),

@@ -23,10 +23,10 @@ extension StoreAccess {
     /// An exchange by its id, its request id, or the start of a request id
     /// (at least 4 characters, and only one exchange's).
     static func exchange(_ text: String, in traffic: TrafficRepository) throws -> ExchangeRecord {
-        if let id = Int64(text) {
-            guard let record = try traffic.find(id: id) else { throw CLIError(description: "no exchange \(id)") }
+        if let id = Int64(text), let record = try traffic.find(id: id) {
             return record
         }
+        if Int64(text) != nil && text.count < 4 { throw CLIError(description: "no exchange \(text)") }
         let prefix = text.lowercased()
         guard prefix.count >= 4, prefix.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
             throw CLIError(description: "\(text) is neither an exchange id (a number from `busymate list`) nor a request id")

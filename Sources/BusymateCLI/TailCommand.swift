@@ -59,7 +59,7 @@ extension Tail {
                                                         ("state", ExchangeJSON.string("open"))])
                         FileHandle.standardOutput.write(Data((JSONWriter.compact(line) + "\n").utf8))
                     } else {
-                        FileHandle.standardOutput.write(Data("→ \(entry.method) \(entry.url) (started, in flight)\n".utf8))
+                        FileHandle.standardOutput.write(Data((Terminal.visible("→ \(entry.method) \(entry.url) (started, in flight)", keepNewlines: false) + "\n").utf8))
                     }
                 }
                 started = Set(file.entries.map(\.requestID))
@@ -74,7 +74,8 @@ extension Tail {
                         FileHandle.standardOutput.write(Data((JSONWriter.compact(row) + "\n").utf8))
                     } else {
                         let status = ListTable.status(record)
-                        FileHandle.standardOutput.write(Data("\(record.id ?? 0) \(record.method) \(status) \(record.url)\(record.error.map { "  ! \($0)" } ?? "")\n".utf8))
+                        let line = "\(record.id ?? 0) \(record.method) \(status) \(record.url)\(record.error.map { "  ! \($0)" } ?? "")"
+                        FileHandle.standardOutput.write(Data((Terminal.visible(line, keepNewlines: false) + "\n").utf8))
                     }
                 }
                 guard fresh.count == selection.limit, let next = fresh.last?.id else {

@@ -169,7 +169,8 @@ public final class CaptureDatabase: Sendable {
                 t.primaryKey("name", .text)
                 t.column("value", .integer).notNull()
             }
-            try HostIndex.catchUp(db, every: 1)
+            // Filled by the writer, a bounded chunk per commit: a big store is
+            // not indexed here, before the tunnel may say it is ready.
         }
         return migrator
     }

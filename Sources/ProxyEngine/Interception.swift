@@ -99,7 +99,8 @@ public final class Interception: Sendable {
     func decide(host: String) -> Decision {
         let snapshot = state.withLock { $0 }
         guard snapshot.matcher.shouldIntercept(host: host) else { return .passthrough(why: "not on the SSL-proxying list") }
-        if let until = pinned.withLock({ $0[host.lowercased()] }), until > Date() { return .passthrough(why: "pinned") }
+        // With auto_pin off, pins are not honoured either: every host on the list is intercepted.
+        if snapshot.autoPin, let until = pinned.withLock({ $0[host.lowercased()] }), until > Date() { return .passthrough(why: "pinned") }
         guard let contexts = snapshot.contexts else { return .passthrough(why: "no usable CA") }
         guard let upstream = snapshot.upstream else { return .passthrough(why: "no upstream TLS context") }
         return .intercept(contexts, upstream)
@@ -121,7 +122,7 @@ public final class Interception: Sendable {
     func noteTrusted(client ip: String?) {
         guard let ip else { return }
         trusting.withLock { table in
-            if table.count >= 4_096, let oldest = table.min(by: { $0.value < $1.value })?.key { table[oldest] = nil }
+            if table[ip] == nil, table.count >= 4_096, let oldest = table.min(by: { $0.value < $1.value })?.key { table[oldest] = nil }
             table[ip] = Date()
         }
     }

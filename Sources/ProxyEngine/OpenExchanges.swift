@@ -13,7 +13,7 @@ public final class OpenExchanges: Sendable {
     }
 
     private let table = Mutex(Table())
-    /// Beyond this many, the rest are counted in the snapshot but not listed.
+    /// Beyond this many open at once, new ones are neither listed nor counted.
     static let capacity = 50_000
 
     public init() {}

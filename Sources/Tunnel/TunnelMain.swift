@@ -139,7 +139,10 @@ public enum TunnelMain {
         if let capture { jobs.append(DaemonJob("capture writer") { await capture.run() }) }
         if let watcher = DaemonJob.groupWatcher(paths, { file in
             switch file {
-            case .settings: await runtime.reloadSettings()
+            case .settings:
+                await runtime.reloadSettings()
+                // pin_ttl may have changed: the pins' ends follow it.
+                if let capture { interception.setPinned(capture.pinnedHosts()) }
             case .controlSocket: await runtime.attachIfNeeded()
             case .caPEM, .caKey: await runtime.reloadCA()
             case .deviceToken: break
@@ -176,7 +179,8 @@ public enum TunnelMain {
                         try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(5)) }
                     }
                 }
-                unlink(paths.openExchanges.path)
+                // Only our own: a new tunnel may have written it while this one drained.
+                if OpenExchangesFile.read(paths)?.pid == getpid() { unlink(paths.openExchanges.path) }
             })
         }
         jobs.append(DaemonJob("status tick") {

@@ -80,6 +80,25 @@ import Testing
         }
     }
 
+    @Test func anUnindexedStoreIsIndexedAChunkAtATimeAndAnswersMeanwhile() throws {
+        let store = try Store()
+        // As the v6 migration leaves an existing store: nothing indexed.
+        try store.database.pool.write { db in
+            try db.execute(sql: "DELETE FROM host_rows; DELETE FROM hosts; DELETE FROM marks")
+        }
+        let filter = try CaptureFilter.parse("~d rare | ~d old")
+        let expected = try store.plain(filter, before: nil, limit: 300)
+        #expect(try store.planned(filter, before: nil, limit: 300) == expected)
+        try store.database.pool.write { db in try HostIndex.catchUp(db, every: 1, chunk: 1_000) }
+        #expect(try store.database.pool.read { db in try HostIndex.mark(db) } == 1_000)
+        #expect(try store.planned(filter, before: nil, limit: 300) == expected)
+        try store.database.pool.write { db in
+            for _ in 0..<3 { try HostIndex.catchUp(db, every: 1, chunk: 1_000) }
+        }
+        #expect(try store.database.pool.read { db in try HostIndex.mark(db) } == 3_000)
+        #expect(try store.planned(filter, before: nil, limit: 300) == expected)
+    }
+
     @Test func aFilterMatchingVeryManyHostsStillAnswers() throws {
         let store = try Store()
         // 2,000 more hosts, each in one row: `~d many` matches more than the plan names (it walks the time index then).

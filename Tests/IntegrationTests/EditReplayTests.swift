@@ -25,6 +25,11 @@ extension ApplianceTests {
         let printed = try appliance.cli(["curl", "\(originalID)", "--proxy", "--body-dir", appliance.base.path])
         #expect(printed.status == 0, "\(printed.stderr)")
         #expect(printed.stdout.contains("--data-binary '@\(appliance.base.path)/busymate-\(originalID).request.bin'"), "\(printed.stdout)")
+        // Written 0600 (bodies hold credentials), and never over a file already there.
+        let written = try FileManager.default.attributesOfItem(atPath: "\(appliance.base.path)/busymate-\(originalID).request.bin")
+        #expect((written[.posixPermissions] as? Int) == 0o600)
+        let again = try appliance.cli(["curl", "\(originalID)", "--body-dir", appliance.base.path])
+        #expect(again.status != 0 && again.stderr.contains("File exists"), "\(again.stderr)")
         let ran = try Command.run("/bin/sh", ["-c", printed.stdout.trimmingCharacters(in: .newlines) + " -sS -o /dev/null -w '%{http_code}'"])
         #expect(ran.stdout == "200", "\(ran.stderr)")
         let replayed = try #require(try appliance.rows("the replay is stored") { $0.count == 2 }.first)

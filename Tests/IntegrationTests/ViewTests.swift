@@ -44,6 +44,7 @@ extension ApplianceTests {
         let head = try appliance.cli(["show", jsonID, "--headers"]).stdout
         #expect(head.contains("> Content-Type: application/json") && head.contains("< 200 OK") && !head.contains("zebra"), "\(head)")
 
+
         // A binary body: a hex dump, never replacement characters.
         let dump = try appliance.cli(["show", binID, "--body", "request"]).stdout
         #expect(dump.contains("00000000  00 ff 10 41 c3 28 7f 0a  42 42 42 42 42 42 42 42  |...A.(..BBBBBBBB|"), "\(dump)")
@@ -94,5 +95,12 @@ extension ApplianceTests {
         let offered = try Command.run(Command.binary("busymate"), ["---completion", "show", "--", "positional@0", "4", "0",
                                                                    "busymate", "show", "--group", appliance.group.path, ""])
         #expect(offered.stdout.split(separator: "\n") == ["3", "2", "1"], "\(offered)")
+
+        // What came off the wire cannot drive the terminal: a body with an escape sequence is a hex dump.
+        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/esc", extra: ["-H", "Content-Type: text/plain",
+                                                                                    "--data-binary", "title \u{1B}]0;pwned\u{07}"]).code == 200)
+        let escaped = try #require(try appliance.rows("the escape is stored") { $0.count == 4 }.first)
+        let shownEscape = try appliance.cli(["show", "\(escaped["id"] as? Int ?? 0)"]).stdout
+        #expect(!shownEscape.contains("\u{1B}") && shownEscape.contains("1b 5d 30 3b"), "\(shownEscape)")
     }
 }
