@@ -177,7 +177,7 @@ extension ApplianceTests {
         }
         let command = try appliance.cli(["curl", "\(id)"])
         #expect(command.status == 0, "\(command.stderr)")
-        #expect(command.stdout.hasPrefix("curl -X 'POST' 'http://127.0.0.1:\(origin.port)/it'\\''s?a=1'"))
+        #expect(command.stdout.hasPrefix("curl -g -X 'POST' 'http://127.0.0.1:\(origin.port)/it'\\''s?a=1'"))
         let rerun = try Command.shell("\(command.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) -sS -w '\\n%{http_code}'")
         #expect(rerun.stdout == "origin POST /it's?a=1\n\n200", "\(rerun.stdout) \(rerun.stderr)")
     }
