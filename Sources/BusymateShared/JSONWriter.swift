@@ -11,11 +11,12 @@ public enum JSONWriter {
     private static func write(_ value: JSONValue, indent: Int, into out: inout String) {
         let pad = String(repeating: "  ", count: indent + 1)
         let closePad = String(repeating: "  ", count: indent)
+        if let text = scalar(value) {
+            out += text
+            return
+        }
         switch value {
-        case .null: out += "null"
-        case let .bool(b): out += b ? "true" : "false"
-        case let .number(n): out += n
-        case let .string(s): out += quote(s)
+        case .null, .bool, .number, .string: break
         case let .array(elements):
             if elements.isEmpty { out += "[]"; return }
             // Short arrays of scalars stay on one line, as people write them.
@@ -60,11 +61,12 @@ public enum JSONWriter {
     }
 
     private static func compact(_ value: JSONValue, into out: inout String) {
+        if let text = scalar(value) {
+            out += text
+            return
+        }
         switch value {
-        case .null: out += "null"
-        case let .bool(b): out += b ? "true" : "false"
-        case let .number(n): out += n
-        case let .string(s): out += quote(s)
+        case .null, .bool, .number, .string: break
         case let .array(elements):
             out += "["
             for (i, e) in elements.enumerated() {
@@ -80,6 +82,17 @@ public enum JSONWriter {
                 compact(m.node.value, into: &out)
             }
             out += "}"
+        }
+    }
+
+    /// A scalar as written (numbers as they were read), or nil for an array or object.
+    private static func scalar(_ value: JSONValue) -> String? {
+        switch value {
+        case .null: return "null"
+        case let .bool(b): return b ? "true" : "false"
+        case let .number(n): return n
+        case let .string(s): return quote(s)
+        case .array, .object: return nil
         }
     }
 
