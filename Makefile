@@ -66,7 +66,7 @@ fuzz-smoke:
 
 install: build
 	install -d $(BINDIR) $(SHAREDIR)/skeleton $(UNITDIR) $(SYSUSERSDIR) $(TMPFILESDIR)
-	install -m 0755 $(BUILD_BIN)/busymate-app $(BUILD_BIN)/busymate-tunnel $(BUILD_BIN)/busymate $(BINDIR)/
+	install -m 0755 $(BUILD_BIN)/busymate-app $(BUILD_BIN)/busymate-tunnel $(BUILD_BIN)/busymate-web $(BUILD_BIN)/busymate $(BINDIR)/
 	install -m 0644 shared-group/settings.json shared-group/README.md $(SHAREDIR)/skeleton/
 	install -m 0644 README.md $(SHAREDIR)/README.md
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SHAREDIR@|$(PREFIX)/share/busymate|g' units/busymate.service > $(UNITDIR)/busymate.service

@@ -3,12 +3,18 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
+/// The web page's files (Sources/WebFront/Page), each served at `/NAME`.
+enum WebPage {
+    static let files = ["index.html", "login.html", "app.css", "app.js", "favicon.svg"]
+}
+
 let package = Package(
     name: "Busymate",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "busymate-app", targets: ["busymate-app"]),
         .executable(name: "busymate-tunnel", targets: ["busymate-tunnel"]),
+        .executable(name: "busymate-web", targets: ["busymate-web"]),
         .executable(name: "busymate", targets: ["busymate"]),
         // For the fuzz harnesses in fuzz/, a package of their own that depends on this one by path.
         .library(name: "BusymateShared", targets: ["BusymateShared"]),
@@ -29,6 +35,9 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // Without its default traits: no swift-configuration.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -104,6 +113,22 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(
+            name: "WebFront",
+            dependencies: [
+                "BusymateShared",
+                "CaptureStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            // The page's own files, compiled into the binary: nothing to install beside it.
+            resources: WebPage.files.map { .embedInCode("Page/\($0)") },
+            swiftSettings: strict),
+        .target(
             name: "BusymateCLI",
             dependencies: [
                 "BusymateShared",
@@ -118,6 +143,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(name: "busymate-app", dependencies: ["Supervisor"], swiftSettings: strict),
         .executableTarget(name: "busymate-tunnel", dependencies: ["BusymateShared", "Tunnel"], swiftSettings: strict),
+        .executableTarget(name: "busymate-web", dependencies: ["BusymateShared", "WebFront"], swiftSettings: strict),
         .executableTarget(name: "busymate", dependencies: ["BusymateCLI"], swiftSettings: strict),
         .executableTarget(
             name: "busymate-bench",
@@ -161,6 +187,16 @@ let package = Package(
                 "Supervisor",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "WebFrontTests",
+            dependencies: [
+                "WebFront",
+                "CaptureStore",
+                "BusymateShared",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
             ],
             swiftSettings: strict),
         .testTarget(

@@ -24,9 +24,9 @@ struct Curl: AsyncParsableCommand {
         }
         if record.requestBodyTruncated { throw CLIError(description: "exchange \(id)'s request body was not stored whole; the command would differ") }
         let body = try BodyStore(paths: database.paths).body(of: record, .request)
-        var payload: Payload?
+        var payload: CurlCommandLine.Payload?
         if let body, !body.isEmpty {
-            if let text = Self.shellText(body) {
+            if let text = CurlCommandLine.shellText(body) {
                 payload = .text(text)
             } else {
                 let file = URL(fileURLWithPath: bodyDir).appendingPathComponent("busymate-\(record.id ?? 0).request.bin")
@@ -35,56 +35,9 @@ struct Curl: AsyncParsableCommand {
             }
         }
         let through = proxy ? try Resend.proxyAddress(options.paths) : nil
-        let command = Self.command(for: record, payload: payload,
+        let command = CurlCommandLine.command(for: record, payload: payload,
                                    proxy: through.map { (url: "http://\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)", ca: options.paths.caPEM.path) })
         FileHandle.standardOutput.write(Data((command + "\n").utf8))
-    }
-
-    enum Payload {
-        case text(String)
-        case file(String)
-    }
-
-    static func command(for record: ExchangeRecord, payload: Payload?, proxy: (url: String, ca: String)? = nil) -> String {
-        // -g: brackets and braces in a URL are not curl's globs.
-        var parts = ["curl", "-g"]
-        if record.method == "HEAD" {
-            parts.append("--head")
-        } else if record.method != "GET" || payload != nil {
-            parts += ["-X", quote(record.method)]
-        }
-        if record.httpVersion == "HTTP/1.0" { parts.append("--http1.0") }
-        parts.append(quote(record.url))
-        // Framing and hop-by-hop headers are curl's business.
-        let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "host"]
-        let headers = ExchangeRecord.decodeHeaders(record.requestHeaders)
-        for (name, value) in headers where !skip.contains(name.lowercased()) {
-            // `Name:` would remove the header in curl; `Name;` sends it empty.
-            parts += ["-H", quote(value.isEmpty ? "\(name);" : "\(name): \(value)")]
-        }
-        // The client asked for compressed answers: curl decodes them too.
-        let accepted = headers.filter { $0.0.lowercased() == "accept-encoding" }.map { $0.1.lowercased() }.joined(separator: ",")
-        if ["gzip", "deflate", "br"].contains(where: { accepted.contains($0) }) {
-            parts.append("--compressed")
-        }
-        switch payload {
-        case let .text(text): parts += ["--data-binary", quote(text)]
-        case let .file(path): parts += ["--data-binary", quote("@" + path)]
-        case nil: break
-        }
-        if let proxy {
-            parts += ["--proxy", quote(proxy.url)]
-            if record.scheme == "https" { parts += ["--cacert", quote(proxy.ca)] }
-        }
-        return parts.joined(separator: " ")
-    }
-
-    /// The body as text a single-quoted shell argument carries exactly:
-    /// UTF-8 with no NUL and no control character but tab and newlines; nil otherwise.
-    static func shellText(_ body: Data) -> String? {
-        guard !body.contains(where: { ($0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D) || $0 == 0x7F }),
-              let text = String(validating: body, as: UTF8.self), !text.hasPrefix("@") else { return nil }
-        return text
     }
 
     /// A new file, 0600 (bodies hold credentials), never through a link
@@ -106,7 +59,4 @@ struct Curl: AsyncParsableCommand {
         }
         guard written == data.count else { throw CLIError(description: "cannot write \(file.path): \(String(cString: strerror(errno)))") }
     }
-
-    /// POSIX shell single quotes.
-    static func quote(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BusymateShared
+import CaptureStore
 import Foundation
 
 extension Rules {

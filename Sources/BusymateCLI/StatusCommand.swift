@@ -22,13 +22,13 @@ struct Status: AsyncParsableCommand {
             guard let r = try ControlClient.request(ControlMessage(.status), paths: paths).report else { throw CLIError(description: "no report") }
             report = r
         } catch let error as CLIError where error.description.hasPrefix("the supervisor is not running") {
-            report = Self.offlineReport(paths)
+            report = StatusReport.offline(paths)
         }
         // Only a store the tunnel has opened (and so created): opening one it
         // is creating raced its first statements under load.
         let pinned = report.tunnel.store == "ok" ? Self.pinned(paths) : []
         let settings = SettingsFile.read(paths.settings).settings
-        let problems = Self.problems(report)
+        let problems = report.problems
         let open = OpenExchangesFile.read(paths)
         if json {
             // The report as the supervisor gives it, and what the CLI adds.
@@ -64,41 +64,12 @@ struct Status: AsyncParsableCommand {
         if !problems.isEmpty { throw ExitCode(1) }
     }
 
-    /// What makes `status` exit 1.
-    static func problems(_ r: StatusReport) -> [String] {
-        var problems: [String] = []
-        if r.tunnel.state != .ready { problems.append("the tunnel is \(r.tunnel.state.rawValue)") }
-        if let error = r.settings.error { problems.append("settings.json is invalid (\(error))") }
-        for l in r.listeners where l.error != nil || l.bound == nil { problems.append("listener \(l.address) failed\(l.error.map { ": \($0)" } ?? "")") }
-        if let store = r.tunnel.store, store != "ok" { problems.append("capture store: \(store)") }
-        if !r.ca.present { problems.append("no CA") } else if let error = r.ca.error { problems.append("CA: \(error)") }
-        return problems
-    }
-
     /// Pinned hosts in force (not expired) from the store, when it can be read.
     static func pinned(_ paths: GroupPaths) -> [PinnedDomain] {
         guard FileManager.default.fileExists(atPath: paths.captureDatabase.path),
               let database = try? CaptureDatabase(paths: paths, readOnly: true, owner: false) else { return [] }
         let ttl = SettingsFile.read(paths.settings).settings?.pinTTL ?? AppSettings().pinTTL
         return ((try? PinnedDomainRepository(database: database).all()) ?? []).filter { $0.lastSeen.addingTimeInterval(ttl) > Date() }
-    }
-
-    /// Without a supervisor: what the files say.
-    static func offlineReport(_ paths: GroupPaths) -> StatusReport {
-        let tunnel = TunnelStatus.read(paths.status).flatMap { ProcessProbe.isAlive($0.pid) ? $0 : nil }
-        let snapshot = SettingsFile.read(paths.settings)
-        return StatusReport(
-            group: paths.root.path, mode: snapshot.settings?.mode.rawValue ?? "proxy",
-            supervisor: .init(running: false, pid: nil, uptimeSeconds: nil, settingsSha256: nil),
-            tunnel: .init(pid: tunnel?.pid, uid: tunnel?.uid, state: tunnel?.state ?? .absent, privileges: tunnel?.privileges,
-                          settingsSha256: tunnel?.settingsSha256, settingsError: tunnel?.settingsError, startedAt: tunnel?.startedAt,
-                          restarts: 0, crashLoop: false, lastExit: nil, nextRestartInSeconds: nil, adopted: false,
-                          interception: tunnel?.interception, lastError: tunnel?.lastError, store: tunnel?.store),
-            listeners: tunnel?.listeners ?? [],
-            ca: .init(present: FileManager.default.fileExists(atPath: paths.caPEM.path), trusted: false, error: nil, subject: nil,
-                      fingerprintSha256: nil, notAfter: nil),
-            settings: .init(path: paths.settings.path, valid: snapshot.error == nil, error: snapshot.error?.description, unknownKeys: snapshot.unknownKeys),
-            counters: tunnel?.counters ?? TrafficCounters())
     }
 
     static func render(_ r: StatusReport) -> String {
@@ -124,6 +95,15 @@ struct Status: AsyncParsableCommand {
         }
         if let store = r.tunnel.store {
             lines.append("\(mark(store == "ok")) capture      \(store == "ok" ? "store ok" : store)")
+        }
+        if let web = r.web {
+            var line = "web          \(web.state.rawValue)"
+            if let pid = web.pid { line += ", pid \(pid)" }
+            if web.adopted { line += ", adopted" }
+            if web.restarts > 0 { line += ", \(web.restarts) restart\(web.restarts == 1 ? "" : "s")" }
+            if let bound = web.bound { line += ", \(Web.URLCommand.base(bound)) (busymate web url)" }
+            if let error = web.error { line += " (cannot listen on \(web.listen): \(error))" }
+            lines.append("\(mark(web.state == .ready || web.state == .stopped)) \(line)")
         }
         for l in r.listeners {
             lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")

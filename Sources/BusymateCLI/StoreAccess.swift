@@ -43,8 +43,8 @@ extension StoreAccess {
     }
 }
 
-extension ExchangeRecord {
-    var durationMilliseconds: Int? {
-        endedAt.map { Int(($0.timeIntervalSince(startedAt) * 1000).rounded()) }
+extension ExchangeJSON {
+    static func write(_ node: JSONNode) {
+        FileHandle.standardOutput.write(Data(JSONWriter.write(node).utf8))
     }
 }

@@ -34,6 +34,8 @@ public struct AppSettings: Sendable, Equatable {
     /// Every upstream dial goes through it, but for `bypass` hosts.
     public var upstreamProxy: UpstreamProxySetting?
     public var timeouts = Timeouts()
+    /// Where the web page is served (`web.listen`); the supervisor binds it.
+    public var webListen = ListenAddress(host: "127.0.0.1", port: 9091)
 
     /// How long the proxy waits on each side, in the style of nginx's
     /// `client_header_timeout` and HAProxy's `timeout http-request`.
@@ -79,6 +81,9 @@ public struct AppSettings: Sendable, Equatable {
           },
           "tunnel": {
             "drain_seconds": 5
+          },
+          "web": {
+            "listen": "127.0.0.1:9091"
           }
         }
 
@@ -108,7 +113,8 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts"],
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts", "web"],
+        "web": ["listen"],
         "timeouts": Set(Timeouts.keys),
         "breakpoints": ["request", "response", "timeout_seconds"],
         "upstream_proxy": ["host", "port", "username", "password", "bypass"],
@@ -250,6 +256,17 @@ extension AppSettings {
             if let node = root["rules"] { s.rules = try rules(node) }
             if let node = root["breakpoints"] { s.breakpoints = try breakpoints(node) }
             if let node = root["upstream_proxy"], node.value != .null { s.upstreamProxy = try upstreamProxy(node) }
+            if let web = root["web"] {
+                try object(web, path: "web")
+                if let node = web["listen"] {
+                    let text = try string(node, path: "web.listen")
+                    guard let address = ListenAddress(text), IPAddressText.isLiteral(address.host) else {
+                        throw SettingsError(message: "\"\(text)\" is not \"address:port\" with an IP address (e.g. \"127.0.0.1:9091\")",
+                                            position: node.position, keyPath: "web.listen")
+                    }
+                    s.webListen = address
+                }
+            }
             return s
         }
 

@@ -5,8 +5,9 @@ import Foundation
 public struct ControlMessage: Codable, Sendable {
     public enum Kind: String, Codable, Sendable {
         // CLI → supervisor
-        case status, tunnelStart, tunnelStop, tunnelRestart
-        // tunnel → supervisor; `hello` carries the listeners the tunnel holds
+        case status, tunnelStart, tunnelStop, tunnelRestart, webStart, webStop, webRestart
+        // tunnel or web → supervisor; `hello` carries the listeners the child
+        // holds, and `role` "web" from the web front (nil: the tunnel)
         case hello, state, pong
         // supervisor → tunnel; `listeners` carries the full set to serve;
         // `serve` starts accepting (only one tunnel accepts at a time)
@@ -23,9 +24,11 @@ public struct ControlMessage: Codable, Sendable {
     public var ok: Bool?
     public var message: String?
     public var report: StatusReport?
+    public var role: String?
 
     public init(_ kind: Kind, pid: Int32? = nil, listeners: [String]? = nil, state: TunnelState? = nil, seq: Int? = nil,
-                ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil) {
+                ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil, role: String? = nil) {
+        self.role = role
         self.kind = kind
         self.pid = pid
         self.listeners = listeners

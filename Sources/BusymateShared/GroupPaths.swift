@@ -45,6 +45,8 @@ public struct GroupPaths: Sendable, Equatable {
     public var status: URL { file("status.json") }
     public var openExchanges: URL { file("open-exchanges.json") }
     public var controlSocket: URL { file("control.sock") }
+    /// The web page's access token (0640 root:busymate).
+    public var webToken: URL { file("web-token") }
     public var readme: URL { file("README.md") }
 
     public func notifySocket(role: String, pid: Int32) -> URL {

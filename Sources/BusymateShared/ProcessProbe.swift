@@ -30,10 +30,22 @@ public enum ProcessProbe {
 
     /// Whether `pid` is a live busymate-tunnel serving the group at `groupPath`.
     public static func isTunnel(_ pid: Int32, servingGroup groupPath: String) -> Bool {
-        guard isAlive(pid), !isZombieOrGone(pid), commandName(pid) == "busymate-tunnel" else { return false }
+        isChild(pid, named: "busymate-tunnel", servingGroup: groupPath)
+    }
+
+    /// Whether `pid` is a live `name` (busymate-tunnel, busymate-web) started with `--group groupPath`.
+    public static func isChild(_ pid: Int32, named name: String, servingGroup groupPath: String) -> Bool {
+        guard isAlive(pid), !isZombieOrGone(pid), commandName(pid) == name else { return false }
         let args = arguments(pid)
         guard let flag = args.firstIndex(of: "--group"), flag + 1 < args.count else { return false }
         return URL(fileURLWithPath: args[flag + 1]).standardizedFileURL.path == groupPath
+    }
+
+    /// A live `name` started with `--group groupPath`, found by walking `/proc`.
+    public static func find(named name: String, servingGroup groupPath: String) -> Int32? {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        let own = getpid()
+        return entries.lazy.compactMap { Int32($0) }.first { $0 != own && isChild($0, named: name, servingGroup: groupPath) }
     }
 
     /// Lines of `/proc/<pid>/status` as a dictionary (`Uid`, `CapEff`, `NoNewPrivs`, …).

@@ -126,6 +126,39 @@ public struct StatusReport: Codable, Sendable {
         }
     }
 
+    /// The web front (`busymate-web`), kept like the tunnel.
+    public struct Web: Codable, Sendable {
+        public var state: TunnelState
+        public var pid: Int32?
+        public var listen: String
+        public var bound: String?
+        public var error: String?
+        public var restarts: Int
+        public var lastExit: String?
+        public var adopted: Bool
+        public init(state: TunnelState, pid: Int32?, listen: String, bound: String?, error: String?, restarts: Int, lastExit: String?, adopted: Bool) {
+            self.state = state
+            self.pid = pid
+            self.listen = listen
+            self.bound = bound
+            self.error = error
+            self.restarts = restarts
+            self.lastExit = lastExit
+            self.adopted = adopted
+        }
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(state, forKey: .state)
+            try c.encode(pid, forKey: .pid)
+            try c.encode(listen, forKey: .listen)
+            try c.encode(bound, forKey: .bound)
+            try c.encode(error, forKey: .error)
+            try c.encode(restarts, forKey: .restarts)
+            try c.encode(lastExit, forKey: .lastExit)
+            try c.encode(adopted, forKey: .adopted)
+        }
+    }
+
     public var group: String
     public var mode: String
     public var supervisor: Supervisor
@@ -134,6 +167,7 @@ public struct StatusReport: Codable, Sendable {
     public var ca: CA
     public var settings: Settings
     public var counters: TrafficCounters
+    public var web: Web?
 
     public init(group: String, mode: String, supervisor: Supervisor, tunnel: Tunnel, listeners: [ListenerStatus], ca: CA, settings: Settings, counters: TrafficCounters) {
         self.group = group

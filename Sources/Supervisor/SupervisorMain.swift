@@ -36,6 +36,13 @@ public enum SupervisorMain {
         let tunnelPath = tunnelOverride ?? ProcessInfo.processInfo.environment["BUSYMATE_TUNNEL"]
             ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
                 .deletingLastPathComponent().appendingPathComponent("busymate-tunnel").path
+        let webPath = ProcessInfo.processInfo.environment["BUSYMATE_WEB"]
+            ?? URL(fileURLWithPath: tunnelPath).deletingLastPathComponent().appendingPathComponent("busymate-web").path
+        do {
+            try WebToken.ensure(paths, group: PrivilegeDrop.lookupGroup("busymate"))
+        } catch {
+            Logger(label: "busymate.web").error("cannot write the web token; the web page will not start", metadata: ["ERROR": "\(error)"])
+        }
         let notifier = try? Notifier(paths: paths, role: "app")
         if generated { notifier?.post(.caDidChange) }
         let control: ControlServer
@@ -47,21 +54,29 @@ public enum SupervisorMain {
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
                                         notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
+        let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: tunnelIdentity),
+                            address: (snapshot.settings ?? AppSettings()).webListen, maxBackoff: restartBackoffMax) { summary in
+            await service.setWebSummary(summary)
+        }
+        let reload: @Sendable () async -> Void = {
+            await service.reloadSettings()
+            await web.apply(await service.settings)
+        }
         var jobs = [DaemonJob("control socket") {
             for await peer in control.peers().cancelOnGracefulShutdown() {
-                Task { await serve(peer, service: service) }
+                Task { await serve(peer, service: service, web: web) }
             }
         }]
         if let watcher = DaemonJob.groupWatcher(paths, { file in
             switch file {
-            case .settings: await service.reloadSettings()
+            case .settings: await reload()
             case .caPEM, .caKey: await service.reloadCA()
             case .deviceToken, .controlSocket: break
             }
         }) { jobs.append(watcher) }
         if let notifier {
             jobs.append(.notifications(notifier) { note in
-                if note.name == .settingsDidChange { await service.reloadSettings() }
+                if note.name == .settingsDidChange { await reload() }
                 if note.name == .caDidChange { await service.reloadCA() }
             })
         }
@@ -69,20 +84,23 @@ public enum SupervisorMain {
             let interval = Systemd.watchdogInterval.map { min(Duration.seconds(1), $0 / 2) } ?? .seconds(1)
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 await service.tick()
+                await web.tick()
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
             }
         })
         // Last, so shut down first, while the control socket still serves the tunnel's link.
         jobs.append(DaemonJob("supervisor", endsDaemon: true) {
             await service.start()
+            await web.start()
             try? await gracefulShutdown()
             logger.info("stopping")
+            await web.shutdown()
             await service.shutdown()
         })
         await DaemonJob.runGroup(jobs, logger: logger) {
             Systemd.reloading()
             logger.info("reloading (SIGHUP)")
-            await service.reloadSettings()
+            await reload()
             await service.reloadCA()
             notifier?.post(.settingsDidChange)
             Systemd.ready(status: await service.pill())
@@ -95,19 +113,34 @@ public enum SupervisorMain {
 
     /// One control connection: a tunnel's link (it says hello first) or a
     /// CLI request answered with one reply.
-    static func serve(_ peer: ControlServer.Peer, service: SupervisorService) async {
+    static func serve(_ peer: ControlServer.Peer, service: SupervisorService, web: WebKeeper) async {
         let pid = peer.credentials.pid
         var isLink = false
         for await incoming in peer.connection.messages(name: "busymate-peer-\(pid)") {
             let message = incoming.message
             switch message.kind {
+            case .hello where message.role == "web":
+                isLink = true
+                await web.attach(peer, hello: message, descriptors: incoming.descriptors)
             case .hello:
                 isLink = true
                 await service.attach(peer, hello: message, descriptors: incoming.descriptors)
             case .state, .pong:
-                await service.linkMessage(message, from: pid)
+                if await web.owns(pid) {
+                    await web.linkMessage(message, from: pid)
+                } else {
+                    await service.linkMessage(message, from: pid)
+                }
             case .status:
-                try? peer.connection.send(ControlMessage(.reply, ok: true, report: await service.report()))
+                var report = await service.report()
+                report.web = await web.report()
+                try? peer.connection.send(ControlMessage(.reply, ok: true, report: report))
+            case .webStart:
+                try? peer.connection.send(await web.startCommand())
+            case .webStop:
+                try? peer.connection.send(await web.stop())
+            case .webRestart:
+                try? peer.connection.send(await web.restart())
             case .tunnelRestart:
                 try? peer.connection.send(await service.tunnelRestart())
             case .tunnelStop:
@@ -119,7 +152,10 @@ public enum SupervisorMain {
                 try? peer.connection.send(.reply(ok: false, "unexpected message \(message.kind.rawValue)"))
             }
         }
-        if isLink { await service.linkEnded(pid: pid) }
+        if isLink {
+            await service.linkEnded(pid: pid)
+            await web.linkEnded(pid: pid)
+        }
         peer.connection.socket.close()
     }
 }

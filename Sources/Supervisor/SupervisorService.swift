@@ -44,6 +44,8 @@ public actor SupervisorService {
     var shuttingDown = false
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
+    /// The web front's part of the STATUS= line (`WebKeeper.summary`).
+    var webSummary: String?
 
     /// The longest wait before restarting a tunnel that exited.
     let maxBackoff: Double
@@ -361,6 +363,12 @@ public actor SupervisorService {
     }
 
 
+    func setWebSummary(_ summary: String) {
+        guard summary != webSummary else { return }
+        webSummary = summary
+        if notifiedReady { Systemd.status(pill()) }
+    }
+
     func reloadCA() {
         ca = CertificateAuthorityBootstrap.inspect(paths)
     }
@@ -425,6 +433,7 @@ public actor SupervisorService {
         case (_, nil): parts.append("tunnel restarting")
         case let (_, state?): parts.append("tunnel \(state.rawValue)")
         }
+        if let webSummary { parts.append(webSummary) }
         parts.append(ca.error == nil ? "CA ok" : "CA missing")
         return parts.joined(separator: " · ")
     }

@@ -24,6 +24,7 @@ final class Appliance: @unchecked Sendable {
         {
           "log_level": "debug",
           "proxy": { "listen": ["127.0.0.1:0"] },
+          "web": { "listen": "127.0.0.1:0" },
           "tunnel": { "drain_seconds": 2 }
         }
 
@@ -38,8 +39,18 @@ final class Appliance: @unchecked Sendable {
         chmod(base.path, 0o755)
         if let settings {
             try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
-            try Data(settings.utf8).write(to: group.appendingPathComponent("settings.json"))
+            try Data(Self.webOnAnyPort(settings).utf8).write(to: group.appendingPathComponent("settings.json"))
         }
+    }
+
+    /// Settings that say nothing of the web page get it on a port of the
+    /// kernel's choosing: tests run side by side, and 9091 may be a real
+    /// appliance's. Invalid documents are left as written (their errors
+    /// name lines and columns).
+    static func webOnAnyPort(_ text: String) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], object["web"] == nil,
+              let brace = text.firstIndex(of: "{") else { return text }
+        return text.replacingCharacters(in: brace...brace, with: #"{"web": {"listen": "127.0.0.1:0"}, "#)
     }
 
     deinit {
@@ -58,7 +69,7 @@ final class Appliance: @unchecked Sendable {
     /// Writes settings.json, creating the group directory when needed.
     func writeSettings(_ text: String) throws {
         try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: settingsURL)
+        try Data(Self.webOnAnyPort(text).utf8).write(to: settingsURL)
     }
 
     /// Puts `origin`'s certificate where the tunnel (another user) can read
@@ -74,7 +85,7 @@ final class Appliance: @unchecked Sendable {
     static func interceptionSettings(include: [String], trust: URL? = nil, insecure: [String] = [], extra: String = "") -> String {
         func list(_ items: [String]) -> String { "[" + items.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
         return """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}\(extra),
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2}\(extra),
              "ssl_proxying": {"include": \(list(include)), "insecure_upstream": \(list(insecure))\(trust.map { ", \"upstream_trust\": \"\($0.path)\"" } ?? "")}}
 
             """
@@ -87,6 +98,7 @@ final class Appliance: @unchecked Sendable {
         try launch()
         try waitUntil("the skeleton is written", timeout: 10) { FileManager.default.fileExists(atPath: settingsURL.path) }
         let text = try String(contentsOf: settingsURL, encoding: .utf8).replacingOccurrences(of: "127.0.0.1:9090", with: listen)
+            .replacingOccurrences(of: "127.0.0.1:9091", with: "127.0.0.1:0")
         try AtomicFile.write(Data(text.utf8), to: settingsURL, mode: 0o664)
         try waitUntil("the tunnel is ready", timeout: 15) { (try? self.status())?.string("tunnel.state") == "ready" }
     }

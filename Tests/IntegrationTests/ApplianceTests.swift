@@ -275,7 +275,7 @@ import Glibc
         let freePort = Int(probe.bound.split(separator: ":").last ?? "") ?? 0
         close(probe.descriptor)
         try Data("""
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:\(freePort)"]}, "tunnel": {"drain_seconds": 2}}
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:\(freePort)"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2}}
             """.utf8).write(to: appliance.settingsURL)
         try expectBothApplied(appliance)
         try waitUntil("the new port serves", timeout: 2) {

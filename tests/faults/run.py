@@ -127,7 +127,7 @@ class Appliance:
 
 
 def default_settings(extra=""):
-    return '{"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}%s}\n' % extra
+    return '{"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2}%s}\n' % extra
 
 
 def tunnel_pids(group):

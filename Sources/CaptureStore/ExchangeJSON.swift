@@ -1,33 +1,29 @@
 import BusymateShared
-import CaptureStore
 import Foundation
 
-/// The CLI's JSON for exchanges (README, "JSON output"): written here, key
+/// The JSON of exchanges, the CLI's and the web API's (README, "JSON output"): written here, key
 /// by key, so the shape is the documented one and not a storage detail.
 /// Times are RFC 3339 with milliseconds, headers `[name, value]` pairs in
 /// order, exchanges named by their ids.
-enum ExchangeJSON {
-    typealias Member = (key: String, node: JSONNode)
+public enum ExchangeJSON {
+    public typealias Member = (key: String, node: JSONNode)
 
-    static func string(_ s: String?) -> JSONNode { JSONNode(s.map { .string($0) } ?? .null) }
-    static func number(_ n: (any BinaryInteger)?) -> JSONNode { JSONNode(n.map { .number(String($0)) } ?? .null) }
-    static func bool(_ b: Bool) -> JSONNode { JSONNode(.bool(b)) }
-    static func date(_ d: Date?) -> JSONNode { string(d.map(DatabaseDateText.iso8601)) }
-    static func object(_ members: [Member]) -> JSONNode { JSONNode(.object(members)) }
-    static func array(_ nodes: [JSONNode]) -> JSONNode { JSONNode(.array(nodes)) }
+    public static func string(_ s: String?) -> JSONNode { JSONNode(s.map { .string($0) } ?? .null) }
+    public static func number(_ n: (any BinaryInteger)?) -> JSONNode { JSONNode(n.map { .number(String($0)) } ?? .null) }
+    public static func bool(_ b: Bool) -> JSONNode { JSONNode(.bool(b)) }
+    public static func date(_ d: Date?) -> JSONNode { string(d.map(DatabaseDateText.iso8601)) }
+    public static func object(_ members: [Member]) -> JSONNode { JSONNode(.object(members)) }
+    public static func array(_ nodes: [JSONNode]) -> JSONNode { JSONNode(.array(nodes)) }
 
-    static func headers(_ json: String?) -> JSONNode {
+    public static func headers(_ json: String?) -> JSONNode {
         array(ExchangeRecord.decodeHeaders(json).map { array([string($0.0), string($0.1)]) })
     }
 
-    static func write(_ node: JSONNode) {
-        FileHandle.standardOutput.write(Data(JSONWriter.write(node).utf8))
-    }
 
     /// A row of `list --json` (and `tail --json`, one per line).
-    static func summary(_ r: ExchangeRecord, resentFrom: Int64?) -> JSONNode { object(summaryMembers(r, resentFrom: resentFrom)) }
+    public static func summary(_ r: ExchangeRecord, resentFrom: Int64?) -> JSONNode { object(summaryMembers(r, resentFrom: resentFrom)) }
 
-    private static func summaryMembers(_ r: ExchangeRecord, resentFrom: Int64?) -> [Member] {
+    public static func summaryMembers(_ r: ExchangeRecord, resentFrom: Int64?) -> [Member] {
         [
             ("id", number(r.id)), ("request_id", string(r.requestID)), ("started_at", date(r.startedAt)),
             ("method", string(r.method)), ("url", string(r.url)), ("host", string(r.host)), ("status", number(r.status)),
@@ -42,7 +38,14 @@ enum ExchangeJSON {
 
     /// `show --json`: a `list --json` row, then everything else about the
     /// exchange, bodies whole.
-    static func detail(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent]) -> JSONNode {
+    public static func detail(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent]) -> JSONNode {
+        object(detailMembers(r, resentFrom: resentFrom, bodies: bodies, breakpoints: breakpoints))
+    }
+
+    /// The members of `detail`, each body written by `body` (the web API
+    /// writes them without their bytes).
+    public static func detailMembers(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
+                                     body: (ExchangeBody) -> JSONNode = ExchangeJSON.body) -> [Member] {
         var request: [Member] = [
             ("method", string(r.method)), ("url", string(r.url)), ("scheme", string(r.scheme)), ("host", string(r.host)),
             ("port", number(r.port)), ("path", string(r.path)), ("http_version", string(r.httpVersion)),
@@ -56,7 +59,7 @@ enum ExchangeJSON {
                 ("body", bodies[.response].map(body) ?? JSONNode(.null)),
             ])
         }
-        return object(summaryMembers(r, resentFrom: resentFrom) + [
+        return summaryMembers(r, resentFrom: resentFrom) + [
             ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),
             ("first_byte_at", date(r.firstByteAt)), ("ended_at", date(r.endedAt)),
             ("client_address", string(r.clientAddress)), ("server_address", string(r.serverAddress)),
@@ -68,12 +71,12 @@ enum ExchangeJSON {
                 object([("id", number(event.id)), ("kind", string(event.kind.rawValue)), ("paused_at", date(event.pausedAt)),
                         ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue))])
             })),
-        ])
+        ]
     }
 
     /// A body: sizes, where it is kept, and its bytes (decoded unless
     /// `--raw`) as text when they are UTF-8, else base64.
-    static func body(_ b: ExchangeBody) -> JSONNode {
+    public static func body(_ b: ExchangeBody) -> JSONNode {
         var members: [Member] = [
             ("size", number(b.wireSize)), ("decoded_size", number(b.decodedSize)), ("content_type", string(b.contentType)), ("content_encoding", string(b.encoding)),
             ("decoded", bool(b.decoded)), ("stored", number(b.stored?.count ?? 0)), ("truncated", bool(b.truncated)),
@@ -90,8 +93,14 @@ enum ExchangeJSON {
 
 extension ExchangeRecord {
     /// The first value of a header of one side, by case-insensitive name.
-    func header(_ name: String, _ direction: BodyStore.Direction) -> String? {
+    public func header(_ name: String, _ direction: BodyStore.Direction) -> String? {
         ExchangeRecord.decodeHeaders(direction == .request ? requestHeaders : responseHeaders)
             .first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+}
+
+extension ExchangeRecord {
+    public var durationMilliseconds: Int? {
+        endedAt.map { Int(($0.timeIntervalSince(startedAt) * 1000).rounded()) }
     }
 }

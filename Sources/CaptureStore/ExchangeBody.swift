@@ -1,26 +1,24 @@
-import BusymateShared
-import CaptureStore
 import Foundation
 
 /// One side's body as the views show it: the bytes kept (the whole file
 /// when there is one), and the bytes shown, decoded from Content-Encoding
 /// unless `raw` (or when they cannot be: stored truncated, or not valid).
-struct ExchangeBody {
-    var direction: BodyStore.Direction
-    var wireSize: Int
+public struct ExchangeBody: Sendable {
+    public var direction: BodyStore.Direction
+    public var wireSize: Int
     /// After Content-Encoding is undone, when known.
-    var decodedSize: Int?
-    var contentType: String?
-    var encoding: String?
-    var stored: Data?
-    var truncated: Bool
-    var file: String?
-    var shown: Data?
-    var decoded = false
+    public var decodedSize: Int?
+    public var contentType: String?
+    public var encoding: String?
+    public var stored: Data?
+    public var truncated: Bool
+    public var file: String?
+    public var shown: Data?
+    public var decoded = false
     /// Why the shown bytes are not decoded, when they should have been.
-    var undecodable: String?
+    public var undecodable: String?
 
-    init(_ record: ExchangeRecord, _ direction: BodyStore.Direction, bodies: BodyStore, raw: Bool) throws {
+    public init(_ record: ExchangeRecord, _ direction: BodyStore.Direction, bodies: BodyStore, raw: Bool) throws {
         self.direction = direction
         let request = direction == .request
         wireSize = request ? record.requestBodySize : record.responseBodySize
@@ -44,19 +42,19 @@ struct ExchangeBody {
 
     /// The shown bytes as text, or nil when they are binary: not UTF-8, or
     /// holding control characters text does not have.
-    var text: String? {
+    public var text: String? {
         guard let shown else { return nil }
         // ESC is not text here: a body could otherwise drive the terminal.
         guard !shown.contains(where: { $0 < 0x20 && ![0x09, 0x0A, 0x0D, 0x0C].contains($0) || $0 == 0x7F }) else { return nil }
         return String(validating: shown, as: UTF8.self)
     }
 
-    var isJSON: Bool { contentType?.lowercased().contains("json") ?? false }
+    public var isJSON: Bool { contentType?.lowercased().contains("json") ?? false }
 }
 
 /// `xxd`'s layout: offset, 16 bytes in two groups, and the printable ones.
-enum HexDump {
-    static func lines(_ data: Data) -> [String] {
+public enum HexDump {
+    public static func lines(_ data: Data) -> [String] {
         let bytes = [UInt8](data)
         return stride(from: 0, to: bytes.count, by: 16).map { start in
             let row = bytes[start..<min(start + 16, bytes.count)]
@@ -72,7 +70,7 @@ enum HexDump {
 }
 
 extension String {
-    func leftPadded(_ width: Int, with pad: Character = "0") -> String {
+    public func leftPadded(_ width: Int, with pad: Character = "0") -> String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
 }

@@ -1,0 +1,166 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// `/api/exchanges…`: the list by keyset pages, one exchange, its bodies.
+struct ExchangeRoutes<Context: RequestContext> {
+    let reader: CaptureReader
+
+    static var maxPage: Int { 500 }
+    /// A body's text in the detail answer; past it, the page fetches the bytes.
+    static var textLimit: Int { 1 << 20 }
+
+    func register(on router: Router<Context>) {
+        router.get("/api/exchanges") { request, _ in try await list(request) }
+        router.get("/api/exchanges/:id") { _, context in try await detail(context) }
+        router.get("/api/exchanges/:id/:side/body") { request, context in try await body(request, context) }
+        router.get("/api/exchanges/:id/hex") { request, context in try await hex(request, context) }
+        router.get("/api/exchanges/:id/raw") { request, context in try await raw(request, context) }
+    }
+
+    /// The filter of `filter=`, or the answer refusing it.
+    static func filter(_ query: QueryItems, limit: Int) -> Result<TrafficRepository.Filter, FilterFailure> {
+        var filter = TrafficRepository.Filter()
+        filter.limit = limit
+        if let text = query["filter"], !text.trimmingCharacters(in: .whitespaces).isEmpty {
+            do {
+                filter.expression = try CaptureFilter.parse(text)
+            } catch {
+                return .failure(FilterFailure(error: error))
+            }
+        }
+        return .success(filter)
+    }
+
+    struct FilterFailure: Error {
+        var error: FilterError
+        var response: Response {
+            WebJSON.error(.badRequest, error.message, [("position", ExchangeJSON.number(error.position))])
+        }
+    }
+
+    func list(_ request: Request) async throws -> Response {
+        let query = QueryItems(request.uri.query)
+        let limit = max(1, min(Self.maxPage, query.int("limit") ?? 100))
+        var filter: TrafficRepository.Filter
+        switch Self.filter(query, limit: limit) {
+        case let .success(f): filter = f
+        case let .failure(failure): return failure.response
+        }
+        if let before = query["before"] {
+            guard let id = Int64(before) else { return WebJSON.error(.badRequest, "before= takes an exchange id") }
+            filter.before = id
+        }
+        let page = filter
+        do {
+            let (rows, last) = try await reader.read { repos in
+                let records = try repos.traffic.list(page)
+                return (try WebRows.rows(records, repos), records.count == limit ? records.last?.id : nil)
+            }
+            let next = ExchangeJSON.number(last)
+            return WebJSON.response(ExchangeJSON.object([("exchanges", ExchangeJSON.array(rows)), ("next", next)]))
+        } catch let error as CaptureReader.Unavailable {
+            // No store yet is an empty capture, said so.
+            return WebJSON.response(ExchangeJSON.object([("exchanges", ExchangeJSON.array([])), ("next", JSONNode(.null)),
+                                                         ("store", ExchangeJSON.string(error.description))]))
+        }
+    }
+
+    func detail(_ context: Context) async throws -> Response {
+        guard let id = context.parameters.get("id", as: Int64.self) else { return WebJSON.error(.badRequest, "not an exchange id") }
+        let found = try await reader.read { repos -> JSONNode? in
+            guard let record = try repos.traffic.find(id: id) else { return nil }
+            let resentFrom = try record.resentFrom.flatMap { try repos.traffic.find(requestID: $0)?.id }
+            let bodies: [BodyStore.Direction: ExchangeBody] = [
+                .request: try ExchangeBody(record, .request, bodies: repos.bodies, raw: false),
+                .response: try ExchangeBody(record, .response, bodies: repos.bodies, raw: false),
+            ]
+            let events = try repos.breakpoints.events(requestID: record.requestID)
+            let held = events.contains { $0.resumedAt == nil && $0.outcome == nil }
+            var members = ExchangeJSON.detailMembers(record, resentFrom: resentFrom, bodies: bodies, breakpoints: events) { body in
+                WebRows.body(body, id: id, textLimit: Self.textLimit)
+            }
+            members.insert(("held", ExchangeJSON.bool(held)), at: WebRows.heldIndex)
+            members.append(("curl", ExchangeJSON.string(WebRows.curl(record, body: bodies[.request]))))
+            return ExchangeJSON.object(members)
+        }
+        guard let found else { return WebJSON.error(.notFound, "no exchange \(id) (it may have been removed by retention)") }
+        return WebJSON.response(found)
+    }
+
+    enum Side: String { case request, response }
+
+    /// The bytes of one body: decoded unless `raw=1`. Never served as its
+    /// own type (a captured page must not run here), except an image asked
+    /// for as a preview, in a sandbox.
+    func body(_ request: Request, _ context: Context) async throws -> Response {
+        guard let id = context.parameters.get("id", as: Int64.self), let side = context.parameters.get("side").flatMap(Side.init) else {
+            return WebJSON.error(.badRequest, "expected /api/exchanges/ID/request/body or …/response/body")
+        }
+        let query = QueryItems(request.uri.query)
+        let raw = query.flag("raw")
+        let direction: BodyStore.Direction = side == .request ? .request : .response
+        let found = try await reader.read { repos -> ExchangeBody? in
+            guard let record = try repos.traffic.find(id: id) else { return nil }
+            return try ExchangeBody(record, direction, bodies: repos.bodies, raw: raw)
+        }
+        guard let body = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
+        let bytes = body.shown ?? Data()
+        var headers: HTTPFields = [.contentType: "application/octet-stream"]
+        if query.flag("preview") {
+            guard let type = WebRows.previewType(body.contentType) else {
+                return WebJSON.error(.unsupportedMediaType, "only png, jpeg, gif, webp, bmp and ico bodies are previewed")
+            }
+            headers[.contentType] = type
+            headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
+        }
+        if query.flag("download") {
+            let name = "busymate-\(id).\(side.rawValue)\(raw ? ".raw" : "")\(WebRows.fileExtension(body.contentType))"
+            headers[.contentDisposition] = "attachment; filename=\"\(name)\""
+        }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// `xxd` lines of a window of a body (the page pages binary bodies).
+    func hex(_ request: Request, _ context: Context) async throws -> Response {
+        let query = QueryItems(request.uri.query)
+        guard let id = context.parameters.get("id", as: Int64.self), let side = Side(rawValue: query["side"] ?? "response") else {
+            return WebJSON.error(.badRequest, "expected /api/exchanges/ID/hex?side=request|response")
+        }
+        let offset = max(0, query.int("offset") ?? 0) & ~15
+        let length = max(16, min(64 << 10, query.int("length") ?? 4096))
+        let raw = query.flag("raw")
+        let found = try await reader.read { repos -> ExchangeBody? in
+            guard let record = try repos.traffic.find(id: id) else { return nil }
+            return try ExchangeBody(record, side == .request ? .request : .response, bodies: repos.bodies, raw: raw)
+        }
+        guard let body = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
+        let bytes = body.shown ?? Data()
+        let window = offset < bytes.count ? bytes[(bytes.startIndex + offset)..<(bytes.startIndex + min(bytes.count, offset + length))] : Data()
+        let lines = HexDump.lines(Data(window)).map { line in
+            // Offsets are of the whole body, not of the window.
+            String(offset + (Int(line.prefix(8), radix: 16) ?? 0), radix: 16).leftPadded(8) + line.dropFirst(8)
+        }
+        return WebJSON.response(ExchangeJSON.object([("lines", ExchangeJSON.array(lines.map { ExchangeJSON.string($0) })),
+                                                     ("offset", ExchangeJSON.number(offset)), ("total", ExchangeJSON.number(bytes.count))]))
+    }
+
+    /// One side as an HTTP/1.1 message: its head, then the body decoded
+    /// when it is text, or a note of its size when not.
+    func raw(_ request: Request, _ context: Context) async throws -> Response {
+        let query = QueryItems(request.uri.query)
+        guard let id = context.parameters.get("id", as: Int64.self), let side = Side(rawValue: query["side"] ?? "request") else {
+            return WebJSON.error(.badRequest, "expected /api/exchanges/ID/raw?side=request|response")
+        }
+        let found = try await reader.read { repos -> String? in
+            guard let record = try repos.traffic.find(id: id) else { return nil }
+            let direction: BodyStore.Direction = side == .request ? .request : .response
+            return WebRows.rawMessage(record, direction, body: try ExchangeBody(record, direction, bodies: repos.bodies, raw: false))
+        }
+        guard let text = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
+        return WebJSON.text(text)
+    }
+}

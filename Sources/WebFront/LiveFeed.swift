@@ -1,0 +1,120 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import Logging
+
+/// What the open pages are told, live. Shared state (in-flight exchanges,
+/// held messages, status) is computed once here and cached as text; each
+/// connection then reads the rows its own filter keeps, at its own pace:
+/// a slow page gets a bigger batch later, never a queue without end.
+public actor LiveFeed {
+    public enum Signal: Sendable { case traffic, open, held, status, cleared }
+
+    private let reader: CaptureReader
+    let status: StatusSource
+    private let logger = Logger(label: "busymate.web")
+    private var subscribers: [UInt64: AsyncStream<Signal>.Continuation] = [:]
+    private var nextID: UInt64 = 0
+
+    /// The latest messages of each shared kind, as sent.
+    public private(set) var openMessage = #"{"type":"open","entries":[]}"#
+    public private(set) var heldMessage = #"{"type":"held","held":[]}"#
+    public private(set) var statusMessage: String?
+
+    public init(reader: CaptureReader, status: StatusSource) {
+        self.reader = reader
+        self.status = status
+    }
+
+    public var subscriberCount: Int { subscribers.count }
+
+    /// A connection's wake-ups: kinds only, coalesced (what changed is read
+    /// when the connection gets to it).
+    public func subscribe() -> (id: UInt64, signals: AsyncStream<Signal>) {
+        nextID += 1
+        let (stream, continuation) = AsyncStream.makeStream(of: Signal.self, bufferingPolicy: .bufferingNewest(8))
+        subscribers[nextID] = continuation
+        return (nextID, stream)
+    }
+
+    public func unsubscribe(_ id: UInt64) {
+        subscribers.removeValue(forKey: id)?.finish()
+    }
+
+    func broadcast(_ signal: Signal) {
+        for continuation in subscribers.values { continuation.yield(signal) }
+    }
+
+    /// Ends every connection's stream (shutdown).
+    public func finish() {
+        for continuation in subscribers.values { continuation.finish() }
+        subscribers = [:]
+    }
+
+    // MARK: sources
+
+    public func notified(_ name: NotificationName) async {
+        switch name {
+        case .newTrafficCaptured: broadcast(.traffic)
+        case .openExchangesChanged: await refreshOpen()
+        case .breakpointPaused, .breakpointContinue: await refreshHeld()
+        default: break
+        }
+    }
+
+    /// Once a second while a page is open: status, and the other sources
+    /// again in case a datagram was lost.
+    public func tick() async {
+        guard !subscribers.isEmpty else { return }
+        if let report = await status.json() {
+            statusMessage = JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("status")), ("status", report)]))
+            broadcast(.status)
+        }
+        await refreshOpen()
+        await refreshHeld()
+        broadcast(.traffic)
+    }
+
+    func refreshOpen() async {
+        let paths = reader.paths
+        let entries = OpenExchangesFile.read(paths)?.entries ?? []
+        let held = (try? await reader.read { repos in try repos.breakpoints.held(among: entries.map(\.requestID)) }) ?? []
+        let message = JSONWriter.compact(ExchangeJSON.object([
+            ("type", ExchangeJSON.string("open")),
+            ("entries", ExchangeJSON.array(entries.map { e in
+                ExchangeJSON.object([("request_id", ExchangeJSON.string(e.requestID)), ("started_at", ExchangeJSON.date(e.startedAt)),
+                                     ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
+                                     ("held", ExchangeJSON.bool(held.contains(e.requestID)))])
+            })),
+        ]))
+        guard message != openMessage else { return }
+        openMessage = message
+        broadcast(.open)
+    }
+
+    func refreshHeld() async {
+        guard let held = try? await reader.read({ repos in try repos.breakpoints.held() }) else { return }
+        let message = JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("held")), ("held", ExchangeJSON.array(held.map(HeldJSON.node)))]))
+        guard message != heldMessage else { return }
+        heldMessage = message
+        broadcast(.held)
+    }
+}
+
+/// A held message as the page edits it.
+enum HeldJSON {
+    static func node(_ e: BreakpointEvent) -> JSONNode {
+        ExchangeJSON.object([
+            ("id", ExchangeJSON.number(e.id)), ("request_id", ExchangeJSON.string(e.requestID)), ("kind", ExchangeJSON.string(e.kind.rawValue)),
+            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
+            ("raw", ExchangeJSON.string(String(decoding: e.rawHTTPInitial, as: UTF8.self))),
+        ])
+    }
+}
+
+extension LiveFeed {
+    /// Wakes one connection (its filter changed).
+    public func poke(_ id: UInt64) {
+        subscribers[id]?.yield(.traffic)
+    }
+}

@@ -1,0 +1,53 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import NIOPosix
+
+/// The readiness card's data: the supervisor's report (over `control.sock`,
+/// as `busymate status` asks for it) and what the store adds.
+public struct StatusSource: Sendable {
+    private let fetch: @Sendable () async -> JSONNode?
+
+    public init(_ fetch: @escaping @Sendable () async -> JSONNode?) { self.fetch = fetch }
+
+    public func json() async -> JSONNode? { await fetch() }
+
+    /// The live one.
+    public static func supervisor(_ paths: GroupPaths, reader: CaptureReader) -> StatusSource {
+        StatusSource {
+            let report = (try? await NIOThreadPool.singleton.runIfActive { try request(paths) }) ?? StatusReport.offline(paths)
+            let settings = SettingsFile.read(paths.settings).settings
+            let ttl = settings?.pinTTL ?? AppSettings().pinTTL
+            let store = try? await reader.read { repos in
+                (last: try repos.traffic.lastID(), pinned: try repos.pinned.all().filter { $0.lastSeen.addingTimeInterval(ttl) > Date() })
+            }
+            guard let encoded = try? StatusCoding.encoder.encode(report), case let .object(members)? = try? JSONParser.parse(Array(encoded)).value else {
+                return nil
+            }
+            let added: [ExchangeJSON.Member] = [
+                ("ssl_proxying_empty", ExchangeJSON.bool(settings?.sslInclude.isEmpty == true)),
+                ("pinned", ExchangeJSON.array((store?.pinned ?? []).map {
+                    ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("count", ExchangeJSON.number($0.count)),
+                                         ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason))])
+                })),
+                ("in_flight", ExchangeJSON.number(OpenExchangesFile.read(paths)?.count ?? 0)),
+                ("store", ExchangeJSON.object([("last_id", ExchangeJSON.number(store?.last))])),
+                ("problems", ExchangeJSON.array(report.problems.map { ExchangeJSON.string($0) })),
+            ]
+            return JSONNode(.object(members + added))
+        }
+    }
+
+    struct Refused: Error {}
+
+    static func request(_ paths: GroupPaths) throws -> StatusReport {
+        let socket = try UnixSocket.connect(path: paths.controlSocket.path)
+        defer { socket.close() }
+        socket.setReceiveTimeout(seconds: 5)
+        try socket.send(ControlMessage(.status))
+        guard let (reply, fds) = try socket.receive() else { throw Refused() }
+        fds.forEach { close($0) }
+        guard let report = reply.report else { throw Refused() }
+        return report
+    }
+}

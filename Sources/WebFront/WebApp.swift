@@ -1,0 +1,48 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+
+/// The web front's routes: the page, the API (README, "Web API") and the
+/// live feed, behind the token.
+public struct WebApp: Sendable {
+    public typealias Context = BasicWebSocketRequestContext
+
+    public let paths: GroupPaths
+    public let session: WebSession
+    public let reader: CaptureReader
+    public let feed: LiveFeed
+
+    public init(paths: GroupPaths, token: String, status: StatusSource? = nil) {
+        self.paths = paths
+        session = WebSession(token: token)
+        reader = CaptureReader(paths: paths)
+        feed = LiveFeed(reader: reader, status: status ?? .supervisor(paths, reader: reader))
+    }
+
+    public func router() -> Router<Context> {
+        let router = Router(context: Context.self)
+        router.add(middleware: WebSecurity<Context>(session: session))
+        PageRoutes<Context>(session: session, paths: paths).register(on: router)
+        ExchangeRoutes<Context>(reader: reader).register(on: router)
+        StatusRoutes<Context>(feed: feed).register(on: router)
+        LiveRoutes<Context>(reader: reader, feed: feed).register(on: router)
+        return router
+    }
+}
+
+struct StatusRoutes<Context: RequestContext> {
+    let feed: LiveFeed
+
+    func register(on router: Router<Context>) {
+        router.get("/api/status") { _, _ in
+            guard let node = await feed.statusNow() else { return WebJSON.error(.serviceUnavailable, "no status") }
+            return WebJSON.response(node)
+        }
+    }
+}
+
+extension LiveFeed {
+    public func statusNow() async -> JSONNode? { await status.json() }
+}

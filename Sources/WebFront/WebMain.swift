@@ -1,0 +1,100 @@
+import BusymateShared
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// `busymate-web`'s whole program, reachable from tests.
+public enum WebMain {
+    public struct Prepared: Sendable {
+        let paths: GroupPaths
+        let listener: ListenSocket
+        let token: String
+        let supervised: Bool
+    }
+
+    public struct ExitCode: Error, Sendable {
+        public let code: Int32
+    }
+
+    /// On the main thread, before any other: take (or, standalone, bind) the
+    /// listener, give up root, read the token.
+    public static func prepare(groupOverride: String?, identity: TunnelIdentity) -> Result<Prepared, ExitCode> {
+        let paths = GroupPaths.resolve(explicit: groupOverride)
+        let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
+        LogControl.bootstrap(identifier: "busymate-web", level: settings.logLevel)
+        let logger = Logger(label: "busymate.web")
+        signal(SIGPIPE, SIG_IGN)
+        let supervised = ProcessInfo.processInfo.environment["BUSYMATE_SUPERVISED"] == "1"
+        var listener = InheritedListeners.take().first
+        if listener == nil && !supervised {
+            logger.notice("no listener handed over: running standalone and binding web.listen itself")
+            do {
+                listener = try ListenSocket.bind(settings.webListen)
+            } catch {
+                logger.critical("cannot listen", metadata: ["LISTENER": "\(settings.webListen)", "ERROR": "\(error)"])
+                return .failure(ExitCode(code: TunnelExitStatus.cannotStart))
+            }
+        }
+        guard let listener else {
+            logger.critical("started by the supervisor without a listener")
+            return .failure(ExitCode(code: TunnelExitStatus.cannotStart))
+        }
+        do {
+            switch try PrivilegeDrop.drop(user: identity.user, group: identity.group) {
+            case let .dropped(_, uid, gid):
+                logger.info("privileges dropped", metadata: ["UID": "\(uid)", "GID": "\(gid)"])
+            case let .unprivileged(uid):
+                logger.notice("started without root: nothing to drop, running as uid \(uid)")
+            }
+        } catch {
+            logger.critical("cannot drop privileges; refusing to serve", metadata: ["ERROR": "\(error)"])
+            return .failure(ExitCode(code: TunnelExitStatus.cannotStart))
+        }
+        guard let token = WebToken.read(paths) else {
+            logger.critical("no web token: \(paths.webToken.path) is missing or not one (busymate-app writes it at start)")
+            return .failure(ExitCode(code: TunnelExitStatus.cannotStart))
+        }
+        return .success(Prepared(paths: paths, listener: listener, token: token, supervised: supervised))
+    }
+
+    public static func run(_ prepared: Prepared) async -> Int32 {
+        let paths = prepared.paths
+        let logger = Logger(label: "busymate.web")
+        let app = WebApp(paths: paths, token: prepared.token)
+        let responder = app.router().buildResponder()
+        let notifier = try? Notifier(paths: paths, role: "web")
+        let link = WebLink(paths: paths, listener: prepared.listener)
+        if prepared.supervised { await link.attachIfNeeded() }
+        logger.info("serving the web page", metadata: ["LISTENER": "\(prepared.listener.bound)"])
+
+        var jobs: [DaemonJob] = []
+        if let notifier {
+            jobs.append(.notifications(notifier) { note in await app.feed.notified(note.name) })
+        }
+        if let watcher = DaemonJob.groupWatcher(paths, { file in
+            if file == .controlSocket { await link.attachIfNeeded() }
+        }) { jobs.append(watcher) }
+        jobs.append(DaemonJob("live tick") {
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
+                await link.attachIfNeeded()
+                await app.feed.tick()
+            }
+        })
+        jobs.append(DaemonJob("web server", endsDaemon: true) {
+            do {
+                try await WebServer.serve(descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+            } catch {
+                logger.error("the web server stopped", metadata: ["ERROR": "\(error)"])
+            }
+            await app.feed.finish()
+        })
+        await DaemonJob.runGroup(jobs, logger: logger)
+        await link.detach()
+        notifier?.close()
+        logger.info("stopped")
+        return 0
+    }
+}
