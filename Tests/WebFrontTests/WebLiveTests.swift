@@ -1,0 +1,71 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import HummingbirdWSTesting
+import HummingbirdWebSocket
+import NIOCore
+import Testing
+@testable import WebFront
+
+/// `/api/live` over a real socket: the page's filter decides which newly
+/// stored rows it is sent; a bad filter is answered with its position; no
+/// cookie, no upgrade.
+@Suite struct WebLiveTests {
+    func application(_ fixture: WebFixture) -> some ApplicationProtocol {
+        let router = fixture.app.router()
+        return Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
+                           configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+    }
+
+    static func object(_ text: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    @Test func rowsStoredAfterTheFilterArriveAndOnlyThoseItKeeps() async throws {
+        let fixture = try WebFixture()
+        try fixture.insert(5)
+        try await application(fixture).test(.live) { client in
+            let headers: HTTPFields = [.cookie: fixture.cookie]
+            try await client.ws("/api/live", configuration: .init(additionalHeaders: headers)) { inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                func next(_ type: String) async throws -> [String: Any] {
+                    while let message = try await messages.next() {
+                        guard case let .text(text) = message else { continue }
+                        let object = Self.object(text)
+                        if object["type"] as? String == type { return object }
+                    }
+                    throw CancellationError()
+                }
+                let hello = try await next("hello")
+                #expect(hello["last_id"] as? Int == 5)
+                // A bad filter: refused with its position, and the old one stays.
+                try await outbound.write(.text(#"{"type":"filter","filter":"~c 200 & ~bogus"}"#))
+                let error = try await next("error")
+                #expect(error["position"] as? Int == 10)
+                try await outbound.write(.text(#"{"type":"filter","filter":"~d wanted.example"}"#))
+                // Let the filter land before the rows.
+                try await Task.sleep(for: .milliseconds(200))
+                try fixture.insert(3, from: 5, host: "other.example")
+                try fixture.insert(2, from: 8, host: "wanted.example")
+                await fixture.app.feed.notified(.newTrafficCaptured)
+                let added = try await next("added")
+                let rows = try #require(added["exchanges"] as? [[String: Any]])
+                #expect(rows.compactMap { $0["id"] as? Int } == [9, 10])
+                #expect(rows.allSatisfy { $0["host"] as? String == "wanted.example" })
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+        }
+    }
+
+    @Test func noCookieNoUpgrade() async throws {
+        let fixture = try WebFixture()
+        try await application(fixture).test(.live) { client in
+            await #expect(throws: (any Error).self) {
+                try await client.ws("/api/live") { _, _, _ in Issue.record("upgraded without the cookie") }
+            }
+        }
+    }
+}
