@@ -98,7 +98,14 @@ let package = Package(
             swiftSettings: strict),
         .target(
             name: "ProxyClient",
-            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "BusymateShared",
+                "CaptureStore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: strict),
         .target(
             name: "Supervisor",
@@ -117,6 +124,7 @@ let package = Package(
             dependencies: [
                 "BusymateShared",
                 "CaptureStore",
+                "ProxyClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -16,43 +16,22 @@ struct Breakpoints: AsyncParsableCommand {
     }
 
     static func held(_ id: Int64, in repository: BreakpointRepository) throws -> BreakpointEvent {
-        guard let event = try repository.find(id: id) else { throw CLIError(description: "no breakpoint \(id)") }
-        if let outcome = event.outcome { throw CLIError(description: "breakpoint \(id) is no longer held: \(outcome.rawValue)") }
-        if let requested = event.requested { throw CLIError(description: "breakpoint \(id) was already asked to \(requested.rawValue)") }
-        // Any live tunnel with that pid: the group path may be spelt differently here.
-        guard ProcessProbe.isAlive(event.tunnelPID), !ProcessProbe.isZombieOrGone(event.tunnelPID),
-              ProcessProbe.commandName(event.tunnelPID) == "busymate-tunnel" else {
-            try? repository.resolve(id: id, .abandoned, final: nil)
-            throw CLIError(description: "breakpoint \(id) is no longer held: the tunnel that held it (pid \(event.tunnelPID)) is gone")
+        do {
+            return try BreakpointResolution.held(id, in: repository)
+        } catch let failure as BreakpointResolution.Failure {
+            throw CLIError(description: failure.description)
         }
-        return event
     }
 
     /// Asks for `request`, tells the tunnel, and waits for it to be carried out.
     static func resolve(_ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
                         paths: GroupPaths) throws {
-        guard let id = event.id else { return }
-        switch try repository.request(id: id, request, raw: raw) {
-        case .claimed: break
-        case .notFound: throw CLIError(description: "no breakpoint \(id)")
-        case let .lost(now):
-            throw CLIError(description: "breakpoint \(id) was resolved first by another: \(now.outcome?.rawValue ?? now.requested?.rawValue ?? "?")")
+        do {
+            let outcome = try BreakpointResolution.resolve(event, request, raw: raw, repository: repository, paths: paths, sender: "cli")
+            print("breakpoint \(event.id ?? 0): \(outcome.rawValue)")
+        } catch let failure as BreakpointResolution.Failure {
+            throw CLIError(description: failure.description)
         }
-        if let notifier = try? Notifier(paths: paths, role: "cli") {
-            notifier.post(.breakpointContinue, payload: "\(id)")
-            notifier.close()
-        }
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            guard let now = try repository.find(id: id) else { throw CLIError(description: "breakpoint \(id) is gone from the store") }
-            if let outcome = now.outcome {
-                print("breakpoint \(id): \(outcome.rawValue)")
-                return
-            }
-            if now.requested == nil { throw CLIError(description: "the tunnel refused the request (see journalctl); breakpoint \(id) stays held") }
-            usleep(20_000)
-        }
-        throw CLIError(description: "asked to \(request.rawValue) breakpoint \(id), but the tunnel has not done it within 10 s")
     }
 }
 

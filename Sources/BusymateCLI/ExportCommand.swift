@@ -19,23 +19,14 @@ struct Export: AsyncParsableCommand {
         let bodies = BodyStore(paths: database.paths)
         // Oldest first, as a browser records them; tunnels have no HTTP to show.
         guard let fileMode = mode_t(mode, radix: 8), fileMode <= 0o777 else { throw CLIError(description: "--mode \(mode) is not an octal file mode such as 600") }
-        let entries = records.reversed().filter { $0.tlsMode != .passthrough && $0.method != "CONNECT" }.map { HAR.entry($0, bodies: bodies, redact: redact) }
-        let document: [String: Any] = [
-            "log": [
-                "version": "1.2",
-                "creator": ["name": "Busymate", "version": BusymateVersion.current],
-                "pages": [] as [Any],
-                "entries": entries,
-            ] as [String: Any],
-        ]
-        let data = try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        let (data, count) = try HAR.document(records, bodies: bodies, redact: redact)
         if har == "-" {
             FileHandle.standardOutput.write(data + Data("\n".utf8))
-            FileHandle.standardError.write(Data("wrote \(entries.count) exchanges to standard output\n".utf8))
+            FileHandle.standardError.write(Data("wrote \(count) exchanges to standard output\n".utf8))
             return
         }
         try Self.write(data, to: har, mode: fileMode)
-        print("wrote \(entries.count) exchanges to \(har)")
+        print("wrote \(count) exchanges to \(har)")
     }
 }
 
@@ -53,85 +44,5 @@ extension Export {
         } catch {
             throw CLIError(description: "cannot write \(path): \(error.localizedDescription)")
         }
-    }
-}
-
-/// HAR 1.2 (http://www.softwareishard.com/blog/har-12-spec/) entries.
-enum HAR {
-    /// Headers whose values are credentials: masked by `--redact`.
-    static let credentialHeaders: Set<String> = [
-        "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token", "x-xsrf-token",
-    ]
-    static let redacted = "[redacted]"
-
-    static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-    }
-
-    static func milliseconds(_ from: Date?, _ to: Date?) -> Double {
-        guard let from, let to else { return -1 }
-        return max(0, (to.timeIntervalSince(from) * 1000 * 1000).rounded() / 1000)
-    }
-
-    static func headers(_ text: String?, redact: Bool = false) -> [[String: Any]] {
-        ExchangeRecord.decodeHeaders(text).map { ["name": $0.0, "value": redact && credentialHeaders.contains($0.0.lowercased()) ? redacted : $0.1] }
-    }
-
-    static func header(_ name: String, in text: String?) -> String? {
-        ExchangeRecord.decodeHeaders(text).first { $0.0.lowercased() == name }?.1
-    }
-
-    static func queryString(_ url: String) -> [[String: Any]] {
-        guard let items = URLComponents(string: url)?.queryItems else { return [] }
-        return items.map { ["name": $0.name, "value": $0.value ?? ""] }
-    }
-
-    /// A body as HAR wants it: decoded, as text when it is UTF-8.
-    static func text(_ body: Data, headers: String?, truncated: Bool) -> (text: String, base64: Bool, size: Int) {
-        var data = body
-        if !truncated, let encoding = header("content-encoding", in: headers), let decoded = BodyDecoder.decode(body, encoding: encoding) { data = decoded }
-        if let text = String(data: data, encoding: .utf8) { return (text, false, data.count) }
-        return (data.base64EncodedString(), true, data.count)
-    }
-
-    static func entry(_ r: ExchangeRecord, bodies: BodyStore, redact: Bool = false) -> [String: Any] {
-        // A body file removed under us leaves the row's first bytes.
-        let requestBody = (try? bodies.body(of: r, .request)) ?? r.requestBody
-        let responseBody = (try? bodies.body(of: r, .response)) ?? r.responseBody
-        var request: [String: Any] = [
-            "method": r.method, "url": r.url, "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
-            "headers": headers(r.requestHeaders, redact: redact), "queryString": queryString(r.url), "headersSize": -1, "bodySize": r.requestBodySize,
-        ]
-        if let body = requestBody {
-            request["postData"] = ["mimeType": header("content-type", in: r.requestHeaders) ?? "", "text": String(decoding: body, as: UTF8.self)]
-        }
-        var content: [String: Any] = ["size": r.responseBodyDecodedSize ?? r.responseBodySize, "mimeType": header("content-type", in: r.responseHeaders) ?? ""]
-        if let decoded = r.responseBodyDecodedSize, decoded >= r.responseBodySize { content["compression"] = decoded - r.responseBodySize }
-        if let body = responseBody {
-            let shown = text(body, headers: r.responseHeaders, truncated: r.responseBodyTruncated)
-            content["text"] = shown.text
-            if shown.base64 { content["encoding"] = "base64" }
-            if r.responseBodyTruncated { content["comment"] = "stored truncated: \(body.count) of \(r.responseBodySize) bytes" }
-        }
-        let response: [String: Any] = [
-            "status": r.status ?? 0, "statusText": r.reason ?? "", "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
-            "headers": headers(r.responseHeaders, redact: redact), "content": content, "redirectURL": header("location", in: r.responseHeaders) ?? "",
-            "headersSize": -1, "bodySize": r.status == nil ? -1 : r.responseBodySize,
-        ]
-        let connect = milliseconds(r.startedAt, r.tlsDoneAt ?? r.connectedAt)
-        // HAR counts ssl inside connect.
-        let ssl = r.tlsDoneAt == nil ? -1 : milliseconds(r.connectedAt, r.tlsDoneAt)
-        let wait = milliseconds(r.tlsDoneAt ?? r.connectedAt ?? r.startedAt, r.firstByteAt)
-        let receive = milliseconds(r.firstByteAt, r.endedAt)
-        var entry: [String: Any] = [
-            "startedDateTime": timestamp(r.startedAt),
-            "time": max(0, milliseconds(r.startedAt, r.endedAt)),
-            "request": request, "response": response, "cache": [:] as [String: Any],
-            "timings": ["blocked": -1, "dns": -1, "connect": connect, "ssl": ssl, "send": 0, "wait": max(0, wait), "receive": max(0, receive)],
-            "_requestId": r.requestID,
-        ]
-        if let server = r.serverAddress { entry["serverIPAddress"] = server.split(separator: ":").dropLast().joined(separator: ":").trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
-        if let error = r.error { entry["_error"] = error }
-        return entry
     }
 }

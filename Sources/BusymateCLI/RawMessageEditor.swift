@@ -31,13 +31,10 @@ enum RawMessageEditor {
 
     /// Refuses an edit the tunnel could not send, saying where it is wrong.
     static func check(_ edited: Data, replacing event: BreakpointEvent) throws {
-        let kind: RawHTTPMessage.Kind = event.kind == .request ? .request : .response
         do {
-            let original = try RawHTTPMessage.parse(Array(event.rawHTTPInitial), as: kind)
-            let message = try RawHTTPMessage.parse(Array(edited), as: kind)
-            try message.checkEditable(replacing: original)
+            try BreakpointResolution.check(edited, replacing: event)
         } catch {
-            throw CLIError(description: "the edited \(kind.rawValue) is not valid HTTP: \(error); breakpoint \(event.id ?? 0) stays held")
+            throw CLIError(description: error.description)
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import BusymateShared
 import CaptureStore
 import Foundation
+import ProxyClient
 
 /// What `resend` changes in a stored request, and what `compose` builds
 /// one from: the method, the URL, headers, the body, or the whole raw
@@ -14,13 +15,7 @@ struct RequestChanges: ParsableArguments {
     @Option(help: "The body, from a file (- for standard input).") var bodyFile: String?
     @Flag(help: "Edit the whole request (request line, headers, body) in $EDITOR before it is sent.") var edit = false
 
-    /// A request: its parts as `ResendClient` sends them.
-    struct Request {
-        var method: String
-        var url: String
-        var headers: [(String, String)]
-        var body: Data
-    }
+    typealias Request = OutgoingRequest
 
     func apply(to request: inout Request) throws {
         if let method {
@@ -72,40 +67,7 @@ struct RequestChanges: ParsableArguments {
 
     /// An absolute http(s) URL, or an error naming where it came from.
     static func checked(_ url: String, flag: String) throws -> String {
-        guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = parts.host, !host.isEmpty else {
-            throw CLIError(description: "\(flag) \(url): give an absolute http:// or https:// URL")
-        }
+        guard OutgoingRequest.isAbsoluteHTTP(url) else { throw CLIError(description: "\(flag) \(url): give an absolute http:// or https:// URL") }
         return url
-    }
-}
-
-extension RequestChanges.Request {
-    init(_ record: ExchangeRecord, body: Data) {
-        self.init(method: record.method, url: record.url, headers: ExchangeRecord.decodeHeaders(record.requestHeaders), body: body)
-    }
-
-    /// The request as a record for `ResendClient`: scheme, host, port and
-    /// path from the URL, and a Host header that names it.
-    func record(requestID: String) throws -> ExchangeRecord {
-        guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), let host = parts.host else {
-            throw CLIError(description: "\(url): not an absolute URL")
-        }
-        let port = parts.port ?? (scheme == "https" ? 443 : 80)
-        var path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
-        if let query = parts.percentEncodedQuery { path += "?" + query }
-        let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
-        var record = ExchangeRecord(startedAt: Date(), scheme: scheme, method: method, host: bare.lowercased(), port: port, path: path,
-                                    url: url, tlsMode: scheme == "https" ? .mitm : .none)
-        record.requestID = requestID
-        let authority = (bare.contains(":") ? "[\(bare)]" : bare) + (parts.port.map { ":\($0)" } ?? "")
-        var headers = self.headers
-        if let at = headers.firstIndex(where: { $0.0.caseInsensitiveCompare("host") == .orderedSame }) {
-            headers[at].1 = authority
-        } else {
-            headers.insert(("Host", authority), at: 0)
-        }
-        record.requestHeaders = ExchangeRecord.encodeHeaders(headers)
-        return record
     }
 }

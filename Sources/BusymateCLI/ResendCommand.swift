@@ -2,6 +2,7 @@ import ArgumentParser
 import BusymateShared
 import CaptureStore
 import Foundation
+import ProxyClient
 
 struct Resend: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,10 +11,6 @@ struct Resend: AsyncParsableCommand {
     @OptionGroup var options: GroupOption
     @Argument(help: "The exchange's id or request id (or the start of one).", completion: Completions.exchangeIDs) var id: String
     @OptionGroup var changes: RequestChanges
-
-    /// The header that tells the tunnel which exchange this repeats; the
-    /// tunnel records it as `resent_from` and does not forward it.
-    static let header = "X-Busymate-Resent-From"
 
     func run() async throws {
         let paths = options.paths
@@ -53,20 +50,12 @@ struct Resend: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data("\(what) \(record.method) \(record.url): \(answer.status) \(answer.reason), \(answer.bodyBytes) bytes; recorded as \(link)\n".utf8))
     }
 
-    /// Where the tunnel listens, from its status file (the bound address: the
-    /// settings may say port 0); a wildcard address is reached on loopback.
     static func proxyAddress(_ paths: GroupPaths) throws -> (host: String, port: Int) {
-        guard let status = TunnelStatus.read(paths.status), ProcessProbe.isAlive(status.pid),
-              let bound = status.listeners.compactMap(\.bound).first else {
-            throw CLIError(description: "the tunnel is not running (see `busymate status`)")
+        do {
+            return try OutgoingRequest.proxyAddress(paths)
+        } catch let error as ProxyClientError {
+            throw CLIError(description: error.description)
         }
-        guard let colon = bound.lastIndex(of: ":"), let port = Int(bound[bound.index(after: colon)...]) else {
-            throw CLIError(description: "cannot read the listener address \(bound)")
-        }
-        var host = String(bound[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if host == "0.0.0.0" { host = "127.0.0.1" }
-        if host == "::" { host = "::1" }
-        return (host, port)
     }
 }
 

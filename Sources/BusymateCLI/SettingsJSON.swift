@@ -38,17 +38,3 @@ enum SettingsJSON {
          ("outcome", J.string(event.outcome?.rawValue)), ("tunnel_pid", J.number(event.tunnelPID))]
     }
 }
-
-extension Rule {
-    /// As settings.json names it (`block` and `drop` are one kind).
-    var actionName: String {
-        switch action {
-        case .block: return "block"
-        case .drop: return "drop"
-        case .mapLocal: return "map_local"
-        case .mapRemote: return "map_remote"
-        case .hostOverride: return "host_override"
-        case .headers: return "headers"
-        }
-    }
-}

@@ -172,6 +172,10 @@ public final class CaptureDatabase: Sendable {
             // Filled by the writer, a bounded chunk per commit: a big store is
             // not indexed here, before the tunnel may say it is ready.
         }
+        // Exchanges read from a HAR file (the web page's import), by its name.
+        migrator.registerMigration("v7: imported exchanges") { db in
+            try db.alter(table: "exchanges") { t in t.add(column: "imported", .text) }
+        }
         return migrator
     }
 }

@@ -99,6 +99,7 @@ struct ExchangeInsert {
         bind(r.bytesDown)
         bind(r.resentFrom)
         bind(r.rule)
+        bind(r.imported)
         if code == SQLITE_OK { code = sqlite3_step(statement) }
         guard code == SQLITE_DONE else {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),

@@ -33,6 +33,7 @@ public enum ExchangeJSON {
             ("request_size", number(r.requestBodySize)), ("response_size", number(r.responseBodySize)),
             ("request_content_type", string(r.header("content-type", .request))),
             ("response_content_type", string(r.header("content-type", .response))),
+            ("imported", string(r.imported)),
         ]
     }
 

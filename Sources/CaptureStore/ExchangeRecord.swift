@@ -59,6 +59,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var resentFrom: String?
     /// The rules that applied (`settings.json` names), comma-separated.
     public var rule: String?
+    /// Not captured here: read from a HAR file of this name.
+    public var imported: String?
 
     public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
@@ -91,7 +93,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
              storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule
+             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -137,6 +139,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         container["bytes_down"] = bytesDown
         container["resent_from"] = resentFrom
         container["rule"] = rule
+        container["imported"] = imported
     }
 
     /// One prepared statement for every insert (the writer's hot path).
@@ -147,8 +150,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           request_headers, response_headers, request_body_size, response_body_size, request_body,
           response_body, request_body_truncated, response_body_truncated, request_body_file,
           response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
-          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

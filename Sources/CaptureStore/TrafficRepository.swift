@@ -204,6 +204,26 @@ public struct TrafficRepository: Sendable {
         return trimmed.removed
     }
 
+    /// Removes every stored exchange (the page's "clear capture") and the
+    /// body files they name; exchanges in flight are stored as they end.
+    /// Ids go on from where they were (AUTOINCREMENT), so a reader's
+    /// "after id" marks stay good. Returns how many exchanges went.
+    public func clear() throws -> Int {
+        let (removed, files) = try database.pool.write { db -> (Int, [String]) in
+            let files = try String.fetchAll(db, sql: """
+                SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
+                UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
+                """)
+            try db.execute(sql: "DELETE FROM exchanges")
+            let removed = db.changesCount
+            try db.execute(sql: "DELETE FROM host_rows")
+            try db.execute(sql: "DELETE FROM hosts")
+            return (removed, files)
+        }
+        BodyStore(paths: database.paths).remove(files)
+        return removed
+    }
+
     /// Every body file a row names, for the orphan sweep.
     public func bodyFiles() throws -> Set<String> {
         try database.pool.read { db in

@@ -10,8 +10,10 @@ import Synchronization
 /// corrupt one aside).
 public final class CaptureReader: Sendable {
     public let paths: GroupPaths
-    /// The handle and the inode it was opened on.
+    /// The handles (read-only, and for the few writes: breakpoint
+    /// requests) and the inode each was opened on.
     private let database = Mutex<(CaptureDatabase, UInt64)?>(nil)
+    private let writable = Mutex<(CaptureDatabase, UInt64)?>(nil)
 
     public init(paths: GroupPaths) { self.paths = paths }
 
@@ -19,35 +21,38 @@ public final class CaptureReader: Sendable {
         public var description: String
     }
 
-    func open() throws -> CaptureDatabase {
-        try database.withLock { current in
-            var st = stat()
-            guard stat(paths.captureDatabase.path, &st) == 0 else {
-                current = nil
-                throw Unavailable(description: "no capture store yet (the tunnel creates it when it starts)")
-            }
-            // A store the tunnel moved aside (corrupt) and replaced is a new file.
-            if let (handle, inode) = current, inode == UInt64(st.st_ino) { return handle }
-            do {
-                let opened = try CaptureDatabase(paths: paths, readOnly: true, owner: false)
-                current = (opened, UInt64(st.st_ino))
-                return opened
-            } catch {
-                throw Unavailable(description: "cannot open the capture store: \(StoreHealth.describe(error))")
-            }
+    func open(readOnly: Bool = true) throws -> CaptureDatabase {
+        readOnly ? try database.withLock { try open(&$0, readOnly: true) } : try writable.withLock { try open(&$0, readOnly: false) }
+    }
+
+    private func open(_ current: inout (CaptureDatabase, UInt64)?, readOnly: Bool) throws -> CaptureDatabase {
+        var st = stat()
+        guard stat(paths.captureDatabase.path, &st) == 0 else {
+            current = nil
+            throw Unavailable(description: "no capture store yet (the tunnel creates it when it starts)")
+        }
+        // A store the tunnel moved aside (corrupt) and replaced is a new file.
+        if let (handle, inode) = current, inode == UInt64(st.st_ino) { return handle }
+        do {
+            let opened = try CaptureDatabase(paths: paths, readOnly: readOnly, owner: false)
+            current = (opened, UInt64(st.st_ino))
+            return opened
+        } catch {
+            throw Unavailable(description: "cannot open the capture store: \(StoreHealth.describe(error))")
         }
     }
 
     /// Forgets the handle, so the next use opens the store again.
     func reset() {
         database.withLock { $0 = nil }
+        writable.withLock { $0 = nil }
     }
 
     /// Runs `body` with the repositories on NIO's thread pool: SQLite
     /// blocks, and the concurrency pool has one thread per core.
-    public func read<T: Sendable>(_ body: @escaping @Sendable (Repositories) throws -> T) async throws -> T {
+    public func read<T: Sendable>(writing: Bool = false, _ body: @escaping @Sendable (Repositories) throws -> T) async throws -> T {
         try await NIOThreadPool.singleton.runIfActive { [self] in
-            let db = try open()
+            let db = try open(readOnly: !writing)
             do {
                 return try body(Repositories(database: db))
             } catch let error where StoreHealth.isCorruption(error) {

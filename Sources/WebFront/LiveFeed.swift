@@ -113,6 +113,12 @@ enum HeldJSON {
 }
 
 extension LiveFeed {
+    /// Rows were stored here (an import): every page looks.
+    public func stored() { broadcast(.traffic) }
+
+    /// The capture was cleared: every page reloads its list.
+    public func cleared() { broadcast(.cleared) }
+
     /// Wakes one connection (its filter changed).
     public func poke(_ id: UInt64) {
         subscribers[id]?.yield(.traffic)

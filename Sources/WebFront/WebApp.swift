@@ -28,6 +28,10 @@ public struct WebApp: Sendable {
         ExchangeRoutes<Context>(reader: reader).register(on: router)
         StatusRoutes<Context>(feed: feed).register(on: router)
         LiveRoutes<Context>(reader: reader, feed: feed).register(on: router)
+        HeldRoutes<Context>(reader: reader).register(on: router)
+        ResendRoutes<Context>(reader: reader).register(on: router)
+        SettingsRoutes<Context>(reader: reader).register(on: router)
+        SessionRoutes<Context>(reader: reader, feed: feed).register(on: router)
         return router
     }
 }

@@ -22,6 +22,12 @@ enum WebJSON {
         response(ExchangeJSON.object([("ok", ExchangeJSON.bool(true))] + more))
     }
 
+    /// A request's JSON body (at most `limit` bytes), or nil when it is none.
+    static func body(_ request: Request, limit: Int = 1 << 20) async throws -> JSONNode? {
+        let buffer = try await request.body.collect(upTo: limit)
+        return try? JSONParser.parse(Array(buffer.readableBytesView))
+    }
+
     static func text(_ text: String, type: String = "text/plain; charset=utf-8") -> Response {
         Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }

@@ -1,3 +1,4 @@
+import BusymateShared
 import CaptureStore
 import Foundation
 import NIOCore
@@ -8,25 +9,29 @@ import ProxyClient
 
 /// Sends one stored request through the proxy, as a client would: absolute
 /// form for http, CONNECT then TLS (trusting the system store and the
-/// group's CA) for https.
-enum ResendClient {
-    struct Answer: Sendable {
-        var status: Int
-        var reason: String
-        var bodyBytes: Int
+/// group's CA) for https. The CLI's `resend`/`compose` and the web page's.
+public enum ResendClient {
+    /// Tells the tunnel which exchange a request repeats; the tunnel records
+    /// it as `resent_from` and does not forward it.
+    public static let header = "X-Busymate-Resent-From"
+
+    public struct Answer: Sendable {
+        public var status: Int
+        public var reason: String
+        public var bodyBytes: Int
     }
 
     /// `resentFrom`: the request id of the exchange this repeats, for the
     /// tunnel to record (nil for a new request).
-    static func send(_ record: ExchangeRecord, body: Data, resentFrom: String?, proxy: (host: String, port: Int), trusting caPEM: URL) async throws -> Answer {
+    public static func send(_ record: ExchangeRecord, body: Data, resentFrom: String?, proxy: (host: String, port: Int), trusting caPEM: URL) async throws -> Answer {
         let https = record.scheme == "https"
         var headers = HTTPHeaders()
         let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "te", "upgrade"]
         for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) where !skip.contains(name.lowercased()) {
             headers.add(name: name, value: value)
         }
-        headers.remove(name: Resend.header)
-        if let resentFrom { headers.add(name: Resend.header, value: resentFrom) }
+        headers.remove(name: header)
+        if let resentFrom { headers.add(name: header, value: resentFrom) }
         headers.add(name: "Content-Length", value: "\(body.count)")
         headers.add(name: "Connection", value: "close")
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: record.method), uri: https ? record.path : record.url, headers: headers)

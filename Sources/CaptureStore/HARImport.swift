@@ -1,0 +1,90 @@
+import BusymateShared
+import Foundation
+
+/// A HAR 1.2 file (Chrome DevTools, Charles, Proxyman, Firefox, our own
+/// export) as exchanges, marked `imported` with the file's name. Bodies
+/// are HAR's decoded text, so a `Content-Encoding` header is dropped.
+public enum HARImport {
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    public static func records(_ data: Data, name: String) throws -> [ExchangeRecord] {
+        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let log = root["log"] as? [String: Any],
+              let entries = log["entries"] as? [[String: Any]] else {
+            throw Failure(description: "not a HAR file: expected {\"log\": {\"entries\": [...]}}")
+        }
+        return try entries.enumerated().map { i, entry in
+            do {
+                return try record(entry, name: name)
+            } catch let failure as Failure {
+                throw Failure(description: "entry \(i + 1): \(failure.description)")
+            }
+        }
+    }
+
+    static func record(_ entry: [String: Any], name: String) throws -> ExchangeRecord {
+        guard let request = entry["request"] as? [String: Any], let method = request["method"] as? String, let url = request["url"] as? String,
+              let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), let host = parts.host, !host.isEmpty else {
+            throw Failure(description: "no request with a method and an absolute URL")
+        }
+        let started = (entry["startedDateTime"] as? String).flatMap(parseDate) ?? Date()
+        var path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
+        if let query = parts.percentEncodedQuery { path += "?" + query }
+        var r = ExchangeRecord(startedAt: started, scheme: scheme, method: method.uppercased(), host: host.lowercased(),
+                               port: parts.port ?? (scheme == "https" ? 443 : 80), path: path, url: url, tlsMode: scheme == "https" ? .mitm : .none)
+        r.imported = name
+        r.httpVersion = version(request["httpVersion"])
+        r.requestHeaders = ExchangeRecord.encodeHeaders(headers(request["headers"]))
+        if let post = request["postData"] as? [String: Any], let text = post["text"] as? String {
+            r.requestBody = Data(text.utf8)
+            r.requestBodySize = r.requestBody?.count ?? 0
+        }
+        if let response = entry["response"] as? [String: Any], let status = number(response["status"]), status > 0 {
+            r.status = Int(status)
+            r.reason = response["statusText"] as? String
+            r.responseHeaders = ExchangeRecord.encodeHeaders(headers(response["headers"]).filter { $0.0.lowercased() != "content-encoding" })
+            if let content = response["content"] as? [String: Any], let text = content["text"] as? String {
+                let body = content["encoding"] as? String == "base64" ? Data(base64Encoded: text) ?? Data(text.utf8) : Data(text.utf8)
+                r.responseBody = body
+                r.responseBodySize = body.count
+            }
+        }
+        let total = number(entry["time"]) ?? 0
+        r.endedAt = started.addingTimeInterval(max(0, total) / 1000)
+        if let timings = entry["timings"] as? [String: Any] {
+            func ms(_ key: String) -> Double { max(0, number(timings[key]) ?? 0) }
+            let connect = ms("blocked") + ms("dns") + ms("connect")
+            r.connectedAt = started.addingTimeInterval((ms("blocked") + ms("dns") + ms("connect") - ms("ssl")) / 1000)
+            if ms("ssl") > 0 { r.tlsDoneAt = started.addingTimeInterval(connect / 1000) }
+            r.firstByteAt = started.addingTimeInterval((connect + ms("send") + ms("wait")) / 1000)
+        }
+        if let server = entry["serverIPAddress"] as? String, !server.isEmpty {
+            r.serverAddress = server.contains(":") ? "[\(server)]:\(r.port)" : "\(server):\(r.port)"
+        }
+        if let error = entry["_error"] as? String { r.error = error }
+        return r
+    }
+
+    static func headers(_ value: Any?) -> [(String, String)] {
+        ((value as? [[String: Any]]) ?? []).compactMap { h in
+            guard let name = h["name"] as? String, let value = h["value"] as? String, !name.hasPrefix(":") else { return nil }
+            return (name, value)
+        }
+    }
+
+    static func number(_ value: Any?) -> Double? {
+        (value as? NSNumber)?.doubleValue
+    }
+
+    static func version(_ value: Any?) -> String? {
+        guard let text = (value as? String)?.uppercased(), !text.isEmpty else { return nil }
+        // HTTP/2 and h3 were decrypted elsewhere; show them as they were.
+        return text == "H2" || text == "HTTP/2.0" ? "HTTP/2" : text
+    }
+
+    static func parseDate(_ text: String) -> Date? {
+        (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+            ?? (try? Date(text, strategy: Date.ISO8601FormatStyle()))
+    }
+}

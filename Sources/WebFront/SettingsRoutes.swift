@@ -1,0 +1,77 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import Hummingbird
+
+/// Settings without the file: parts of `settings.json` read and written
+/// through the same validated edit as the CLI's (keys this version does
+/// not know are kept), announced so both processes apply them at once.
+struct SettingsRoutes<Context: RequestContext> {
+    let reader: CaptureReader
+
+    /// The top-level keys the page may replace.
+    static var editable: Set<String> { ["ssl_proxying", "rules", "breakpoints", "upstream_proxy"] }
+
+    func register(on router: Router<Context>) {
+        let paths = reader.paths
+        router.get("/api/settings") { _, _ in
+            let data = (try? GroupFileReader.read(paths.settings, limit: SettingsFile.sizeLimit)) ?? Data()
+            let snapshot = SettingsFile.parse(data)
+            let document = try? JSONParser.parse(Array(data))
+            let ttl = snapshot.settings?.pinTTL ?? AppSettings().pinTTL
+            let pins = (try? await reader.read { try $0.pinned.all() }) ?? []
+            return WebJSON.response(ExchangeJSON.object([
+                ("valid", ExchangeJSON.bool(snapshot.error == nil)), ("error", ExchangeJSON.string(snapshot.error?.description)),
+                ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(String(decoding: data, as: UTF8.self))),
+                ("pinned", ExchangeJSON.array(pins.map { pin in
+                    ExchangeJSON.object([("host", ExchangeJSON.string(pin.host)), ("count", ExchangeJSON.number(pin.count)),
+                                         ("last_seen", ExchangeJSON.date(pin.lastSeen)), ("reason", ExchangeJSON.string(pin.reason)),
+                                         ("active", ExchangeJSON.bool(pin.lastSeen.addingTimeInterval(ttl) > Date()))])
+                })),
+            ]))
+        }
+        router.put("/api/settings/:key") { request, context in
+            guard let key = context.parameters.get("key"), Self.editable.contains(key) else {
+                return WebJSON.error(.notFound, "settings parts: \(Self.editable.sorted().joined(separator: ", "))")
+            }
+            guard let body = try await WebJSON.body(request), let value = body["value"] else {
+                return WebJSON.error(.badRequest, #"expected {"value": …}, the new value of "\#(key)""#)
+            }
+            do {
+                try SettingsFile.edit(paths.settings) { root in root.set(key, value) }
+            } catch let error as SettingsError {
+                if let before = SettingsFile.read(paths.settings).error {
+                    return WebJSON.error(.conflict, "settings.json is invalid; fix it first: \(before)")
+                }
+                // Its line and column would point into the rewritten file, not at anything the page showed.
+                return WebJSON.error(.unprocessableContent, SettingsError(message: error.message, position: nil, keyPath: error.keyPath).description,
+                                     [("key_path", ExchangeJSON.string(error.keyPath))])
+            } catch {
+                return WebJSON.error(.internalServerError, "cannot write settings.json: \(error)")
+            }
+            announce(paths)
+            return WebJSON.ok()
+        }
+        router.delete("/api/pinned/:host") { _, context in
+            guard let host = context.parameters.get("host") else { return WebJSON.error(.badRequest, "which host?") }
+            let removed = try await reader.read(writing: true) { try $0.pinned.remove(host.lowercased()) }
+            guard removed else { return WebJSON.error(.notFound, "\(host) is not pinned") }
+            announce(paths)
+            return WebJSON.ok()
+        }
+        router.post("/api/rules/test") { request, _ in
+            guard let body = try await WebJSON.body(request), case let .string(url)? = body["url"]?.value else {
+                return WebJSON.error(.badRequest, #"expected {"url": "https://…"}"#)
+            }
+            guard let settings = SettingsFile.read(paths.settings).settings else { return WebJSON.error(.conflict, "settings.json is invalid") }
+            return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url), url: url))
+        }
+    }
+
+    func announce(_ paths: GroupPaths) {
+        if let notifier = try? Notifier(paths: paths, role: "web-edit") {
+            notifier.post(.settingsDidChange)
+            notifier.close()
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+@testable import WebFront
+
+/// Settings parts written through the validated edit; HAR out and back in;
+/// clearing the capture.
+@Suite struct WebSessionTests {
+    func application(_ fixture: WebFixture) -> some ApplicationProtocol {
+        Application(router: fixture.app.router())
+    }
+
+    var page: HTTPFields { [.secFetchSite: "same-origin"] }
+
+    @Test func aSettingsPartIsWrittenKeepingWhatTheFileHadAndABadOneIsRefusedByItsPath() async throws {
+        let fixture = try WebFixture()
+        let original = """
+            {
+              "mode": "proxy",
+              "future_key": {"kept": true},
+              "ssl_proxying": {"include": ["a.example"], "exclude": []}
+            }
+
+            """
+        try Data(original.utf8).write(to: fixture.paths.settings)
+        try await application(fixture).test(.router) { client in
+            var headers = page
+            headers[.cookie] = fixture.cookie
+            let good = #"{"value": {"include": ["a.example", "*.b.example"], "exclude": ["x.b.example"]}}"#
+            try await client.execute(uri: "/api/settings/ssl_proxying", method: .put, headers: headers, body: ByteBuffer(string: good)) {
+                #expect($0.status == .ok)
+            }
+            let text = try String(contentsOf: fixture.paths.settings, encoding: .utf8)
+            let settings = try AppSettings.decode(text)
+            #expect(settings.settings.sslInclude == ["a.example", "*.b.example"])
+            #expect(settings.unknownKeys == ["future_key"])
+            // A rule with an unknown action: refused, naming where, and the file is as it was.
+            let bad = #"{"value": [{"name": "r", "match": "*.example/*", "action": "explode"}]}"#
+            try await client.execute(uri: "/api/settings/rules", method: .put, headers: headers, body: ByteBuffer(string: bad)) { response throws in
+                #expect(response.status == .unprocessableContent)
+                let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+                #expect((body["key_path"] as? String)?.hasPrefix("rules[0]") == true, "\(body)")
+            }
+            #expect(try String(contentsOf: fixture.paths.settings, encoding: .utf8) == text)
+            // Not a part the page may write.
+            try await client.execute(uri: "/api/settings/web", method: .put, headers: headers, body: ByteBuffer(string: #"{"value": {}}"#)) {
+                #expect($0.status == .notFound)
+            }
+            try await client.execute(uri: "/api/settings", method: .get, headers: headers) { response throws in
+                let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+                #expect(body["valid"] as? Bool == true)
+                let document = try #require(body["document"] as? [String: Any])
+                #expect((document["future_key"] as? [String: Any])?["kept"] as? Bool == true)
+            }
+        }
+    }
+
+    @Test func theHARExportReadsBackAsImportedExchanges() async throws {
+        let fixture = try WebFixture()
+        try fixture.insert(3)
+        let (gzip, json) = try fixture.insertGzipJSON()
+        try await application(fixture).test(.router) { client in
+            var headers = page
+            headers[.cookie] = fixture.cookie
+            let har = try await client.execute(uri: "/api/har?filter=~d+json.example.com", method: .get, headers: headers) { response throws -> ByteBuffer in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=\"busymate-") == true)
+                let root = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+                let entries = try #require((root["log"] as? [String: Any])?["entries"] as? [[String: Any]])
+                #expect(entries.count == 1)
+                return response.body
+            }
+            try await client.execute(uri: "/api/har?name=/home/me/session.har", method: .post, headers: headers, body: har) { response throws in
+                #expect(response.status == .ok)
+                let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+                #expect(body["imported"] as? Int == 1)
+            }
+            let imported = try #require(try fixture.traffic.list(TrafficRepository.Filter()).first { $0.imported != nil })
+            #expect(imported.imported == "session.har")
+            #expect(imported.url == gzip.url && imported.status == 200)
+            #expect(imported.responseBody.map { String(decoding: $0, as: UTF8.self) } == json)
+            #expect(imported.header("content-encoding", .response) == nil)
+            try await client.execute(uri: "/api/har", method: .post, headers: headers, body: ByteBuffer(string: "{\"not\": \"har\"}")) {
+                #expect($0.status == .unprocessableContent)
+            }
+        }
+    }
+
+    @Test func clearingTheCaptureNeedsAConfirmationAndIdsGoOn() async throws {
+        let fixture = try WebFixture()
+        try fixture.insert(10)
+        try await application(fixture).test(.router) { client in
+            var headers = page
+            headers[.cookie] = fixture.cookie
+            try await client.execute(uri: "/api/exchanges", method: .delete, headers: headers) { #expect($0.status == .badRequest) }
+            #expect(try fixture.traffic.count() == 10)
+            try await client.execute(uri: "/api/exchanges", method: .delete, headers: headers, body: ByteBuffer(string: #"{"confirm": true}"#)) {
+                #expect($0.status == .ok)
+            }
+            #expect(try fixture.traffic.count() == 0)
+            let next = try fixture.insert(1, from: 50)
+            #expect(next.first?.id == 11)
+        }
+    }
+}
