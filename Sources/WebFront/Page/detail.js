@@ -1,0 +1,380 @@
+// The detail pane: Request | Response | Timing | Connection | Breakpoints of one exchange.
+// Captured data only ever reaches the DOM through textContent.
+'use strict';
+
+(function () {
+  const { h, $, api, qs, clear } = BM;
+  const pane = $('#detail');
+  const splitter = $('#splitter');
+  const TABS = [['request', 'Request'], ['response', 'Response'], ['timing', 'Timing'], ['connection', 'Connection'], ['breakpoints', 'Breakpoints']];
+  let cur = null;            // the exchange shown (full JSON)
+  let curId = null;
+  let tab = localStorage.getItem('bm-tab') || 'response';
+  let gen = 0;
+  const bodyMode = {};       // side -> 'tree' | 'text' | 'hex' | 'image' chosen by the user
+
+  function show() {
+    if (pane.hidden) {
+      pane.hidden = false;
+      splitter.hidden = false;
+      BM.app.relayout();
+    }
+  }
+
+  function close() {
+    gen++;
+    cur = null;
+    curId = null;
+    pane.hidden = true;
+    splitter.hidden = true;
+    clear(pane);
+    BM.app.onDetailClosed();
+  }
+
+  const isOpen = () => !pane.hidden;
+
+  async function open(id) {
+    show();
+    if (curId === id && cur) return;
+    const g = ++gen;
+    curId = id;
+    const row = BM.state.ids.get(id);
+    renderLoading(id, row);
+    let ex;
+    try {
+      ex = await api('GET', '/api/exchanges/' + id);
+    } catch (e) {
+      if (g !== gen) return;
+      cur = null;
+      clear(pane);
+      pane.appendChild(head(id, row, null));
+      pane.appendChild(h('div', { class: 'tab-body' }, h('div', { class: 'notice error' },
+        e.status === 404 ? 'Exchange #' + id + ' is gone (the capture was cleared, or retention removed it).' : 'Could not load #' + id + ': ' + e.message)));
+      return;
+    }
+    if (g !== gen) return;
+    cur = ex;
+    render();
+  }
+
+  function head(id, row, ex) {
+    const r = ex || row || {};
+    const status = r.error ? h('span', { class: 'st err', title: r.error }, 'ERR')
+      : r.status ? h('span', { class: 'st ' + BM.statusClass(r.status) }, String(r.status)) : null;
+    return h('div', { class: 'd-head' },
+      h('div', { class: 'd-title' },
+        h('span', { class: 'd-id' }, '#' + id),
+        r.method ? h('span', { class: 'd-method' }, r.method) : null,
+        status,
+        h('span', { class: 'd-url', title: r.url || '' }, r.url || '')),
+      h('button', { type: 'button', class: 'tool icon', title: 'Close (Esc)', 'aria-label': 'Close detail', onclick: close }, '×'));
+  }
+
+  function renderLoading(id, row) {
+    clear(pane);
+    pane.appendChild(head(id, row, null));
+    pane.appendChild(h('div', { class: 'tab-body muted' }, 'Loading…'));
+  }
+
+  /** An in-flight (or held) entry: no stored exchange yet. */
+  function showInflight(e) {
+    show();
+    gen++;
+    cur = null;
+    curId = null;
+    clear(pane);
+    pane.appendChild(head('…', e, null));
+    const body = h('div', { class: 'tab-body' },
+      h('div', { class: 'notice' }, e.held ? 'This request is held at a breakpoint. ' : 'This exchange is still in flight; its detail appears when it is stored.'),
+      e.held ? h('p', null, h('button', { type: 'button', class: 'btn primary', onclick: () => BM.app.openHeld() }, 'Open the held panel')) : null,
+      h('table', { class: 'kv plain' }, h('tbody', null,
+        kv('Request ID', e.request_id), kv('Started', BM.fmtDateTime(e.started_at)), kv('Method', e.method), kv('URL', e.url))));
+    pane.appendChild(body);
+  }
+
+  function kv(k, v) {
+    return h('tr', null, h('td', null, k), h('td', null, v === null || v === undefined || v === '' ? '—' : v));
+  }
+
+  function render() {
+    const ex = cur;
+    clear(pane);
+    pane.appendChild(head(ex.id, null, ex));
+    pane.appendChild(h('div', { class: 'd-actions' },
+      h('button', { type: 'button', id: 'resend', 'data-test': 'resend', class: 'btn', title: 'Edit and resend', onclick: () => BM.app.openCompose(ex) }, '✎ Edit & resend…'),
+      h('button', { type: 'button', id: 'resend-as-is', 'data-test': 'resend-as-is', class: 'btn', title: 'Send the same request again', onclick: () => BM.app.resendAsIs(ex.id) }, '↻ Resend'),
+      h('button', { type: 'button', id: 'copy-curl', 'data-test': 'copy-curl', class: 'btn', disabled: !ex.curl, onclick: copyCurl }, 'Copy as cURL')));
+    const tabs = h('div', { class: 'tabs', role: 'tablist' });
+    for (const [key, label] of TABS) {
+      let extra = null;
+      if (key === 'breakpoints' && ex.breakpoints && ex.breakpoints.length) extra = h('span', { class: 'count' }, String(ex.breakpoints.length));
+      if (key === 'request') extra = h('span', { class: 'count' }, String((ex.request && ex.request.headers || []).length));
+      if (key === 'response' && ex.response) extra = h('span', { class: 'count' }, String((ex.response.headers || []).length));
+      tabs.appendChild(h('button', { type: 'button', class: 'tab' + (key === tab ? ' active' : ''), 'data-tab': key, role: 'tab', onclick: () => setTab(key) }, label, extra));
+    }
+    pane.appendChild(tabs);
+    const body = h('div', { class: 'tab-body', id: 'tab-body' });
+    pane.appendChild(body);
+    renderTab(body);
+  }
+
+  function setTab(key) {
+    tab = key;
+    localStorage.setItem('bm-tab', key);
+    if (!cur) return;
+    for (const b of pane.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.tab === key);
+    const body = $('#tab-body');
+    clear(body);
+    body.scrollTop = 0;
+    renderTab(body);
+  }
+
+  function renderTab(body) {
+    const ex = cur;
+    switch (tab) {
+      case 'request': renderMessage(body, ex, 'request'); break;
+      case 'response': renderMessage(body, ex, 'response'); break;
+      case 'timing': renderTiming(body, ex); break;
+      case 'connection': renderConnection(body, ex); break;
+      case 'breakpoints': renderBreakpoints(body, ex); break;
+      default: renderMessage(body, ex, 'response');
+    }
+  }
+
+  async function copyCurl() {
+    if (!cur || !cur.curl) return;
+    BM.toast(await BM.copyText(cur.curl) ? 'cURL command copied' : 'Could not copy to the clipboard', false);
+  }
+
+  // ---------------------------------------------------------------- request / response
+  function headersTable(headers) {
+    const tb = h('tbody');
+    for (const pair of headers || []) tb.appendChild(h('tr', null, h('td', null, String(pair[0])), h('td', null, String(pair[1]))));
+    return h('table', { class: 'kv' }, tb);
+  }
+
+  function queryTable(url) {
+    const q = String(url || '').split('#')[0].split('?').slice(1).join('?');
+    if (!q) return null;
+    const tb = h('tbody');
+    for (const part of q.split('&')) {
+      if (!part) continue;
+      const eq = part.indexOf('=');
+      const dec = s => { try { return decodeURIComponent(s.replace(/\+/g, ' ')); } catch (_) { return s; } };
+      tb.appendChild(h('tr', null, h('td', null, dec(eq < 0 ? part : part.slice(0, eq))), h('td', null, eq < 0 ? '' : dec(part.slice(eq + 1)))));
+    }
+    return h('table', { class: 'kv' }, tb);
+  }
+
+  function renderMessage(box, ex, side) {
+    const m = ex[side];
+    if (side === 'response') {
+      if (ex.error) box.appendChild(h('div', { class: 'notice error' }, 'Error: ' + ex.error));
+      if (!m) {
+        box.appendChild(h('div', { class: 'notice' }, ex.tls === 'passthrough'
+          ? 'TLS passthrough: the connection was tunnelled without decryption, so there is no response to show.'
+          : ex.error ? 'No response was received.' : 'No response.'));
+        return;
+      }
+    }
+    if (!m) { box.appendChild(h('div', { class: 'notice' }, 'No request recorded.')); return; }
+    const version = (ex.request && ex.request.http_version) || 'HTTP/1.1';
+    const first = side === 'request'
+      ? (m.method || '') + ' ' + (m.path || m.url || '') + ' ' + version
+      : version + ' ' + m.status + (m.reason ? ' ' + m.reason : '');
+    box.appendChild(h('div', { class: 'sec-title' }, side === 'request' ? 'Request line' : 'Status line',
+      h('span', { class: 'spacer' }),
+      h('button', { type: 'button', class: 'btn small', 'data-test': 'raw-' + side, title: 'The message as HTTP/1.1 text', onclick: () => openRaw(ex.id, side) }, 'Raw message')));
+    box.appendChild(h('div', { class: 'first-line' }, first));
+    if (side === 'request' && m.url) {
+      const qt = queryTable(m.url);
+      if (qt) { box.appendChild(h('div', { class: 'sec-title' }, 'Query')); box.appendChild(qt); }
+    }
+    box.appendChild(h('div', { class: 'sec-title' }, 'Headers', h('span', { class: 'muted' }, String((m.headers || []).length))));
+    box.appendChild(headersTable(m.headers));
+    box.appendChild(h('div', { class: 'sec-title' }, 'Body'));
+    renderBody(box, ex.id, side, m.body);
+  }
+
+  function renderBody(box, id, side, b) {
+    const view = h('div', { id: 'body-view', 'data-test': 'body-view' });
+    if (!b || b.kind === 'empty' || (!b.size && !b.decoded_size)) {
+      box.appendChild(view);
+      view.appendChild(h('div', { class: 'body-empty' }, 'No body'));
+      return;
+    }
+    const meta = h('div', { class: 'body-meta' });
+    const metaItems = [];
+    if (b.content_type) metaItems.push(h('span', { class: 'mono' }, b.content_type));
+    metaItems.push(h('span', { title: 'bytes on the wire' }, BM.fmtSize(b.size) + ' on the wire'));
+    if (b.decoded_size !== undefined && b.decoded_size !== b.size) metaItems.push(h('span', null, BM.fmtSize(b.decoded_size) + ' decoded'));
+    if (b.content_encoding) metaItems.push(h('span', null, b.decoded ? 'decoded from ' + b.content_encoding : 'encoding ' + b.content_encoding + ' (not decoded)'));
+    if (b.truncated) metaItems.push(h('span', { class: 'warn' }, '⚠ truncated: stored ' + BM.fmtSize(b.stored) + ' of ' + BM.fmtSize(b.size)));
+    if (b.text_truncated) metaItems.push(h('span', { class: 'warn' }, '⚠ showing the first part only'));
+    for (const it of metaItems) meta.appendChild(it);
+    meta.appendChild(h('span', { class: 'spacer' }));
+
+    // View switch: tree/text/hex/image as the kind allows.
+    const hasText = typeof b.text === 'string';
+    const modes = [];
+    if (b.kind === 'json' && hasText) modes.push(['tree', 'Tree'], ['text', 'Text']);
+    else if (b.kind === 'text' && hasText) modes.push(['text', 'Text']);
+    else if (b.kind === 'image' && b.preview_url) modes.push(['image', 'Image']);
+    modes.push(['hex', 'Hex']);
+    let mode = bodyMode[side + ':' + b.kind];
+    if (!modes.some(([k]) => k === mode)) mode = modes[0][0];
+    if (modes.length > 1) {
+      const sw = h('span', { class: 'view-switch' });
+      for (const [k, label] of modes) {
+        sw.appendChild(h('button', { type: 'button', class: k === mode ? 'on' : null, 'data-mode': k, onclick: () => {
+          bodyMode[side + ':' + b.kind] = k;
+          for (const x of sw.children) x.classList.toggle('on', x.dataset.mode === k);
+          fillBody(view, id, side, b, k);
+        } }, label));
+      }
+      meta.appendChild(sw);
+    }
+    if (b.download_url) meta.appendChild(h('a', { class: 'btn small', href: b.download_url, download: '', title: 'Download the decoded body' }, '⤓ Download'));
+    box.appendChild(meta);
+    box.appendChild(view);
+    fillBody(view, id, side, b, mode);
+  }
+
+  function fillBody(view, id, side, b, mode) {
+    clear(view);
+    if (mode === 'tree') {
+      const tree = BM.json.renderJSONTree(b.text);
+      if (tree) { view.appendChild(tree); return; }
+      view.appendChild(h('div', { class: 'notice' }, 'Not valid JSON; shown as text.'));
+      view.appendChild(h('pre', { class: 'body-text' }, b.text));
+      return;
+    }
+    if (mode === 'text') { view.appendChild(h('pre', { class: 'body-text' }, b.text)); return; }
+    if (mode === 'image') {
+      const info = h('div', { class: 'muted small' });
+      const img = h('img', { src: b.preview_url, alt: 'response image', decoding: 'async' });
+      img.addEventListener('load', () => { info.textContent = img.naturalWidth + ' × ' + img.naturalHeight + ' px'; });
+      img.addEventListener('error', () => { info.textContent = 'The image could not be decoded.'; });
+      view.appendChild(h('div', { class: 'body-image' }, img));
+      view.appendChild(h('div', { class: 'more-row' }, info));
+      return;
+    }
+    hexView(view, id, side, b);
+  }
+
+  /** Hex dump from /hex, 4 KiB per page with a "more" button. */
+  function hexView(view, id, side) {
+    const pre = h('pre', { class: 'hex' });
+    const more = h('div', { class: 'more-row' });
+    view.appendChild(pre);
+    view.appendChild(more);
+    let offset = 0;
+    const myGen = gen;
+    const load = async () => {
+      clear(more).appendChild(h('span', { class: 'muted' }, 'Loading…'));
+      let res;
+      try {
+        res = await api('GET', '/api/exchanges/' + id + '/hex' + qs({ side, offset, length: 4096 }));
+      } catch (e) {
+        clear(more).appendChild(h('span', { class: 'notice error' }, 'Could not load the hex dump: ' + e.message));
+        return;
+      }
+      if (myGen !== gen) return;
+      const lines = res.lines || [];
+      pre.appendChild(document.createTextNode((offset ? '\n' : '') + lines.join('\n')));
+      offset += 4096;
+      clear(more);
+      const total = res.total || 0;
+      more.appendChild(h('span', { class: 'muted small' }, BM.fmtInt(Math.min(offset, total)) + ' of ' + BM.fmtInt(total) + ' bytes'));
+      if (offset < total && lines.length) more.appendChild(h('button', { type: 'button', class: 'btn small', 'data-test': 'hex-more', onclick: load }, 'More (next 4 KiB)'));
+      if (!total) clear(more).appendChild(h('span', { class: 'muted' }, 'No bytes.'));
+    };
+    load();
+  }
+
+  async function openRaw(id, side) {
+    const dlg = $('#raw-dialog');
+    $('#raw-title').textContent = 'Raw ' + side + ' of #' + id;
+    const pre = $('#raw-text');
+    pre.textContent = 'Loading…';
+    dlg.showModal();
+    try {
+      pre.textContent = await BM.apiText('/api/exchanges/' + id + '/raw' + qs({ side }));
+    } catch (e) {
+      pre.textContent = 'Could not load the raw message: ' + e.message;
+    }
+  }
+  $('#raw-copy').addEventListener('click', async () => {
+    BM.toast(await BM.copyText($('#raw-text').textContent) ? 'Copied' : 'Could not copy');
+  });
+
+  // ---------------------------------------------------------------- timing
+  function renderTiming(box, ex) {
+    const t = k => (ex[k] ? Date.parse(ex[k]) : NaN);
+    const t0 = t('started_at');
+    const tc = t('connected_at'), tt = t('tls_done_at'), tf = t('first_byte_at'), te = t('ended_at');
+    if (isNaN(t0)) { box.appendChild(h('div', { class: 'notice' }, 'No timing recorded.')); return; }
+    const end = !isNaN(te) ? te : t0 + (ex.duration_ms || 0);
+    const phases = [];
+    // A reused connection may have connected before this exchange started: clamp at start.
+    const c0 = t0;
+    const c1 = !isNaN(tc) ? Math.max(tc, t0) : NaN;
+    if (!isNaN(c1)) phases.push(['connect', 'Connect', c0, c1]);
+    const tlsStart = !isNaN(c1) ? c1 : t0;
+    if (!isNaN(tt)) phases.push(['tls', 'TLS handshake', tlsStart, Math.max(tt, tlsStart)]);
+    const waitStart = !isNaN(tt) ? Math.max(tt, tlsStart) : tlsStart;
+    if (!isNaN(tf)) phases.push(['wait', 'Waiting (TTFB)', waitStart, Math.max(tf, waitStart)]);
+    if (!isNaN(tf) && !isNaN(te)) phases.push(['receive', 'Receiving', Math.max(tf, waitStart), Math.max(te, tf)]);
+    if (!phases.length) phases.push(['total', 'Total', t0, end]);
+    const span = Math.max(1, end - t0, ...phases.map(p => p[3] - t0));
+    box.appendChild(h('div', { class: 'sec-title' }, 'Waterfall', h('span', { class: 'muted' }, 'total ' + BM.fmtDur(ex.duration_ms !== null && ex.duration_ms !== undefined ? ex.duration_ms : end - t0))));
+    const wf = h('div', { class: 'wf' });
+    for (const [cls, label, a, b] of phases) {
+      const bar = h('div', { class: 'wf-bar ' + cls, title: label + ': ' + (b - a) + ' ms' });
+      bar.style.left = ((a - t0) / span * 100) + '%';
+      bar.style.width = Math.max(0.3, (b - a) / span * 100) + '%';
+      wf.appendChild(h('div', { class: 'wf-label' }, label));
+      wf.appendChild(h('div', { class: 'wf-track' }, bar));
+      wf.appendChild(h('div', { class: 'wf-ms' }, BM.fmtDur(b - a)));
+    }
+    wf.appendChild(h('div', { class: 'wf-axis' }, h('span', null, '0'), h('span', null, BM.fmtDur(span / 2)), h('span', null, BM.fmtDur(span))));
+    box.appendChild(wf);
+    box.appendChild(h('div', { class: 'sec-title' }, 'Timestamps'));
+    const rel = k => (isNaN(t(k)) ? '—' : BM.fmtDateTime(ex[k]) + '   (+' + (t(k) - t0) + ' ms)');
+    box.appendChild(h('table', { class: 'kv plain' }, h('tbody', null,
+      kv('Started', BM.fmtDateTime(ex.started_at)), kv('Connected', rel('connected_at')), kv('TLS done', rel('tls_done_at')),
+      kv('First byte', rel('first_byte_at')), kv('Ended', rel('ended_at')))));
+  }
+
+  // ---------------------------------------------------------------- connection
+  function renderConnection(box, ex) {
+    const tlsText = { mitm: 'mitm — intercepted and decrypted', passthrough: 'passthrough — tunnelled, not decrypted', none: 'none — plain HTTP' };
+    const th = ex.tls_handshake || {};
+    const resent = ex.resent_from !== null && ex.resent_from !== undefined
+      ? h('a', { href: '#', onclick: e => { e.preventDefault(); BM.app.selectId(ex.resent_from); } }, '#' + ex.resent_from) : null;
+    box.appendChild(h('table', { class: 'kv plain' }, h('tbody', null,
+      kv('Client address', ex.client_address), kv('Server address', ex.server_address),
+      kv('TLS', tlsText[ex.tls] || ex.tls), kv('SNI', th.sni), kv('TLS version', th.version), kv('Cipher', th.cipher),
+      kv('Bytes up', ex.bytes_up !== undefined && ex.bytes_up !== null ? BM.fmtInt(ex.bytes_up) + ' B' : null),
+      kv('Bytes down', ex.bytes_down !== undefined && ex.bytes_down !== null ? BM.fmtInt(ex.bytes_down) + ' B' : null),
+      kv('HTTP version', ex.request && ex.request.http_version), kv('Rule applied', ex.rule),
+      kv('Resent from', resent), kv('Imported', ex.imported ? 'yes (from a HAR file)' : 'no'),
+      kv('Request ID', ex.request_id), kv('Exchange ID', String(ex.id)))));
+  }
+
+  // ---------------------------------------------------------------- breakpoints
+  function renderBreakpoints(box, ex) {
+    const list = ex.breakpoints || [];
+    if (!list.length) { box.appendChild(h('div', { class: 'notice' }, 'No breakpoint paused this exchange.')); return; }
+    const tb = h('tbody');
+    for (const b of list) {
+      const held = b.paused_at && b.resumed_at ? BM.fmtDur(Date.parse(b.resumed_at) - Date.parse(b.paused_at)) : '—';
+      tb.appendChild(h('tr', null, h('td', null, String(b.id)), h('td', null, b.kind), h('td', null, BM.fmtTime(b.paused_at)),
+        h('td', null, b.resumed_at ? BM.fmtTime(b.resumed_at) : 'still held'), h('td', null, held), h('td', null, b.outcome || '—')));
+    }
+    box.appendChild(h('table', { class: 'rules-table' },
+      h('thead', null, h('tr', null, ['#', 'Side', 'Paused', 'Resumed', 'Held for', 'Outcome'].map(x => h('th', null, x)))), tb));
+  }
+
+  BM.detail = { open, close, isOpen, showInflight, current: () => cur };
+})();

@@ -1,0 +1,526 @@
+// Settings view (SSL proxying, rules, breakpoints, pinned hosts, upstream proxy) and the
+// Status view (the readiness card). Rules are read generically: name, enabled, match and
+// action are shown; every other key of a rule is passed back unchanged.
+'use strict';
+
+(function () {
+  const { h, $, api, clear } = BM;
+  const root = $('#view-settings');
+  let settings = null;
+  let loading = false;
+
+  // The action-specific keys the rule form knows (settings.json's rule format).
+  const ACTION_KEYS = {
+    block: ['status'], drop: [], map_local: ['file', 'directory'], map_remote: ['to'],
+    host_override: ['address'], headers: ['request', 'response'],
+  };
+  const ALL_ACTION_KEYS = ['status', 'file', 'directory', 'to', 'address', 'request', 'response'];
+
+  async function load() {
+    if (loading) return;
+    loading = true;
+    if (!settings) { clear(root).appendChild(h('div', { class: 'page muted' }, 'Loading settings…')); }
+    try {
+      settings = await api('GET', '/api/settings');
+      render();
+    } catch (e) {
+      clear(root).appendChild(h('div', { class: 'page' }, h('div', { class: 'notice error' }, 'Could not load the settings: ' + e.message)));
+    } finally { loading = false; }
+  }
+
+  function sectionError(el, err) {
+    clear(el);
+    el.hidden = !err;
+    if (err) el.textContent = BM.describeError(err);
+  }
+
+  function card(id, title, sub, ...body) {
+    return h('section', { class: 'card', id },
+      h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, title), sub ? h('span', { class: 'muted small' }, sub) : null),
+      ...body);
+  }
+
+  /** An editable list of strings: items with ×, plus an add box. onChange(newList). */
+  function listEditor(title, items, placeholder, onChange, testName) {
+    const box = h('div', { class: 'list-editor', 'data-test': testName || null });
+    const draw = () => {
+      clear(box);
+      box.appendChild(h('div', { class: 'le-title' }, title));
+      if (!items.length) box.appendChild(h('div', { class: 'le-empty' }, 'none'));
+      items.forEach((it, i) => {
+        box.appendChild(h('div', { class: 'le-item' }, h('span', { class: 'le-text', title: it }, it),
+          h('button', { type: 'button', class: 'icon-btn del', title: 'Remove', 'aria-label': 'Remove ' + it, onclick: () => {
+            items = items.filter((_, k) => k !== i); onChange(items); draw();
+          } }, '×')));
+      });
+      const input = h('input', { class: 'field', type: 'text', placeholder, spellcheck: 'false' });
+      const add = () => {
+        const v = input.value.trim();
+        if (!v) return;
+        items = items.concat([v]);
+        onChange(items);
+        draw();
+        box.querySelector('.le-add input').focus();
+      };
+      input.addEventListener('keydown', e => { if (e.key === 'Enter') { e.preventDefault(); add(); } });
+      box.appendChild(h('div', { class: 'le-add' }, input, h('button', { type: 'button', class: 'btn small', onclick: add }, 'Add')));
+    };
+    draw();
+    return box;
+  }
+
+  function saveBar(onSave, label) {
+    const err = h('div', { class: 'section-error', hidden: true });
+    const ok = h('span', { class: 'section-ok' });
+    const btn = h('button', { type: 'button', class: 'btn primary' }, label || 'Save');
+    const dirty = h('span', { class: 'muted small' });
+    btn.addEventListener('click', async () => {
+      btn.disabled = true;
+      ok.textContent = '';
+      try {
+        await onSave();
+        sectionError(err, null);
+        ok.textContent = 'Saved ✓';
+        dirty.textContent = '';
+        setTimeout(() => { ok.textContent = ''; }, 2500);
+      } catch (e) { sectionError(err, e); } finally { btn.disabled = false; }
+    });
+    return { err, foot: h('div', { class: 'card-foot' }, dirty, h('span', { class: 'spacer' }), ok, btn), btn, markDirty: () => { dirty.textContent = 'Unsaved changes'; } };
+  }
+
+  // ---------------------------------------------------------------- sections
+  function sslSection() {
+    const ssl = Object.assign({ enabled: true, include: [], exclude: [] }, settings.ssl_proxying || {});
+    const work = { ...ssl, include: [...(ssl.include || [])], exclude: [...(ssl.exclude || [])] };
+    const bar = saveBar(async () => {
+      await api('PUT', '/api/settings/ssl-proxying', work);
+      settings.ssl_proxying = { ...work };
+    });
+    const enabled = h('input', { type: 'checkbox', checked: work.enabled, 'data-test': 'ssl-enabled' });
+    enabled.addEventListener('change', () => { work.enabled = enabled.checked; bar.markDirty(); });
+    return card('ssl-proxying', 'SSL proxying', 'which hosts are decrypted (MITM)',
+      h('div', { class: 'card-body' },
+        h('label', { class: 'check' }, enabled, 'Enabled — decrypt HTTPS for the hosts below'),
+        listEditor('Include', work.include, '*.example.com', v => { work.include = v; bar.markDirty(); }, 'ssl-include'),
+        listEditor('Exclude', work.exclude, 'bank.example.com', v => { work.exclude = v; bar.markDirty(); }, 'ssl-exclude')),
+      bar.err, bar.foot);
+  }
+
+  function actionSummary(r) {
+    switch (r.action) {
+      case 'block': return 'answer ' + (r.status || 403);
+      case 'drop': return 'close the connection';
+      case 'map_local': return r.file ? 'serve ' + r.file : r.directory ? 'serve from ' + r.directory : '';
+      case 'map_remote': return '→ ' + (r.to || '');
+      case 'host_override': return 'dial ' + (r.address || '');
+      case 'headers': {
+        const parts = [];
+        for (const side of ['request', 'response']) {
+          const e = r[side];
+          if (!e || typeof e !== 'object') continue;
+          const n = (e.remove || []).length + Object.keys(e.set || {}).length + Object.keys(e.add || {}).length;
+          parts.push(side + ': ' + n + ' edit' + (n === 1 ? '' : 's'));
+        }
+        return parts.join(', ');
+      }
+      default: {
+        const extra = Object.keys(r).filter(k => !['name', 'enabled', 'match', 'action'].includes(k));
+        return extra.map(k => k + '=' + JSON.stringify(r[k])).join(' ');
+      }
+    }
+  }
+
+  function rulesSection() {
+    let rules = (settings.rules || []).map(r => ({ ...r }));
+    let editing = -1;
+    const errEl = h('div', { class: 'section-error', hidden: true });
+    const tableBox = h('div');
+    const save = async next => {
+      try {
+        await api('PUT', '/api/settings/rules', next);
+        rules = next;
+        settings.rules = next.map(r => ({ ...r }));
+        sectionError(errEl, null);
+        return true;
+      } catch (e) {
+        sectionError(errEl, e);
+        return false;
+      } finally { drawTable(); }
+    };
+
+    function drawTable() {
+      clear(tableBox);
+      if (!rules.length) {
+        tableBox.appendChild(h('div', { class: 'card-body muted' }, 'No rules. Rules block, map or rewrite requests whose URL matches a pattern; the first enabled match of each kind applies.'));
+        return;
+      }
+      const tb = h('tbody');
+      rules.forEach((r, i) => {
+        const enabled = h('input', { type: 'checkbox', checked: r.enabled !== false, title: 'Enabled', 'data-test': 'rule-enabled' });
+        enabled.addEventListener('change', () => {
+          const next = rules.map((x, k) => (k === i ? { ...x, enabled: enabled.checked } : x));
+          save(next);
+        });
+        const move = d => {
+          const next = rules.slice();
+          const [x] = next.splice(i, 1);
+          next.splice(i + d, 0, x);
+          save(next);
+        };
+        tb.appendChild(h('tr', { class: r.enabled === false ? 'disabled' : null, 'data-rule': r.name },
+          h('td', null, enabled),
+          h('td', null, h('b', null, String(r.name || ''))),
+          h('td', { class: 'mono' }, String(r.match || '')),
+          h('td', null, h('span', { class: 'action-chip ' + r.action }, String(r.action || '?')), ' ', h('span', { class: 'muted mono' }, actionSummary(r))),
+          h('td', { class: 'act' },
+            h('button', { type: 'button', class: 'icon-btn', title: 'Move up', 'aria-label': 'Move up', disabled: i === 0, 'data-test': 'rule-up', onclick: () => move(-1) }, '↑'),
+            h('button', { type: 'button', class: 'icon-btn', title: 'Move down', 'aria-label': 'Move down', disabled: i === rules.length - 1, 'data-test': 'rule-down', onclick: () => move(1) }, '↓'),
+            h('button', { type: 'button', class: 'icon-btn', title: 'Edit', 'aria-label': 'Edit', 'data-test': 'rule-edit', onclick: () => editRule(i) }, '✎'),
+            h('button', { type: 'button', class: 'icon-btn del', title: 'Delete', 'aria-label': 'Delete', 'data-test': 'rule-delete', onclick: async () => {
+              if (await BM.confirm('Delete rule "' + r.name + '"?', 'The rule is removed from settings.json.', 'Delete')) save(rules.filter((_, k) => k !== i));
+            } }, '×'))));
+      });
+      tableBox.appendChild(h('table', { class: 'rules-table' },
+        h('thead', null, h('tr', null, h('th', { title: 'Enabled' }, 'On'), h('th', null, 'Name'), h('th', null, 'Match'), h('th', null, 'Action'), h('th', null, ''))), tb));
+    }
+
+    // Add / edit form: fields are named like the rule keys.
+    const f = {
+      name: h('input', { class: 'field', name: 'name', type: 'text', spellcheck: 'false', placeholder: 'block-ads' }),
+      match: h('input', { class: 'field', name: 'match', type: 'text', spellcheck: 'false', placeholder: 'https://ads.example.com/*' }),
+      action: h('select', { class: 'field', name: 'action' }, Object.keys(ACTION_KEYS).map(a => h('option', { value: a }, a))),
+      enabled: h('input', { type: 'checkbox', name: 'enabled', checked: true }),
+      status: h('input', { class: 'field', name: 'status', type: 'number', min: '400', max: '599', placeholder: '403' }),
+      file: h('input', { class: 'field', name: 'file', type: 'text', spellcheck: 'false', placeholder: '/srv/mock/answer.json' }),
+      directory: h('input', { class: 'field', name: 'directory', type: 'text', spellcheck: 'false', placeholder: '/srv/mock/' }),
+      to: h('input', { class: 'field', name: 'to', type: 'text', spellcheck: 'false', placeholder: 'https://staging.example.com/' }),
+      address: h('input', { class: 'field', name: 'address', type: 'text', spellcheck: 'false', placeholder: '10.0.0.5' }),
+      request: h('textarea', { class: 'field', name: 'request', spellcheck: 'false', placeholder: '{"set": {"X-Debug": "1"}, "remove": ["Cookie"]}' }),
+      response: h('textarea', { class: 'field', name: 'response', spellcheck: 'false', placeholder: '{"add": {"Access-Control-Allow-Origin": "*"}}' }),
+    };
+    const rowsByKey = {};
+    const formTitle = h('div', { class: 'rf-title' }, 'Add a rule');
+    const formErr = h('div', { class: 'section-error full', hidden: true });
+    const saveBtn = h('button', { type: 'submit', class: 'btn primary', id: 'rule-save', 'data-test': 'rule-save' }, 'Add rule');
+    const cancelBtn = h('button', { type: 'button', class: 'btn', hidden: true }, 'Cancel edit');
+    const form = h('form', { class: 'rule-form', id: 'rule-form', 'data-test': 'rule-form', autocomplete: 'off' }, formTitle);
+    const addRow = (key, label, el, hint) => {
+      const l = h('label', { for: 'rf-' + key }, label);
+      el.id = 'rf-' + key;
+      const wrap = hint ? h('div', { class: 'full' }, el, h('span', { class: 'muted small' }, hint)) : el;
+      form.appendChild(l);
+      form.appendChild(wrap);
+      rowsByKey[key] = [l, wrap];
+    };
+    addRow('name', 'Name', f.name);
+    addRow('match', 'Match', f.match, 'URL pattern, * wildcards');
+    addRow('action', 'Action', f.action);
+    addRow('status', 'Status', f.status, '400–599, default 403');
+    addRow('file', 'File', f.file, 'absolute path; file or directory');
+    addRow('directory', 'Directory', f.directory);
+    addRow('to', 'To', f.to);
+    addRow('address', 'Address', f.address, 'IP address to dial');
+    addRow('request', 'Request edits', f.request);
+    addRow('response', 'Response edits', f.response);
+    form.appendChild(h('label', { for: 'rf-enabled' }, 'Enabled'));
+    f.enabled.id = 'rf-enabled';
+    form.appendChild(h('div', { class: 'full' }, f.enabled));
+    form.appendChild(formErr);
+    form.appendChild(h('div', { class: 'full' }, h('span', { class: 'spacer' }), cancelBtn, saveBtn));
+    const syncAction = () => {
+      const keys = ACTION_KEYS[f.action.value] || [];
+      for (const k of ALL_ACTION_KEYS) for (const el of rowsByKey[k]) el.hidden = !keys.includes(k);
+    };
+    f.action.addEventListener('change', syncAction);
+    syncAction();
+
+    function resetForm() {
+      editing = -1;
+      formTitle.textContent = 'Add a rule';
+      saveBtn.textContent = 'Add rule';
+      cancelBtn.hidden = true;
+      for (const k of ['name', 'match', 'status', 'file', 'directory', 'to', 'address', 'request', 'response']) f[k].value = '';
+      f.action.value = 'block';
+      f.enabled.checked = true;
+      formErr.hidden = true;
+      syncAction();
+    }
+    cancelBtn.addEventListener('click', resetForm);
+
+    function editRule(i) {
+      const r = rules[i];
+      editing = i;
+      formTitle.textContent = 'Edit rule "' + r.name + '"';
+      saveBtn.textContent = 'Save rule';
+      cancelBtn.hidden = false;
+      f.name.value = r.name || '';
+      f.match.value = r.match || '';
+      if (![...f.action.options].some(o => o.value === r.action)) f.action.appendChild(h('option', { value: r.action }, r.action));
+      f.action.value = r.action;
+      f.enabled.checked = r.enabled !== false;
+      for (const k of ALL_ACTION_KEYS) {
+        const v = r[k];
+        f[k].value = v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v, null, 1) : String(v);
+      }
+      syncAction();
+      f.name.focus();
+      form.scrollIntoView({ block: 'nearest' });
+    }
+
+    form.addEventListener('submit', async ev => {
+      ev.preventDefault();
+      formErr.hidden = true;
+      // Start from the rule being edited so keys this form does not know are kept.
+      const base = editing >= 0 ? { ...rules[editing] } : {};
+      for (const k of ALL_ACTION_KEYS) delete base[k];
+      const rule = Object.assign(base, { name: f.name.value.trim(), enabled: f.enabled.checked, match: f.match.value.trim(), action: f.action.value });
+      try {
+        for (const k of ACTION_KEYS[rule.action] || []) {
+          const raw = f[k].value.trim();
+          if (!raw) continue;
+          if (k === 'status') rule.status = Number(raw);
+          else if (k === 'request' || k === 'response') {
+            try { rule[k] = JSON.parse(raw); } catch (e) { throw new Error(k + ' edits: not valid JSON (' + e.message + ')'); }
+          } else rule[k] = raw;
+        }
+      } catch (e) { formErr.textContent = e.message; formErr.hidden = false; return; }
+      if (!rule.name) { formErr.textContent = 'A rule needs a name.'; formErr.hidden = false; f.name.focus(); return; }
+      if (!rule.match) { formErr.textContent = 'A rule needs a URL pattern to match.'; formErr.hidden = false; f.match.focus(); return; }
+      const next = editing >= 0 ? rules.map((x, k) => (k === editing ? rule : x)) : rules.concat([rule]);
+      saveBtn.disabled = true;
+      const ok = await save(next);
+      saveBtn.disabled = false;
+      if (ok) { BM.toast(editing >= 0 ? 'Rule saved' : 'Rule added'); resetForm(); } else {
+        formErr.textContent = errEl.textContent;
+        formErr.hidden = false;
+      }
+    });
+
+    // Test a URL against the saved rules.
+    const testUrl = h('input', { class: 'field', type: 'text', placeholder: 'https://api.example.com/v1/users', spellcheck: 'false', 'data-test': 'rule-test-url' });
+    const testMethod = h('select', { class: 'field' }, ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].map(m => h('option', null, m)));
+    const testOut = h('div', { class: 'test-result', 'data-test': 'rule-test-result' });
+    const runTest = async () => {
+      const url = testUrl.value.trim();
+      if (!url) return;
+      clear(testOut);
+      try {
+        const res = await api('POST', '/api/rules/test', { url, method: testMethod.value });
+        const m = res.matches || [];
+        if (!m.length) testOut.appendChild(h('span', { class: 'muted' }, 'No enabled rule matches this URL.'));
+        for (const x of m) testOut.appendChild(h('div', null, '✓ ', h('b', null, x.rule), ' → ', h('span', { class: 'mono' }, String(x.action))));
+      } catch (e) { testOut.appendChild(h('span', { class: 'section-error' }, BM.describeError(e))); }
+    };
+    testUrl.addEventListener('keydown', e => { if (e.key === 'Enter') runTest(); });
+
+    drawTable();
+    const c = card('rules', 'Rules', 'evaluated in order; the first enabled match of each kind applies',
+      errEl, tableBox, form,
+      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test URL'), testMethod, testUrl,
+        h('button', { type: 'button', class: 'btn', onclick: runTest, 'data-test': 'rule-test' }, 'Test')),
+      testOut);
+    c.classList.add('span2');
+    return c;
+  }
+
+  function breakpointsSection() {
+    // Contract: {"patterns": [...]}. settings.json itself has {"request": [...], "response": [...],
+    // "timeout_seconds": N}; every array-valued key is shown as a list, other keys are kept.
+    const bp = settings.breakpoints && typeof settings.breakpoints === 'object' ? { ...settings.breakpoints } : { patterns: [] };
+    let keys = Object.keys(bp).filter(k => Array.isArray(bp[k]));
+    if (!keys.length) { bp.patterns = []; keys = ['patterns']; }
+    const bar = saveBar(async () => {
+      await api('PUT', '/api/settings/breakpoints', bp);
+      settings.breakpoints = { ...bp };
+    });
+    const body = h('div', { class: 'card-body' },
+      h('div', { class: 'muted small' }, 'Exchanges whose URL matches a pattern pause here; continue, edit or abort them from the Held panel.'));
+    for (const k of keys) {
+      const title = k === 'patterns' ? 'URL patterns' : k === 'request' ? 'Pause requests matching' : k === 'response' ? 'Pause responses matching' : k;
+      body.appendChild(listEditor(title, bp[k].map(String), 'https://api.example.com/v1/*', v => { bp[k] = v; bar.markDirty(); }, 'bp-' + k));
+    }
+    for (const k of Object.keys(bp).filter(x => !Array.isArray(bp[x]))) {
+      body.appendChild(h('div', { class: 'muted small' }, k + ': ' + JSON.stringify(bp[k])));
+    }
+    return card('breakpoints-settings', 'Breakpoints', null, body, bar.err, bar.foot);
+  }
+
+  function pinnedSection() {
+    const errEl = h('div', { class: 'section-error', hidden: true });
+    const box = h('div');
+    const draw = () => {
+      clear(box);
+      const pins = settings.pinned || [];
+      if (!pins.length) { box.appendChild(h('div', { class: 'card-body muted' }, 'No pinned hosts. A host is pinned (passed through without MITM) when its TLS handshake fails because the client pins its certificate.')); return; }
+      const tb = h('tbody');
+      for (const p of pins) {
+        const host = typeof p === 'string' ? p : p.host;
+        tb.appendChild(h('tr', { 'data-host': host },
+          h('td', { class: 'mono' }, host),
+          h('td', { class: 'muted' }, (p && p.reason) || ''),
+          h('td', { class: 'muted', title: (p && p.pinned_at) || '' }, p && p.pinned_at ? BM.fmtAgo(p.pinned_at) : ''),
+          h('td', { class: 'act' }, h('button', { type: 'button', class: 'btn small', 'data-test': 'unpin', onclick: async () => {
+            try {
+              await api('DELETE', '/api/pinned/' + encodeURIComponent(host));
+              settings.pinned = (settings.pinned || []).filter(x => (typeof x === 'string' ? x : x.host) !== host);
+              sectionError(errEl, null);
+              draw();
+            } catch (e) { sectionError(errEl, e); }
+          } }, 'Unpin'))));
+      }
+      box.appendChild(h('table', { class: 'rules-table' }, h('thead', null, h('tr', null, h('th', null, 'Host'), h('th', null, 'Reason'), h('th', null, 'Pinned'), h('th', null, ''))), tb));
+    };
+    draw();
+    return card('pinned', 'Pinned hosts', 'passed through without MITM', errEl, box);
+  }
+
+  function upstreamSection() {
+    const v = settings.upstream_proxy;
+    // Contract: a string "http://host:port" or null. An object (settings.json's own
+    // {"host":…, "port":…}) is shown and sent back as JSON.
+    const isObj = v && typeof v === 'object';
+    const input = h('input', { class: 'field', type: 'text', spellcheck: 'false', placeholder: 'http://proxy.example.com:3128 (empty: connect directly)', value: v === null || v === undefined ? '' : isObj ? JSON.stringify(v) : String(v), 'data-test': 'upstream-proxy' });
+    input.style.width = '100%';
+    const bar = saveBar(async () => {
+      const raw = input.value.trim();
+      let val = raw === '' ? null : raw;
+      if (raw.startsWith('{')) {
+        try { val = JSON.parse(raw); } catch (e) { throw new Error('not valid JSON: ' + e.message); }
+      }
+      await api('PUT', '/api/settings/upstream-proxy', val);
+      settings.upstream_proxy = val;
+    });
+    input.addEventListener('input', bar.markDirty);
+    input.addEventListener('keydown', e => { if (e.key === 'Enter') bar.btn.click(); });
+    return card('upstream', 'Upstream proxy', 'every upstream dial goes through it',
+      h('div', { class: 'card-body' }, input), bar.err, bar.foot);
+  }
+
+  function rawSection() {
+    const pre = h('pre', { class: 'raw-settings' }, settings.raw || '');
+    const c = card('settings-raw', 'settings.json', 'read-only; hot-reloaded on every save',
+      h('details', null, h('summary', { class: 'card-body' }, 'Show the file'), pre));
+    c.classList.add('span2');
+    return c;
+  }
+
+  function render() {
+    clear(root);
+    const page = h('div', { class: 'page' },
+      h('div', { class: 'page-title' }, 'Settings',
+        h('button', { type: 'button', class: 'btn small', onclick: load, title: 'Reload from the server' }, '↻ Reload')),
+      h('div', { class: 'cards' }, sslSection(), upstreamSection(), rulesSection(), breakpointsSection(), pinnedSection(), rawSection()));
+    root.appendChild(page);
+  }
+
+  BM.settings = { load };
+
+  // ================================================================ Status view
+  const sroot = $('#view-status');
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  function svg(tag, attrs) {
+    const el = document.createElementNS(SVG, tag);
+    for (const k in attrs) el.setAttribute(k, attrs[k]);
+    return el;
+  }
+
+  function sparkline(values) {
+    const n = 60;
+    const vals = values.slice(-n);
+    const max = Math.max(1, ...vals);
+    const s = svg('svg', { class: 'spark', viewBox: '0 0 ' + (n - 1) + ' 100', preserveAspectRatio: 'none', role: 'img', 'aria-label': 'requests per second, last 60 s' });
+    for (const y of [25, 50, 75]) s.appendChild(svg('line', { class: 'grid', x1: 0, x2: n - 1, y1: y, y2: y }));
+    if (vals.length > 1) {
+      const off = n - vals.length;
+      const pts = vals.map((v, i) => (off + i) + ',' + (98 - (v / max) * 92).toFixed(2));
+      s.appendChild(svg('path', { class: 'area', d: 'M' + off + ',100 L' + pts.join(' L') + ' L' + (n - 1) + ',100 Z' }));
+      s.appendChild(svg('path', { class: 'line', d: 'M' + pts.join(' L') }));
+    }
+    return { el: s, max };
+  }
+
+  function row(color, name, ...val) {
+    return h('div', { class: 'ready-row' }, h('span', { class: 'dot ' + color }), h('span', { class: 'rr-name' }, name), h('div', { class: 'rr-val' }, ...val));
+  }
+
+  const stateColor = s => (s === 'ready' ? 'green' : s === 'stopped' || s === 'failed' ? 'red' : s ? 'amber' : 'grey');
+
+  function renderStatus(st, rps) {
+    clear(sroot);
+    const page = h('div', { class: 'page' });
+    sroot.appendChild(page);
+    page.appendChild(h('div', { class: 'page-title' }, 'Status', st ? h('span', { class: 'muted small' }, 'updated ' + BM.fmtTime(new Date().toISOString())) : null));
+    if (!st) { page.appendChild(h('div', { class: 'muted' }, 'Waiting for the status…')); return; }
+    const rows = [];
+    const colors = [];
+    const add = (c, ...rest) => { colors.push(c); rows.push(row(c, ...rest)); };
+    const sup = st.supervisor || {};
+    add(sup.running ? 'green' : 'red', 'Supervisor', sup.running ? 'running' : 'not running',
+      sup.pid ? h('span', { class: 'muted' }, ' · pid ' + sup.pid) : null,
+      sup.uptime_seconds !== undefined ? h('span', { class: 'muted' }, ' · up ' + BM.fmtUptime(sup.uptime_seconds)) : null);
+    const tun = st.tunnel || {};
+    add(stateColor(tun.state), 'Tunnel', tun.state || 'unknown',
+      tun.pid ? h('span', { class: 'muted' }, ' · pid ' + tun.pid) : null,
+      h('span', { class: 'muted' }, ' · ' + (tun.restarts || 0) + ' restart' + (tun.restarts === 1 ? '' : 's')),
+      tun.last_exit ? h('div', { class: 'rr-warn' }, 'last exit: ' + (typeof tun.last_exit === 'object' ? JSON.stringify(tun.last_exit) : tun.last_exit)) : null);
+    const web = st.web || {};
+    add(stateColor(web.state), 'Web', web.state || 'unknown', web.pid ? h('span', { class: 'muted' }, ' · pid ' + web.pid) : null,
+      h('span', { class: 'muted' }, ' · ' + (web.restarts || 0) + ' restart' + (web.restarts === 1 ? '' : 's')));
+    add(st.mode ? 'green' : 'grey', 'Mode', st.mode === 'transparent' ? 'transparent (VPN-style, nftables redirect)' : st.mode === 'proxy' ? 'proxy (explicit HTTP proxy, PAC)' : String(st.mode || 'unknown'));
+    const ls = st.listeners || [];
+    const lsBad = ls.some(l => l.error);
+    const lsWarn = ls.some(l => l.warning);
+    add(!ls.length ? 'amber' : lsBad ? 'red' : lsWarn ? 'amber' : 'green', 'Listeners',
+      ls.length ? ls.map(l => h('div', null, h('span', { class: 'mono' }, l.address),
+        l.bound && l.bound !== l.address ? h('span', { class: 'muted mono' }, ' → ' + l.bound) : null,
+        l.error ? h('span', { class: 'rr-err' }, ' ✗ ' + l.error) : l.bound ? h('span', { class: 'muted' }, ' ✓ listening') : null,
+        l.warning ? h('span', { class: 'rr-warn' }, ' ⚠ ' + l.warning) : null)) : 'none configured');
+    const ca = st.ca || {};
+    add(ca.error || !ca.present ? 'red' : ca.trusted ? 'green' : 'amber', 'CA certificate',
+      ca.error ? h('div', { class: 'rr-err' }, ca.error) : null,
+      h('div', null, ca.present ? 'present' : 'missing', ' · ', ca.trusted ? 'trusted by this system' : h('span', { class: 'rr-warn' }, 'not trusted by this system'),
+        ' · ', h('a', { href: '/ca.pem', download: '', 'data-test': 'download-ca' }, 'Download CA')),
+      ca.subject ? h('div', { class: 'muted' }, ca.subject + (ca.not_after ? ' · valid until ' + String(ca.not_after).slice(0, 10) : '')) : null,
+      ca.fingerprint_sha256 ? h('div', { class: 'mono muted', title: 'SHA-256 fingerprint' }, ca.fingerprint_sha256) : null);
+    const se = st.settings || {};
+    add(se.valid === false ? 'red' : (se.unknown_keys && se.unknown_keys.length) ? 'amber' : 'green', 'Settings',
+      se.valid === false ? h('div', { class: 'rr-err' }, 'invalid: ' + (se.error || 'unknown error')) : 'valid',
+      se.path ? h('div', { class: 'mono muted' }, se.path) : null,
+      se.unknown_keys && se.unknown_keys.length ? h('div', { class: 'rr-warn' }, 'unknown keys: ' + se.unknown_keys.join(', ')) : null);
+    const store = st.store || {};
+    add('green', 'Store', BM.fmtInt(store.exchanges) + ' exchanges', h('span', { class: 'muted' }, ' · last id ' + BM.fmtInt(store.last_id)));
+
+    const overall = colors.includes('red') ? 'red' : colors.includes('amber') ? 'amber' : 'green';
+    const headline = overall === 'green' ? 'Ready — capturing' : overall === 'amber' ? 'Running, with warnings' : 'Not ready';
+    const readiness = h('section', { class: 'card', id: 'readiness', 'data-test': 'readiness', 'data-state': overall },
+      h('div', { class: 'ready-head' }, h('span', { class: 'dot big-dot ' + overall }),
+        h('div', null, h('div', { class: 'rh-title' }, headline),
+          h('div', { class: 'rh-sub' }, (st.mode || '') + (ls[0] ? ' · ' + (ls[0].bound || ls[0].address) : '') + ' · tunnel ' + (tun.state || '?') + (st.group ? ' · ' + st.group : '')))),
+      ...rows);
+
+    const counters = st.counters || {};
+    const cgrid = h('div', { class: 'counters' });
+    for (const k of Object.keys(counters)) {
+      const v = counters[k];
+      const txt = typeof v === 'number' ? (Number.isInteger(v) ? BM.fmtInt(v) : v.toFixed(1)) : v === null ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+      cgrid.appendChild(h('div', { class: 'counter' }, h('div', { class: 'cv' }, txt), h('div', { class: 'cn' }, k.replace(/_/g, ' '))));
+    }
+    const sp = sparkline(rps || []);
+    const traffic = h('section', { class: 'card', id: 'traffic-card' },
+      h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Traffic'), h('span', { class: 'muted small' }, 'requests per second, last 60 s')),
+      h('div', { class: 'spark-wrap' }, sp.el, h('div', { class: 'spark-legend' }, h('span', null, '60 s ago'), h('span', null, 'peak ' + sp.max.toFixed(1) + ' req/s'), h('span', null, 'now'))),
+      cgrid);
+    const pins = st.pinned || [];
+    const pinned = h('section', { class: 'card', id: 'status-pinned' },
+      h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Pinned hosts'), h('span', { class: 'muted small' }, String(pins.length))),
+      h('div', { class: 'card-body' }, pins.length ? pins.map(p => h('div', { class: 'mono' }, typeof p === 'string' ? p : p.host)) : h('span', { class: 'muted' }, 'none')));
+    const right = h('div', { class: 'status-right' }, traffic, pinned);
+    right.style.display = 'flex';
+    right.style.flexDirection = 'column';
+    right.style.gap = '12px';
+    page.appendChild(h('div', { class: 'cards' }, readiness, right));
+  }
+
+  BM.statusView = { render: renderStatus };
+})();
