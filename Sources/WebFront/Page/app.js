@@ -258,8 +258,8 @@
   /** Apply a change that adds/removes `delta` items above every stored row, keeping the view still. */
   function structural(delta, addedStored) {
     if (S.newestFirst) {
-      if (!atTop() && delta) {
-        list.shiftBy(delta);
+      if (!atTop()) {
+        if (delta) list.shiftBy(delta);
         if (addedStored > 0) S.newCount += addedStored;
       }
       list.refresh(false);
@@ -699,7 +699,11 @@
       (S.inflight.length ? ' · ' + S.inflight.length + ' in flight' : '');
     const hl = $('#sb-hl');
     hl.hidden = !S.highlight.trim();
-    hl.textContent = S.hl.size.toLocaleString('en-US') + ' highlighted';
+    if (!hl.hidden) {
+      let n = 0;
+      for (const id of S.hl) if (S.ids.has(id)) n++;
+      hl.textContent = n.toLocaleString('en-US') + ' highlighted';
+    }
   }
 
   function updateEmptyCommand() {

@@ -192,12 +192,13 @@
     }
     box.appendChild(h('div', { class: 'sec-title' }, 'Headers', h('span', { class: 'muted' }, String((m.headers || []).length))));
     box.appendChild(headersTable(m.headers));
-    box.appendChild(h('div', { class: 'sec-title' }, 'Body'));
     renderBody(box, ex.id, side, m.body);
   }
 
   function renderBody(box, id, side, b) {
     const view = h('div', { id: 'body-view', 'data-test': 'body-view' });
+    const tools = h('span', { class: 'body-tools' });
+    box.appendChild(h('div', { class: 'sec-title' }, 'Body', h('span', { class: 'spacer' }), tools));
     if (!b || b.kind === 'empty' || (!b.size && !b.decoded_size)) {
       box.appendChild(view);
       view.appendChild(h('div', { class: 'body-empty' }, 'No body'));
@@ -212,7 +213,6 @@
     if (b.truncated) metaItems.push(h('span', { class: 'warn' }, '⚠ truncated: stored ' + BM.fmtSize(b.stored) + ' of ' + BM.fmtSize(b.size)));
     if (b.text_truncated) metaItems.push(h('span', { class: 'warn' }, '⚠ showing the first part only'));
     for (const it of metaItems) meta.appendChild(it);
-    meta.appendChild(h('span', { class: 'spacer' }));
 
     // View switch: tree/text/hex/image as the kind allows.
     const hasText = typeof b.text === 'string';
@@ -232,9 +232,9 @@
           fillBody(view, id, side, b, k);
         } }, label));
       }
-      meta.appendChild(sw);
+      tools.appendChild(sw);
     }
-    if (b.download_url) meta.appendChild(h('a', { class: 'btn small', href: b.download_url, download: '', title: 'Download the decoded body' }, '⤓ Download'));
+    if (b.download_url) tools.appendChild(h('a', { class: 'btn small', href: b.download_url, download: '', title: 'Download the decoded body', 'data-test': 'download-body' }, '⤓ Download'));
     box.appendChild(meta);
     box.appendChild(view);
     fillBody(view, id, side, b, mode);

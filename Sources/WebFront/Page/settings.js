@@ -135,7 +135,9 @@
     let editing = -1;
     const errEl = h('div', { class: 'section-error', hidden: true });
     const tableBox = h('div');
-    const save = async next => {
+    // PUT the whole ordered list; on a 422 the list stays as saved and the error shows
+    // next to the section (or in the form, for an add/edit).
+    const save = async (next, errTarget) => {
       try {
         await api('PUT', '/api/settings/rules', next);
         rules = next;
@@ -143,7 +145,7 @@
         sectionError(errEl, null);
         return true;
       } catch (e) {
-        sectionError(errEl, e);
+        sectionError(errTarget || errEl, e);
         return false;
       } finally { drawTable(); }
     };
@@ -207,7 +209,7 @@
     const addRow = (key, label, el, hint) => {
       const l = h('label', { for: 'rf-' + key }, label);
       el.id = 'rf-' + key;
-      const wrap = hint ? h('div', { class: 'full' }, el, h('span', { class: 'muted small' }, hint)) : el;
+      const wrap = hint ? h('div', { class: 'with-hint' }, el, h('span', { class: 'muted small' }, hint)) : el;
       form.appendChild(l);
       form.appendChild(wrap);
       rowsByKey[key] = [l, wrap];
@@ -224,7 +226,7 @@
     addRow('response', 'Response edits', f.response);
     form.appendChild(h('label', { for: 'rf-enabled' }, 'Enabled'));
     f.enabled.id = 'rf-enabled';
-    form.appendChild(h('div', { class: 'full' }, f.enabled));
+    form.appendChild(h('div', null, f.enabled));
     form.appendChild(formErr);
     form.appendChild(h('div', { class: 'full' }, h('span', { class: 'spacer' }), cancelBtn, saveBtn));
     const syncAction = () => {
@@ -288,12 +290,9 @@
       if (!rule.match) { formErr.textContent = 'A rule needs a URL pattern to match.'; formErr.hidden = false; f.match.focus(); return; }
       const next = editing >= 0 ? rules.map((x, k) => (k === editing ? rule : x)) : rules.concat([rule]);
       saveBtn.disabled = true;
-      const ok = await save(next);
+      const ok = await save(next, formErr);
       saveBtn.disabled = false;
-      if (ok) { BM.toast(editing >= 0 ? 'Rule saved' : 'Rule added'); resetForm(); } else {
-        formErr.textContent = errEl.textContent;
-        formErr.hidden = false;
-      }
+      if (ok) { BM.toast(editing >= 0 ? 'Rule saved' : 'Rule added'); resetForm(); }
     });
 
     // Test a URL against the saved rules.
@@ -471,7 +470,8 @@
     const ls = st.listeners || [];
     const lsBad = ls.some(l => l.error);
     const lsWarn = ls.some(l => l.warning);
-    add(!ls.length ? 'amber' : lsBad ? 'red' : lsWarn ? 'amber' : 'green', 'Listeners',
+    const lsAllBad = ls.length && ls.every(l => l.error);
+    add(!ls.length ? 'amber' : lsAllBad ? 'red' : lsBad || lsWarn ? 'amber' : 'green', 'Listeners',
       ls.length ? ls.map(l => h('div', null, h('span', { class: 'mono' }, l.address),
         l.bound && l.bound !== l.address ? h('span', { class: 'muted mono' }, ' → ' + l.bound) : null,
         l.error ? h('span', { class: 'rr-err' }, ' ✗ ' + l.error) : l.bound ? h('span', { class: 'muted' }, ' ✓ listening') : null,
