@@ -1012,7 +1012,7 @@
   function setView(v, noHash) {
     if (!['traffic', 'settings', 'status'].includes(v)) v = 'traffic';
     currentView = v;
-    document.body.dataset.view = v;
+    document.body.dataset.currentView = v;
     for (const b of $$('.view-tab')) b.classList.toggle('active', b.dataset.view === v);
     for (const p of $$('.view')) p.classList.toggle('active', p.dataset.viewPanel === v);
     if (v === 'settings') BM.settings.load();

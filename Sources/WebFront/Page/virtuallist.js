@@ -35,6 +35,13 @@ class VirtualList {
   }
 
   /** Re-render now; refill=true re-fills every row (data of shown keys changed). */
+  /** Drop every row element (after the data was replaced wholesale). */
+  reset() {
+    for (const el of this.shown.values()) { el.remove(); el._key = null; el._item = null; this.spare.push(el); }
+    this.shown.clear();
+    this.render();
+  }
+
   refresh(refill) {
     if (refill) this.fillVersion++;
     this.render();
@@ -64,18 +71,19 @@ class VirtualList {
     // Free the rows that left the window.
     for (const [key, el] of this.shown) {
       if (!want.has(key)) {
+        // Detached, so that queries for .row only ever see the rows on screen.
         this.shown.delete(key);
         el._key = null;
-        el.hidden = true;
+        el._item = null;
+        el.remove();
         this.spare.push(el);
       }
     }
     for (const [key, i] of want) {
       let el = this.shown.get(key);
       if (!el) {
-        el = this.spare.pop();
-        if (!el) { el = o.create(); this.bodyEl.appendChild(el); }
-        el.hidden = false;
+        el = this.spare.pop() || o.create();
+        this.bodyEl.appendChild(el);
         el._key = key;
         el._fill = -1;
         this.shown.set(key, el);
@@ -92,7 +100,7 @@ class VirtualList {
       o.decorate(el, i, key);
     }
     // Keep the pool from growing without bound after a big resize.
-    while (this.spare.length > 60) this.spare.pop().remove();
+    if (this.spare.length > 60) this.spare.length = 60;
     this.first = vf;
     this.last = vl;
     if (o.onRange) o.onRange(vf, vl, count);
