@@ -616,6 +616,9 @@
   }
 
   function scheduleReconnect() {
+    // A socket that keeps failing may mean the session ended: any API call answers 401
+    // then, and BM.api sends the page to /login.
+    if (S.backoff >= 2000) api('GET', '/api/held').then(r => onHeld(r.held || [])).catch(() => {});
     const wait = S.backoff * (0.8 + Math.random() * 0.4);
     S.backoff = Math.min(S.backoff * 2, 15000);
     S.reconnectAt = Date.now() + wait;

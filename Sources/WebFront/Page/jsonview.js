@@ -214,7 +214,7 @@
     let root;
     try { root = parse(text); } catch (e) { return null; }
     const tree = h('div', { class: 'json-tree' });
-    tree.appendChild(renderNode(null, false, root, true, 0, { n: 1500 }));
+    tree.appendChild(renderNode(null, false, root, true, 0, { n: 1000 }));
     tree.addEventListener('click', onClick);
     return tree;
   }
