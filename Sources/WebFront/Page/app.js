@@ -275,7 +275,8 @@
   }
 
   function onAdded(rows) {
-    if (!S.started) return;
+    // Rows that arrive before the first page answered are kept too: reload() keeps the
+    // ones newer than its page and drops the rest.
     const before = S.inflight.length + S.head.length;
     let added = 0;
     for (const r of rows) {           // oldest first

@@ -219,7 +219,7 @@
     const modes = [];
     if (b.kind === 'json' && hasText) modes.push(['tree', 'Tree'], ['text', 'Text']);
     else if (b.kind === 'text' && hasText) modes.push(['text', 'Text']);
-    else if (b.kind === 'image' && b.preview_url) modes.push(['image', 'Image']);
+    else if (b.kind === 'image' && BM.safePath(b.preview_url)) modes.push(['image', 'Image']);
     modes.push(['hex', 'Hex']);
     let mode = bodyMode[side + ':' + b.kind];
     if (!modes.some(([k]) => k === mode)) mode = modes[0][0];
@@ -234,7 +234,7 @@
       }
       tools.appendChild(sw);
     }
-    if (b.download_url) tools.appendChild(h('a', { class: 'btn small', href: b.download_url, download: '', title: 'Download the decoded body', 'data-test': 'download-body' }, '⤓ Download'));
+    if (BM.safePath(b.download_url)) tools.appendChild(h('a', { class: 'btn small', href: BM.safePath(b.download_url), download: '', title: 'Download the decoded body', 'data-test': 'download-body' }, '⤓ Download'));
     box.appendChild(meta);
     box.appendChild(view);
     fillBody(view, id, side, b, mode);
@@ -252,7 +252,7 @@
     if (mode === 'text') { view.appendChild(h('pre', { class: 'body-text' }, b.text)); return; }
     if (mode === 'image') {
       const info = h('div', { class: 'muted small' });
-      const img = h('img', { src: b.preview_url, alt: 'response image', decoding: 'async' });
+      const img = h('img', { src: BM.safePath(b.preview_url), alt: side + ' image', decoding: 'async' });
       img.addEventListener('load', () => { info.textContent = img.naturalWidth + ' × ' + img.naturalHeight + ' px'; });
       img.addEventListener('error', () => { info.textContent = 'The image could not be decoded.'; });
       view.appendChild(h('div', { class: 'body-image' }, img));

@@ -188,6 +188,11 @@ BM.splitUrl = function splitUrl(url) {
   return [rest.slice(0, p), rest[p] === '/' ? rest.slice(p) : '/' + rest.slice(p)];
 };
 
+/** A same-origin path from the API (e.g. a body's download_url), or null: never a javascript: or foreign URL. */
+BM.safePath = function safePath(u) {
+  return typeof u === 'string' && u.startsWith('/') && !u.startsWith('//') && !u.startsWith('/\\') ? u : null;
+};
+
 BM.statusClass = function statusClass(status) {
   if (status === null || status === undefined) return '';
   return 's' + Math.floor(status / 100);
