@@ -14,7 +14,7 @@ BUILD_BIN = .build/$(CONFIG)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-faults systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -34,7 +34,14 @@ test: build
 	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
 	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
+	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
 	tests/systemd/run.sh
+
+# The web page in a real Chromium alone (root; about a minute): screenshots
+# of each step go to .build/web-shots.
+test-web: build
+	@scripts/install-deps.sh --test
+	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
 
 # The fault suite alone (about a minute; root): kills, restarts, broken
 # settings, a full disk, a corrupt store, locks, CA files. Its report goes to

@@ -4,9 +4,10 @@
 set -euo pipefail
 packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl)
 # The tests also use ip(8), for a network namespace of their own, openssl(1)
-# for certificates of their own, and prlimit, setpriv and mount (util-linux)
-# for the hostile-client and fault suites; the benchmark's origin is nginx.
-[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3)
+# for certificates of their own, prlimit, setpriv and mount (util-linux)
+# for the hostile-client and fault suites, and Chromium with its driver for
+# the web page; the benchmark's origin is nginx.
+[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux)
 missing=()
 for p in "${packages[@]}"; do
@@ -27,6 +28,11 @@ fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' 2>/dev/null; then
   echo "busymate: installing jsonschema (pip) for the HAR check" >&2
   python3 -m pip install --quiet jsonschema
+fi
+# The web page's end-to-end test drives Chromium with Selenium.
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import selenium' 2>/dev/null; then
+  echo "busymate: installing selenium (pip) for the web page's test" >&2
+  python3 -m pip install --quiet selenium
 fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then

@@ -9,8 +9,16 @@ import Hummingbird
 struct SettingsRoutes<Context: RequestContext> {
     let reader: CaptureReader
 
-    /// The top-level keys the page may replace.
-    static var editable: Set<String> { ["ssl_proxying", "rules", "breakpoints", "upstream_proxy"] }
+    /// The top-level keys the page may replace, by their route names, and
+    /// what each is when the file does not have it.
+    static var editable: [String: (key: String, empty: JSONNode)] {
+        [
+            "ssl-proxying": ("ssl_proxying", JSONNode(.object([("include", JSONNode(.array([]))), ("exclude", JSONNode(.array([])))]))),
+            "rules": ("rules", JSONNode(.array([]))),
+            "breakpoints": ("breakpoints", JSONNode(.object([("request", JSONNode(.array([]))), ("response", JSONNode(.array([])))]))),
+            "upstream-proxy": ("upstream_proxy", JSONNode(.null)),
+        ]
+    }
 
     func register(on router: Router<Context>) {
         let paths = reader.paths
@@ -20,7 +28,9 @@ struct SettingsRoutes<Context: RequestContext> {
             let document = try? JSONParser.parse(Array(data))
             let ttl = snapshot.settings?.pinTTL ?? AppSettings().pinTTL
             let pins = (try? await reader.read { try $0.pinned.all() }) ?? []
-            return WebJSON.response(ExchangeJSON.object([
+            // Each part the page edits as the file has it, and the whole document.
+            let parts = Self.editable.values.sorted { $0.key < $1.key }.map { part in (part.key, document?[part.key] ?? part.empty) }
+            return WebJSON.response(ExchangeJSON.object(parts + [
                 ("valid", ExchangeJSON.bool(snapshot.error == nil)), ("error", ExchangeJSON.string(snapshot.error?.description)),
                 ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(String(decoding: data, as: UTF8.self))),
                 ("pinned", ExchangeJSON.array(pins.map { pin in
@@ -30,12 +40,12 @@ struct SettingsRoutes<Context: RequestContext> {
                 })),
             ]))
         }
-        router.put("/api/settings/:key") { request, context in
-            guard let key = context.parameters.get("key"), Self.editable.contains(key) else {
-                return WebJSON.error(.notFound, "settings parts: \(Self.editable.sorted().joined(separator: ", "))")
+        router.put("/api/settings/:part") { request, context in
+            guard let part = context.parameters.get("part"), let key = Self.editable[part]?.key else {
+                return WebJSON.error(.notFound, "settings parts: \(Self.editable.keys.sorted().joined(separator: ", "))")
             }
-            guard let body = try await WebJSON.body(request), let value = body["value"] else {
-                return WebJSON.error(.badRequest, #"expected {"value": …}, the new value of "\#(key)""#)
+            guard let value = try await WebJSON.body(request) else {
+                return WebJSON.error(.badRequest, "expected the new value of \(key), as JSON")
             }
             do {
                 try SettingsFile.edit(paths.settings) { root in root.set(key, value) }

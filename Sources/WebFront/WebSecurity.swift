@@ -14,9 +14,7 @@ struct WebSecurity<Context: RequestContext>: RouterMiddleware {
     }
 
     /// Reachable without a session: the login page and what it shows.
-    static func isPublic(_ path: String) -> Bool {
-        path == "/login" || path == "/login.css" || path == "/favicon.svg"
-    }
+    static func isPublic(_ path: String) -> Bool { PageAssets.forLogin.contains(path) }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response: Response

@@ -31,8 +31,8 @@ import Testing
         try await application(fixture).test(.router) { client in
             var headers = page
             headers[.cookie] = fixture.cookie
-            let good = #"{"value": {"include": ["a.example", "*.b.example"], "exclude": ["x.b.example"]}}"#
-            try await client.execute(uri: "/api/settings/ssl_proxying", method: .put, headers: headers, body: ByteBuffer(string: good)) {
+            let good = #"{"include": ["a.example", "*.b.example"], "exclude": ["x.b.example"]}"#
+            try await client.execute(uri: "/api/settings/ssl-proxying", method: .put, headers: headers, body: ByteBuffer(string: good)) {
                 #expect($0.status == .ok)
             }
             let text = try String(contentsOf: fixture.paths.settings, encoding: .utf8)
@@ -40,7 +40,7 @@ import Testing
             #expect(settings.settings.sslInclude == ["a.example", "*.b.example"])
             #expect(settings.unknownKeys == ["future_key"])
             // A rule with an unknown action: refused, naming where, and the file is as it was.
-            let bad = #"{"value": [{"name": "r", "match": "*.example/*", "action": "explode"}]}"#
+            let bad = #"[{"name": "r", "match": "*.example/*", "action": "explode"}]"#
             try await client.execute(uri: "/api/settings/rules", method: .put, headers: headers, body: ByteBuffer(string: bad)) { response throws in
                 #expect(response.status == .unprocessableContent)
                 let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
@@ -48,7 +48,7 @@ import Testing
             }
             #expect(try String(contentsOf: fixture.paths.settings, encoding: .utf8) == text)
             // Not a part the page may write.
-            try await client.execute(uri: "/api/settings/web", method: .put, headers: headers, body: ByteBuffer(string: #"{"value": {}}"#)) {
+            try await client.execute(uri: "/api/settings/web", method: .put, headers: headers, body: ByteBuffer(string: #"{}"#)) {
                 #expect($0.status == .notFound)
             }
             try await client.execute(uri: "/api/settings", method: .get, headers: headers) { response throws in
@@ -56,6 +56,10 @@ import Testing
                 #expect(body["valid"] as? Bool == true)
                 let document = try #require(body["document"] as? [String: Any])
                 #expect((document["future_key"] as? [String: Any])?["kept"] as? Bool == true)
+                // The parts the page edits, as the file has them or empty.
+                #expect((body["ssl_proxying"] as? [String: Any])?["exclude"] as? [String] == ["x.b.example"])
+                #expect((body["rules"] as? [Any])?.isEmpty == true)
+                #expect(body["upstream_proxy"] is NSNull)
             }
         }
     }

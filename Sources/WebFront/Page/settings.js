@@ -306,8 +306,13 @@
       try {
         const res = await api('POST', '/api/rules/test', { url, method: testMethod.value });
         const m = res.matches || [];
-        if (!m.length) testOut.appendChild(h('span', { class: 'muted' }, 'No enabled rule matches this URL.'));
-        for (const x of m) testOut.appendChild(h('div', null, '✓ ', h('b', null, x.rule), ' → ', h('span', { class: 'mono' }, String(x.action))));
+        if (!m.length) testOut.appendChild(h('span', { class: 'muted' }, 'No rule matches this URL.'));
+        // Every matching rule, and why it applies or not (RuleVerdict: applies, disabled, shadowed, blocked, answered_locally).
+        for (const x of m) {
+          const why = x.applies ? 'applies' : String(x.reason).replace('_', ' ') + (x.by ? ' by ' + x.by : '');
+          testOut.appendChild(h('div', { class: x.applies ? 'rule-applies' : 'muted' }, x.applies ? '✓ ' : '– ', h('b', null, x.name),
+            ' → ', h('span', { class: 'mono' }, String(x.action)), ' (' + why + ')'));
+        }
       } catch (e) { testOut.appendChild(h('span', { class: 'section-error' }, BM.describeError(e))); }
     };
     testUrl.addEventListener('keydown', e => { if (e.key === 'Enter') runTest(); });
