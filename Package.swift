@@ -127,6 +127,7 @@ let package = Package(
                 "CaptureStore",
                 "ProxyClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -85,7 +85,8 @@ public enum WebMain {
         })
         jobs.append(DaemonJob("web server", endsDaemon: true) {
             do {
-                try await WebServer.serve(descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+                try await WebServer.serve(descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton,
+                                          logger: logger) { await app.feed.finish() }
             } catch {
                 logger.error("the web server stopped", metadata: ["ERROR": "\(error)"])
             }

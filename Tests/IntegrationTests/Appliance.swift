@@ -55,7 +55,7 @@ final class Appliance: @unchecked Sendable {
 
     deinit {
         if let supervisor { kill(supervisor.processIdentifier, SIGKILL) }
-        for pid in tunnelPIDs() { kill(pid, SIGKILL) }
+        for pid in tunnelPIDs() + webPIDs() { kill(pid, SIGKILL) }
         // BUSYMATE_KEEP_TEST_DIRS=1 keeps the group directory and logs for a post-mortem.
         if ProcessInfo.processInfo.environment["BUSYMATE_KEEP_TEST_DIRS"] == nil {
             try? FileManager.default.removeItem(at: base)
@@ -227,12 +227,25 @@ final class Appliance: @unchecked Sendable {
     var log: String { (try? String(contentsOf: logURL, encoding: .utf8)) ?? "" }
 
     /// Every running busymate-tunnel serving this group directory.
-    func tunnelPIDs() -> [Int32] {
+    func tunnelPIDs() -> [Int32] { childPIDs("busymate-tunnel") }
+
+    /// Every running busymate-web serving this group directory.
+    func webPIDs() -> [Int32] { childPIDs("busymate-web") }
+
+    private func childPIDs(_ name: String) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { Int32($0) }.filter { pid in
             guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
             let cmdline = String(decoding: data, as: UTF8.self)
-            return cmdline.contains("busymate-tunnel") && cmdline.contains(group.path) && !ProcessProbe.isZombieOrGone(pid)
+            return cmdline.contains(name) && cmdline.contains(group.path) && !ProcessProbe.isZombieOrGone(pid)
+        }
+    }
+
+    /// Where the web front listens (its bound address, from `status`).
+    var webBase: String {
+        get throws {
+            guard let bound = try status().string("web.bound") else { throw Failure("no bound web listener in status") }
+            return "http://\(bound)"
         }
     }
 }

@@ -1,0 +1,106 @@
+import BusymateShared
+import Foundation
+import Testing
+
+/// `busymate-web` as the supervisor keeps it: unprivileged on the socket
+/// the supervisor bound, replaced without refusing a connection, stopped
+/// and started with its port, adopted by a new supervisor, and acting on
+/// held messages through the same path as the CLI.
+@Suite(.serialized) struct WebFrontProcessTests {
+    static func code(_ url: String, _ extra: [String] = []) throws -> String {
+        try Command.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"] + extra + [url]).stdout
+    }
+
+    @Test func theWebFrontServesUnprivilegedAndOnlyWithItsToken() async throws {
+        let appliance = try Appliance()
+        try appliance.start()
+        try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        let status = try appliance.status()
+        let pid = try #require(status.int("web.pid"))
+        let proc = ProcessProbe.status(Int32(pid))
+        #expect(proc["Uid"]?.split(separator: "\t").first != "0", "\(proc["Uid"] ?? "")")
+        #expect(proc["CapEff"] == "0000000000000000")
+        #expect(proc["NoNewPrivs"] == "1")
+        let base = try appliance.webBase
+        #expect(try Self.code(base + "/api/exchanges") == "401")
+        #expect(try Self.code(base + "/") == "303")
+        // The token file: 0640, and the URL the CLI prints opens the page.
+        var st = stat()
+        #expect(stat(appliance.group.appendingPathComponent("web-token").path, &st) == 0 && st.st_mode & 0o777 == 0o640)
+        let url = try appliance.cli(["web", "url"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(url.hasPrefix(base + "/login?token="))
+        let jar = appliance.group.deletingLastPathComponent().appendingPathComponent("cookies").path
+        #expect(try Self.code(url, ["-L", "-c", jar]) == "200")
+        #expect(try Self.code(base + "/api/status", ["-b", jar]) == "200")
+        #expect(try appliance.cli(["status"]).stdout.contains("web          ready, pid \(pid)"))
+    }
+
+    @Test func aWebRestartRefusesNoConnectionAndStopClosesThePort() async throws {
+        let appliance = try Appliance()
+        try appliance.start()
+        try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        let base = try appliance.webBase
+        let first = try appliance.status().int("web.pid")
+        // Requests all along, while the web front is replaced three times.
+        let load = try Command.start("/bin/sh", ["-c", "for i in $(seq 1 300); do curl -sS -o /dev/null -w '%{http_code} %{exitcode}\\n' --max-time 5 \(base)/login 2>&1; done"],
+                                     in: appliance.group.deletingLastPathComponent())
+        for _ in 0..<3 {
+            #expect(try appliance.cli(["web", "restart"]).status == 0)
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        let codes = try load.finish(timeout: 120).stdout.split(separator: "\n")
+        #expect(codes.count == 300 && codes.allSatisfy { $0 == "200 0" }, "\(Dictionary(grouping: codes, by: { $0 }).mapValues(\.count))")
+        try waitUntil("one web front, a new one", timeout: 10) {
+            let now = try appliance.status().int("web.pid")
+            return appliance.webPIDs().count == 1 && now != first
+        }
+        #expect(try appliance.status().int("web.restarts") == 3)
+
+        #expect(try appliance.cli(["web", "stop"]).status == 0)
+        try waitUntil("the web front is gone", timeout: 10) { appliance.webPIDs().isEmpty }
+        #expect(try Self.code(base + "/login") == "000")
+        #expect(try appliance.status().string("web.state") == "stopped")
+        #expect(try appliance.cli(["web", "start"]).status == 0)
+        try waitUntil("the web front serves again", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        #expect(try Self.code(try appliance.webBase + "/login") == "200")
+    }
+
+    @Test func aNewSupervisorAdoptsTheRunningWebFront() async throws {
+        let appliance = try Appliance()
+        try appliance.start()
+        try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        let base = try appliance.webBase
+        let pid = try appliance.status().int("web.pid")
+        appliance.killSupervisor()
+        #expect(try Self.code(base + "/login") == "200")
+        try appliance.start()
+        try waitUntil("the new supervisor adopts it", timeout: 10) { try appliance.status().bool("web.adopted") == true }
+        #expect(try appliance.status().int("web.pid") == pid)
+        #expect(appliance.webPIDs() == [Int32(pid ?? 0)])
+        #expect(try appliance.webBase == base)
+        // Its socket is the supervisor's again: a restart keeps the port.
+        #expect(try appliance.cli(["web", "restart"]).status == 0)
+        try waitUntil("a new web front serves", timeout: 10) {
+            let s = try appliance.status()
+            return s.string("web.state") == "ready" && s.int("web.pid") != pid && appliance.webPIDs().count == 1
+        }
+        #expect(try appliance.webBase == base)
+        #expect(try Self.code(base + "/login") == "200")
+    }
+
+    @Test func aCrashedWebFrontIsRestartedAndCaptureGoesOn() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        let pid = try #require(try appliance.status().int("web.pid"))
+        kill(Int32(pid), SIGKILL)
+        #expect(try appliance.curl("http://127.0.0.1:\(origin.port)/during").code == 200)
+        try waitUntil("a new web front", timeout: 10) {
+            let s = try appliance.status()
+            return s.string("web.state") == "ready" && s.int("web.pid") != pid
+        }
+        #expect(appliance.log.contains("the web front exited unexpectedly"))
+    }
+}
