@@ -104,3 +104,67 @@ import Testing
         #expect(appliance.log.contains("the web front exited unexpectedly"))
     }
 }
+
+/// The page's actions go through the same paths as the CLI's, against the
+/// real tunnel.
+extension WebFrontProcessTests {
+    /// curl to the web front with the token as a bearer (a script's way in).
+    static func api(_ appliance: Appliance, _ method: String, _ path: String, body: String? = nil) throws -> (code: Int, json: [String: Any]) {
+        let token = try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        var args = ["-s", "-X", method, "-H", "Authorization: Bearer \(token)", "-w", "\n%{http_code}", "--max-time", "15"]
+        if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
+        let r = try Command.run("/usr/bin/curl", args + [try appliance.webBase + path])
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let json = (try? JSONSerialization.jsonObject(with: Data(lines.dropLast().joined(separator: "\n").utf8))) as? [String: Any] ?? [:]
+        return (Int(lines.last ?? "") ?? 0, json)
+    }
+
+    @Test func aHeldRequestEditedBadlyInThePageStaysHeldAndAGoodEditReachesTheOrigin() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"},
+             "breakpoints": {"request": ["127.0.0.1:\(origin.port)/echo-body/held*"], "timeout_seconds": 60}}
+            """)
+        try appliance.start()
+        try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        let base = "http://127.0.0.1:\(origin.port)/echo-body"
+        let client = try appliance.startCurl(["-d", "hello=1", "\(base)/held/a"])
+        var held: [[String: Any]] = []
+        try waitUntil("the page's API lists the held request", timeout: 5) {
+            held = try Self.api(appliance, "GET", "/api/held").json["held"] as? [[String: Any]] ?? []
+            return held.count == 1
+        }
+        let id = held[0]["id"] as? Int ?? 0
+        let raw = held[0]["raw"] as? String ?? ""
+        #expect(raw.hasPrefix("POST \(base)/held/a HTTP/1.1\r\n") && raw.hasSuffix("hello=1"))
+        // A header line that is no header: refused with its line, still held.
+        let broken = raw.replacingOccurrences(of: "\r\n\r\n", with: "\r\nnot a header\r\n\r\n")
+        let refused = try Self.api(appliance, "POST", "/api/held/\(id)", body: try Self.json(["action": "continue", "raw": broken]))
+        #expect(refused.code == 422, "\(refused)")
+        let lines = broken.components(separatedBy: "\r\n")
+        #expect(refused.json["line"] as? Int == (lines.firstIndex(of: "not a header") ?? -1) + 1, "\(refused.json)")
+        #expect(client.isRunning)
+        #expect((try Self.api(appliance, "GET", "/api/held").json["held"] as? [[String: Any]])?.count == 1)
+        // A good edit goes on; the origin gets it.
+        let edited = raw.replacingOccurrences(of: "hello=1", with: "hello=page")
+        let done = try Self.api(appliance, "POST", "/api/held/\(id)", body: try Self.json(["action": "continue", "raw": edited]))
+        #expect(done.code == 200 && done.json["outcome"] as? String == "edited", "\(done)")
+        #expect(try client.finish().stdout == "origin POST /echo-body/held/a\nhello=page\n200")
+        // Compose and resend through the tunnel: captured, the resend linked.
+        let composed = try Self.api(appliance, "POST", "/api/compose", body: try Self.json(["method": "PUT", "url": "\(base)/composed", "body": "new"]))
+        #expect(composed.code == 200 && composed.json["status"] as? Int == 200, "\(composed)")
+        let rows = try appliance.rows("the composed exchange is stored") { $0.contains { ($0["url"] as? String)?.hasSuffix("/composed") == true } }
+        let original = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/composed") == true }?["id"] as? Int)
+        #expect(rows.first { $0["id"] as? Int == original }?["method"] as? String == "PUT")
+        let resent = try Self.api(appliance, "POST", "/api/exchanges/\(original)/resend", body: try Self.json(["body": "changed"]))
+        #expect(resent.code == 200, "\(resent)")
+        let after = try appliance.rows("the resend is stored, linked") { $0.contains { $0["resent_from"] as? Int == original } }
+        let copy = try #require(after.first { $0["resent_from"] as? Int == original })
+        #expect(copy["method"] as? String == "PUT" && copy["request_size"] as? Int == 7)
+    }
+
+    static func json(_ object: [String: Any]) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+    }
+}
