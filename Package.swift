@@ -160,6 +160,10 @@ let package = Package(
             dependencies: [
                 "BusymateShared",
                 "CaptureStore",
+                "WebFront",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 "ProxyClient",
                 "ProxyEngine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

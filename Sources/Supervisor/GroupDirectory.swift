@@ -9,9 +9,10 @@ enum GroupDirectory {
     static let readme = """
         # Busymate group directory
 
-        Shared by `busymate-app` (the supervisor) and `busymate-tunnel`. Edit
-        `settings.json` with any editor: both processes apply a save within a
-        second. Everything else here is written by the processes themselves.
+        Shared by `busymate-app` (the supervisor), `busymate-tunnel` and
+        `busymate-web`. Edit `settings.json` with any editor: every process
+        applies a save within a second. Everything else here is written by the
+        processes themselves.
 
         | path | what |
         |---|---|
@@ -21,6 +22,8 @@ enum GroupDirectory {
         | notify/ | notification sockets, one per process |
         | control.sock | the supervisor's control socket (for the `busymate` CLI) |
         | capture.sqlite, bodies/ | the capture store |
+        | open-exchanges.json | the exchanges in flight (the tunnel's live set) |
+        | web-token | the web page's access token (`busymate web url`) |
 
         """
 

@@ -46,7 +46,7 @@ public struct StatusSource: Sendable {
 
     struct Refused: Error {}
 
-    static func request(_ paths: GroupPaths) throws -> StatusReport {
+    public static func request(_ paths: GroupPaths) throws -> StatusReport {
         let socket = try UnixSocket.connect(path: paths.controlSocket.path)
         defer { socket.close() }
         socket.setReceiveTimeout(seconds: 5)

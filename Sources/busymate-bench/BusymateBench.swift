@@ -62,6 +62,10 @@ struct BusymateBench: AsyncParsableCommand {
                 log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
             }
             if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
+            if column == .busymate && (only.isEmpty || only == "web") {
+                log("web: a row from the proxy to an open page")
+                report.webLive = try await WebBench.live(proxy, origin: origin)
+            }
             proxy.process.stop()
         }
         if only.isEmpty || only == "settings" {
@@ -70,7 +74,10 @@ struct BusymateBench: AsyncParsableCommand {
         }
         if only.isEmpty || only == "store" {
             log("store: \(storeRows) rows")
-            report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: keepStore.isEmpty ? work : URL(fileURLWithPath: keepStore), rows: storeRows)
+            let directory = keepStore.isEmpty ? work : URL(fileURLWithPath: keepStore)
+            report.store = try await StoreBench.run(binaries: URL(fileURLWithPath: binaries), in: directory, rows: storeRows)
+            log("web: pages through the API over \(storeRows) rows")
+            report.webPages = try await WebBench.pages(group: directory.appendingPathComponent("store-group"), rows: storeRows)
         }
         report.mint = try mintTimes()
         report.openExchanges = OpenExchangesBench.nanosecondsPerExchange()

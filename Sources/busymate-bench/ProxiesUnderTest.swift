@@ -24,7 +24,7 @@ enum Busymate {
     /// `extra`: more top-level keys, each after a comma.
     static func settings(origin: NginxOrigin, extra: String = "") -> String {
         """
-        {"log_level": "warning", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 1},
+        {"log_level": "warning", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 1},
          "ssl_proxying": {"include": ["localhost"], "upstream_trust": "\(origin.certificate.path)"}\(extra)}
 
         """

@@ -10,6 +10,8 @@ struct Report {
     var mint: (p50: Double, p99: Double)?
     var memory: MemoryBench.Result?
     var store: StoreBench.Result?
+    var webPages: [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)] = []
+    var webLive: (p50: Double, max: Double, samples: Int)?
     var settingsCost: SettingsCostBench.Result?
     var breakpointCheck: BreakpointCheckBench.Result?
     /// `OpenExchangesBench`: ns per exchange.
@@ -63,6 +65,15 @@ struct Report {
                 lines.append(String(format: "| `busymate list`%@ first page over %d rows: %@, %d shown (process start to exit) | – | p50 %.0f ms, max %.0f ms | – | – | – |",
                                     shown, store.rows, query.name, query.rowsShown, query.milliseconds.p50, query.milliseconds.max))
             }
+        }
+        for page in webPages {
+            let shown = page.filter.isEmpty ? "" : " `" + page.filter + "`"
+            lines.append(String(format: "| web API `GET /api/exchanges?limit=100`%@ over %d rows: %@, %d shown (curl's time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
+                                shown, store?.rows ?? 0, page.name, page.shown, page.milliseconds.p50, page.milliseconds.max))
+        }
+        if let live = webLive {
+            lines.append(String(format: "| web page: from an exchange ending at the proxy to its row on an open page (WebSocket `added`, %d one at a time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
+                                live.samples, live.p50, live.max))
         }
         return lines.joined(separator: "\n")
     }

@@ -165,7 +165,7 @@ if inbox systemctl start busymate; then pass "systemctl start busymate returned"
 # 2. The STATUS= pill.
 status_text=$(inbox systemctl show -p StatusText --value busymate)
 case "$status_text" in
-  *"proxy :9090"*"CA ok"*) pass "StatusText: $status_text" ;;
+  *"proxy :9090"*"web :9091"*"CA ok"*) pass "StatusText: $status_text" ;;
   *) fail "StatusText is \"$status_text\"" ;;
 esac
 
@@ -201,6 +201,27 @@ else
   fail "no busymate-tunnel process"
 fi
 
+# 4a. The web front too: another uid, no capabilities, no new privileges.
+web_pid=$(inbox pgrep -x busymate-web | head -n1 || true)
+if [ -n "$web_pid" ]; then
+  web_status=$(inbox cat /proc/"$web_pid"/status || true)
+  wfield() { awk -v k="$1:" '$1 == k {print $2}' <<<"$web_status"; }
+  [ "$(wfield Uid)" != 0 ] && [ "$(wfield CapEff)" = 0000000000000000 ] && [ "$(wfield CapBnd)" = 0000000000000000 ] && [ "$(wfield NoNewPrivs)" = 1 ] \
+    && pass "web front $web_pid: uid $(wfield Uid), no capabilities, NoNewPrivs" \
+    || fail "web front privileges: uid $(wfield Uid) CapEff $(wfield CapEff) CapBnd $(wfield CapBnd) NoNewPrivs $(wfield NoNewPrivs)"
+else
+  fail "no busymate-web process"
+fi
+
+# 4aa. The page: its URL with the token opens it; without, only the login.
+web_url=$(inbox /usr/local/bin/busymate web url --group /var/lib/busymate/group || true)
+page=$(inbox curl -sS -L --max-time 5 -c /root/jar "$web_url" || true)
+refused=$(inbox curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:9091/api/status || true)
+case "$web_url $page" in
+  "http://127.0.0.1:9091/login?token="*"<title>Busymate"*) [ "$refused" = 401 ] && pass "busymate web url opens the page; without the token the API says $refused" || fail "the API without the token said $refused" ;;
+  *) fail "busymate web url: \"$web_url\"; the page: $(head -c 200 <<<"$page")" ;;
+esac
+
 # 4b. The supervisor kept the group directory's modes (chmod drops the setgid
 # bit of a directory whose group the caller is not in, without CAP_FSETID),
 # so the sockets in notify/ are the group's.
@@ -223,6 +244,10 @@ if grep -q '"PRIORITY"' <<<"$tunnel_json" && grep -q '"MESSAGE":"ready"' <<<"$tu
 else
   fail "no structured tunnel entries in the journal"
 fi
+
+web_log=$(journal SYSLOG_IDENTIFIER=busymate-web SUBSYSTEM=web -o cat)
+grep -q "serving the web page" <<<"$web_log" && pass "the web front logs to journald (SYSLOG_IDENTIFIER=busymate-web SUBSYSTEM=web)" \
+  || fail "no busymate-web entries in the journal"
 
 # 6. Reload (SIGHUP): RELOADING=1, then READY=1; still active.
 if inbox systemctl reload busymate && sleep 0.5 && [ "$(inbox systemctl is-active busymate)" = active ] \
@@ -252,18 +277,20 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 after=$(inbox pgrep -x busymate-tunnel | tr '\n' ' ')
-if [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$after" = "$tunnel_pid " ] \
-   && grep -q "adopted the running tunnel" <<<"$(journal SUBSYSTEM=supervisor -o cat)"; then
-  pass "supervisor restarted by systemd and adopted tunnel $tunnel_pid"
+web_after=$(inbox pgrep -x busymate-web | tr '\n' ' ')
+if [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$after" = "$tunnel_pid " ] && [ "$web_after" = "$web_pid " ] \
+   && grep -q "adopted the running tunnel" <<<"$(journal SUBSYSTEM=supervisor -o cat)" \
+   && grep -q "adopted the running web front" <<<"$(journal SUBSYSTEM=web -o cat)"; then
+  pass "supervisor restarted by systemd and adopted tunnel $tunnel_pid and web front $web_pid"
 else
-  fail "after killing the supervisor: NRestarts=$(inbox systemctl show -p NRestarts --value busymate), tunnels: $after"
+  fail "after killing the supervisor: NRestarts=$(inbox systemctl show -p NRestarts --value busymate), tunnels: $after, web fronts: $web_after"
 fi
 body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:8080/index.html || true)
 [ "$body" = "hello from the box" ] && pass "proxied after the supervisor restart" || fail "proxy after restart answered \"$body\""
 
 # 10. Stop leaves nothing behind.
 inbox systemctl stop busymate
-left=$(inbox pgrep -f 'busymate-(app|tunnel)' || true)
+left=$(inbox pgrep -f 'busymate-(app|tunnel|web)' || true)
 [ -z "$left" ] && [ "$(inbox systemctl is-active busymate || true)" = inactive ] && pass "systemctl stop left no process" || fail "processes left after stop: $left"
 
 if [ "$failures" -gt 0 ]; then
