@@ -15,6 +15,8 @@ public actor LiveFeed {
     private let logger = Logger(label: "busymate.web")
     private var subscribers: [UInt64: AsyncStream<Signal>.Continuation] = [:]
     private var nextID: UInt64 = 0
+    /// The last id stored, as `poll` last saw it.
+    private var lastSeen: Int64 = 0
 
     /// The latest messages of each shared kind, as sent.
     public private(set) var openMessage = #"{"type":"open","entries":[]}"#
@@ -72,6 +74,16 @@ public actor LiveFeed {
         }
         await refreshOpen()
         await refreshHeld()
+        broadcast(.traffic)
+    }
+
+    /// Ten times a second while a page is open: `newTrafficCaptured` is
+    /// throttled to one post per 0.5 s (DESIGN), and a live list should not
+    /// lag by that much. A look at the last id is one index probe.
+    public func poll() async {
+        guard !subscribers.isEmpty, let last = try? await reader.read({ try $0.traffic.lastID() }) else { return }
+        guard last != lastSeen else { return }
+        lastSeen = last
         broadcast(.traffic)
     }
 

@@ -83,6 +83,12 @@ public enum WebMain {
                 await app.feed.tick()
             }
         })
+        jobs.append(DaemonJob("live poll") {
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(100)) }
+                await app.feed.poll()
+            }
+        })
         jobs.append(DaemonJob("web server", endsDaemon: true) {
             do {
                 try await WebServer.serve(descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton,
