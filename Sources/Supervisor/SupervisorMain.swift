@@ -94,8 +94,9 @@ public enum SupervisorMain {
             await web.start()
             try? await gracefulShutdown()
             logger.info("stopping")
-            await web.shutdown()
+            async let webStopped: Void = web.shutdown()
             await service.shutdown()
+            await webStopped
         })
         await DaemonJob.runGroup(jobs, logger: logger) {
             Systemd.reloading()

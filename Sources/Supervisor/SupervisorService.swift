@@ -37,7 +37,7 @@ public actor SupervisorService {
     var desired = Desired.running
     var pendingRestart: Task<Void, Never>?
     var nextRestartAt: Date?
-    var exits: [Date] = []
+    var backoff: RestartBackoff
     var restarts = 0
     var lastExit: String?
     var notifiedReady = false
@@ -47,12 +47,9 @@ public actor SupervisorService {
     /// The web front's part of the STATUS= line (`WebKeeper.summary`).
     var webSummary: String?
 
-    /// The longest wait before restarting a tunnel that exited.
-    let maxBackoff: Double
-
     init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
          maxBackoff: Double = 30) {
-        self.maxBackoff = maxBackoff
+        backoff = RestartBackoff(max: maxBackoff)
         self.paths = paths
         self.launcher = launcher
         self.notifier = notifier
@@ -155,13 +152,10 @@ public actor SupervisorService {
         scheduleRestart()
     }
 
-    /// Backoff: 0.1 s, doubling per exit in the last minute, capped at
-    /// `maxBackoff` (30 s; `busymate-app --restart-backoff-max`).
+    /// `RestartBackoff`, capped at `busymate-app --restart-backoff-max` (30 s).
     func scheduleRestart() {
-        let now = Date()
-        exits = exits.filter { now.timeIntervalSince($0) < 60 } + [now]
-        let delay = min(maxBackoff, 0.1 * pow(2, Double(exits.count - 1)))
-        nextRestartAt = now.addingTimeInterval(delay)
+        let delay = backoff.exited()
+        nextRestartAt = Date().addingTimeInterval(delay)
         pendingRestart?.cancel()
         pendingRestart = Task { [weak self] in
             try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
@@ -179,8 +173,7 @@ public actor SupervisorService {
         spawnTunnel()
     }
 
-    /// Five exits within a minute.
-    var crashLoop: Bool { exits.filter { Date().timeIntervalSince($0) < 60 }.count >= 5 }
+    var crashLoop: Bool { backoff.crashLoop() }
 
     // MARK: links
 
@@ -250,9 +243,7 @@ public actor SupervisorService {
     /// An adopted tunnel is not our child: no waitpid, so poll for its end.
     private func watchAdopted(_ pid: Int32) {
         Task { [weak self] in
-            while ProcessProbe.isAlive(pid) && !ProcessProbe.isZombieOrGone(pid) {
-                try? await Task.sleep(for: .milliseconds(100))
-            }
+            await ChildProcesses.waitUntilGone(pid)
             await self?.tunnelExited(TunnelLauncher.Exit(pid: pid, description: "exited (adopted; status unknown)", clean: false))
         }
     }
@@ -338,7 +329,7 @@ public actor SupervisorService {
     func tunnelStart() -> ControlMessage {
         guard desired == .stopped || current == nil else { return .reply(ok: true, "the tunnel is already running (pid \(current?.pid ?? 0))") }
         desired = .running
-        exits = []
+        backoff.reset()
         bindListeners()
         spawnTunnel()
         return .reply(ok: true, "tunnel starting (pid \(current.map { String($0.pid) } ?? "none"))")
@@ -475,15 +466,7 @@ public actor SupervisorService {
         pendingRestart?.cancel()
         var pids = Array(draining.keys)
         if let current { pids.append(current.pid) }
-        for pid in pids { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(settings.drainSeconds + 2)
-        while Date() < deadline, pids.contains(where: { ProcessProbe.isAlive($0) && !ProcessProbe.isZombieOrGone($0) }) {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        for pid in pids where ProcessProbe.isAlive(pid) && !ProcessProbe.isZombieOrGone(pid) {
-            logger.warning("the tunnel did not stop in time; killing it", metadata: ["TUNNEL_PID": "\(pid)"])
-            kill(pid, SIGKILL)
-        }
+        await ChildProcesses.stop(pids, within: settings.drainSeconds + 2, logger: logger, what: "the tunnel")
         logger.info("stopped")
     }
 }

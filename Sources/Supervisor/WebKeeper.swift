@@ -33,7 +33,7 @@ actor WebKeeper {
     /// Replaced children, stopped once their successor serves.
     var retiring: [Int32: Child] = [:]
     var desired = Desired.running
-    var exits: [Date] = []
+    var backoff: RestartBackoff
     var restarts = 0
     var lastExit: String?
     var pendingRestart: Task<Void, Never>?
@@ -41,14 +41,13 @@ actor WebKeeper {
     /// `start` ran (the health tick must not start a child before it looked for one to adopt).
     var started = false
     var pingSeq = 0
-    let maxBackoff: Double
 
     init(paths: GroupPaths, launcher: TunnelLauncher, address: ListenAddress, maxBackoff: Double = 30,
          summaryChanged: @escaping @Sendable (String) async -> Void = { _ in }) {
         self.paths = paths
         self.launcher = launcher
         self.address = address
-        self.maxBackoff = maxBackoff
+        backoff = RestartBackoff(max: maxBackoff)
         self.summaryChanged = summaryChanged
     }
 
@@ -144,9 +143,7 @@ actor WebKeeper {
     }
 
     func scheduleRestart() {
-        let now = Date()
-        exits = exits.filter { now.timeIntervalSince($0) < 60 } + [now]
-        let delay = min(maxBackoff, 0.1 * pow(2, Double(exits.count - 1)))
+        let delay = backoff.exited()
         pendingRestart?.cancel()
         pendingRestart = Task { [weak self] in
             try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
@@ -163,7 +160,7 @@ actor WebKeeper {
         spawn()
     }
 
-    var crashLoop: Bool { exits.filter { Date().timeIntervalSince($0) < 60 }.count >= 5 }
+    var crashLoop: Bool { backoff.crashLoop() }
 
     // MARK: links
 
@@ -211,9 +208,7 @@ actor WebKeeper {
 
     private func watchAdopted(_ pid: Int32) {
         Task { [weak self] in
-            while ProcessProbe.isAlive(pid) && !ProcessProbe.isZombieOrGone(pid) {
-                try? await Task.sleep(for: .milliseconds(100))
-            }
+            await ChildProcesses.waitUntilGone(pid)
             await self?.exited(TunnelLauncher.Exit(pid: pid, description: "exited (adopted; status unknown)", clean: false))
         }
     }
@@ -260,7 +255,7 @@ actor WebKeeper {
     func startCommand() -> ControlMessage {
         guard desired == .stopped || current == nil else { return .reply(ok: true, "the web front is already running (pid \(current?.pid ?? 0))") }
         desired = .running
-        exits = []
+        backoff.reset()
         bind()
         guard socket != nil else { return .reply(ok: false, "cannot listen on \(address): \(bindError ?? "?")") }
         spawn()
@@ -329,14 +324,7 @@ actor WebKeeper {
         pendingRestart?.cancel()
         var pids = Array(retiring.keys)
         if let current { pids.append(current.pid) }
-        for pid in pids { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(3)
-        while Date() < deadline, pids.contains(where: { ProcessProbe.isAlive($0) && !ProcessProbe.isZombieOrGone($0) }) {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        for pid in pids where ProcessProbe.isAlive(pid) && !ProcessProbe.isZombieOrGone(pid) {
-            logger.warning("the web front did not stop in time; killing it", metadata: ["WEB_PID": "\(pid)"])
-            kill(pid, SIGKILL)
-        }
+        // Its graceful stop takes at most 3.25 s (WebServer).
+        await ChildProcesses.stop(pids, within: 4, logger: logger, what: "the web front")
     }
 }

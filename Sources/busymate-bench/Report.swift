@@ -68,7 +68,7 @@ struct Report {
         }
         for page in webPages {
             let shown = page.filter.isEmpty ? "" : " `" + page.filter + "`"
-            lines.append(String(format: "| web API `GET /api/exchanges?limit=100`%@ over %d rows: %@, %d shown (curl's time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
+            lines.append(String(format: "| web API `GET /api/exchanges`%@ over %d rows: %@, %d shown (curl's time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
                                 shown, store?.rows ?? 0, page.name, page.shown, page.milliseconds.p50, page.milliseconds.max))
         }
         if let live = webLive {
