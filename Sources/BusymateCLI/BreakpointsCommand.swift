@@ -17,8 +17,8 @@ struct Breakpoints: AsyncParsableCommand {
 
     static func held(_ id: Int64, in repository: BreakpointRepository) throws -> BreakpointEvent {
         do {
-            return try BreakpointResolution.held(id, in: repository)
-        } catch let failure as BreakpointResolution.Failure {
+            return try HeldMessageResolution.held(id, in: repository)
+        } catch let failure as HeldMessageResolution.Failure {
             throw CLIError(description: failure.description)
         }
     }
@@ -27,9 +27,9 @@ struct Breakpoints: AsyncParsableCommand {
     static func resolve(_ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
                         paths: GroupPaths) throws {
         do {
-            let outcome = try BreakpointResolution.resolve(event, request, raw: raw, repository: repository, paths: paths, sender: "cli")
+            let outcome = try HeldMessageResolution.resolve(event, request, raw: raw, repository: repository, paths: paths, sender: "cli")
             print("breakpoint \(event.id ?? 0): \(outcome.rawValue)")
-        } catch let failure as BreakpointResolution.Failure {
+        } catch let failure as HeldMessageResolution.Failure {
             throw CLIError(description: failure.description)
         }
     }

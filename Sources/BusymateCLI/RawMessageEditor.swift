@@ -32,7 +32,7 @@ enum RawMessageEditor {
     /// Refuses an edit the tunnel could not send, saying where it is wrong.
     static func check(_ edited: Data, replacing event: BreakpointEvent) throws {
         do {
-            try BreakpointResolution.check(edited, replacing: event)
+            try HeldMessageResolution.check(edited, replacing: event)
         } catch {
             throw CLIError(description: error.description)
         }

@@ -27,19 +27,19 @@ struct HeldRoutes<Context: RequestContext> {
         let paths = reader.paths
         do {
             let outcome = try await reader.read(writing: true) { repos -> BreakpointEvent.Outcome in
-                let event = try BreakpointResolution.held(id, in: repos.breakpoints)
+                let event = try HeldMessageResolution.held(id, in: repos.breakpoints)
                 if action == "abort" {
-                    return try BreakpointResolution.resolve(event, .abort, repository: repos.breakpoints, paths: paths, sender: "web")
+                    return try HeldMessageResolution.resolve(event, .abort, repository: repos.breakpoints, paths: paths, sender: "web")
                 }
                 // The page sends the text back as shown: CRLFs may have become LFs.
                 guard let edited, !Self.sameMessage(edited, event.rawHTTPInitial) else {
-                    return try BreakpointResolution.resolve(event, .continue, repository: repos.breakpoints, paths: paths, sender: "web")
+                    return try HeldMessageResolution.resolve(event, .continue, repository: repos.breakpoints, paths: paths, sender: "web")
                 }
-                try BreakpointResolution.check(edited, replacing: event)
-                return try BreakpointResolution.resolve(event, .edit, raw: edited, repository: repos.breakpoints, paths: paths, sender: "web")
+                try HeldMessageResolution.check(edited, replacing: event)
+                return try HeldMessageResolution.resolve(event, .edit, raw: edited, repository: repos.breakpoints, paths: paths, sender: "web")
             }
             return WebJSON.ok([("outcome", ExchangeJSON.string(outcome.rawValue))])
-        } catch let failure as BreakpointResolution.Failure {
+        } catch let failure as HeldMessageResolution.Failure {
             let status: HTTPResponse.Status = failure.line != nil ? .unprocessableContent : .conflict
             return WebJSON.error(status, failure.description, failure.line.map { [("line", ExchangeJSON.number($0))] } ?? [])
         }

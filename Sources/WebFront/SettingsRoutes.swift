@@ -25,14 +25,15 @@ struct SettingsRoutes<Context: RequestContext> {
         router.get("/api/settings") { _, _ in
             let data = (try? GroupFileReader.read(paths.settings, limit: SettingsFile.sizeLimit)) ?? Data()
             let snapshot = SettingsFile.parse(data)
-            let document = try? JSONParser.parse(Array(data))
+            // The upstream proxy's password stays in the file: the page gets a mask.
+            let (document, text) = Self.masked(try? JSONParser.parse(Array(data)), String(decoding: data, as: UTF8.self))
             let ttl = snapshot.settings?.pinTTL ?? AppSettings().pinTTL
             let pins = (try? await reader.read { try $0.pinned.all() }) ?? []
             // Each part the page edits as the file has it, and the whole document.
             let parts = Self.editable.values.sorted { $0.key < $1.key }.map { part in (part.key, document?[part.key] ?? part.empty) }
             return WebJSON.response(ExchangeJSON.object(parts + [
                 ("valid", ExchangeJSON.bool(snapshot.error == nil)), ("error", ExchangeJSON.string(snapshot.error?.description)),
-                ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(String(decoding: data, as: UTF8.self))),
+                ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(text)),
                 ("pinned", ExchangeJSON.array(pins.map { pin in
                     ExchangeJSON.object([("host", ExchangeJSON.string(pin.host)), ("count", ExchangeJSON.number(pin.count)),
                                          ("last_seen", ExchangeJSON.date(pin.lastSeen)), ("reason", ExchangeJSON.string(pin.reason)),
@@ -48,7 +49,7 @@ struct SettingsRoutes<Context: RequestContext> {
                 return WebJSON.error(.badRequest, "expected the new value of \(key), as JSON")
             }
             do {
-                try SettingsFile.edit(paths.settings) { root in root.set(key, value) }
+                try SettingsFile.edit(paths.settings) { root in root.set(key, Self.unmasked(value, key: key, current: root)) }
             } catch let error as SettingsError {
                 if let before = SettingsFile.read(paths.settings).error {
                     return WebJSON.error(.conflict, "settings.json is invalid; fix it first: \(before)")
@@ -76,6 +77,28 @@ struct SettingsRoutes<Context: RequestContext> {
             guard let settings = SettingsFile.read(paths.settings).settings else { return WebJSON.error(.conflict, "settings.json is invalid") }
             return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url), url: url))
         }
+    }
+
+    static var passwordMask: String { "********" }
+
+    /// The document and its text with `upstream_proxy.password` masked.
+    static func masked(_ document: JSONNode?, _ text: String) -> (JSONNode?, String) {
+        guard var document, var proxy = document["upstream_proxy"], case let .string(password)? = proxy["password"]?.value, !password.isEmpty else {
+            return (document, text)
+        }
+        proxy.set("password", JSONNode(.string(passwordMask)))
+        document.set("upstream_proxy", proxy)
+        let quoted = JSONWriter.compact(JSONNode(.string(password)))
+        let mask = JSONWriter.compact(JSONNode(.string(passwordMask)))
+        return (document, text.replacingOccurrences(of: quoted, with: mask))
+    }
+
+    /// A proxy sent back with the mask keeps the password the file has.
+    static func unmasked(_ value: JSONNode, key: String, current root: JSONNode) -> JSONNode {
+        guard key == "upstream_proxy", case .string(passwordMask)? = value["password"]?.value else { return value }
+        var value = value
+        value.set("password", root["upstream_proxy"]?["password"] ?? JSONNode(.null))
+        return value
     }
 
     func announce(_ paths: GroupPaths) {

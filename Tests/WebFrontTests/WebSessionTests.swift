@@ -64,6 +64,28 @@ import Testing
         }
     }
 
+    @Test func theUpstreamProxysPasswordIsMaskedAndKeptThroughAnEdit() async throws {
+        let fixture = try WebFixture()
+        try Data(#"{"upstream_proxy": {"host": "10.0.0.1", "port": 3128, "username": "me", "password": "s3cret!"}}"#.utf8).write(to: fixture.paths.settings)
+        try await application(fixture).test(.router) { client in
+            var headers = page
+            headers[.cookie] = fixture.cookie
+            try await client.execute(uri: "/api/settings", method: .get, headers: headers) { response in
+                let text = String(buffer: response.body)
+                #expect(!text.contains("s3cret"), "\(text)")
+                #expect(text.contains(#""password":"********""#))
+            }
+            // The page sends the proxy back as it got it, with a new port.
+            let edit = #"{"host": "10.0.0.1", "port": 8080, "username": "me", "password": "********"}"#
+            try await client.execute(uri: "/api/settings/upstream-proxy", method: .put, headers: headers, body: ByteBuffer(string: edit)) {
+                #expect($0.status == .ok)
+            }
+            let settings = try AppSettings.decode(try String(contentsOf: fixture.paths.settings, encoding: .utf8)).settings
+            #expect(settings.upstreamProxy?.port == 8080)
+            #expect(settings.upstreamProxy?.password == "s3cret!")
+        }
+    }
+
     @Test func theHARExportReadsBackAsImportedExchanges() async throws {
         let fixture = try WebFixture()
         try fixture.insert(3)

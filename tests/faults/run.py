@@ -108,7 +108,7 @@ class Appliance:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-        for pid in tunnel_pids(self.group):
+        for pid in tunnel_pids(self.group) + tunnel_pids(self.group, b"busymate-web"):
             os.kill(pid, 9)
 
     def store_ids(self):
@@ -130,7 +130,7 @@ def default_settings(extra=""):
     return '{"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2}%s}\n' % extra
 
 
-def tunnel_pids(group):
+def tunnel_pids(group, name=b"busymate-tunnel"):
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -142,7 +142,7 @@ def tunnel_pids(group):
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if cmd and cmd[0].endswith(b"busymate-tunnel") and group.encode() in cmd and state != "Z":
+        if cmd and cmd[0].endswith(name) and group.encode() in cmd and state != "Z":
             pids.append(int(entry))
     return pids
 

@@ -90,19 +90,23 @@
 
   // ---------------------------------------------------------------- sections
   function sslSection() {
-    const ssl = Object.assign({ enabled: true, include: [], exclude: [] }, settings.ssl_proxying || {});
-    const work = { ...ssl, include: [...(ssl.include || [])], exclude: [...(ssl.exclude || [])] };
+    // settings.json's ssl_proxying: include, exclude, insecure_upstream, auto_pin (and keys this page does not edit, kept).
+    const ssl = Object.assign({ include: [], exclude: [] }, settings.ssl_proxying || {});
+    const work = { ...ssl, include: [...(ssl.include || [])], exclude: [...(ssl.exclude || [])], insecure_upstream: [...(ssl.insecure_upstream || [])] };
+    if (!work.insecure_upstream.length && !ssl.insecure_upstream) delete work.insecure_upstream;
     const bar = saveBar(async () => {
       await api('PUT', '/api/settings/ssl-proxying', work);
       settings.ssl_proxying = { ...work };
     });
-    const enabled = h('input', { type: 'checkbox', checked: work.enabled, 'data-test': 'ssl-enabled' });
-    enabled.addEventListener('change', () => { work.enabled = enabled.checked; bar.markDirty(); });
-    return card('ssl-proxying', 'SSL proxying', 'which hosts are decrypted (MITM)',
+    const autoPin = h('input', { type: 'checkbox', checked: ssl.auto_pin !== false, 'data-test': 'ssl-auto-pin' });
+    autoPin.addEventListener('change', () => { work.auto_pin = autoPin.checked; bar.markDirty(); });
+    return card('ssl-proxying', 'SSL proxying', 'which hosts are decrypted (MITM); exclude wins',
       h('div', { class: 'card-body' },
-        h('label', { class: 'check' }, enabled, 'Enabled — decrypt HTTPS for the hosts below'),
         listEditor('Include', work.include, '*.example.com', v => { work.include = v; bar.markDirty(); }, 'ssl-include'),
-        listEditor('Exclude', work.exclude, 'bank.example.com', v => { work.exclude = v; bar.markDirty(); }, 'ssl-exclude')),
+        listEditor('Exclude', work.exclude, 'bank.example.com', v => { work.exclude = v; bar.markDirty(); }, 'ssl-exclude'),
+        listEditor('Upstream certificate not verified', work.insecure_upstream || [], 'self-signed.internal',
+          v => { work.insecure_upstream = v; bar.markDirty(); }, 'ssl-insecure'),
+        h('label', { class: 'check' }, autoPin, 'Pass a host through when its client refuses our certificate (auto-pin)')),
       bar.err, bar.foot);
   }
 
@@ -379,29 +383,40 @@
   }
 
   function upstreamSection() {
-    const v = settings.upstream_proxy;
-    // Contract: a string "http://host:port" or null. An object (settings.json's own
-    // {"host":…, "port":…}) is shown and sent back as JSON.
-    const isObj = v && typeof v === 'object';
-    const input = h('input', { class: 'field', type: 'text', spellcheck: 'false', placeholder: 'http://proxy.example.com:3128 (empty: connect directly)', value: v === null || v === undefined ? '' : isObj ? JSON.stringify(v) : String(v), 'data-test': 'upstream-proxy' });
-    input.style.width = '100%';
+    // settings.json's upstream_proxy: {host, port, username, password, bypass}, or null to dial directly.
+    const v = settings.upstream_proxy && typeof settings.upstream_proxy === 'object' ? settings.upstream_proxy : null;
+    const field = (name, type, placeholder, value) => h('input', { class: 'field', type, name, spellcheck: 'false', placeholder,
+      value: value === undefined || value === null ? '' : String(value), 'data-test': 'upstream-' + name, autocomplete: 'off' });
+    const host = field('host', 'text', 'proxy.example.com (empty: connect directly)', v && v.host);
+    const port = field('port', 'number', '3128', v && v.port);
+    const user = field('username', 'text', 'optional', v && v.username);
+    const pass = field('password', 'password', v && v.password ? '(unchanged)' : 'optional', '');
+    const bypass = field('bypass', 'text', '*.internal, localhost', v && Array.isArray(v.bypass) ? v.bypass.join(', ') : '');
     const bar = saveBar(async () => {
-      const raw = input.value.trim();
-      let val = raw === '' ? null : raw;
-      if (raw.startsWith('{')) {
-        try { val = JSON.parse(raw); } catch (e) { throw new Error('not valid JSON: ' + e.message); }
+      let val = null;
+      if (host.value.trim()) {
+        // Keys this form does not know are kept.
+        val = Object.assign({}, v || {}, { host: host.value.trim(), port: Number(port.value) });
+        if (user.value.trim()) val.username = user.value.trim(); else delete val.username;
+        if (pass.value) val.password = pass.value; else if (!val.username) delete val.password;
+        const list = bypass.value.split(',').map(x => x.trim()).filter(Boolean);
+        if (list.length) val.bypass = list; else delete val.bypass;
       }
       await api('PUT', '/api/settings/upstream-proxy', val);
       settings.upstream_proxy = val;
     });
-    input.addEventListener('input', bar.markDirty);
-    input.addEventListener('keydown', e => { if (e.key === 'Enter') bar.btn.click(); });
-    return card('upstream', 'Upstream proxy', 'every upstream dial goes through it',
-      h('div', { class: 'card-body' }, input), bar.err, bar.foot);
+    for (const el of [host, port, user, pass, bypass]) {
+      el.addEventListener('input', bar.markDirty);
+      el.addEventListener('keydown', e => { if (e.key === 'Enter') bar.btn.click(); });
+    }
+    const row = (label, el) => h('label', { class: 'form-row' }, h('span', { class: 'muted' }, label), el);
+    return card('upstream', 'Upstream proxy', 'every upstream dial goes through it, but for the bypass hosts',
+      h('div', { class: 'card-body upstream-form' }, row('Host', host), row('Port', port), row('User', user), row('Password', pass), row('Bypass', bypass)),
+      bar.err, bar.foot);
   }
 
   function rawSection() {
-    const pre = h('pre', { class: 'raw-settings' }, settings.raw || '');
+    const pre = h('pre', { class: 'raw-settings' }, settings.text || '');
     const c = card('settings-raw', 'settings.json', 'read-only; hot-reloaded on every save',
       h('details', null, h('summary', { class: 'card-body' }, 'Show the file'), pre));
     c.classList.add('span2');

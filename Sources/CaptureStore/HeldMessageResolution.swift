@@ -4,7 +4,7 @@ import Foundation
 /// Resolving a held message from outside the tunnel (the CLI, the web
 /// page): the resolution is asked for in the store, the first asker wins,
 /// and `breakpointContinue` tells the tunnel, which carries it out.
-public enum BreakpointResolution {
+public enum HeldMessageResolution {
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var description: String
         /// The line of an edit at fault, when it is one.
