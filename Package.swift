@@ -211,6 +211,7 @@ let package = Package(
                 "BusymateShared",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
+                .product(name: "CompressNIO", package: "compress-nio"),
             ],
             swiftSettings: strict),
         .testTarget(

@@ -34,6 +34,24 @@ public struct JSONParser {
         return SourcePosition(line: line, column: column + 1)
     }
 
+    /// Where a value starts, counted on from the last one on the same line:
+    /// `position` counts from the line's start, which made a long
+    /// single-line document quadratic (minified JSON is one line).
+    private var counted: (lineStart: Int, index: Int, column: Int) = (0, 0, 0)
+
+    private mutating func here() -> SourcePosition {
+        if counted.lineStart != lineStart || counted.index > index { counted = (lineStart, lineStart, 0) }
+        let end = min(index, bytes.count)
+        var column = counted.column
+        var i = counted.index
+        while i < end {
+            if bytes[i] & 0xC0 != 0x80 { column += 1 }
+            i += 1
+        }
+        counted = (lineStart, end, column)
+        return SourcePosition(line: line, column: column + 1)
+    }
+
     private func fail(_ message: String) -> Error { Error(message: message, position: position) }
 
     private mutating func parseDocument() throws(Error) -> JSONNode {
@@ -65,7 +83,7 @@ public struct JSONParser {
 
     private mutating func parseValue() throws(Error) -> JSONNode {
         skipWhitespace()
-        let start = position
+        let start = here()
         guard index < bytes.count else { throw fail("unexpected end of file; expected a value") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return JSONNode(try parseObject(), at: start)
@@ -97,6 +115,7 @@ public struct JSONParser {
         defer { depth -= 1 }
         index += 1
         var members: [(key: String, node: JSONNode)] = []
+        var keys = Set<String>()
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
         while true {
@@ -104,9 +123,9 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                 throw fail("unexpected \(describeCurrent()); expected a quoted key")
             }
-            let keyPosition = position
+            let keyPosition = here()
             let key = try parseString()
-            if members.contains(where: { $0.key == key }) {
+            if !keys.insert(key).inserted {
                 throw Error(message: "duplicate key \"\(key)\"", position: keyPosition)
             }
             skipWhitespace()

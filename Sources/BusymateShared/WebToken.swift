@@ -26,7 +26,9 @@ public enum WebToken {
     /// token in force.
     @discardableResult
     public static func ensure(_ paths: GroupPaths, group: UInt32?) throws -> String {
-        if let token = read(paths) {
+        // The directory is group-writable: a token a member planted (after
+        // the file was removed to rotate it) is not kept.
+        if let token = read(paths), isOwnFile(paths) {
             protect(paths, group: group)
             return token
         }
@@ -34,6 +36,13 @@ public enum WebToken {
         try AtomicFile.write(Data((token + "\n").utf8), to: paths.webToken, mode: 0o640)
         protect(paths, group: group)
         return token
+    }
+
+    /// Written by this user (root, installed), a regular file with one link.
+    static func isOwnFile(_ paths: GroupPaths) -> Bool {
+        var st = stat()
+        guard lstat(paths.webToken.path, &st) == 0 else { return false }
+        return st.st_mode & S_IFMT == S_IFREG && st.st_uid == geteuid() && st.st_nlink == 1
     }
 
     /// 0640, and group busymate when running as root: the web front (that

@@ -36,7 +36,7 @@ public struct ExchangeBody: Sendable {
             shown = plain
             decoded = true
         } else {
-            undecodable = "cannot decode \(encoding)"
+            undecodable = "cannot decode \(encoding) (or it decodes to more than \(BodyDecoder.maxDecodedSize >> 20) MiB)"
         }
     }
 

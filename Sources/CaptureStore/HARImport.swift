@@ -25,10 +25,15 @@ public enum HARImport {
 
     static func record(_ entry: [String: Any], name: String) throws -> ExchangeRecord {
         guard let request = entry["request"] as? [String: Any], let method = request["method"] as? String, let url = request["url"] as? String,
-              let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), let host = parts.host, !host.isEmpty else {
-            throw Failure(description: "no request with a method and an absolute URL")
+              let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), ["http", "https", "ws", "wss"].contains(scheme),
+              let host = parts.host, !host.isEmpty else {
+            throw Failure(description: "no request with a method and an absolute http(s) URL")
         }
-        let started = (entry["startedDateTime"] as? String).flatMap(parseDate) ?? Date()
+        guard !method.isEmpty, method.count <= 32, method.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-" || $0 == "_") }) else {
+            throw Failure(description: "\"\(method.prefix(40))\" is not a method")
+        }
+        // Dates a store can hold and read back (a year 9999 start ends in year 10000).
+        let started = (entry["startedDateTime"] as? String).flatMap(parseDate).map { min(max($0, earliest), latest) } ?? Date()
         var path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
         if let query = parts.percentEncodedQuery { path += "?" + query }
         var r = ExchangeRecord(startedAt: started, scheme: scheme, method: method.uppercased(), host: host.lowercased(),
@@ -40,8 +45,9 @@ public enum HARImport {
             r.requestBody = Data(text.utf8)
             r.requestBodySize = r.requestBody?.count ?? 0
         }
-        if let response = entry["response"] as? [String: Any], let status = number(response["status"]), status > 0 {
-            r.status = Int(status)
+        if let response = entry["response"] as? [String: Any], let status = number(response["status"]).flatMap({ Int(exactly: $0.rounded()) }),
+           (100...999).contains(status) {
+            r.status = status
             r.reason = response["statusText"] as? String
             r.responseHeaders = ExchangeRecord.encodeHeaders(headers(response["headers"]).filter { $0.0.lowercased() != "content-encoding" })
             if let content = response["content"] as? [String: Any], let text = content["text"] as? String {
@@ -50,10 +56,11 @@ public enum HARImport {
                 r.responseBodySize = body.count
             }
         }
-        let total = number(entry["time"]) ?? 0
-        r.endedAt = started.addingTimeInterval(max(0, total) / 1000)
+        // A day at most: a time or timing past that is not one.
+        let total = min(max(0, number(entry["time"]) ?? 0), 86_400_000)
+        r.endedAt = started.addingTimeInterval(total / 1000)
         if let timings = entry["timings"] as? [String: Any] {
-            func ms(_ key: String) -> Double { max(0, number(timings[key]) ?? 0) }
+            func ms(_ key: String) -> Double { min(max(0, number(timings[key]) ?? 0), 86_400_000) }
             let connect = ms("blocked") + ms("dns") + ms("connect")
             r.connectedAt = started.addingTimeInterval((ms("blocked") + ms("dns") + ms("connect") - ms("ssl")) / 1000)
             if ms("ssl") > 0 { r.tlsDoneAt = started.addingTimeInterval(connect / 1000) }
@@ -66,15 +73,22 @@ public enum HARImport {
         return r
     }
 
+    /// Header pairs; a name that is no token, or a value with a line break, is left out.
     static func headers(_ value: Any?) -> [(String, String)] {
         ((value as? [[String: Any]]) ?? []).compactMap { h in
-            guard let name = h["name"] as? String, let value = h["value"] as? String, !name.hasPrefix(":") else { return nil }
+            guard let name = h["name"] as? String, let value = h["value"] as? String, !name.isEmpty,
+                  name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) }),
+                  !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return nil }
             return (name, value)
         }
     }
 
+    static let earliest = Date(timeIntervalSince1970: 0)
+    static let latest = Date(timeIntervalSince1970: 4_102_444_800)  // 2100-01-01
+
     static func number(_ value: Any?) -> Double? {
-        (value as? NSNumber)?.doubleValue
+        guard let double = (value as? NSNumber)?.doubleValue, double.isFinite else { return nil }
+        return double
     }
 
     static func version(_ value: Any?) -> String? {

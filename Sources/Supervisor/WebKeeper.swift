@@ -176,14 +176,14 @@ actor WebKeeper {
         } else if retiring[pid] != nil {
             descriptors.forEach { close($0) }
             retiring[pid]?.link = peer.connection
-        } else if current == nil, ProcessProbe.isChild(pid, named: "busymate-web", servingGroup: paths.root.path) {
+        } else if current == nil, desired == .running, !shuttingDown, isAdoptable(peer, hello: hello) {
             // A web front that outlived the previous supervisor: its socket becomes ours.
             var child = Child(pid: pid)
             child.adopted = true
             child.ready = true
             child.link = peer.connection
             current = child
-            if socket == nil, let fd = descriptors.first, let name = hello.listeners?.first {
+            if socket == nil, let fd = descriptors.first, let name = hello.listeners?.first, name == address.description {
                 socket = ListenSocket(name: name, descriptor: fd, bound: ListenSocket.localAddress(fd) ?? name)
                 descriptors.dropFirst().forEach { close($0) }
             } else {
@@ -198,6 +198,15 @@ actor WebKeeper {
             return
         }
         await summaryChanged(summary)
+    }
+
+    /// A web front an earlier supervisor started: our binary's name serving
+    /// this group, as the user children drop to, on the address settings name.
+    private func isAdoptable(_ peer: ControlServer.Peer, hello: ControlMessage) -> Bool {
+        let pid = peer.credentials.pid
+        let uid = geteuid() == 0 ? PrivilegeDrop.lookupUser(launcher.identity.user) : geteuid()
+        return peer.credentials.uid == uid && hello.listeners == [address.description]
+            && ProcessProbe.isChild(pid, named: "busymate-web", servingGroup: paths.root.path)
     }
 
     /// The new child serves: the ones it replaces can go.
@@ -280,7 +289,8 @@ actor WebKeeper {
         guard started, !shuttingDown else { return }
         if desired == .running, socket == nil {
             bind()
-            if socket != nil, current == nil, pendingRestart == nil { spawn() }
+            // Bound at last (after a web.listen change, say): a child to serve it.
+            if socket != nil, pendingRestart == nil { spawn() }
         }
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))

@@ -77,8 +77,16 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
         }
         var after: Int64?
         if case let .number(text)? = node["after"]?.value { after = Int64(text) }
-        if after == nil { after = try? await reader.read { try $0.traffic.lastID() } }
-        await connection.reset(filter: filter, after: after ?? 0)
+        if after == nil {
+            do {
+                after = try await reader.read { try $0.traffic.lastID() }
+            } catch is CaptureReader.Unavailable {
+                after = 0  // no store yet: every row to come is new
+            } catch {
+                // Unread now: the mark stays where it was (0 would send the whole store).
+            }
+        }
+        await connection.reset(filter: filter, after: after)
         return nil
     }
 
@@ -108,11 +116,11 @@ actor LiveConnection {
     private var last: Int64 = 0
     private var generation = 0
 
-    func reset(filter: TrafficRepository.Filter, after: Int64) {
+    func reset(filter: TrafficRepository.Filter, after: Int64?) {
         var filter = filter
         filter.limit = LiveRoutes<BasicWebSocketRequestContext>.batch
         self.filter = filter
-        last = after
+        if let after { last = after }
         generation += 1
     }
 

@@ -12,7 +12,9 @@ struct ResendRoutes<Context: RequestContext> {
     func register(on router: Router<Context>) {
         router.post("/api/exchanges/:id/resend") { request, context in
             guard let id = context.parameters.get("id", as: Int64.self) else { return WebJSON.error(.badRequest, "not an exchange id") }
-            let changes = try await WebJSON.body(request) ?? JSONNode(.object([]))
+            // Nothing, {} or the changes; anything else is refused, not resent as it was.
+            guard let sent = try await WebJSON.optionalBody(request) else { return WebJSON.error(.badRequest, "the body is not JSON") }
+            let changes = sent ?? JSONNode(.object([]))
             let found = try await reader.read { repos -> (ExchangeRecord, Data)? in
                 guard let record = try repos.traffic.find(id: id) else { return nil }
                 return (record, try repos.bodies.body(of: record, .request) ?? Data())
@@ -58,7 +60,7 @@ struct ResendRoutes<Context: RequestContext> {
                 guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) }) else {
                     return "\"\(name)\" is not a header name"
                 }
-                guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return "the value of \(name) holds a line break" }
+                guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return "the value of \(name) holds a line break" }
                 headers.append((name, value))
             }
             // Framing is recomputed from the body as sent.

@@ -3,6 +3,7 @@ import CaptureStore
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOPosix
 
 /// Sessions: the filtered list as a HAR file, a HAR file read into the
 /// store (marked imported), and clearing the capture.
@@ -39,15 +40,16 @@ struct SessionRoutes<Context: RequestContext> {
             }
             let records: [ExchangeRecord]
             do {
-                records = try HARImport.records(Data(buffer.readableBytesView), name: name)
+                // Parsing a large file is CPU work: off the concurrency pool.
+                records = try await NIOThreadPool.singleton.runIfActive { try HARImport.records(Data(buffer.readableBytesView), name: name) }
             } catch {
                 return WebJSON.error(.unprocessableContent, "\(error)")
             }
+            // Oldest first, so the newest imported is the newest id.
+            let sorted = records.sorted { $0.startedAt < $1.startedAt }
             let stored = try await reader.read(writing: true) { repos in
-                // Oldest first, so the newest imported is the newest id.
-                try stride(from: 0, to: records.count, by: 1_000).reduce(0) { count, start in
-                    let chunk = records.sorted { $0.startedAt < $1.startedAt }[start..<min(records.count, start + 1_000)]
-                    return count + (try repos.traffic.insert(Array(chunk)).count)
+                try stride(from: 0, to: sorted.count, by: 1_000).reduce(0) { count, start in
+                    count + (try repos.traffic.insert(Array(sorted[start..<min(sorted.count, start + 1_000)])).count)
                 }
             }
             await feed.stored()

@@ -28,6 +28,14 @@ enum WebJSON {
         return try? JSONParser.parse(Array(buffer.readableBytesView))
     }
 
+    /// An empty body, or its JSON; nil when it is not JSON.
+    static func optionalBody(_ request: Request, limit: Int = 1 << 20) async throws -> JSONNode?? {
+        let buffer = try await request.body.collect(upTo: limit)
+        if buffer.readableBytesView.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) { return .some(nil) }
+        guard let node = try? JSONParser.parse(Array(buffer.readableBytesView)) else { return nil }
+        return .some(node)
+    }
+
     static func text(_ text: String, type: String = "text/plain; charset=utf-8") -> Response {
         Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }

@@ -20,7 +20,11 @@ struct WebSecurity<Context: RequestContext>: RouterMiddleware {
         var response: Response
         switch authorize(request) {
         case .allowed:
-            response = try await next(request, context)
+            do {
+                response = try await next(request, context)
+            } catch let error as any HTTPResponseError {
+                response = try error.response(from: request, context: context)
+            }
         case let .refused(status, message):
             response = Self.refusal(request, status: status, message: message)
         }
@@ -45,7 +49,11 @@ struct WebSecurity<Context: RequestContext>: RouterMiddleware {
             return .refused(.unauthorized, "this page needs its token: open the URL `busymate web url` prints")
         }
         let changes = ![.get, .head, .options].contains(request.method)
-        if changes && !bearer && !Self.sameOrigin(request) {
+        // A WebSocket is no navigation: the cookie goes along from any page
+        // on the same host (another port is the same site), so it must be
+        // the page's own, as a state-changing request must.
+        let socket = request.headers[.upgrade]?.lowercased() == "websocket"
+        if (changes || socket) && !bearer && !Self.sameOrigin(request) {
             return .refused(.forbidden, "refused a cross-site request")
         }
         return .allowed

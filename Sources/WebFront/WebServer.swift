@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
+import Synchronization
 import Logging
 import NIOCore
 import NIOExtras
@@ -13,6 +14,9 @@ import ServiceLifecycle
 /// over (Hummingbird binds its own; this takes a descriptor), HTTP/1.1 with
 /// the WebSocket upgrade.
 public enum WebServer {
+    /// Connections served at once; past it, new ones are closed at once.
+    public static let maxConnections = 1_024
+
     public static func serve<Responder: HTTPResponder>(descriptor: Int32, responder: Responder, group: any EventLoopGroup, logger: Logger,
                                                        onShutdown: @escaping @Sendable () async -> Void) async throws
     where Responder.Context == WebApp.Context {
@@ -32,7 +36,12 @@ public enum WebServer {
             },
             webSocketResponder: responder,
             configuration: .init(http1: .init(idleTimeout: .seconds(75)),
-                                 ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(30)))))
+                                 // Pings keep a quiet page's socket under the silence limit below.
+                                 ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(20)))))
+        // What clients get wrong is theirs, not this log's: Hummingbird logs a
+        // bad request or a dropped upgrade at error level, once per connection.
+        let connectionLogger = { var quiet = logger; quiet.logLevel = .critical; return quiet }()
+        let open = ConnectionCount()
         // Graceful shutdown as Hummingbird's own server does it: stop
         // accepting, let each connection finish the request it is on.
         let quiesce = ServerQuiescingHelper(group: group)
@@ -41,7 +50,14 @@ public enum WebServer {
                 server.eventLoop.makeCompletedFuture { try server.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: server)) }
             }
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .bind(NIOBSDSocket.Handle(descriptor)) { child in channel.setup(channel: child, logger: logger) }
+            .bind(NIOBSDSocket.Handle(descriptor)) { child in
+                // Hummingbird times a connection out only once a request head
+                // is read: one that sends nothing (or a byte now and then)
+                // would stay for ever. Thirty seconds of silence close it.
+                child.eventLoop.makeCompletedFuture {
+                    try child.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: .seconds(30)), CloseWhenSilent()])
+                }.flatMap { channel.setup(channel: child, logger: connectionLogger) }
+            }
         await withTaskGroup(of: Void.self) { outer in
             outer.addTask {
                 // Ends once the listener is closed and every connection is done.
@@ -49,7 +65,15 @@ public enum WebServer {
                     do {
                         try await server.executeThenClose { inbound in
                             for try await child in inbound {
-                                tasks.addTask { await channel.handle(value: child, logger: logger) }
+                                // A bound on connections: no one without the token fills the descriptor table.
+                                guard open.enter(below: Self.maxConnections) else {
+                                    child.channel.close(promise: nil)
+                                    continue
+                                }
+                                tasks.addTask {
+                                    await channel.handle(value: child, logger: connectionLogger)
+                                    open.leave()
+                                }
                             }
                         }
                     } catch {
@@ -78,4 +102,32 @@ public enum WebServer {
             outer.cancelAll()
         }
     }
+}
+
+/// Closes a connection that has sent nothing for its read timeout.
+final class CloseWhenSilent: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
+/// How many connections are being served.
+final class ConnectionCount: Sendable {
+    private let count = Mutex(0)
+
+    func enter(below limit: Int) -> Bool {
+        count.withLock { n in
+            guard n < limit else { return false }
+            n += 1
+            return true
+        }
+    }
+
+    func leave() { count.withLock { $0 -= 1 } }
 }

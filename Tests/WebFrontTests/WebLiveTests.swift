@@ -28,7 +28,7 @@ import Testing
         let fixture = try WebFixture()
         try fixture.insert(5)
         try await application(fixture).test(.live) { client in
-            let headers: HTTPFields = [.cookie: fixture.cookie]
+            let headers: HTTPFields = [.cookie: fixture.cookie, .secFetchSite: "same-origin"]
             try await client.ws("/api/live", configuration: .init(additionalHeaders: headers)) { inbound, outbound, _ in
                 var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
                 func next(_ type: String) async throws -> [String: Any] {
@@ -65,6 +65,20 @@ import Testing
         try await application(fixture).test(.live) { client in
             await #expect(throws: (any Error).self) {
                 try await client.ws("/api/live") { _, _, _ in Issue.record("upgraded without the cookie") }
+            }
+        }
+    }
+
+    /// The cookie goes along from any page of the same host (another
+    /// port is the same site): only the page's own may open the feed.
+    @Test func anotherPagesSocketIsRefusedEvenWithTheCookie() async throws {
+        let fixture = try WebFixture()
+        try await application(fixture).test(.live) { client in
+            for headers: HTTPFields in [[.cookie: fixture.cookie, .secFetchSite: "same-site"], [.cookie: fixture.cookie, .origin: "http://127.0.0.1:1"],
+                                        [.cookie: fixture.cookie]] {
+                await #expect(throws: (any Error).self) {
+                    try await client.ws("/api/live", configuration: .init(additionalHeaders: headers)) { _, _, _ in Issue.record("upgraded from another page") }
+                }
             }
         }
     }

@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import CompressNIO
 import Testing
 @testable import WebFront
 
@@ -132,5 +133,35 @@ import Testing
             let next = try fixture.insert(1, from: 50)
             #expect(next.first?.id == 11)
         }
+    }
+}
+
+/// What a hostile HAR file or a hostile origin cannot do to the web front.
+@Suite struct WebHostileInputTests {
+    @Test func aHARWithImpossibleValuesIsReadSafelyOrRefused() throws {
+        func har(_ entry: String) -> Data { Data(#"{"log": {"entries": [\#(entry)]}}"#.utf8) }
+        // A status no Int holds, a start in year 9999, a time of ages: kept in range, no trap.
+        let records = try HARImport.records(har(#"""
+            {"startedDateTime": "9999-12-31T23:59:59.999Z", "time": 1e300,
+             "request": {"method": "GET", "url": "http://a.example/x", "headers": [{"name": "Bad\r\nName", "value": "v"}, {"name": "X-Ok", "value": "line\r\nbreak"}, {"name": "X-Fine", "value": "1"}]},
+             "response": {"status": 1e19, "headers": [], "content": {"text": "hi"}}}
+            """#), name: "evil.har")
+        #expect(records.count == 1)
+        #expect(records[0].status == nil)
+        #expect(records[0].startedAt <= Date(timeIntervalSince1970: 4_102_444_800))
+        #expect(ExchangeRecord.decodeHeaders(records[0].requestHeaders).map(\.0) == ["X-Fine"])
+        // A method that is no method: refused, naming the entry.
+        #expect(throws: HARImport.Failure.self) {
+            try HARImport.records(har(#"{"request": {"method": "GET /x HTTP/1.1\r\nHost: evil", "url": "http://a.example/"}}"#), name: "evil.har")
+        }
+    }
+
+    @Test func aDecompressionBombIsNotDecodedPastTheLimit() throws {
+        // 65 MiB of zeros: a few tens of kilobytes of gzip.
+        var plain = ByteBuffer(repeating: 0, count: (BodyDecoder.maxDecodedSize) + (1 << 20))
+        let bomb = Data(buffer: try plain.compress(with: .gzip()))
+        #expect(bomb.count < 1 << 20)
+        #expect(BodyDecoder.decode(bomb, encoding: "gzip") == nil)
+        #expect(BodyDecoder.decode(bomb, encoding: "gzip", limit: .max)?.count == BodyDecoder.maxDecodedSize + (1 << 20))
     }
 }
