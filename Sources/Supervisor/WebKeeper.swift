@@ -95,6 +95,13 @@ actor WebKeeper {
 
     func spawn() {
         guard desired == .running, !shuttingDown, let socket else { return }
+        // The web front cannot start without its token: one removed (to
+        // rotate it) is written anew here, not only at the supervisor's start.
+        do {
+            try WebToken.ensure(paths, group: PrivilegeDrop.lookupGroup(launcher.identity.group))
+        } catch {
+            logger.error("cannot write the web token", metadata: ["ERROR": "\(error)"])
+        }
         do {
             let pid = try launcher.spawn(listeners: [socket]) { [weak self] exit in
                 Task { await self?.exited(exit) }

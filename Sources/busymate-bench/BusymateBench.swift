@@ -23,7 +23,7 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
     @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.") var serverCore = 0
     var otherCore: Int { serverCore == 0 ? 1 : 0 }
-    @Option(help: "Only the scenarios whose name contains this, or `store` or `memory` alone (for profiling).") var only = ""
+    @Option(help: "Only the scenarios whose name contains this, or `store`, `memory` or `web` alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
     @Option(help: "Build the store's group here and keep it (for profiling queries).") var keepStore = ""

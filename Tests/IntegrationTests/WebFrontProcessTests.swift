@@ -33,6 +33,17 @@ import Testing
         #expect(try Self.code(url, ["-L", "-c", jar]) == "200")
         #expect(try Self.code(base + "/api/status", ["-b", jar]) == "200")
         #expect(try appliance.cli(["status"]).stdout.contains("web          ready, pid \(pid)"))
+        // Rotation: remove the token and restart the web front; the old cookie stops working.
+        unlink(appliance.group.appendingPathComponent("web-token").path)
+        #expect(try appliance.cli(["web", "restart"]).status == 0)
+        try waitUntil("the new web front serves", timeout: 10) {
+            let s = try appliance.status()
+            return s.string("web.state") == "ready" && s.int("web.pid") != pid && appliance.webPIDs().count == 1
+        }
+        #expect(try Self.code(base + "/api/status", ["-b", jar]) == "401")
+        let rotated = try appliance.cli(["web", "url"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(rotated != url)
+        #expect(try Self.code(rotated, ["-L", "-c", jar]) == "200")
     }
 
     @Test func aWebRestartRefusesNoConnectionAndStopClosesThePort() async throws {

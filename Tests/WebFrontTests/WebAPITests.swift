@@ -75,6 +75,7 @@ import Testing
             try await client.execute(uri: "/api/exchanges", method: .get, headers: [.cookie: cookie]) { #expect($0.status == .ok) }
             // Scripts use the token as a bearer.
             try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "Bearer \(fixture.token)"]) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "bearer \(fixture.token)"]) { #expect($0.status == .ok) }
         }
     }
 
