@@ -64,8 +64,8 @@ public actor LiveFeed {
         }
     }
 
-    /// Once a second while a page is open: status, and the other sources
-    /// again in case a datagram was lost.
+    /// Once a second while a page is open: status, and the in-flight and
+    /// held sets again in case a datagram was lost (new rows: `poll`).
     public func tick() async {
         guard !subscribers.isEmpty else { return }
         if let report = await status.json() {
@@ -74,7 +74,6 @@ public actor LiveFeed {
         }
         await refreshOpen()
         await refreshHeld()
-        broadcast(.traffic)
     }
 
     /// Ten times a second while a page is open: `newTrafficCaptured` is

@@ -1,0 +1,46 @@
+import BusymateShared
+import Foundation
+
+/// `busymate tunnel restart|stop|start`: the VPN toggle and a replacement
+/// that keeps the listening sockets.
+extension SupervisorService {
+    func tunnelRestart() -> ControlMessage {
+        guard desired == .running else { return .reply(ok: false, "the tunnel is stopped; use `busymate tunnel start`") }
+        pendingRestart?.cancel()
+        pendingRestart = nil
+        nextRestartAt = nil
+        if listeners.isEmpty { bindListeners() }
+        let old = current?.pid
+        spawnTunnel()
+        restarts += 1
+        logger.info("restarting the tunnel", metadata: ["OLD_PID": "\(old.map(String.init) ?? "none")", "TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
+        return .reply(ok: true, "tunnel restarting (old pid \(old.map(String.init) ?? "none"), new pid \(current.map { String($0.pid) } ?? "none"))")
+    }
+
+    func tunnelStop() -> ControlMessage {
+        desired = .stopped
+        pendingRestart?.cancel()
+        pendingRestart = nil
+        nextRestartAt = nil
+        if let tunnel = current {
+            draining[tunnel.pid] = tunnel
+            draining[tunnel.pid]?.drainRequestedAt = Date()
+            kill(tunnel.pid, SIGTERM)
+            current = nil
+        }
+        // Capture off means the port is closed, not a silent backlog.
+        for socket in listeners { close(socket.descriptor) }
+        listeners = []
+        logger.notice("tunnel stopped by request; the proxy port is closed")
+        return .reply(ok: true, "tunnel stopped")
+    }
+
+    func tunnelStart() -> ControlMessage {
+        guard desired == .stopped || current == nil else { return .reply(ok: true, "the tunnel is already running (pid \(current?.pid ?? 0))") }
+        desired = .running
+        backoff.reset()
+        bindListeners()
+        spawnTunnel()
+        return .reply(ok: true, "tunnel starting (pid \(current.map { String($0.pid) } ?? "none"))")
+    }
+}
