@@ -111,6 +111,16 @@ class Appliance:
             self.process.kill()
 
 
+def settings_rules(appliance):
+    """The rules in settings.json; none while it is being written (the web
+    front, not root, writes it in place: a reader may catch it half written)."""
+    try:
+        with open(os.path.join(appliance.group, "settings.json")) as f:
+            return json.load(f).get("rules", [])
+    except ValueError:
+        return []
+
+
 def curl(appliance, url, *extra):
     return subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-x", appliance.proxy(), "--max-time", "30"] + list(extra) + [url],
                           capture_output=True, text=True, timeout=40).stdout
@@ -260,7 +270,7 @@ def run(appliance, origin, page, downloads):
     page.wait("the status field", lambda: status.is_displayed())
     status.send_keys("418")
     page.find("#rule-save").click()
-    applied = page.wait("the rule", lambda: "teapot" in json.dumps(json.load(open(os.path.join(appliance.group, "settings.json"))).get("rules", [])), 10)
+    applied = page.wait("the rule", lambda: "teapot" in json.dumps(settings_rules(appliance)), 10)
     page.shot("rule")
     codes = []
     wait_until("the rule is applied", lambda: codes.append(curl(appliance, base + "/teapot/1")) or codes[-1] == "418", 10) if applied else None
