@@ -10,7 +10,7 @@ public struct BusymateCommand: AsyncParsableCommand {
         abstract: "Read and steer Busymate, the network debugger appliance.",
         version: BusymateVersion.current,
         subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
-                      Pinned.self, CA.self, Tunnel.self, Web.self])
+                      Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self])
 
     public init() {}
 

@@ -5,7 +5,7 @@ import Logging
 /// Decoding validates every value and names the line and column of the
 /// first bad one; keys this version does not know are kept in the document.
 public struct AppSettings: Sendable, Equatable {
-    public enum Mode: String, Sendable, CaseIterable { case proxy }
+    public enum Mode: String, Sendable, CaseIterable { case proxy, transparent }
 
     public var mode: Mode = .proxy
     public var logLevel: Logger.Level = .info
@@ -36,6 +36,12 @@ public struct AppSettings: Sendable, Equatable {
     public var timeouts = Timeouts()
     /// Where the web page is served (`web.listen`); the supervisor binds it.
     public var webListen = ListenAddress(host: "127.0.0.1", port: 9091)
+    public var transparent = Transparent()
+    public var dns = DNS()
+    /// The onboarding pages (`onboarding.listen`); off by default.
+    public var onboardingListen: ListenAddress?
+    public var devices = Devices()
+    public var access = Access()
 
     /// How long the proxy waits on each side, in the style of nginx's
     /// `client_header_timeout` and HAProxy's `timeout http-request`.
@@ -113,8 +119,16 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts", "web"],
+        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts", "web",
+             "transparent", "dns", "onboarding", "devices", "access"],
         "web": ["listen"],
+        "transparent": networkKeys["transparent"] ?? [],
+        "dns": networkKeys["dns"] ?? [],
+        "onboarding": networkKeys["onboarding"] ?? [],
+        "devices": networkKeys["devices"] ?? [],
+        "devices.list[]": ["name", "port", "address"],
+        "access": networkKeys["access"] ?? [],
+        "access.grants[]": ["address", "until"],
         "timeouts": Set(Timeouts.keys),
         "breakpoints": ["request", "response", "timeout_seconds"],
         "upstream_proxy": ["host", "port", "username", "password", "bypass"],
@@ -144,6 +158,11 @@ extension AppSettings {
         return try decode(root)
     }
 
+    /// Seconds from a number or "30m", "24h", "7d" (as settings durations read).
+    public static func duration(_ text: String, path: String) throws(SettingsError) -> Double {
+        try Reader().duration(JSONNode(.string(text)), path: path)
+    }
+
     public static func decode(_ root: JSONNode) throws(SettingsError) -> (settings: AppSettings, unknownKeys: [String]) {
         var reader = Reader()
         let settings = try reader.read(root)
@@ -159,8 +178,7 @@ extension AppSettings {
             if let node = root["mode"] {
                 let text = try string(node, path: "mode")
                 guard let mode = Mode(rawValue: text) else {
-                    let hint = text == "transparent" ? "transparent mode is not available yet; " : ""
-                    throw SettingsError(message: "\(hint)\"\(text)\" is not a mode; use \(Mode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))",
+                    throw SettingsError(message: "\"\(text)\" is not a mode; use \(Mode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))",
                                         position: node.position, keyPath: "mode")
                 }
                 s.mode = mode
@@ -267,6 +285,7 @@ extension AppSettings {
                     s.webListen = address
                 }
             }
+            try readNetwork(root, into: &s)
             return s
         }
 

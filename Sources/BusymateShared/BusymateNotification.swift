@@ -10,6 +10,10 @@ public enum NotificationName: String, Sendable, CaseIterable, Codable {
     case caDidChange
     /// `open-exchanges.json` was rewritten (at most four times a second).
     case openExchangesChanged
+    /// A device came online or went offline (payload: its name).
+    case devicePresenceChanged
+    /// The live capture mode changed (payload: the mode).
+    case modeDidChange
 }
 
 /// One datagram: `busymate/1 <name> <sender> [payload]`, UTF-8, one line.

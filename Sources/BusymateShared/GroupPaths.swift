@@ -47,6 +47,8 @@ public struct GroupPaths: Sendable, Equatable {
     public var controlSocket: URL { file("control.sock") }
     /// The web page's access token (0640 root:busymate).
     public var webToken: URL { file("web-token") }
+    /// What the onboarding listener served, per client (the web front writes it).
+    public var onboarding: URL { file("onboarding.json") }
     public var readme: URL { file("README.md") }
 
     public func notifySocket(role: String, pid: Int32) -> URL {

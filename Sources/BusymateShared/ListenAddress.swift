@@ -11,11 +11,8 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// Whether only this machine can connect (127.0.0.0/8, ::1).
     public var isLoopback: Bool { host.hasPrefix("127.") || host == "::1" }
 
-    /// Said in the log and in `status` for a listener others can reach:
-    /// until access control comes, that is an open proxy.
-    public var exposureWarning: String? {
-        isLoopback ? nil : "\(description) accepts clients from other machines: anyone who can reach it can use this proxy (an open proxy; restrict it with a firewall until access control arrives)"
-    }
+    /// Whether it is bound on every address (0.0.0.0, ::).
+    public var isWildcard: Bool { host == "0.0.0.0" || host == "::" }
 
     public init?(_ text: String) {
         let host: Substring

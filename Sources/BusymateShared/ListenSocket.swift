@@ -17,8 +17,18 @@ public struct ListenSocket: Sendable {
     }
 
     public static func bind(_ address: ListenAddress, backlog: Int32 = 4096) throws -> ListenSocket {
+        try bind(address, name: address.description, datagram: false, backlog: backlog)
+    }
+
+    /// A listener for `wanted`: TCP, or UDP for a datagram role.
+    public static func bind(_ wanted: WantedListener) throws -> ListenSocket {
+        try bind(wanted.address, name: wanted.name, datagram: wanted.role.isDatagram, backlog: 4096)
+    }
+
+    static func bind(_ address: ListenAddress, name: String, datagram: Bool, backlog: Int32) throws -> ListenSocket {
         let v6 = IPAddressText.isIPv6(address.host)
-        let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let type = datagram ? Int32(SOCK_DGRAM.rawValue) : Int32(SOCK_STREAM.rawValue)
+        let fd = socket(v6 ? AF_INET6 : AF_INET, type | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SystemError("socket") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -42,12 +52,12 @@ public struct ListenSocket: Sendable {
             close(fd)
             throw e
         }
-        guard listen(fd, backlog) == 0 else {
+        guard datagram || listen(fd, backlog) == 0 else {
             let e = SystemError("listen \(address)")
             close(fd)
             throw e
         }
-        return ListenSocket(name: address.description, descriptor: fd, bound: localAddress(fd) ?? address.description)
+        return ListenSocket(name: name, descriptor: fd, bound: localAddress(fd) ?? address.description)
     }
 
     /// `getsockname` as `host:port`.

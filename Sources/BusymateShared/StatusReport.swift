@@ -168,6 +168,9 @@ public struct StatusReport: Codable, Sendable {
     public var settings: Settings
     public var counters: TrafficCounters
     public var web: Web?
+    public var network: NetworkStatus?
+    /// Filled by the reader (CLI, web front), which reads the store.
+    public var devices: [DeviceRow]?
 
     public init(group: String, mode: String, supervisor: Supervisor, tunnel: Tunnel, listeners: [ListenerStatus], ca: CA, settings: Settings, counters: TrafficCounters) {
         self.group = group

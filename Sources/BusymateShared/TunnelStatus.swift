@@ -50,6 +50,9 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
     /// "ok", or what is wrong with the capture store (cannot be opened, a
     /// full disk); nil from a tunnel that predates it.
     public var store: String?
+    /// Devices seen, and what traffic says of the network (nil: an older tunnel).
+    public var devices: [DevicePresence]?
+    public var network: NetworkPresence?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
                 updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],

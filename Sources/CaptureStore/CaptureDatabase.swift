@@ -176,6 +176,14 @@ public final class CaptureDatabase: Sendable {
         migrator.registerMigration("v7: imported exchanges") { db in
             try db.alter(table: "exchanges") { t in t.add(column: "imported", .text) }
         }
+        // Devices on the network: who sent it and how it arrived. No index:
+        // capture pays for the time index only (v3); `~device` scans.
+        migrator.registerMigration("v8: devices and front ends") { db in
+            try db.alter(table: "exchanges") { t in
+                t.add(column: "device", .text)
+                t.add(column: "front_end", .text)
+            }
+        }
         return migrator
     }
 }

@@ -54,8 +54,10 @@ public indirect enum CaptureFilter: Equatable, Sendable {
         case tls(TLS)
         /// `~rule NAME`: a rule that applied (a pattern over the names).
         case rule(String)
-        /// `~device NAME`: the device that sent it (devices come later: no row has one yet).
+        /// `~device NAME`: the device that sent it (a pattern over names and addresses).
         case device(String)
+        /// `~dns`: a DNS query the forwarder answered.
+        case dns
         /// `~since`, `~until`: a time, or a duration ago (`10m`, `2h`, `1d`, `30s`).
         case since(Date)
         case until(Date)

@@ -134,7 +134,8 @@ struct CaptureFilterParser {
                 throw FilterError(position: at + 1, message: "~tls is mitm, passthrough or none, not \"\(word)\"")
             }
             return .tls(mode)
-        case "device": return .device(try needs().0)
+        case "device": return .device(try pattern(needs()))
+        case "dns": return .dns
         case "since": return .since(try Self.time(needs(), now: now))
         case "until": return .until(try Self.time(needs(), now: now))
         case "": throw FilterError(position: start + 1, message: "~ needs a filter name (~d, ~u, ~c, ...)")

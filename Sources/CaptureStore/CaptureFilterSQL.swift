@@ -63,8 +63,9 @@ extension CaptureFilter {
         case let .source(pattern): return "busymate_match(\(pattern), client_address)"
         case let .destination(pattern): return "busymate_match(\(pattern), server_address)"
         case .websocket: return "coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0)"
-        // Marking and devices come with the web page and device capture: no row has either yet.
-        case .marked, .device: return "0"
+        case .marked: return "0"
+        case let .device(pattern): return "busymate_match(\(pattern), device)"
+        case .dns: return "scheme = 'dns'"
         case .replay: return "resent_from IS NOT NULL"
         case let .tls(mode): return "tls_mode = \(mode.rawValue)"
         case let .rule(pattern): return "busymate_match(\(pattern), rule)"

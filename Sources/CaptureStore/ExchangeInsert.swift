@@ -100,6 +100,8 @@ struct ExchangeInsert {
         bind(r.resentFrom)
         bind(r.rule)
         bind(r.imported)
+        bind(r.device)
+        bind(r.frontEnd)
         if code == SQLITE_OK { code = sqlite3_step(statement) }
         guard code == SQLITE_DONE else {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),

@@ -34,6 +34,7 @@ public enum ExchangeJSON {
             ("request_content_type", string(r.header("content-type", .request))),
             ("response_content_type", string(r.header("content-type", .response))),
             ("imported", string(r.imported)),
+            ("device", string(r.device)), ("front_end", string(r.frontEnd)),
         ]
     }
 

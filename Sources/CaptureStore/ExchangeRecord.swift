@@ -61,6 +61,10 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var rule: String?
     /// Not captured here: read from a HAR file of this name.
     public var imported: String?
+    /// The device that sent it: a named device, else the client's address.
+    public var device: String?
+    /// How it arrived: `proxy`, `transparent`, `port` (a device's port) or `dns`.
+    public var frontEnd: String?
 
     public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
@@ -93,7 +97,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
              storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported
+             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end"
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -140,6 +144,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         container["resent_from"] = resentFrom
         container["rule"] = rule
         container["imported"] = imported
+        container["device"] = device
+        container["front_end"] = frontEnd
     }
 
     /// One prepared statement for every insert (the writer's hot path).
@@ -150,8 +156,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           request_headers, response_headers, request_body_size, response_body_size, request_body,
           response_body, request_body_truncated, response_body_truncated, request_body_file,
           response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
-          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported, device, front_end
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

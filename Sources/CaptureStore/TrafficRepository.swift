@@ -235,3 +235,14 @@ public struct TrafficRepository: Sendable {
         }
     }
 }
+
+extension TrafficRepository {
+    /// Rows per device since `since` (the devices list's "today").
+    public func exchangesByDevice(since: Date) throws -> [String: Int] {
+        try database.pool.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT device, count(*) AS n FROM exchanges WHERE started_at >= ? AND device IS NOT NULL GROUP BY device",
+                                        arguments: [DatabaseDateText.string(since)])
+            return Dictionary(rows.compactMap { row in (row["device"] as String?).map { ($0, row["n"] as Int? ?? 0) } }, uniquingKeysWith: +)
+        }
+    }
+}

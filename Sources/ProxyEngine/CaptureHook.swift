@@ -10,6 +10,8 @@ import NIOHTTP1
 /// whole, a failed client handshake) is one row at once.
 struct CaptureHook: Sendable {
     let writer: any CaptureSink
+    /// The connection's device and front end, on each of its rows.
+    var peer = CapturePeer.unknown
 
     // MARK: HTTP exchanges
 
@@ -17,7 +19,7 @@ struct CaptureHook: Sendable {
     func exchange(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String, tlsMode: ExchangeRecord.TLSMode,
                   client: SocketAddress?, eventLoop: EventLoop) -> ExchangeCapture {
         ExchangeCapture(writer: writer, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: tlsMode, client: client,
-                        eventLoop: eventLoop)
+                        peer: peer, eventLoop: eventLoop)
     }
 
     /// A request the decoder refused before it parsed whole: `line` is its
@@ -42,6 +44,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: method, host: host, port: port, path: path,
                                     url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
         record.status = Int(status.code)
         record.reason = status.reasonPhrase
         record.endedAt = Date()
@@ -56,6 +59,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
                                     url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
         record.status = 408
         record.reason = "Request Timeout"
         record.endedAt = Date()
@@ -71,6 +75,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: target.host.lowercased(), port: target.port, path: "",
                                     url: target.description, tlsMode: .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
         record.sni = sni
         record.endedAt = Date()
         record.error = why
@@ -84,6 +89,7 @@ struct CaptureHook: Sendable {
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(ExchangeCapture.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
         return TunnelCapture(writer: writer, record: record)
     }
 }
@@ -120,4 +126,45 @@ struct TunnelCapture: Sendable {
         (closed.sni, closed.tlsVersion, closed.tlsCipher) = (hello.sni, hello.version, hello.cipher)
         writer.submit(closed)
     }
+}
+
+extension CaptureHook {
+    /// One DNS query the forwarder answered (or could not): a row of its
+    /// own kind (`scheme` dns, `method` DNS), so filters, the list and the
+    /// page show it beside the exchanges, as mitmproxy shows DNS flows.
+    func dnsQuery(_ query: DNSExchange) {
+        let name = query.name.lowercased()
+        var record = ExchangeRecord(startedAt: query.startedAt, scheme: "dns", method: "DNS", host: name, port: 53, path: "/\(query.type)",
+                                    url: "dns://\(name)/\(query.type)", tlsMode: .none)
+        record.httpVersion = query.transport
+        record.clientAddress = query.client.map(ExchangeCapture.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        record.serverAddress = query.server
+        record.requestHeaders = "[]"
+        record.endedAt = query.endedAt
+        if let rcode = query.rcode {
+            record.status = Int(rcode)
+            record.reason = DNSMessage.rcodeName(rcode)
+            record.responseHeaders = ExchangeRecord.encodeHeaders([("content-type", "text/plain; charset=utf-8")])
+            let body = Data(query.answers.joined(separator: "\n").utf8)
+            record.responseBody = body
+            record.responseBodySize = body.count
+        }
+        record.error = query.error
+        writer.submit(record)
+    }
+}
+
+/// What the DNS forwarder saw of one query.
+struct DNSExchange: Sendable {
+    var startedAt: Date
+    var endedAt: Date
+    var client: SocketAddress?
+    var server: String?
+    var name: String
+    var type: String
+    var transport: String
+    var rcode: UInt8?
+    var answers: [String]
+    var error: String?
 }

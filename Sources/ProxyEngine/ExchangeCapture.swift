@@ -14,7 +14,7 @@ struct ExchangeCapture: Sendable {
     private var responseBody: BodySink
 
     init(writer: any CaptureSink, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
-         tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, eventLoop: EventLoop) {
+         tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, peer: CapturePeer = .unknown, eventLoop: EventLoop) {
         self.writer = writer
         self.eventLoop = eventLoop
         let limit = writer.bodyMax
@@ -25,6 +25,7 @@ struct ExchangeCapture: Sendable {
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(Self.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
         writer.open?.opened(OpenExchangesFile.Entry(requestID: record.requestID, startedAt: record.startedAt, method: record.method,
                                                     url: record.url, client: record.clientAddress))
     }

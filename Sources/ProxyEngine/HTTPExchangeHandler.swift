@@ -35,6 +35,9 @@ final class HTTPExchangeHandler {
     var hooks: ExchangeHooks
     /// The SNI the client sent us (intercepted tunnels).
     var clientSNI: String?
+    /// A transparent connection's original destination address: every
+    /// request on it is dialled there, whatever its Host resolves to.
+    var pinnedAddress: String?
     private var pendingRead = false
     private var waitingForCapture = false
 
@@ -270,7 +273,8 @@ extension HTTPExchangeHandler {
         exchange.upstreamRequest = request
         current = exchange
         logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.request.target)"])
-        upstream.begin(request, override: hooks.plan.hostOverride, context: context)
+        // A transparent connection goes where its client was going (unless a rule moved it).
+        upstream.begin(request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil), context: context)
     }
 
     // MARK: actions

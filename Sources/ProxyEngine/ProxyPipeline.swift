@@ -53,6 +53,32 @@ final class ProxyPipeline {
         _ = try owner.installHTTP(route: .absoluteForm, position: .last)
     }
 
+    /// The transparent front end: the original destination comes from
+    /// conntrack, then the router peeks at the first bytes (TLS, HTTP or
+    /// anything else) and asks for the layer they need. A connection that
+    /// was not redirected (a client dialling the port itself) is closed.
+    static func startTransparent(_ channel: Channel, services: ProxyServices) -> EventLoopFuture<Void> {
+        OriginalDestination.read(channel).flatMapThrowing { original in
+            guard let original, let ip = original.ipAddress, let port = original.port else {
+                services.logger.notice("a connection to the transparent port that was not redirected; closed",
+                                       metadata: ["CLIENT": "\(channel.remoteAddress.map(ExchangeCapture.describe) ?? "?")"])
+                channel.close(promise: nil)
+                return
+            }
+            let owner = ProxyPipeline(channel: channel, services: services)
+            try channel.pipeline.syncOperations.addHandler(ConnectionCounter(stats: services.stats))
+            try channel.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: ProxyTarget(host: DeviceRegistry.normalized(ip), port: port)))
+        }
+    }
+
+    /// Plain HTTP arrived on a transparent connection: the HTTP layer in
+    /// place of the router, every request dialled to `original`.
+    func transparentHTTP(_ original: ProxyTarget, pinnedAddress: String, replacing router: some RemovableChannelHandler) throws {
+        let exchange = try installHTTP(route: .transparent(original), position: .after(router))
+        exchange.pinnedAddress = pinnedAddress
+        ops.removeHandler(router, promise: nil)
+    }
+
     /// Adds the HTTP layer at `position`; returns its exchange handler.
     @discardableResult
     func installHTTP(route: ForwardRoute, position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTPExchangeHandler {
@@ -130,7 +156,7 @@ final class ProxyPipeline {
     /// Glues the client to `peer` in place of the router, which hands over
     /// the bytes it held. `sniff` watches the hellos going past (capture).
     func passThrough(to peer: Channel, glue: (client: GlueHandler, server: GlueHandler), sniff: (client: TLSHelloSniffer, server: TLSHelloSniffer)?,
-                     replacing router: ConnectRouter) throws {
+                     replacing router: some RemovableChannelHandler) throws {
         removeKeptEncoder()
         if let sniff {
             try ops.addHandler(sniff.client, position: .after(router))
@@ -145,7 +171,8 @@ final class ProxyPipeline {
 
     /// The TLS interception layer with HTTP inside, in place of the router:
     /// the bytes it held (the ClientHello) go to TLS.
-    func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, replacing router: ConnectRouter) throws {
+    func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, pinnedAddress: String? = nil,
+                   replacing router: some RemovableChannelHandler) throws {
         removeKeptEncoder()
         let watcher = MITMHandler(target: target, services: services)
         let tls = NIOSSLServerHandler(context: serverContext)
@@ -153,6 +180,7 @@ final class ProxyPipeline {
         self.raw = raw
         try ops.addHandlers([raw, tls, watcher], position: .after(router))
         let exchange = try installHTTP(route: .intercepted(target, upstream), position: .after(watcher))
+        exchange.pinnedAddress = pinnedAddress
         let sniffer = TLSHelloSniffer(.client) { [weak exchange] hello in
             watcher.sni = hello.sni
             exchange?.clientSNI = hello.sni

@@ -9,8 +9,14 @@ import NIOPosix
 /// One listening socket being served, with what drains its connections.
 public struct ServingListener: Sendable {
     public let channel: Channel
-    /// A quiescing helper tracks exactly one server channel.
-    let quiesce: ServerQuiescingHelper
+    /// A quiescing helper tracks exactly one server channel (none for a
+    /// datagram socket: it has no connections to drain).
+    let quiesce: ServerQuiescingHelper?
+
+    public init(channel: Channel, quiesce: ServerQuiescingHelper?) {
+        self.channel = channel
+        self.quiesce = quiesce
+    }
 }
 
 /// The explicit proxy: serves listening sockets the supervisor bound and
@@ -26,6 +32,10 @@ public final class ProxyServer: Sendable {
     public let breakpoints: BreakpointController
     /// `settings.json`'s timeouts: each connection takes them as it opens.
     public let timeouts = LiveTimeouts()
+    /// Access, attribution and presence.
+    public let devices = DeviceRegistry()
+    /// Names the DNS forwarder learned, by address.
+    public let dnsNames = DNSNames()
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
@@ -38,8 +48,11 @@ public final class ProxyServer: Sendable {
 
     /// Starts accepting on `descriptor` (already bound and listening); NIO
     /// owns the descriptor from here on.
-    public func serve(descriptor: Int32) async throws -> ServingListener {
+    public func serve(descriptor: Int32, frontEnd: FrontEnd = .explicit) async throws -> ServingListener {
         let stats = self.stats
+        let devices = self.devices
+        let dnsNames = self.dnsNames
+        let listenerIsLoopback = ListenSocket.localAddress(descriptor).map { IPNetwork.isLoopback(Self.host(of: $0)) } ?? false
         let interception = self.interception
         let rules = self.rules
         let breakpoints = self.breakpoints
@@ -60,10 +73,20 @@ public final class ProxyServer: Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try ProxyPipeline.startExplicitProxy(channel, services: ProxyServices(
-                        stats: stats, interception: interception, rules: rules, breakpoints: breakpoints, capture: capture,
-                        timeouts: timeouts.current, logger: connectLogger))
+                // No open proxy: refused before a byte is read.
+                guard devices.admits(channel.remoteAddress, listenerIsLoopback: listenerIsLoopback) else {
+                    return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RefusedClient()) }
+                }
+                var services = ProxyServices(
+                    stats: stats, interception: interception, rules: rules, breakpoints: breakpoints, capture: capture,
+                    timeouts: timeouts.current, logger: connectLogger)
+                services.peer = devices.identify(channel.remoteAddress, frontEnd: frontEnd)
+                services.devices = devices
+                services.dnsNames = dnsNames
+                devices.touch(services.peer, address: channel.remoteAddress)
+                if frontEnd == .transparent { return ProxyPipeline.startTransparent(channel, services: services) }
+                return channel.eventLoop.makeCompletedFuture {
+                    try ProxyPipeline.startExplicitProxy(channel, services: services)
                 }
             }
             .withBoundSocket(descriptor)
@@ -90,11 +113,21 @@ public final class ProxyServer: Sendable {
         let loop = group.next()
         let connectionsDone = EventLoopFuture.andAllComplete(listeners.map { listener in
             let promise = loop.makePromise(of: Void.self)
-            listener.quiesce.initiateShutdown(promise: promise)
+            if let quiesce = listener.quiesce {
+                quiesce.initiateShutdown(promise: promise)
+            } else {
+                listener.channel.close(promise: promise)
+            }
             return promise.futureResult
         }, on: loop)
         for listener in listeners { try? await listener.channel.closeFuture.get() }
         return connectionsDone
+    }
+
+    /// `1.2.3.4` of `1.2.3.4:80`, `::1` of `[::1]:80`.
+    static func host(of bound: String) -> String {
+        if bound.hasPrefix("["), let close = bound.firstIndex(of: "]") { return String(bound[bound.index(after: bound.startIndex)..<close]) }
+        return bound.split(separator: ":").first.map(String.init) ?? bound
     }
 
     /// Waits for `connectionsDone`, at most `grace`.
@@ -117,6 +150,15 @@ public final class LiveTimeouts: Sendable {
     public init() {}
     public func apply(_ settings: AppSettings) { value.withLock { $0 = settings.timeouts } }
     var current: AppSettings.Timeouts { value.withLock { $0 } }
+}
+
+/// A client outside `access.allow`: closed as soon as it is registered,
+/// before a byte is read (closing inside the initializer would fail the
+/// registration and log an accept error).
+final class RefusedClient: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    func channelActive(context: ChannelHandlerContext) { context.close(promise: nil) }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
 /// Counts connections for `status`.

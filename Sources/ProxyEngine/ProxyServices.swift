@@ -13,7 +13,13 @@ struct ProxyServices: Sendable {
     let timeouts: AppSettings.Timeouts
     let logger: Logger
     /// Where rows are made (nil: capture off).
-    var captureHook: CaptureHook? { capture.map(CaptureHook.init(writer:)) }
+    var captureHook: CaptureHook? { capture.map { CaptureHook(writer: $0, peer: peer) } }
+    /// Who the client is (its device) and how it arrived.
+    var peer = CapturePeer.unknown
+    /// Presence and access (nil in handler tests).
+    var devices: DeviceRegistry?
+    /// Names learned from DNS answers, for connections with no SNI or Host.
+    var dnsNames: DNSNames?
     /// Where upstream connections come from: the network, or a test's stand-in.
     let connector: UpstreamConnector
 

@@ -8,6 +8,9 @@ enum ForwardRoute {
     case absoluteForm
     /// A decrypted CONNECT tunnel: origin-form requests to one host, over TLS.
     case intercepted(ProxyTarget, UpstreamTLS)
+    /// Plain HTTP redirected by nftables: origin-form requests whose Host
+    /// names the host (the original destination when there is none).
+    case transparent(ProxyTarget)
 
     var scheme: String {
         if case .intercepted = self { return "https" }
@@ -42,6 +45,15 @@ enum ForwardRoute {
             let rest = head.uri[schemeEnd.upperBound...]
             let path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
             return (target, path)
+        case let .transparent(original):
+            if !head.uri.hasPrefix("/"), let parsed = ProxyTarget.parseAbsoluteForm(head.uri) { return parsed }
+            guard head.uri.hasPrefix("/") || head.uri == "*" else { return nil }
+            let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "#")).map { String(head.uri[..<$0]) } ?? head.uri
+            // The port is where the client was going; Host names the host.
+            if let host = head.headers.first(name: "host"), let named = ProxyTarget.parseAuthority(Substring(host), defaultPort: original.port) {
+                return (named, path)
+            }
+            return (original, path)
         }
     }
 

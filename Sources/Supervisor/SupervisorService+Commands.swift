@@ -31,6 +31,7 @@ extension SupervisorService {
         // Capture off means the port is closed, not a silent backlog.
         for socket in listeners { close(socket.descriptor) }
         listeners = []
+        reconcileFirewall()
         logger.notice("tunnel stopped by request; the proxy port is closed")
         return .reply(ok: true, "tunnel stopped")
     }

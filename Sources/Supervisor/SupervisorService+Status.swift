@@ -45,11 +45,11 @@ extension SupervisorService {
             startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
             nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false,
             interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError, store: tunnelStatus?.store)
-        let listenerStatus = settings.listen.map { address in
-            ListenerStatus(address: address.description, bound: listeners.first { $0.name == address.description }?.bound,
-                           error: listenerErrors[address.description], warning: address.exposureWarning)
+        let listenerStatus = settings.wantedListeners.map { wanted in
+            ListenerStatus(address: wanted.name, bound: listeners.first { $0.name == wanted.name }?.bound,
+                           error: listenerErrors[wanted.name], warning: settings.exposureWarning(wanted.address))
         }
-        return StatusReport(
+        var report = StatusReport(
             group: paths.root.path, mode: settings.mode.rawValue,
             supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: applied.sha256),
             tunnel: tunnel, listeners: listenerStatus,
@@ -57,5 +57,20 @@ extension SupervisorService {
                       fingerprintSha256: ca.fingerprint, notAfter: ca.notAfter),
             settings: .init(path: paths.settings.path, valid: applied.error == nil, error: applied.error?.description, unknownKeys: applied.unknownKeys),
             counters: tunnelStatus?.counters ?? TrafficCounters())
+        report.network = networkStatus(tunnelStatus)
+        return report
+    }
+
+    func networkStatus(_ tunnelStatus: TunnelStatus?) -> NetworkStatus {
+        let presence = tunnelStatus?.network ?? NetworkPresence()
+        var warnings = settings.wantedListeners.compactMap { settings.exposureWarning($0.address) }
+        warnings = warnings.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
+        if settings.mode == .transparent, settings.transparent.interfaces.isEmpty {
+            warnings.append("transparent.interfaces is empty: only this machine's own traffic is captured (list the interfaces devices route through)")
+        }
+        if let error = firewall.error { warnings.append("the transparent rules: \(error)") }
+        return NetworkStatus(mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
+                             quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
+                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, warnings: warnings)
     }
 }

@@ -26,6 +26,8 @@ public actor SupervisorService {
     let notifier: Notifier?
     let logger = Logger(label: "busymate.supervisor")
     let settingsLogger = Logger(label: "busymate.settings")
+    let networkLogger = Logger(label: "busymate.supervisor")
+    var firewall = FirewallState()
     let startedAt = Date()
 
     var applied: AppliedSettings
@@ -74,27 +76,30 @@ public actor SupervisorService {
         }
         bindListeners()
         spawnTunnel()
+        // A table a crashed supervisor left goes (it comes back once the tunnel is ready).
+        reconcileFirewall()
     }
 
     func bindListeners() {
         let have = Set(listeners.map(\.name))
-        let want = settings.listen.map(\.description)
+        let wanted = settings.wantedListeners
+        let want = Set(wanted.map(\.name))
         for socket in listeners where !want.contains(socket.name) {
             close(socket.descriptor)
-            logger.info("closed a listener", metadata: ["LISTENER": "\(socket.bound)"])
+            logger.info("closed a listener", metadata: ["LISTENER": "\(socket.name)"])
         }
         listeners.removeAll { !want.contains($0.name) }
         listenerErrors = listenerErrors.filter { want.contains($0.key) }
-        for address in settings.listen where !have.contains(address.description) {
+        for listener in wanted where !have.contains(listener.name) {
             do {
-                let socket = try ListenSocket.bind(address)
+                let socket = try ListenSocket.bind(listener)
                 listeners.append(socket)
-                listenerErrors[address.description] = nil
-                logger.info("listening", metadata: ["LISTENER": "\(socket.bound)"])
-                if let warning = address.exposureWarning { logger.warning("open proxy: \(warning)", metadata: ["LISTENER": "\(socket.bound)"]) }
+                listenerErrors[listener.name] = nil
+                logger.info("listening", metadata: ["LISTENER": "\(listener.name)", "BOUND": "\(socket.bound)"])
+                if let warning = settings.exposureWarning(listener.address) { logger.warning("\(warning)", metadata: ["LISTENER": "\(socket.bound)"]) }
             } catch {
-                listenerErrors[address.description] = "\(error)"
-                logger.error("cannot listen", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
+                listenerErrors[listener.name] = "\(error)"
+                logger.error("cannot listen", metadata: ["LISTENER": "\(listener.name)", "ERROR": "\(error)"])
             }
         }
     }
@@ -125,6 +130,7 @@ public actor SupervisorService {
         }
         guard let ended = current, ended.pid == exit.pid else { return }
         current = nil
+        defer { reconcileFirewall() }
         lastExit = exit.description
         // A replacement that never took over: the tunnel it was to replace
         // still serves (it was not asked to drain), so it stays the current
@@ -201,6 +207,7 @@ public actor SupervisorService {
                 descriptors.forEach { close($0) }
             }
             logger.notice("adopted the running tunnel", metadata: ["TUNNEL_PID": "\(pid)", "LISTENERS": "\(names.joined(separator: ", "))"])
+            defer { reconcileFirewall() }
             watchAdopted(pid)
             reconcileListeners()
         } else {
@@ -276,6 +283,7 @@ public actor SupervisorService {
     }
 
     func tunnelBecameReady() {
+        reconcileFirewall()
         if !notifiedReady {
             notifiedReady = true
             Systemd.ready(status: pill())
@@ -304,10 +312,11 @@ public actor SupervisorService {
         guard applied.take(ticket) else { return }
         GroupDirectory.protectSettings(paths)
         if case let .applied(previous) = applied.apply(snapshot, logger: settingsLogger),
-           previous.listen != settings.listen, desired == .running {
+           previous.wantedListeners != settings.wantedListeners, desired == .running {
             bindListeners()
             reconcileListeners()
         }
+        reconcileFirewall()
         Systemd.status(pill())
     }
 
@@ -348,6 +357,8 @@ public actor SupervisorService {
             if listeners.count != before { reconcileListeners() }
         }
         handOver()
+        reconcileFirewall()
+        refreshQuicCount()
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
         if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,
@@ -366,6 +377,8 @@ public actor SupervisorService {
     func shutdown() async {
         shuttingDown = true
         Systemd.stopping()
+        // Traffic goes direct again before the tunnel stops taking it.
+        reconcileFirewall()
         pendingRestart?.cancel()
         var pids = Array(draining.keys)
         if let current { pids.append(current.pid) }

@@ -124,7 +124,10 @@ public enum TunnelMain {
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
         server.timeouts.apply(prepared.snapshot.settings ?? AppSettings())
-        let runtime = TunnelRuntime(paths: paths, server: server, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
+        let dns = DNSForwarder(group: group, capture: capture, devices: server.devices, names: server.dnsNames)
+        server.devices.apply(prepared.snapshot.settings ?? AppSettings())
+        dns.apply(prepared.snapshot.settings ?? AppSettings())
+        let runtime = TunnelRuntime(paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
                                     storeError: storeError)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
@@ -188,6 +191,7 @@ public enum TunnelMain {
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(500)) }
                 await runtime.attachIfNeeded()
                 await runtime.retrySettingsIfUnread()
+                await runtime.sweepPresence()
                 await runtime.publish()
                 // In case a breakpointContinue was lost (a full queue).
                 try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }

@@ -17,6 +17,8 @@ public actor TunnelRuntime {
 
     private let paths: GroupPaths
     private let server: ProxyServer
+    private let dns: DNSForwarder
+    private let devicesLogger = Logger(label: "busymate.devices")
     /// The server's capture writer (nil: capture off).
     private let capture: CaptureWriter?
     private let notifier: Notifier?
@@ -43,8 +45,9 @@ public actor TunnelRuntime {
     /// Why there is no store at all (it could not be opened).
     private let storeError: String?
 
-    init(paths: GroupPaths, server: ProxyServer, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
+    init(paths: GroupPaths, server: ProxyServer, dns: DNSForwarder, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
          storeError: String? = nil) {
+        self.dns = dns
         self.capture = capture
         self.paths = paths
         self.storeError = storeError
@@ -67,7 +70,7 @@ public actor TunnelRuntime {
                 try? await existing.serving.channel.close()
             }
             do {
-                let serving = try await server.serve(descriptor: socket.descriptor)
+                let serving = try await serveListener(socket)
                 listeners[socket.name] = Listener(socket: socket, serving: serving, identity: identity)
                 listenerErrors[socket.name] = nil
                 logger.info("serving", metadata: ["LISTENER": "\(socket.bound)"])
@@ -76,6 +79,20 @@ public actor TunnelRuntime {
                 listenerErrors[socket.name] = "\(error)"
                 logger.error("cannot serve a listener", metadata: ["LISTENER": "\(socket.name)", "ERROR": "\(error)"])
             }
+        }
+    }
+
+    /// Each socket as its name says: the proxy, the transparent front end,
+    /// a device's port, or the DNS forwarder.
+    private func serveListener(_ socket: ListenSocket) async throws -> ServingListener {
+        switch ListenerRole.parse(socket.name)?.role {
+        case .proxy?, nil: return try await server.serve(descriptor: socket.descriptor)
+        case .transparent?: return try await server.serve(descriptor: socket.descriptor, frontEnd: .transparent)
+        case let .device(name)?: return try await server.serve(descriptor: socket.descriptor, frontEnd: .device(name))
+        case .dnsUDP?: return ServingListener(channel: try await dns.serveUDP(descriptor: socket.descriptor), quiesce: nil)
+        case .dnsTCP?:
+            let (channel, quiesce) = try await dns.serveTCP(descriptor: socket.descriptor)
+            return ServingListener(channel: channel, quiesce: quiesce)
         }
     }
 
@@ -190,6 +207,8 @@ public actor TunnelRuntime {
             server.rules.apply(applied.settings)
             server.timeouts.apply(applied.settings)
             server.breakpoints.apply(applied.settings)
+            server.devices.apply(applied.settings)
+            dns.apply(applied.settings)
             capture?.apply(applied.settings)
         }
         await publish()
@@ -212,13 +231,27 @@ public actor TunnelRuntime {
 
     func status() -> TunnelStatus {
         let names = Set(listeners.keys).union(listenerErrors.keys).sorted()
-        return TunnelStatus(
+        var status = TunnelStatus(
             pid: getpid(), uid: getuid(), gid: getgid(), privileges: privileges, state: state, mode: applied.settings.mode.rawValue,
             startedAt: startedAt, updatedAt: Date(), settingsSha256: applied.sha256, settingsError: applied.error?.description,
             listeners: names.map { ListenerStatus(address: $0, bound: listeners[$0]?.socket.bound, error: listenerErrors[$0]) },
             counters: counters(), supervisorAttached: link != nil, lastError: server.interception.upstreamError,
             interception: server.interception.caError.map { "off: \($0)" } ?? "on",
             store: storeError ?? capture?.storeProblem ?? "ok")
+        let (devices, network) = server.devices.snapshot()
+        status.devices = devices
+        status.network = network
+        status.network?.dnsQueries = dns.queries
+        return status
+    }
+
+    /// Devices that came online or went offline: posted and logged.
+    func sweepPresence() {
+        for change in server.devices.sweep() {
+            notifier?.post(.devicePresenceChanged, payload: change.device)
+            devicesLogger.info(change.online ? "device online" : "device offline",
+                               metadata: ["DEVICE": "\(change.device)", "SOURCE": "\(change.source ?? "?")"])
+        }
     }
 
     /// Writes `status.json` when something a reader cares about changed,

@@ -1,0 +1,122 @@
+import Foundation
+
+/// The network part of the readiness card: the mode as configured and as
+/// traffic shows it, the transparent rules, and what was refused.
+public struct NetworkStatus: Codable, Sendable, Equatable {
+    public var mode: String
+    /// Reconciled as seed 004 reconciles VPN and PAC (`NetworkPresence.liveMode`).
+    public var liveMode: String
+    /// `installed`, `off`, or `error: …` (the nftables table).
+    public var rules: String
+    public var quicRejected: Int
+    /// Clients refused at accept (outside `access.allow`).
+    public var refused: Int
+    public var dnsQueries: Int
+    /// Both a proxy client and transparent traffic were seen in the idle window.
+    public var bothSeen: Bool
+    public var warnings: [String]
+
+    public init(mode: String, liveMode: String, rules: String, quicRejected: Int, refused: Int, dnsQueries: Int, bothSeen: Bool, warnings: [String]) {
+        self.mode = mode
+        self.liveMode = liveMode
+        self.rules = rules
+        self.quicRejected = quicRejected
+        self.refused = refused
+        self.dnsQueries = dnsQueries
+        self.bothSeen = bothSeen
+        self.warnings = warnings
+    }
+}
+
+/// One row of `busymate devices`: a named device or a client seen, with
+/// its readiness (seed 004's card, per device).
+public struct DeviceRow: Codable, Sendable, Equatable {
+    public var name: String
+    public var port: Int?
+    public var address: String?
+    public var online: Bool
+    public var lastSeen: Date?
+    /// `proxy`, `transparent` or `port`; nil until it sent traffic.
+    public var source: String?
+    public var exchangesToday: Int
+    /// The CA fetched from the onboarding listener by its address.
+    public var caDownloads: Int
+    public var named: Bool
+
+    public init(name: String, port: Int?, address: String?, online: Bool, lastSeen: Date?, source: String?, exchangesToday: Int, caDownloads: Int, named: Bool) {
+        self.name = name
+        self.port = port
+        self.address = address
+        self.online = online
+        self.lastSeen = lastSeen
+        self.source = source
+        self.exchangesToday = exchangesToday
+        self.caDownloads = caDownloads
+        self.named = named
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(port, forKey: .port)
+        try c.encode(address, forKey: .address)
+        try c.encode(online, forKey: .online)
+        try c.encode(lastSeen, forKey: .lastSeen)
+        try c.encode(source, forKey: .source)
+        try c.encode(exchangesToday, forKey: .exchangesToday)
+        try c.encode(caDownloads, forKey: .caDownloads)
+        try c.encode(named, forKey: .named)
+    }
+
+    /// The named devices, then every other client the tunnel saw.
+    public static func merge(settings: AppSettings, seen: [DevicePresence], onboarding: OnboardingLog?, exchangesToday: [String: Int]) -> [DeviceRow] {
+        var rows: [DeviceRow] = []
+        let byName = Dictionary(seen.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for device in settings.devices.list {
+            let presence = byName[device.name]
+            let address = device.address ?? presence?.address
+            rows.append(DeviceRow(name: device.name, port: device.port, address: address, online: presence?.online ?? false,
+                                  lastSeen: presence?.lastSeen, source: presence?.source, exchangesToday: exchangesToday[device.name] ?? 0,
+                                  caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, named: true))
+        }
+        let named = Set(settings.devices.list.map(\.name))
+        var listed = Set(rows.compactMap(\.address))
+        for presence in seen where !named.contains(presence.name) {
+            listed.insert(presence.address ?? presence.name)
+            rows.append(DeviceRow(name: presence.name, port: nil, address: presence.address, online: presence.online, lastSeen: presence.lastSeen,
+                                  source: presence.source, exchangesToday: exchangesToday[presence.name] ?? 0,
+                                  caDownloads: presence.address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, named: false))
+        }
+        // A device that fetched the CA but sent no traffic yet.
+        for (client, entry) in (onboarding?.clients ?? [:]).sorted(by: { $0.key < $1.key }) where !listed.contains(client) && entry.caDownloads > 0 {
+            rows.append(DeviceRow(name: client, port: nil, address: client, online: false, lastSeen: nil, source: nil, exchangesToday: 0,
+                                  caDownloads: entry.caDownloads, named: false))
+        }
+        return rows
+    }
+}
+
+/// What the onboarding listener served, per client address
+/// (`onboarding.json`, written by the web front).
+public struct OnboardingLog: Codable, Sendable, Equatable {
+    public struct Client: Codable, Sendable, Equatable {
+        public var caDownloads: Int
+        public var pacFetches: Int
+        public var lastAt: Date?
+        public init(caDownloads: Int = 0, pacFetches: Int = 0, lastAt: Date? = nil) {
+            self.caDownloads = caDownloads
+            self.pacFetches = pacFetches
+            self.lastAt = lastAt
+        }
+    }
+
+    public var clients: [String: Client]
+    public init(clients: [String: Client] = [:]) { self.clients = clients }
+
+    public func caDownloads(by address: String) -> Int { clients[address]?.caDownloads ?? 0 }
+
+    public static func read(_ url: URL) -> OnboardingLog? {
+        guard let data = try? GroupFileReader.read(url, limit: 4 << 20) else { return nil }
+        return try? StatusCoding.decoder.decode(OnboardingLog.self, from: data)
+    }
+}

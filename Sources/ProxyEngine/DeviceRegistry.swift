@@ -1,0 +1,174 @@
+import BusymateShared
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// Who may connect, who each client is, and which devices are online: the
+/// tunnel's view of devices (the seed's port pool, IP whitelist and
+/// per-device presence). Touched on the event loops; swept by the status
+/// tick, which posts and logs presence changes.
+public final class DeviceRegistry: Sendable {
+    public struct PresenceChange: Sendable, Equatable {
+        public var device: String
+        public var online: Bool
+        public var source: String?
+    }
+
+    private struct Seen {
+        var address: String
+        var source: String
+        var at: Double
+        var wall: Date
+        /// When transparent traffic last came from it: it outranks the
+        /// proxy, as the seed's VPN outranks PAC.
+        var transparentAt: Double?
+    }
+
+    private struct State {
+        var access = AppSettings.Access()
+        var byAddress: [String: String] = [:]
+        var ports: [String: Int] = [:]
+        var idle: Double = 90
+        var seen: [String: Seen] = [:]
+        var reportedOnline: Set<String> = []
+        var refused = 0
+        var lastRefusalLog: Double = -.infinity
+        var unsaidRefusals = 0
+        var ownAddresses: Set<String> = []
+        var ownAddressesAt: Double = -.infinity
+        var transparentSeenAt: Double?
+        var proxySeenAt: Double?
+    }
+
+    private let state = Mutex(State())
+    private let logger = Logger(label: "busymate.devices")
+    /// At most this many unnamed clients are remembered (the oldest go).
+    static let maxClients = 4_096
+
+    public init() {}
+
+    public func apply(_ settings: AppSettings) {
+        state.withLock { s in
+            s.access = settings.access
+            s.idle = settings.devices.idleSeconds
+            s.byAddress = [:]
+            s.ports = [:]
+            for device in settings.devices.list {
+                if let address = device.address { s.byAddress[Self.normalized(address)] = device.name }
+                if let port = device.port { s.ports[device.name] = port }
+            }
+        }
+    }
+
+    // MARK: access
+
+    /// Whether `remote` may use a listener bound on `local` (no open proxy):
+    /// a loopback listener takes only local clients anyway; any other takes
+    /// loopback, this machine's own addresses, `access.allow` and grants.
+    /// A refusal is counted and logged (at most once per 10 s).
+    func admits(_ remote: SocketAddress?, listenerIsLoopback: Bool, now: Double = monotonic()) -> Bool {
+        if listenerIsLoopback { return true }
+        guard let ip = remote?.ipAddress.map(Self.normalized) else { return false }
+        if IPNetwork.isLoopback(ip) { return true }
+        let (allowed, log): (Bool, Int?) = state.withLock { s in
+            if now - s.ownAddressesAt > 5 {
+                s.ownAddresses = Set(LoopGuard.localAddresses().map(Self.normalized))
+                s.ownAddressesAt = now
+            }
+            if s.ownAddresses.contains(ip) || s.access.admits(ip) { return (true, nil) }
+            s.refused += 1
+            guard now - s.lastRefusalLog >= 10 else {
+                s.unsaidRefusals += 1
+                return (false, nil)
+            }
+            let unsaid = s.unsaidRefusals
+            s.lastRefusalLog = now
+            s.unsaidRefusals = 0
+            return (false, unsaid)
+        }
+        if let unsaid = log {
+            var metadata: Logger.Metadata = ["CLIENT": "\(ip)"]
+            if unsaid > 0 { metadata["SINCE_LAST"] = "\(unsaid) more" }
+            logger.warning("refused a client outside access.allow (busymate allow IP lets it in)", metadata: metadata)
+        }
+        return allowed
+    }
+
+    public var refusedCount: Int { state.withLock { $0.refused } }
+
+    // MARK: attribution and presence
+
+    /// The device a client is: the port's device, a device named by this
+    /// address, or the address itself.
+    func identify(_ remote: SocketAddress?, frontEnd: FrontEnd) -> CapturePeer {
+        let ip = remote?.ipAddress.map(Self.normalized)
+        if case let .device(name) = frontEnd { return CapturePeer(device: name, frontEnd: frontEnd.name) }
+        guard let ip else { return CapturePeer(device: nil, frontEnd: frontEnd.name) }
+        let named = state.withLock { $0.byAddress[ip] }
+        return CapturePeer(device: named ?? ip, frontEnd: frontEnd.name)
+    }
+
+    /// Traffic arrived from `peer` (a connection, a request, a DNS query).
+    func touch(_ peer: CapturePeer, address: SocketAddress?, now: Double = monotonic()) {
+        guard let device = peer.device, let source = peer.frontEnd else { return }
+        let ip = address?.ipAddress.map(Self.normalized) ?? device
+        state.withLock { s in
+            if s.seen[device] == nil, s.seen.count >= Self.maxClients,
+               let oldest = s.seen.filter({ s.ports[$0.key] == nil }).min(by: { $0.value.at < $1.value.at })?.key {
+                s.seen[oldest] = nil
+                s.reportedOnline.remove(oldest)
+            }
+            var entry = s.seen[device] ?? Seen(address: ip, source: source, at: now, wall: Date())
+            entry.address = ip
+            entry.at = now
+            entry.wall = Date()
+            if source == "transparent" { entry.transparentAt = now }
+            // Transparent traffic within the window wins over the proxy's.
+            if source == "transparent" || entry.transparentAt.map({ now - $0 >= s.idle }) ?? true { entry.source = source }
+            s.seen[device] = entry
+            if source == "transparent" { s.transparentSeenAt = now } else { s.proxySeenAt = now }
+        }
+    }
+
+    /// Devices that came online or went offline since the last sweep.
+    public func sweep(now: Double = monotonic()) -> [PresenceChange] {
+        state.withLock { s in
+            var changes: [PresenceChange] = []
+            for (device, seen) in s.seen {
+                let online = now - seen.at < s.idle
+                if online, !s.reportedOnline.contains(device) {
+                    s.reportedOnline.insert(device)
+                    changes.append(PresenceChange(device: device, online: true, source: seen.source))
+                } else if !online, s.reportedOnline.contains(device) {
+                    s.reportedOnline.remove(device)
+                    changes.append(PresenceChange(device: device, online: false, source: seen.source))
+                }
+            }
+            return changes.sorted { $0.device < $1.device }
+        }
+    }
+
+    /// For `status.json`: every device seen, and the live mode as traffic shows it.
+    public func snapshot(now: Double = monotonic()) -> (devices: [DevicePresence], network: NetworkPresence) {
+        state.withLock { s in
+            let devices = s.seen.map { name, seen in
+                DevicePresence(name: name, address: seen.address, port: s.ports[name], source: seen.source, online: now - seen.at < s.idle, lastSeen: seen.wall)
+            }.sorted { $0.name < $1.name }
+            let transparent = s.transparentSeenAt.map { now - $0 < s.idle } ?? false
+            let proxy = s.proxySeenAt.map { now - $0 < s.idle } ?? false
+            return (devices, NetworkPresence(refused: s.refused, transparentTraffic: transparent, proxyTraffic: proxy))
+        }
+    }
+
+    /// `::ffff:10.0.0.1` (a v4 client of a dual-stack socket) is `10.0.0.1`.
+    static func normalized(_ ip: String) -> String {
+        ip.hasPrefix("::ffff:") && ip.utf8.contains(UInt8(ascii: ".")) ? String(ip.dropFirst(7)) : ip
+    }
+
+    public static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,101 @@
+import BusymateShared
+import Foundation
+import Logging
+
+/// Transparent mode's rules follow the tunnel: on while the mode is
+/// transparent and a tunnel serves, off otherwise (traffic then goes
+/// direct rather than into a port nobody accepts on), and a stale table
+/// from a crashed supervisor is replaced or removed at start.
+extension SupervisorService {
+    var firewallWanted: Bool {
+        guard settings.mode == .transparent, desired == .running, !shuttingDown, let tunnel = current else { return false }
+        // A replacement in standby: the old tunnel still serves.
+        return tunnel.state == .ready || (tunnel.state == .starting && !draining.isEmpty)
+    }
+
+    /// Whom the output rules leave alone: the children's uid.
+    var childrenUID: UInt32 {
+        guard getuid() == 0, let entry = getpwnam(launcher.identity.user) else { return getuid() }
+        return entry.pointee.pw_uid
+    }
+
+    func reconcileFirewall() {
+        if firewallWanted {
+            let script = Firewall.script(settings, tunnelUID: childrenUID)
+            guard script != firewall.installed else { return }
+            foldQuicCount()
+            do {
+                try Firewall.install(script)
+                firewall.installed = script
+                firewall.stale = false
+                firewall.error = nil
+                networkLogger.notice("transparent mode: nftables rules installed (table inet \(Firewall.table))",
+                                     metadata: ["PORTS": "\(settings.transparent.ports)", "INTERFACES": "\(settings.transparent.interfaces)"])
+                notifier?.post(.modeDidChange, payload: "transparent")
+            } catch {
+                firewall.installed = nil
+                if firewall.error != error.description {
+                    networkLogger.error("cannot install the transparent rules", metadata: ["ERROR": "\(error)"])
+                }
+                firewall.error = error.description
+            }
+        } else if firewall.installed != nil || firewall.stale {
+            foldQuicCount()
+            do {
+                try Firewall.remove()
+                if firewall.installed != nil {
+                    networkLogger.notice("transparent rules removed", metadata: ["WHY": "\(firewallOffReason)"])
+                    notifier?.post(.modeDidChange, payload: settings.mode.rawValue)
+                }
+                firewall.installed = nil
+                firewall.stale = false
+                firewall.error = nil
+            } catch {
+                if firewall.error != error.description {
+                    networkLogger.error("cannot remove the transparent rules", metadata: ["ERROR": "\(error)"])
+                }
+                firewall.error = error.description
+            }
+        }
+    }
+
+    private var firewallOffReason: String {
+        if shuttingDown { return "stopping" }
+        if settings.mode != .transparent { return "mode is \(settings.mode.rawValue)" }
+        if desired == .stopped { return "the tunnel was stopped" }
+        return "no tunnel is serving"
+    }
+
+    /// The QUIC counter restarts with each table: add what it had.
+    func foldQuicCount() {
+        guard firewall.installed != nil, let packets = Firewall.quicPackets() else { return }
+        firewall.quicBase += packets
+        firewall.quicLast = 0
+    }
+
+    /// Read at most every two seconds (status asks often).
+    func refreshQuicCount() {
+        guard firewall.installed != nil, Date().timeIntervalSince(firewall.quicReadAt) >= 2 else { return }
+        firewall.quicReadAt = Date()
+        if let packets = Firewall.quicPackets() { firewall.quicLast = packets }
+    }
+
+    var quicRejected: Int { firewall.quicBase + firewall.quicLast }
+
+    var rulesState: String {
+        if let error = firewall.error { return "error: \(error)" }
+        return firewall.installed != nil ? "installed" : "off"
+    }
+}
+
+/// What the supervisor knows of its nftables table.
+struct FirewallState {
+    /// The script in force (nil: none of ours).
+    var installed: String?
+    /// A table may be left from before this supervisor (removed unless wanted).
+    var stale = true
+    var error: String?
+    var quicBase = 0
+    var quicLast = 0
+    var quicReadAt = Date.distantPast
+}
