@@ -17,7 +17,7 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         let paths = options.paths
-        let report: StatusReport
+        var report: StatusReport
         do {
             guard let r = try ControlClient.request(ControlMessage(.status), paths: paths).report else { throw CLIError(description: "no report") }
             report = r
@@ -26,6 +26,7 @@ struct Status: AsyncParsableCommand {
         }
         // Only a store the tunnel has opened (and so created): opening one it
         // is creating raced its first statements under load.
+        report.devices = DeviceRows.read(paths)
         let pinned = report.tunnel.store == "ok" ? Self.pinned(paths) : []
         let settings = SettingsFile.read(paths.settings).settings
         let problems = report.problems
@@ -105,9 +106,29 @@ struct Status: AsyncParsableCommand {
             if let error = web.error { line += " (cannot listen on \(web.listen): \(error))" }
             lines.append("\(mark(web.state == .ready || web.state == .stopped)) \(line)")
         }
+        if let onboarding = r.web?.onboarding {
+            let ok = onboarding.bound != nil && onboarding.error == nil
+            lines.append("\(mark(ok)) onboarding   \(onboarding.bound.map { "http://\($0)/ (/proxy.pac, /ca.pem, /ca.der)" } ?? onboarding.listen)\(onboarding.error.map { " (cannot listen: \($0))" } ?? "")")
+        }
         for l in r.listeners {
             lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")
-            if let warning = l.warning { lines.append("⚠ open proxy   \(warning)") }
+        }
+        if let network = r.network {
+            var line = "network      mode \(network.mode) · live \(network.liveMode)\(network.bothSeen ? " (proxy clients too)" : "")"
+            if network.mode == "transparent" || network.rules != "off" { line += " · rules \(network.rules)" }
+            if network.quicRejected > 0 { line += " · \(network.quicRejected) QUIC rejected" }
+            if network.dnsQueries > 0 { line += " · \(network.dnsQueries) DNS queries" }
+            if network.refused > 0 { line += " · \(network.refused) refused (not in access.allow)" }
+            lines.append("\(mark(!network.rules.hasPrefix("error"))) \(line)")
+            for warning in network.warnings { lines.append("⚠ exposed      \(warning)") }
+        }
+        for device in r.devices ?? [] {
+            // Seed 004's readiness card, per device.
+            var steps = [device.named ? (device.port.map { "port \($0)" } ?? "by address") : "seen"]
+            steps.append(device.caDownloads > 0 ? "CA downloaded" : "CA not downloaded")
+            steps.append(device.lastSeen != nil ? "traffic seen (\(device.source ?? "?"))" : "no traffic yet")
+            steps.append(device.online ? "online" : "offline")
+            lines.append("\(mark(device.online)) device       \(device.name)\(device.address.map { $0 != device.name ? " (\($0))" : "" } ?? ""): \(steps.joined(separator: " · "))")
         }
         lines.append("\(mark(r.ca.present && r.ca.error == nil)) CA           \(r.ca.present ? "present" : "missing")\(r.ca.error.map { " (\($0))" } ?? "")")
         lines.append("\(mark(r.ca.trusted)) CA trust     \(r.ca.trusted ? "in the system trust store" : "not in the system trust store")")

@@ -127,6 +127,18 @@ public struct StatusReport: Codable, Sendable {
     }
 
     /// The web front (`busymate-web`), kept like the tunnel.
+    /// The onboarding listener (`onboarding.listen`), served by the web front.
+    public struct Onboarding: Codable, Sendable {
+        public var listen: String
+        public var bound: String?
+        public var error: String?
+        public init(listen: String, bound: String?, error: String?) {
+            self.listen = listen
+            self.bound = bound
+            self.error = error
+        }
+    }
+
     public struct Web: Codable, Sendable {
         public var state: TunnelState
         public var pid: Int32?
@@ -136,6 +148,7 @@ public struct StatusReport: Codable, Sendable {
         public var restarts: Int
         public var lastExit: String?
         public var adopted: Bool
+        public var onboarding: Onboarding?
         public init(state: TunnelState, pid: Int32?, listen: String, bound: String?, error: String?, restarts: Int, lastExit: String?, adopted: Bool) {
             self.state = state
             self.pid = pid
@@ -156,6 +169,7 @@ public struct StatusReport: Codable, Sendable {
             try c.encode(restarts, forKey: .restarts)
             try c.encode(lastExit, forKey: .lastExit)
             try c.encode(adopted, forKey: .adopted)
+            try c.encode(onboarding, forKey: .onboarding)
         }
     }
 

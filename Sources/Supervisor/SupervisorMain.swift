@@ -55,7 +55,8 @@ public enum SupervisorMain {
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
                                         notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
         let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: tunnelIdentity),
-                            address: (snapshot.settings ?? AppSettings()).webListen, maxBackoff: restartBackoffMax) { summary in
+                            address: (snapshot.settings ?? AppSettings()).webListen, onboarding: snapshot.settings?.onboardingListen,
+                            maxBackoff: restartBackoffMax) { summary in
             await service.setWebSummary(summary)
         }
         let reload: @Sendable () async -> Void = {

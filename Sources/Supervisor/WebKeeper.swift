@@ -29,6 +29,10 @@ actor WebKeeper {
     var address: ListenAddress
     var socket: ListenSocket?
     var bindError: String?
+    /// `onboarding.listen`: the device pages, served by the same child.
+    var onboardingAddress: ListenAddress?
+    var onboardingSocket: ListenSocket?
+    var onboardingError: String?
     var current: Child?
     /// Replaced children, stopped once their successor serves.
     var retiring: [Int32: Child] = [:]
@@ -42,11 +46,12 @@ actor WebKeeper {
     var started = false
     var pingSeq = 0
 
-    init(paths: GroupPaths, launcher: TunnelLauncher, address: ListenAddress, maxBackoff: Double = 30,
+    init(paths: GroupPaths, launcher: TunnelLauncher, address: ListenAddress, onboarding: ListenAddress? = nil, maxBackoff: Double = 30,
          summaryChanged: @escaping @Sendable (String) async -> Void = { _ in }) {
         self.paths = paths
         self.launcher = launcher
         self.address = address
+        onboardingAddress = onboarding
         backoff = RestartBackoff(max: maxBackoff)
         self.summaryChanged = summaryChanged
     }
@@ -71,6 +76,7 @@ actor WebKeeper {
     }
 
     func bind() {
+        bindOnboarding()
         guard socket == nil else { return }
         do {
             let bound = try ListenSocket.bind(address, backlog: 256)
@@ -91,6 +97,29 @@ actor WebKeeper {
     func closeSocket() {
         if let socket { close(socket.descriptor) }
         socket = nil
+        closeOnboarding()
+    }
+
+    private var onboardingName: String? { onboardingAddress.map { "onboarding@\($0)" } }
+
+    func bindOnboarding() {
+        guard onboardingSocket == nil, let address = onboardingAddress, let name = onboardingName else { return }
+        do {
+            let bound = try ListenSocket.bind(address, backlog: 256)
+            onboardingSocket = ListenSocket(name: name, descriptor: bound.descriptor, bound: bound.bound)
+            onboardingError = nil
+            logger.info("listening for device onboarding (/proxy.pac, /ca.pem, /ca.der; no token)", metadata: ["LISTENER": "\(bound.bound)"])
+        } catch {
+            if onboardingError != "\(error)" {
+                logger.error("cannot listen for device onboarding", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
+            }
+            onboardingError = "\(error)"
+        }
+    }
+
+    func closeOnboarding() {
+        if let onboardingSocket { close(onboardingSocket.descriptor) }
+        onboardingSocket = nil
     }
 
     func spawn() {
@@ -103,7 +132,7 @@ actor WebKeeper {
             logger.error("cannot write the web token", metadata: ["ERROR": "\(error)"])
         }
         do {
-            let pid = try launcher.spawn(listeners: [socket]) { [weak self] exit in
+            let pid = try launcher.spawn(listeners: [socket] + (onboardingSocket.map { [$0] } ?? [])) { [weak self] exit in
                 Task { await self?.exited(exit) }
             }
             if var old = current {
@@ -190,12 +219,17 @@ actor WebKeeper {
             child.ready = true
             child.link = peer.connection
             current = child
-            if socket == nil, let fd = descriptors.first, let name = hello.listeners?.first, name == address.description {
-                socket = ListenSocket(name: name, descriptor: fd, bound: ListenSocket.localAddress(fd) ?? name)
-                descriptors.dropFirst().forEach { close($0) }
-            } else {
-                descriptors.forEach { close($0) }
+            let names = hello.listeners ?? []
+            for (name, fd) in zip(names, descriptors) {
+                if socket == nil, name == address.description {
+                    socket = ListenSocket(name: name, descriptor: fd, bound: ListenSocket.localAddress(fd) ?? name)
+                } else if onboardingSocket == nil, name == onboardingName {
+                    onboardingSocket = ListenSocket(name: name, descriptor: fd, bound: ListenSocket.localAddress(fd) ?? name)
+                } else {
+                    close(fd)
+                }
             }
+            descriptors.dropFirst(names.count).forEach { close($0) }
             logger.notice("adopted the running web front", metadata: ["WEB_PID": "\(pid)"])
             watchAdopted(pid)
         } else {
@@ -212,7 +246,8 @@ actor WebKeeper {
     private func isAdoptable(_ peer: ControlServer.Peer, hello: ControlMessage) -> Bool {
         let pid = peer.credentials.pid
         let uid = geteuid() == 0 ? PrivilegeDrop.lookupUser(launcher.identity.user) : geteuid()
-        return peer.credentials.uid == uid && hello.listeners == [address.description]
+        return peer.credentials.uid == uid && hello.listeners?.first == address.description
+            && (hello.listeners ?? []).dropFirst().allSatisfy { $0 == onboardingName }
             && ProcessProbe.isChild(pid, named: "busymate-web", servingGroup: paths.root.path)
     }
 
@@ -280,6 +315,18 @@ actor WebKeeper {
 
     /// `web.listen` changed: a new socket, and a child serving it.
     func apply(_ settings: AppSettings) {
+        if settings.onboardingListen != onboardingAddress {
+            logger.info("onboarding.listen changed", metadata: ["FROM": "\(onboardingAddress.map(\.description) ?? "off")", "TO": "\(settings.onboardingListen.map(\.description) ?? "off")"])
+            onboardingAddress = settings.onboardingListen
+            closeOnboarding()
+            onboardingError = nil
+            if settings.webListen == address, desired == .running {
+                bindOnboarding()
+                // The child takes its sockets at start: a new one serves the new set.
+                spawn()
+                return
+            }
+        }
         guard settings.webListen != address else { return }
         logger.info("web.listen changed", metadata: ["FROM": "\(address)", "TO": "\(settings.webListen)"])
         address = settings.webListen
@@ -298,6 +345,10 @@ actor WebKeeper {
             bind()
             // Bound at last (after a web.listen change, say): a child to serve it.
             if socket != nil, pendingRestart == nil { spawn() }
+        } else if desired == .running, onboardingAddress != nil, onboardingSocket == nil {
+            // The onboarding address was busy or not there yet (a LAN address comes up late).
+            bindOnboarding()
+            if onboardingSocket != nil, pendingRestart == nil { spawn() }
         }
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
@@ -323,8 +374,10 @@ actor WebKeeper {
     }
 
     func report() -> StatusReport.Web {
-        StatusReport.Web(state: state, pid: current?.pid, listen: address.description, bound: socket?.bound, error: bindError,
-                         restarts: restarts, lastExit: lastExit, adopted: current?.adopted ?? false)
+        var web = StatusReport.Web(state: state, pid: current?.pid, listen: address.description, bound: socket?.bound, error: bindError,
+                                   restarts: restarts, lastExit: lastExit, adopted: current?.adopted ?? false)
+        web.onboarding = onboardingAddress.map { StatusReport.Onboarding(listen: $0.description, bound: onboardingSocket?.bound, error: onboardingError) }
+        return web
     }
 
     /// For the STATUS= line.

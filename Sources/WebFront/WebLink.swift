@@ -7,13 +7,13 @@ import Logging
 /// answers pings, and attaches again to whichever supervisor runs next.
 actor WebLink {
     private let paths: GroupPaths
-    private let listener: ListenSocket
+    private let listeners: [ListenSocket]
     private var link: LinkConnection?
     private let logger = Logger(label: "busymate.ipc")
 
-    init(paths: GroupPaths, listener: ListenSocket) {
+    init(paths: GroupPaths, listeners: [ListenSocket]) {
         self.paths = paths
-        self.listener = listener
+        self.listeners = listeners
     }
 
     func attachIfNeeded() {
@@ -21,8 +21,8 @@ actor WebLink {
         let connection: LinkConnection
         do {
             connection = LinkConnection(socket: try UnixSocket.connect(path: paths.controlSocket.path))
-            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: [listener.name], state: .ready, role: "web"),
-                                descriptors: [listener.descriptor])
+            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: listeners.map(\.name), state: .ready, role: "web"),
+                                descriptors: listeners.map(\.descriptor))
         } catch {
             logger.debug("supervisor not reachable yet", metadata: ["ERROR": "\(error)"])
             return

@@ -10,9 +10,14 @@ public enum WebMain {
     public struct Prepared: Sendable {
         let paths: GroupPaths
         let listener: ListenSocket
+        /// The onboarding pages' socket (`onboarding.listen`), when set.
+        let onboarding: ListenSocket?
         let token: String
         let supervised: Bool
     }
+
+    /// The onboarding socket's name: `onboarding@host:port`.
+    public static let onboardingPrefix = "onboarding@"
 
     public struct ExitCode: Error, Sendable {
         public let code: Int32
@@ -27,7 +32,9 @@ public enum WebMain {
         let logger = Logger(label: "busymate.web")
         signal(SIGPIPE, SIG_IGN)
         let supervised = ProcessInfo.processInfo.environment["BUSYMATE_SUPERVISED"] == "1"
-        var listener = InheritedListeners.take().first
+        let inherited = InheritedListeners.take()
+        var listener = inherited.first { !$0.name.hasPrefix(WebMain.onboardingPrefix) }
+        let onboarding = inherited.first { $0.name.hasPrefix(WebMain.onboardingPrefix) }
         if listener == nil && !supervised {
             logger.notice("no listener handed over: running standalone and binding web.listen itself")
             do {
@@ -56,7 +63,7 @@ public enum WebMain {
             logger.critical("no web token: \(paths.webToken.path) is missing or not one (busymate-app writes it at start)")
             return .failure(ExitCode(code: TunnelExitStatus.cannotStart))
         }
-        return .success(Prepared(paths: paths, listener: listener, token: token, supervised: supervised))
+        return .success(Prepared(paths: paths, listener: listener, onboarding: onboarding, token: token, supervised: supervised))
     }
 
     public static func run(_ prepared: Prepared) async -> Int32 {
@@ -65,7 +72,7 @@ public enum WebMain {
         let app = WebApp(paths: paths, token: prepared.token)
         let responder = app.router().buildResponder()
         let notifier = try? Notifier(paths: paths, role: "web")
-        let link = WebLink(paths: paths, listener: prepared.listener)
+        let link = WebLink(paths: paths, listeners: [prepared.listener] + (prepared.onboarding.map { [$0] } ?? []))
         if prepared.supervised { await link.attachIfNeeded() }
         logger.info("serving the web page", metadata: ["LISTENER": "\(prepared.listener.bound)"])
 
@@ -89,6 +96,16 @@ public enum WebMain {
                 await app.feed.poll()
             }
         })
+        if let onboarding = prepared.onboarding {
+            logger.info("serving the onboarding pages", metadata: ["LISTENER": "\(onboarding.bound)"])
+            jobs.append(DaemonJob("onboarding server") {
+                do {
+                    try await WebServer.serveOnboarding(descriptor: onboarding.descriptor, paths: paths, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+                } catch {
+                    logger.error("the onboarding server stopped", metadata: ["ERROR": "\(error)"])
+                }
+            })
+        }
         jobs.append(DaemonJob("web server", endsDaemon: true) {
             do {
                 try await WebServer.serve(descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton,

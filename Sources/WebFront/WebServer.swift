@@ -1,3 +1,4 @@
+import BusymateShared
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -38,6 +39,14 @@ public enum WebServer {
             configuration: .init(http1: .init(idleTimeout: .seconds(75)),
                                  // Pings keep a quiet page's socket under the silence limit below.
                                  ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(20)))))
+        try await serve(descriptor: descriptor, childChannel: channel, group: group, logger: logger, onShutdown: onShutdown)
+    }
+
+    /// Serves `childChannel` (an HTTP/1 channel, with or without the
+    /// WebSocket upgrade) on a handed-over listening socket until graceful
+    /// shutdown; shared by the page and the onboarding listener.
+    static func serve<Child: ServerChildChannel>(descriptor: Int32, childChannel channel: Child, group: any EventLoopGroup, logger: Logger,
+                                                 onShutdown: @escaping @Sendable () async -> Void) async throws {
         // What clients get wrong is theirs, not this log's: Hummingbird logs a
         // bad request or a dropped upgrade at error level, once per connection.
         let connectionLogger = { var quiet = logger; quiet.logLevel = .critical; return quiet }()
@@ -130,4 +139,24 @@ final class ConnectionCount: Sendable {
     }
 
     func leave() { count.withLock { $0 -= 1 } }
+}
+
+extension WebServer {
+    /// The onboarding listener: plain HTTP/1.1, its own routes, no token.
+    public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, group: any EventLoopGroup, logger: Logger) async throws {
+        let responder = OnboardingRoutes(paths: paths, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
+        let channel = HTTP1Channel(responder: { request, writer, channel in
+            let context = OnboardingContext(source: .init(channel: channel, logger: logger))
+            let response: Response
+            do {
+                response = try await responder.respond(to: request, context: context)
+            } catch let error as any HTTPResponseError {
+                response = try error.response(from: request, context: context)
+            } catch {
+                response = OnboardingRoutes.response(.internalServerError, type: "text/plain; charset=utf-8", body: Data("\(error)\n".utf8))
+            }
+            try await writer.write(response: response.head, body: response.body)
+        }, configuration: .init(idleTimeout: .seconds(30)))
+        try await serve(descriptor: descriptor, childChannel: channel, group: group, logger: logger) {}
+    }
 }

@@ -1,0 +1,91 @@
+import BusymateShared
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The onboarding listener's pages: what a device needs to use the proxy
+/// (the seed's PAC mode) and to trust the CA. No token is asked here and
+/// nothing else is served: not the page, not the API.
+struct OnboardingRoutes {
+    let paths: GroupPaths
+    let log: OnboardingLogWriter
+
+    func router() -> Router<OnboardingContext> {
+        let router = Router(context: OnboardingContext.self)
+        router.get("/proxy.pac") { _, context in
+            let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
+            let proxy = Self.proxy(for: context.localAddress, in: settings)
+            if let client = Self.clientIP(context) { await log.count(.pac, by: client) }
+            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context)).utf8))
+        }
+        router.get("/ca.pem") { _, context in try await ca(paths.caPEM, name: "busymate-ca.pem", context: context) }
+        router.get("/ca.der") { _, context in try await ca(paths.caDER, name: "busymate-ca.der", context: context) }
+        router.get("/") { _, context in
+            let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
+            let reached = context.localAddress.map(Self.authority) ?? "this-machine"
+            let page = OnboardingPage.html(pacURL: "http://\(reached)/proxy.pac", caURL: "http://\(reached)/ca.pem",
+                                           proxy: Self.proxy(for: context.localAddress, in: settings), transparent: settings.mode == .transparent)
+            return Self.response(.ok, type: "text/html; charset=utf-8", body: Data(page.utf8))
+        }
+        return router
+    }
+
+    private func ca(_ file: URL, name: String, context: OnboardingContext) async throws -> Response {
+        guard let data = try? GroupFileReader.read(file, limit: 1 << 20) else {
+            return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data("the CA is not there yet\n".utf8))
+        }
+        if let client = Self.clientIP(context) { await log.count(.ca, by: client) }
+        var response = Self.response(.ok, type: "application/x-x509-ca-cert", body: data)
+        response.headers[.contentDisposition] = "attachment; filename=\"\(name)\""
+        return response
+    }
+
+    /// The proxy listener a device that reached `local` can use: one on
+    /// that very address, else a wildcard one (with the address reached).
+    static func proxy(for local: SocketAddress?, in settings: AppSettings) -> String? {
+        guard let ip = local?.ipAddress else { return nil }
+        let host = ip.hasPrefix("::ffff:") && ip.contains(".") ? String(ip.dropFirst(7)) : ip
+        let shown = { (port: Int) in host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        if let exact = settings.listen.first(where: { $0.host == host }) { return shown(exact.port) }
+        let v6 = host.contains(":")
+        if let wildcard = settings.listen.first(where: { $0.host == (v6 ? "::" : "0.0.0.0") }) { return shown(wildcard.port) }
+        return nil
+    }
+
+    /// A PAC file: the proxy, falling back to going direct if it is down
+    /// (a phone should not lose the network because the appliance did).
+    static func pac(proxy: String?, for client: String?) -> String {
+        let route = proxy.map { "PROXY \($0); DIRECT" } ?? "DIRECT"
+        return """
+            // Busymate proxy auto-configuration\(client.map { " (served to \($0))" } ?? "")
+            // \(proxy == nil ? "No proxy listener is reachable at this address: add one to proxy.listen." : "Everything but local names goes through the proxy.")
+            function FindProxyForURL(url, host) {
+              if (isPlainHostName(host) || host === "localhost" || host === "127.0.0.1" || host === "[::1]") return "DIRECT";
+              return "\(route)";
+            }
+
+            """
+    }
+
+    static func authority(_ address: SocketAddress) -> String {
+        guard let ip = address.ipAddress, let port = address.port else { return "this-machine" }
+        let host = ip.hasPrefix("::ffff:") && ip.contains(".") ? String(ip.dropFirst(7)) : ip
+        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    static func clientIP(_ context: OnboardingContext) -> String? {
+        guard let ip = context.remoteAddress?.ipAddress else { return nil }
+        return ip.hasPrefix("::ffff:") && ip.contains(".") ? String(ip.dropFirst(7)) : ip
+    }
+
+    static func response(_ status: HTTPResponse.Status, type: String, body: Data) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = type
+        headers[.cacheControl] = "no-store"
+        headers[.xContentTypeOptions] = "nosniff"
+        headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
+        headers[.referrerPolicy] = "no-referrer"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
