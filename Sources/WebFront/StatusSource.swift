@@ -17,16 +17,24 @@ public struct StatusSource: Sendable {
     public static func supervisor(_ paths: GroupPaths, reader: CaptureReader) -> StatusSource {
         // Counting a million rows takes tens of milliseconds: once in five seconds.
         let counted = Mutex<(count: Int, at: Date)?>(nil)
+        let perDevice = Mutex<(counts: [String: Int], at: Date)?>(nil)
         return StatusSource {
-            let report = (try? await NIOThreadPool.singleton.runIfActive { try request(paths) }) ?? StatusReport.offline(paths)
+            var report = (try? await NIOThreadPool.singleton.runIfActive { try request(paths) }) ?? StatusReport.offline(paths)
             let settings = SettingsFile.read(paths.settings).settings
             let ttl = settings?.pinTTL ?? AppSettings().pinTTL
             let store = try? await reader.read { repos in
                 let known = counted.withLock { c in c.flatMap { Date().timeIntervalSince($0.at) < 5 ? $0.count : nil } }
                 let count = try known ?? repos.traffic.count()
                 if known == nil { counted.withLock { $0 = (count, Date()) } }
-                return (last: try repos.traffic.lastID(), count: count, pinned: try repos.pinned.all().filter { $0.lastSeen.addingTimeInterval(ttl) > Date() })
+                let knownDevices = perDevice.withLock { c in c.flatMap { Date().timeIntervalSince($0.at) < 5 ? $0.counts : nil } }
+                let devices = try knownDevices ?? repos.traffic.exchangesByDevice(since: Calendar.current.startOfDay(for: Date()))
+                if knownDevices == nil { perDevice.withLock { $0 = (devices, Date()) } }
+                return (last: try repos.traffic.lastID(), count: count, pinned: try repos.pinned.all().filter { $0.lastSeen.addingTimeInterval(ttl) > Date() },
+                        devices: devices)
             }
+            // The devices view: named ones and every client seen, with presence (seed 004's card per device).
+            report.devices = DeviceRow.merge(settings: settings ?? AppSettings(), seen: TunnelStatus.read(paths.status)?.devices ?? [],
+                                             onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: store?.devices ?? [:])
             guard let encoded = try? StatusCoding.encoder.encode(report), case let .object(members)? = try? JSONParser.parse(Array(encoded)).value else {
                 return nil
             }
