@@ -14,7 +14,7 @@ BUILD_BIN = .build/$(CONFIG)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-web test-faults systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults test-devices systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -35,6 +35,7 @@ test: build
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
 	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
 	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
+	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/systemd/run.sh
 
 # The web page in a real Chromium alone (root; about a minute): screenshots
@@ -49,6 +50,13 @@ test-web: build
 test-faults: build
 	@scripts/install-deps.sh --test
 	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
+
+# Devices on the network alone (root; about 20 s): transparent gateway and
+# output capture, DNS, QUIC, the nftables table's life, onboarding, device
+# ports and presence, access control, IPv6, in network namespaces it makes.
+test-devices: build
+	@scripts/install-deps.sh --test
+	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
 
 systemd-test: build
 	tests/systemd/run.sh

@@ -2,12 +2,13 @@
 # Installs what building and running Busymate needs, only what is missing,
 # and only as root; otherwise says what to install.
 set -euo pipefail
-packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl)
+packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl nftables)
 # The tests also use ip(8), for a network namespace of their own, openssl(1)
 # for certificates of their own, prlimit, setpriv and mount (util-linux)
 # for the hostile-client and fault suites, and Chromium with its driver for
-# the web page; the benchmark's origin is nginx.
-[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver)
+# the web page, dig(1) for the DNS forwarder; the benchmark's origin is
+# nginx. nftables (nft) is what transparent mode runs.
+[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux)
 missing=()
 for p in "${packages[@]}"; do

@@ -58,6 +58,12 @@ public final class DeviceRegistry: Sendable {
                 if let address = device.address { s.byAddress[Self.normalized(address)] = device.name }
                 if let port = device.port { s.ports[device.name] = port }
             }
+            // A device removed from the list is forgotten (clients seen by address stay).
+            let named = Set(settings.devices.list.map(\.name))
+            for name in s.seen.keys where !named.contains(name) && !IPAddressText.isLiteral(name) {
+                s.seen[name] = nil
+                s.reportedOnline.remove(name)
+            }
         }
     }
 

@@ -139,7 +139,14 @@ public enum TunnelMain {
 
         // First, so shut down last: it ends once `finish()` has let the last batch in.
         var jobs: [DaemonJob] = []
-        if let capture { jobs.append(DaemonJob("capture writer") { await capture.run() }) }
+        if let capture {
+            jobs.append(DaemonJob("capture writer") {
+                await capture.run()
+                // `finish()` (from the drain) ends run() before the group asks
+                // this job to stop: ending now would read as a failure.
+                try? await gracefulShutdown()
+            })
+        }
         if let watcher = DaemonJob.groupWatcher(paths, { file in
             switch file {
             case .settings:

@@ -56,7 +56,7 @@ import Testing
         let e = AppSettings.decodeError(text)
         #expect(e?.position == SourcePosition(line: 3, column: 34))
         #expect(e?.keyPath == "proxy.listen[1]")
-        #expect(AppSettings.decodeError("{\"mode\": \"transparent\"}")?.message.contains("not available yet") == true)
+        #expect(AppSettings.decodeError("{\"mode\": \"vpn\"}")?.message.contains("use \"proxy\", \"transparent\"") == true)
         #expect(AppSettings.decodeError("{\"log_level\": \"loud\"}")?.keyPath == "log_level")
         #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": []}}")?.keyPath == "proxy.listen")
         #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"localhost:9090\"]}}")?.keyPath == "proxy.listen[0]")

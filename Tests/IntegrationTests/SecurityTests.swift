@@ -170,7 +170,7 @@ import Glibc
         #expect(restart.status != 0 && restart.stderr.contains("permission denied"), "\(restart.stderr)")
     }
 
-    @Test func aListenerOffLoopbackIsWarnedAboutAsAnOpenProxy() async throws {
+    @Test func aListenerOffLoopbackWithNoAccessListIsWarnedAbout() async throws {
         let appliance = try Appliance(settings: """
             {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}}
 
@@ -179,8 +179,23 @@ import Glibc
         let listeners = try appliance.status().array("listeners")
         #expect(listeners.count == 2)
         #expect(listeners.first { $0["address"] as? String == "127.0.0.1:0" }?["warning"] as? String == nil)
-        #expect((listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["warning"] as? String)?.contains("open proxy") == true)
-        #expect(try appliance.cli(["status"]).stdout.contains("⚠ open proxy"))
-        #expect(appliance.log.contains("open proxy: 0.0.0.0:0 accepts clients from other machines"), "\(appliance.log)")
+        #expect((listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["warning"] as? String)?.contains("access.allow is empty") == true)
+        #expect(try appliance.cli(["status"]).stdout.contains("⚠ exposed      0.0.0.0:0 is not on loopback and access.allow is empty"))
+        #expect(appliance.log.contains("0.0.0.0:0 is not on loopback and access.allow is empty"), "\(appliance.log)")
+        // This machine's own clients still get in on the wildcard listener.
+        let bound = try #require(listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["bound"] as? String)
+        let port = try #require(bound.split(separator: ":").last.flatMap { Int($0) })
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/local").code == 200)
+
+        // With the network listed, no warning.
+        try appliance.writeSettings("""
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}, "access": {"allow": ["192.168.0.0/16"]}}
+
+            """)
+        try waitUntil("the warning is gone", timeout: 10) {
+            (try? appliance.status().array("listeners"))?.allSatisfy { $0["warning"] as? String == nil } == true
+        }
     }
 }

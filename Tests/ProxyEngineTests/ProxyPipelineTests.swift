@@ -20,6 +20,8 @@ import CaptureStore
         let loop: EmbeddedEventLoop
         var upstreams: [EmbeddedChannel] = []
         var dials: [String] = []
+        /// The address each dial was pinned to (a host_override, a transparent original destination).
+        var overrides: [String?] = []
         var pending: [(EmbeddedChannel, EventLoopPromise<Channel>)] = []
         var answerAtOnce = true
         var refuse = false
@@ -29,6 +31,7 @@ import CaptureStore
         func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
                      initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
             dials.append(dial.target.description)
+            overrides.append(override)
             if refuse { return loop.makeFailedFuture(IOError(errnoCode: ECONNREFUSED, reason: "connect")) }
             let channel = EmbeddedChannel(loop: loop)
             do {

@@ -66,11 +66,13 @@
   // ---------------------------------------------------------------- list rendering
   const scrollEl = $('#list-scroll');
   const bodyEl = $('#list-body');
-  const COLS = ['c-id', 'c-time', 'c-method', 'c-status', 'c-host', 'c-path', 'c-type', 'c-size', 'c-dur', 'c-tls', 'c-marks'];
+  const COLS = ['c-id', 'c-time', 'c-device', 'c-method', 'c-status', 'c-host', 'c-path', 'c-type', 'c-size', 'c-dur', 'c-tls', 'c-marks'];
+  const listPane = $('#list-pane');
 
   function createRow() {
     const el = h('div', { class: 'row row-grid', role: 'row' });
-    el._c = COLS.map(c => el.appendChild(h('span', { class: c })));
+    el._c = {};
+    for (const c of COLS) el._c[c.slice(2)] = el.appendChild(h('span', { class: c }));
     return el;
   }
 
@@ -84,6 +86,11 @@
     return c;
   }
 
+  /** The Device column shows once any device is known (named, seen, or on a loaded row). */
+  function showDeviceColumn(on) {
+    if (on && !listPane.classList.contains('with-device')) listPane.classList.add('with-device');
+  }
+
   function fillRow(el, i) {
     const it = itemAt(i);
     const c = el._c;
@@ -92,52 +99,64 @@
       el.setAttribute('data-request-id', it.request_id);
       el.className = 'row row-grid open';
       const [host, path] = BM.splitUrl(it.url);
-      setText(c[0], '');
-      setText(c[1], BM.fmtTime(it.started_at));
-      setText(c[2], it.method || '');
-      c[3].className = 'c-status st pending';
-      setText(c[3], it.held ? 'held' : '…', it.held ? 'held at a breakpoint' : 'in flight');
-      setText(c[4], host, host);
-      setText(c[5], path, it.url);
-      for (let k = 6; k < 10; k++) setText(c[k], '');
-      c[9].className = 'c-tls tls';
-      clear(c[10]);
-      if (it.held) c[10].appendChild(chip('held', 'B', 'held at a breakpoint'));
+      setText(c.id, '');
+      setText(c.time, BM.fmtTime(it.started_at));
+      setText(c.device, it.device || '', it.device ? 'device ' + it.device : null);
+      setText(c.method, it.method || '');
+      c.status.className = 'c-status st pending';
+      setText(c.status, it.held ? 'held' : '…', it.held ? 'held at a breakpoint' : 'in flight');
+      setText(c.host, host, host);
+      setText(c.path, path, it.url);
+      for (const k of ['type', 'size', 'dur', 'tls']) setText(c[k], '');
+      c.tls.className = 'c-tls tls';
+      clear(c.marks);
+      if (it.held) c.marks.appendChild(chip('held', 'B', 'held at a breakpoint'));
       return;
     }
     const r = it;
     el.removeAttribute('data-request-id');
     el.setAttribute('data-id', r.id);
-    el.className = 'row row-grid' + (r.error ? ' error' : '');
     if (r._t === undefined) {
       r._t = BM.fmtTime(r.started_at);
+      r._dns = BM.dnsInfo(r);
       const parts = BM.splitUrl(r.url);
-      r._host = r.host || parts[0];
-      r._path = parts[1];
+      r._host = r._dns ? r._dns.name : r.host || parts[0];
+      r._path = r._dns ? r._dns.name + ' ' + r._dns.type : parts[1];
+      r._hostTitle = r._host + (r.device ? '\ndevice ' + r.device : '') + (r.front_end ? ' (via ' + r.front_end + ')' : '');
     }
-    setText(c[0], String(r.id));
-    setText(c[1], r._t, r.started_at);
-    setText(c[2], r.method || '');
+    const dns = r._dns;
+    el.className = 'row row-grid' + (r.error ? ' error' : '') + (dns ? ' dns' : '');
+    if (r.device) showDeviceColumn(true);
+    setText(c.id, String(r.id));
+    setText(c.time, r._t, r.started_at);
+    setText(c.device, r.device || '', r.device ? 'device ' + r.device + (r.front_end ? ' · via ' + r.front_end : '') : null);
+    setText(c.method, r.method || '');
     if (r.error) {
-      c[3].className = 'c-status st err';
-      setText(c[3], 'ERR', r.error);
+      c.status.className = 'c-status st err';
+      setText(c.status, 'ERR', r.error);
+    } else if (dns) {
+      c.status.className = 'c-status st ' + (dns.ok ? 'dns-ok' : 'dns-err');
+      setText(c.status, dns.rcode || '—', 'DNS answer: ' + (dns.rcode || 'none') + (r.status !== null && r.status !== undefined ? ' (rcode ' + r.status + ')' : ''));
     } else if (r.status === null || r.status === undefined) {
-      c[3].className = 'c-status st';
-      setText(c[3], '—', r.tls === 'passthrough' ? 'TLS passthrough: not decrypted' : 'no response');
+      c.status.className = 'c-status st';
+      setText(c.status, '—', r.tls === 'passthrough' ? 'TLS passthrough: not decrypted' : 'no response');
     } else {
-      c[3].className = 'c-status st ' + BM.statusClass(r.status);
-      setText(c[3], String(r.status));
+      c.status.className = 'c-status st ' + BM.statusClass(r.status);
+      setText(c.status, String(r.status));
     }
-    setText(c[4], r._host, r._host);
-    setText(c[5], r._path, r.url);
-    setText(c[6], BM.shortType(r.response_content_type), r.response_content_type || null);
-    setText(c[7], r.status === null && !r.response_size ? '' : BM.fmtSize(r.response_size),
+    setText(c.host, r._host, r._hostTitle);
+    setText(c.path, r._path, r.url);
+    setText(c.type, dns ? 'dns' : BM.shortType(r.response_content_type), dns ? 'DNS query ' + dns.type : r.response_content_type || null);
+    setText(c.size, r.status === null && !r.response_size ? '' : BM.fmtSize(r.response_size),
       'response ' + BM.fmtInt(r.response_size) + ' B' + (r.request_size ? ' · request ' + BM.fmtInt(r.request_size) + ' B' : ''));
-    setText(c[8], BM.fmtDur(r.duration_ms));
-    c[9].className = 'c-tls tls ' + (r.tls || '');
-    setText(c[9], r.tls === 'mitm' ? 'mitm' : r.tls === 'passthrough' ? 'pass' : '—',
-      r.tls === 'mitm' ? 'TLS intercepted (MITM)' : r.tls === 'passthrough' ? 'TLS passed through, not decrypted' : 'plain HTTP');
-    const m = c[10];
+    setText(c.dur, BM.fmtDur(r.duration_ms));
+    c.tls.className = 'c-tls tls ' + (dns ? '' : r.tls || '');
+    if (dns) setText(c.tls, '');
+    else {
+      setText(c.tls, r.tls === 'mitm' ? 'mitm' : r.tls === 'passthrough' ? 'pass' : '—',
+        r.tls === 'mitm' ? 'TLS intercepted (MITM)' : r.tls === 'passthrough' ? 'TLS passed through, not decrypted' : 'plain HTTP');
+    }
+    const m = c.marks;
     clear(m);
     if (r.held) m.appendChild(chip('held', 'B', 'held at a breakpoint now'));
     if (r.rule) m.appendChild(chip('rule', r.rule, 'rule applied: ' + r.rule));
@@ -541,7 +560,8 @@
     ['~hs TEXT', 'response header'], ['~b TEXT', 'request or response body'], ['~bq TEXT', 'request body'],
     ['~bs TEXT', 'response body'], ['~t TYPE', 'content type, e.g. ~t json'], ['~e', 'exchange ended with an error'],
     ['~src ADDR', 'client address'], ['~dst ADDR', 'server address'], ['~websocket', 'WebSocket upgrades'],
-    ['~device NAME', 'captured from the named device'], ['~tls MODE', 'mitm | passthrough | none'],
+    ['~device NAME', 'from the device (its name, a regex)'], ['~dns', 'DNS queries (transparent mode)'],
+    ['~tls MODE', 'mitm | passthrough | none'],
     ['~rule NAME', 'a rule applied'], ['!X', 'not'], ['X & Y', 'and (a space also means and)'], ['X | Y', 'or'],
     ['( … )', 'grouping'], ['word', 'a bare word matches the URL'],
   ];
@@ -681,7 +701,38 @@
     if (S.rps.length > 60) S.rps.shift();
     updateStatusbar();
     if (currentView === 'status') BM.statusView.render(S.status, S.rps);
+    if (currentView === 'devices') BM.devicesView.render(S.status);
+    updateDevicesBadge();
     updateEmptyCommand();
+  }
+
+  /** The Devices tab counts the devices online; the list gains its Device column once any is known. */
+  function updateDevicesBadge() {
+    const devs = (S.status && S.status.devices) || [];
+    const online = devs.filter(d => d.online).length;
+    const badge = $('#devices-badge');
+    badge.hidden = !devs.length;
+    badge.textContent = String(online);
+    badge.classList.toggle('zero', online === 0);
+    badge.title = online + ' of ' + devs.length + ' online';
+    if (devs.length) showDeviceColumn(true);
+  }
+
+  /** From the Devices view: the list, filtered to one device. */
+  function showDevice(name) {
+    filterEl.value = BM.deviceFilter(name);
+    filterSoon.cancel();
+    setView('traffic');
+    applyFilterInput();
+    scrollEl.focus({ preventScroll: true });
+  }
+
+  /** From the status view: the list with a filter (e.g. ~dns). */
+  function showFilter(text) {
+    filterEl.value = text;
+    filterSoon.cancel();
+    setView('traffic');
+    applyFilterInput();
   }
 
   function tunnelDot(state) {
@@ -1014,12 +1065,13 @@
   // ---------------------------------------------------------------- views + hash
   let currentView = 'traffic';
   function setView(v, noHash) {
-    if (!['traffic', 'settings', 'status'].includes(v)) v = 'traffic';
+    if (!['traffic', 'devices', 'settings', 'status'].includes(v)) v = 'traffic';
     currentView = v;
     document.body.dataset.currentView = v;
     for (const b of $$('.view-tab')) b.classList.toggle('active', b.dataset.view === v);
     for (const p of $$('.view')) p.classList.toggle('active', p.dataset.viewPanel === v);
     if (v === 'settings') BM.settings.load();
+    if (v === 'devices') BM.devicesView.render(S.status);
     if (v === 'status') {
       BM.statusView.render(S.status, S.rps);
       api('GET', '/api/status').then(st => { if (!S.status) onStatus(st); else { S.status = st; BM.statusView.render(S.status, S.rps); } }).catch(() => {});
@@ -1128,7 +1180,8 @@
 
   // ---------------------------------------------------------------- wiring for detail.js
   BM.app = {
-    openCompose, resendAsIs, selectId, openHeld,
+    openCompose, resendAsIs, selectId, openHeld, showDevice, showFilter,
+    setView: v => setView(v),
     onDetailClosed() { list.render(); scrollEl.focus({ preventScroll: true }); },
     relayout() { list.render(); },
   };

@@ -510,6 +510,8 @@
       se.unknown_keys && se.unknown_keys.length ? h('div', { class: 'rr-warn' }, 'unknown keys: ' + se.unknown_keys.join(', ')) : null);
     const store = st.store || {};
     add('green', 'Store', BM.fmtInt(store.exchanges) + ' exchanges', h('span', { class: 'muted' }, ' · last id ' + BM.fmtInt(store.last_id)));
+    const network = networkCard(st);
+    colors.push(...network.colors);
 
     const overall = colors.includes('red') ? 'red' : colors.includes('amber') ? 'amber' : 'green';
     const headline = overall === 'green' ? 'Ready — capturing' : overall === 'amber' ? 'Running, with warnings' : 'Not ready';
@@ -535,12 +537,221 @@
     const pinned = h('section', { class: 'card', id: 'status-pinned' },
       h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Pinned hosts'), h('span', { class: 'muted small' }, String(pins.length))),
       h('div', { class: 'card-body' }, pins.length ? pins.map(p => h('div', { class: 'mono' }, typeof p === 'string' ? p : p.host)) : h('span', { class: 'muted' }, 'none')));
-    const right = h('div', { class: 'status-right' }, traffic, pinned);
-    right.style.display = 'flex';
-    right.style.flexDirection = 'column';
-    right.style.gap = '12px';
-    page.appendChild(h('div', { class: 'cards' }, readiness, right));
+    const left = h('div', { class: 'card-column' }, readiness, network.el);
+    const right = h('div', { class: 'card-column status-right' }, devicesCard(st), traffic, pinned);
+    page.appendChild(h('div', { class: 'cards' }, left, right));
   }
+
+  /** The onboarding page's address when its listener is bound (an unspecified host: this page's). */
+  function onboardingURL(st) {
+    const ob = st && st.web && st.web.onboarding;
+    if (!ob || !ob.bound) return null;
+    let host = String(ob.bound);
+    const m = /^(0\.0\.0\.0|\[::\]|::):(\d+)$/.exec(host);
+    if (m) host = (location.hostname.includes(':') ? '[' + location.hostname + ']' : location.hostname) + ':' + m[2];
+    return 'http://' + host + '/';
+  }
+
+  function link(text, onclick, test) {
+    return h('a', { href: '#', 'data-test': test || null, onclick: e => { e.preventDefault(); onclick(); } }, text);
+  }
+
+  /** The network: mode as configured and live, the nftables rules, what was refused, DNS, warnings, onboarding. */
+  function networkCard(st) {
+    const n = st.network;
+    const rows = [];
+    const colors = [];
+    const add = (c, ...rest) => { colors.push(c); rows.push(row(c, ...rest)); };
+    if (n) {
+      const live = n.live_mode || n.mode;
+      add(live === n.mode ? 'green' : 'amber', 'Mode', h('b', null, n.mode || '?'), ' configured',
+        h('span', { class: 'muted' }, ' · live '), h('b', { 'data-test': 'live-mode' }, live || '?'),
+        n.both_seen ? h('span', { class: 'tag' }, 'proxy clients too') : null,
+        h('div', { class: 'muted small' }, n.mode === 'transparent'
+          ? 'nftables redirects TCP 80/443 and DNS to the tunnel; devices route through this machine.'
+          : 'Clients set the proxy (or the PAC URL); nothing is redirected.'));
+      const rules = String(n.rules || 'off');
+      const rulesErr = rules.startsWith('error');
+      add(rulesErr ? 'red' : rules === 'installed' ? 'green' : n.mode === 'transparent' ? 'amber' : 'grey', 'Rules',
+        h('span', { class: rulesErr ? 'rr-err' : null, 'data-test': 'network-rules' }, rules),
+        h('span', { class: 'muted' }, ' · nftables table inet busymate'));
+      add('grey', 'QUIC rejected', BM.fmtInt(n.quic_rejected), h('span', { class: 'muted' }, ' · UDP/443 refused so clients fall back to TCP'));
+      add(n.refused > 0 ? 'amber' : 'grey', 'Refused clients', BM.fmtInt(n.refused), h('span', { class: 'muted' }, ' · not on loopback nor in access.allow'));
+      add('grey', 'DNS queries', BM.fmtInt(n.dns_queries), n.dns_queries > 0 ? [' · ', link('show them', () => BM.app.showFilter('~dns'), 'show-dns')] : h('span', { class: 'muted' }, ' · answered by the forwarder (transparent mode)'));
+      for (const w of n.warnings || []) add('amber', 'Warning', h('span', { class: 'rr-warn' }, w));
+    } else {
+      rows.push(row('grey', 'Network', h('span', { class: 'muted' }, 'not reported (the tunnel is not running)')));
+    }
+    const ob = st.web && st.web.onboarding;
+    const url = onboardingURL(st);
+    if (ob && ob.error) add('red', 'Onboarding', h('span', { class: 'rr-err' }, 'cannot listen on ' + ob.listen + ': ' + ob.error));
+    else if (url) {
+      add('green', 'Onboarding', h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono', 'data-test': 'onboarding-url' }, url),
+        h('div', { class: 'muted small' }, 'Open it on a device: the PAC file (/proxy.pac) and the CA (/ca.pem, /ca.der), no token.'));
+    } else if (ob) add('amber', 'Onboarding', 'listening on ' + ob.listen + ' …');
+    else rows.push(row('grey', 'Onboarding', h('span', { class: 'muted' }, 'off · set onboarding.listen to serve the setup page to devices')));
+    const el = h('section', { class: 'card', id: 'network-card', 'data-test': 'network-card' },
+      h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Network'), h('span', { class: 'muted small' }, 'mode, rules, devices arriving')),
+      ...rows);
+    return { el, colors };
+  }
+
+  /** Seed 004's readiness per device, in the status view: the four steps and presence. */
+  function devicesCard(st) {
+    const devs = st.devices || [];
+    const online = devs.filter(d => d.online).length;
+    const body = devs.length
+      ? devs.slice(0, 8).map(d => h('div', { class: 'ready-row dev-mini', 'data-device': d.name },
+        h('span', { class: 'dot ' + (d.online ? 'green' : 'grey') }),
+        h('span', { class: 'rr-name' }, link(d.name, () => BM.app.showDevice(d.name))),
+        h('div', { class: 'rr-val' }, steps(d))))
+      : [h('div', { class: 'card-body muted' }, 'No devices yet: ', h('code', null, 'busymate devices add NAME'))];
+    return h('section', { class: 'card', id: 'status-devices', 'data-test': 'status-devices' },
+      h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Devices'),
+        h('span', { class: 'muted small' }, devs.length ? online + ' of ' + devs.length + ' online' : ''),
+        h('span', { class: 'spacer' }), link(devs.length > 8 ? 'All ' + devs.length + ' →' : 'Open →', () => BM.app.setView('devices'))),
+      ...body);
+  }
+
+  // ================================================================ Devices view
+  /** The four readiness steps of a device (seed 004's paired / CA trusted / PAC / port, as Busymate has them). */
+  function deviceSteps(d) {
+    const how = d.port ? 'port ' + d.port : d.named ? 'by address' : null;
+    return [
+      { key: 'mode', label: 'mode', ok: !!(d.named || d.source),
+        title: d.source ? 'Its traffic arrives by ' + d.source + (how ? ' (' + how + ')' : '')
+          : how ? 'Named, ' + how + ': set its proxy ' + (d.port ? 'to this port' : 'or PAC') + ', or route it through this machine (transparent mode)'
+            : 'Not named: busymate devices add NAME' },
+      { key: 'ca', label: 'CA downloaded', ok: d.ca_downloads > 0,
+        title: d.ca_downloads > 0 ? 'Fetched the CA from the onboarding page ' + d.ca_downloads + '×' : 'Has not fetched the CA from the onboarding page (needed for HTTPS interception)' },
+      { key: 'traffic', label: 'traffic seen', ok: !!d.last_seen,
+        title: d.last_seen ? 'Last traffic ' + BM.fmtDateTime(d.last_seen) + (d.source ? ' by ' + d.source : '') : 'No traffic yet' },
+      { key: 'online', label: 'online', ok: !!d.online, title: d.online ? 'Traffic within the idle window' : 'No traffic within the idle window' },
+    ];
+  }
+
+  function steps(d) {
+    return h('span', { class: 'steps' }, deviceSteps(d).map(x =>
+      h('span', { class: 'step ' + (x.ok ? 'ok' : 'no'), 'data-step': x.key, 'data-ok': String(x.ok), title: x.title }, x.label)));
+  }
+
+  const droot = $('#view-devices');
+  const DV = { built: false, rows: new Map() };
+
+  function buildDevices() {
+    clear(droot);
+    DV.sub = h('span', { class: 'muted small', 'data-test': 'devices-sub' });
+    DV.tbody = h('tbody');
+    DV.table = h('section', { class: 'card', id: 'devices-card' },
+      h('table', { class: 'devices-table', 'data-test': 'devices-table' },
+        h('thead', null, h('tr', null, ['', 'Device', 'Identified by', 'Address', 'Last seen', 'Source', 'Today', 'Readiness', ''].map(x => h('th', null, x)))),
+        DV.tbody),
+      DV.foot = h('div', { class: 'card-foot muted small' }));
+    DV.empty = h('div', { class: 'empty-card devices-empty', 'data-test': 'devices-empty' });
+    DV.page = h('div', { class: 'page' },
+      h('div', { class: 'page-title' }, 'Devices', DV.sub),
+      DV.table, DV.empty);
+    droot.appendChild(DV.page);
+    DV.rows = new Map();
+    DV.built = true;
+  }
+
+  function addHelp(url) {
+    return [
+      h('p', null, 'Name a device so its traffic is labelled and its presence shows here live:'),
+      h('pre', { class: 'cmd' }, 'busymate devices add NAME                    # its own proxy port from devices.port_pool'),
+      h('pre', { class: 'cmd' }, 'busymate devices add NAME --address 192.0.2.7  # known by its address'),
+      url ? h('p', null, 'Or open the onboarding page on the device (the PAC file and the CA, no token): ',
+        h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono', 'data-test': 'devices-onboarding-url' }, url))
+        : h('p', { class: 'muted' }, 'Set onboarding.listen (e.g. "0.0.0.0:8080") to serve a setup page to devices: /proxy.pac, /ca.pem, /ca.der.'),
+    ];
+  }
+
+  function fillDeviceRow(tr, d) {
+    const c = tr._c;
+    tr.dataset.online = String(!!d.online);
+    tr.classList.toggle('offline', !d.online);
+    c.dot.className = 'dot ' + (d.online ? 'green' : 'grey');
+    c.dot.title = d.online ? 'online' : 'offline';
+    c.state.textContent = d.online ? 'online' : 'offline';
+    if (c.name.textContent !== d.name) c.name.textContent = d.name;
+    c.named.hidden = !!d.named;
+    const ident = d.port ? 'port ' + d.port : d.named ? 'by address' : 'not named';
+    if (c.ident.textContent !== ident) c.ident.textContent = ident;
+    c.ident.classList.toggle('muted', !d.named);
+    c.addr.textContent = d.address || '—';
+    c.last.textContent = d.last_seen ? BM.fmtAgo(d.last_seen) : 'never';
+    c.last.title = d.last_seen ? BM.fmtDateTime(d.last_seen) : '';
+    clear(c.source).appendChild(d.source ? h('span', { class: 'src-pill ' + d.source, 'data-test': 'device-source' }, d.source) : h('span', { class: 'muted' }, '—'));
+    c.today.textContent = BM.fmtInt(d.exchanges_today || 0);
+    clear(c.steps).appendChild(steps(d));
+  }
+
+  function createDeviceRow(d) {
+    const c = {};
+    const tr = h('tr', { class: 'device-row', tabindex: '0', 'data-device': d.name, title: 'Show ' + d.name + '\'s traffic' },
+      h('td', { class: 'dv-dot' }, c.dot = h('span', { class: 'dot' })),
+      h('td', { class: 'dv-name' }, c.name = h('b', { 'data-test': 'device-name' }), ' ', c.named = h('span', { class: 'tag', title: 'Seen on the network, not named' }, 'seen'),
+        h('div', { class: 'dv-state muted small' }, c.state = h('span', { 'data-test': 'device-state' }))),
+      c.ident = h('td', { class: 'dv-ident' }),
+      c.addr = h('td', { class: 'dv-addr mono' }),
+      c.last = h('td', { class: 'dv-last' }),
+      c.source = h('td', { class: 'dv-source' }),
+      c.today = h('td', { class: 'dv-today num', 'data-test': 'device-today' }),
+      c.steps = h('td', { class: 'dv-steps' }),
+      h('td', { class: 'dv-go', 'aria-hidden': 'true' }, '›'));
+    tr._c = c;
+    const go = () => BM.app.showDevice(tr.dataset.device);
+    tr.addEventListener('click', go);
+    tr.addEventListener('keydown', ev => { if (ev.key === 'Enter') { ev.preventDefault(); go(); } });
+    return tr;
+  }
+
+  /** Updated in place on each status message (about once a second): rows keep their elements. */
+  function renderDevices(st) {
+    if (!DV.built) buildDevices();
+    if (!st) { DV.sub.textContent = 'waiting for the status…'; DV.table.hidden = true; DV.empty.hidden = true; return; }
+    const devs = st.devices || [];
+    const online = devs.filter(d => d.online).length;
+    DV.sub.textContent = devs.length
+      ? online + ' online · ' + devs.length + ' device' + (devs.length === 1 ? '' : 's') + ' · updated ' + BM.fmtTime(new Date().toISOString())
+      : '';
+    const url = onboardingURL(st);
+    DV.table.hidden = !devs.length;
+    DV.empty.hidden = !!devs.length;
+    const helpKey = (devs.length ? 'n' : 'e') + (url || '');
+    if (DV.helpKey !== helpKey) {
+      DV.helpKey = helpKey;
+      if (devs.length) {
+        clear(DV.foot).append('Click a device for its traffic (', h('code', null, '~device NAME'), '). Add one: ', h('code', null, 'busymate devices add NAME [--address IP]'),
+          url ? [' · onboarding page ', h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono' }, url)] : '');
+      } else {
+        clear(DV.empty).append(h('div', { class: 'empty-title' }, 'No devices yet'), ...addHelp(url),
+          h('p', { class: 'muted' }, 'Online means traffic in the last ' + idleText(st) + '; the list updates live.'));
+      }
+    }
+    const seen = new Set();
+    let prev = null;
+    for (const d of devs) {
+      const key = d.name;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      let tr = DV.rows.get(key);
+      if (!tr) { tr = createDeviceRow(d); DV.rows.set(key, tr); }
+      fillDeviceRow(tr, d);
+      const want = prev ? prev.nextSibling : DV.tbody.firstChild;
+      if (want !== tr) DV.tbody.insertBefore(tr, want);
+      prev = tr;
+    }
+    for (const [key, tr] of DV.rows) if (!seen.has(key)) { tr.remove(); DV.rows.delete(key); }
+  }
+
+  function idleText(st) {
+    const s = st && st.devices_idle_seconds;
+    return typeof s === 'number' ? BM.fmtUptime(s) : 'idle window (devices.idle_seconds, 90 s by default)';
+  }
+
+  BM.devicesView = { render: renderDevices };
 
   BM.statusView = { render: renderStatus };
 })();

@@ -198,6 +198,30 @@ BM.statusClass = function statusClass(status) {
   return 's' + Math.floor(status / 100);
 };
 
+// ------------------------------------------------------------------ DNS rows and devices
+// A DNS query is stored as a row: method "DNS", url dns://NAME/TYPE, status the rcode.
+const RCODES = ['NOERROR', 'FORMERR', 'SERVFAIL', 'NXDOMAIN', 'NOTIMP', 'REFUSED', 'YXDOMAIN', 'YXRRSET', 'NXRRSET', 'NOTAUTH', 'NOTZONE'];
+
+/** {name, type, rcode, ok} for a DNS row, null for anything else. */
+BM.dnsInfo = function dnsInfo(r) {
+  if (!r || (r.method !== 'DNS' && !String(r.url || '').startsWith('dns://'))) return null;
+  const [host, path] = BM.splitUrl(r.url);
+  const name = r.host || host;
+  const type = path.replace(/^\//, '') || '?';
+  const code = r.status;
+  const rcode = r.reason || (code === null || code === undefined ? '' : RCODES[code] || 'RCODE ' + code);
+  return { name, type, rcode, ok: code === 0 || rcode === 'NOERROR' };
+};
+
+/** The filter for one device's exchanges: ~device NAME (a name from the network that is not a
+ *  plain word is regex-escaped, then quoted with the parser's escapes). */
+BM.deviceFilter = function deviceFilter(name) {
+  name = String(name);
+  if (/^[A-Za-z0-9._:-]+$/.test(name)) return '~device ' + name;
+  const re = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return '~device "' + re.replace(/[\\"]/g, '\\$&') + '"';
+};
+
 // ------------------------------------------------------------------ misc UI
 let toastTimer = 0;
 BM.toast = function toast(msg, isError) {

@@ -1,0 +1,74 @@
+import BusymateShared
+import NIOCore
+import Testing
+@testable import ProxyEngine
+
+@Suite struct DeviceRegistryTests {
+    func address(_ ip: String) throws -> SocketAddress { try SocketAddress(ipAddress: ip, port: 50000) }
+
+    func registry(_ settings: String) throws -> DeviceRegistry {
+        let registry = DeviceRegistry()
+        registry.apply(try AppSettings.decode(settings).settings)
+        return registry
+    }
+
+    @Test func onlyAllowedClientsGetInOffLoopback() throws {
+        let r = try registry("{\"access\": {\"allow\": [\"192.168.1.0/24\"], \"grants\": [{\"address\": \"10.9.9.9\", \"until\": \"2099-01-01T00:00:00Z\"}]}}")
+        #expect(r.admits(try address("192.168.1.7"), listenerIsLoopback: false))
+        #expect(r.admits(try address("::ffff:192.168.1.7"), listenerIsLoopback: false))
+        #expect(r.admits(try address("10.9.9.9"), listenerIsLoopback: false))
+        #expect(r.admits(try address("127.0.0.1"), listenerIsLoopback: false))
+        #expect(!r.admits(try address("203.0.113.5"), listenerIsLoopback: false))
+        #expect(!r.admits(try address("2001:db8::5"), listenerIsLoopback: false))
+        #expect(r.refusedCount == 2)
+        // A loopback listener is only reachable from here anyway.
+        #expect(r.admits(try address("203.0.113.5"), listenerIsLoopback: true))
+    }
+
+    @Test func clientsAreNamedByPortThenAddressThenThemselves() throws {
+        let r = try registry("{\"devices\": {\"list\": [{\"name\": \"vm\", \"address\": \"10.0.0.5\"}]}}")
+        #expect(r.identify(try address("10.0.0.5"), frontEnd: .device("phone")) == CapturePeer(device: "phone", frontEnd: "port"))
+        #expect(r.identify(try address("10.0.0.5"), frontEnd: .transparent) == CapturePeer(device: "vm", frontEnd: "transparent"))
+        #expect(r.identify(try address("::ffff:10.0.0.6"), frontEnd: .explicit) == CapturePeer(device: "10.0.0.6", frontEnd: "proxy"))
+    }
+
+    @Test func presenceComesAndGoesWithTheIdleWindow() throws {
+        let r = try registry("{\"devices\": {\"idle_seconds\": 90}}")
+        let phone = CapturePeer(device: "phone", frontEnd: "port")
+        r.touch(phone, address: try address("10.0.0.2"), now: 1000)
+        #expect(r.sweep(now: 1000.5) == [.init(device: "phone", online: true, source: "port")])
+        #expect(r.sweep(now: 1050).isEmpty)
+        r.touch(phone, address: try address("10.0.0.2"), now: 1080)
+        #expect(r.sweep(now: 1160).isEmpty)
+        #expect(r.sweep(now: 1170.5) == [.init(device: "phone", online: false, source: "port")])
+        let (devices, _) = r.snapshot(now: 1171)
+        #expect(devices.map(\.name) == ["phone"] && devices[0].online == false && devices[0].address == "10.0.0.2")
+    }
+
+    @Test func transparentTrafficOutranksTheProxyAsTheVPNOutranksPAC() throws {
+        let r = try registry("{\"devices\": {\"idle_seconds\": 90}}")
+        let client = try address("10.0.0.3")
+        r.touch(CapturePeer(device: "10.0.0.3", frontEnd: "transparent"), address: client, now: 100)
+        r.touch(CapturePeer(device: "10.0.0.3", frontEnd: "proxy"), address: client, now: 110)
+        var (devices, network) = r.snapshot(now: 111)
+        #expect(devices.first?.source == "transparent")
+        #expect(network.transparentTraffic && network.proxyTraffic && network.liveMode(configured: "proxy") == "transparent")
+        // Once the transparent traffic is older than the window, the proxy's shows.
+        r.touch(CapturePeer(device: "10.0.0.3", frontEnd: "proxy"), address: client, now: 200)
+        (devices, network) = r.snapshot(now: 201)
+        #expect(devices.first?.source == "proxy" && network.liveMode(configured: "transparent") == "proxy")
+    }
+
+    @Test func namesLearnedFromDNSExpire() {
+        let names = DNSNames()
+        names.learn(address: "10.0.0.9", name: "example.com", ttl: 30, now: 0)
+        #expect(names.name(for: "10.0.0.9", now: 59) == "example.com")
+        #expect(names.name(for: "::ffff:10.0.0.9", now: 59) == "example.com")
+        #expect(names.name(for: "10.0.0.9", now: 61) == nil)
+    }
+
+    @Test func nameserversComeFromResolvConf() {
+        let text = "# generated\nnameserver 10.0.0.53\nnameserver fe80::1%eth0\nsearch lan\nnameserver 2001:db8::53\n"
+        #expect(DNSForwarder.nameservers(in: text) == ["10.0.0.53", "2001:db8::53"])
+    }
+}

@@ -1,0 +1,51 @@
+import BusymateShared
+import Foundation
+import Testing
+@testable import Supervisor
+
+@Suite struct FirewallTests {
+    func settings(_ text: String) throws -> AppSettings { try AppSettings.decode(text).settings }
+
+    @Test func theTableRedirectsAndSparesTheTunnel() throws {
+        let script = Firewall.script(try settings("""
+            {"mode": "transparent", "transparent": {"port": 9180, "ports": [80, 443], "interfaces": ["eth1", "wlan0"]}, "dns": {"port": 9153}}
+            """), tunnelUID: 999)
+        // Replaced whole, in one transaction.
+        #expect(script.hasPrefix("table inet busymate\ndelete table inet busymate\ntable inet busymate {\n"))
+        #expect(script.contains("meta skuid 999 return"))
+        #expect(script.contains("meta l4proto tcp th dport { 80, 443 } redirect to :9180"))
+        #expect(script.contains("meta l4proto { tcp, udp } th dport 53 redirect to :9153"))
+        #expect(script.contains("iifname { \"eth1\", \"wlan0\" } meta l4proto tcp th dport { 80, 443 } redirect to :9180"))
+        #expect(script.contains("udp dport 443 counter name \"quic\" reject"))
+        #expect(script.contains("hook prerouting") && script.contains("hook forward"))
+    }
+
+    @Test func withNoInterfacesOnlyThisMachineIsCaptured() throws {
+        let script = Firewall.script(try settings("{\"mode\": \"transparent\"}"), tunnelUID: 0)
+        #expect(!script.contains("prerouting") && !script.contains("forward"))
+        #expect(script.contains("hook output"))
+    }
+
+    /// `nft --check` parses the script against the kernel without applying it.
+    @Test func nftAcceptsTheScript() throws {
+        guard getuid() == 0, let nft = Firewall.nftPath() else {
+            print("SKIPPED nftAcceptsTheScript: needs root and nft")
+            return
+        }
+        let script = Firewall.script(try settings("""
+            {"mode": "transparent", "transparent": {"ports": [80, 443, 8080], "interfaces": ["eth1"]}}
+            """), tunnelUID: 999)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: nft)
+        process.arguments = ["--check", "-f", "-"]
+        let input = Pipe(), errors = Pipe()
+        process.standardInput = input
+        process.standardError = errors
+        try process.run()
+        input.fileHandleForWriting.write(Data(script.utf8))
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(stderr)\n\(script)")
+    }
+}
