@@ -112,23 +112,13 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
             override = address
             tunnelCapture?.rule(rule.name)
         }
-        let channel = context.channel
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let dial = UpstreamDial(target: target, proxy: services.interception.upstreamProxy(for: target.host))
-        // Reads off until glued, so that a server that speaks first loses nothing.
-        services.connector.connect(dial, override: override, autoRead: false, halfClosure: true, on: context.eventLoop) { _ in }
-            .flatMap { peer in dial.tunnel(peer).map { (peer, $0) } }
-            .whenComplete { result in
-                let (router, context) = bound.value
-                guard channel.isActive else {
-                    if case let .success((peer, _)) = result { peer.close(promise: nil) }
-                    return
-                }
-                switch result {
-                case let .success((peer, tunnel)): router.glue(peer, tunnel: tunnel, context: context)
-                case let .failure(error): router.dialFailed(error, context: context)
-                }
+        owner.dialPassThrough(target, override: override) { [self] result in
+            guard let context = self.context else { return }
+            switch result {
+            case let .success((peer, tunnel)): glue(peer, tunnel: tunnel, context: context)
+            case let .failure(error): dialFailed(error, context: context)
             }
+        }
     }
 
     private func dialFailed(_ error: Error, context: ChannelHandlerContext) {
@@ -147,20 +137,9 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func glue(_ peer: Channel, tunnel: UpstreamDial.Tunnel, context: ChannelHandlerContext) {
         writeEstablished(context: context)
-        let counts = TunnelByteCounts()
-        let pair = counts.gluePair(stats: services.stats)
-        tunnelCapture?.opened(to: peer.remoteAddress)
-        let (hooks, row) = (hooks, tunnelCapture)
-        context.channel.closeFuture.and(peer.closeFuture).whenComplete { _ in hooks.tunnelClosed(row, counts: counts) }
-        let sniff = tunnelCapture == nil ? nil : (
-            client: TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } },
-            server: TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } })
         state = .handingOver
         do {
-            try owner.passThrough(to: peer, glue: pair, sniff: sniff, replacing: self)
-            // Through upstream_proxy: what the server sent after the proxy's 200 goes to the glue now.
-            tunnel.finish()
-            peer.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in peer.close(promise: nil) }
+            try owner.passThrough(to: peer, tunnel: tunnel, row: tunnelCapture, replacing: self)
             logger.debug("CONNECT glued", metadata: ["TARGET": "\(target)"])
         } catch {
             peer.close(mode: .all, promise: nil)

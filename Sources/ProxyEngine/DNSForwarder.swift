@@ -163,29 +163,17 @@ public final class DNSForwarder: Sendable {
     private static let askUDP: Attempt = { query, server, group in
         let promise = group.next().makePromise(of: [UInt8].self)
         // Connected: the server's ICMP "port unreachable" fails it at once.
-        DatagramBootstrap(group: group)
+        let channel = DatagramBootstrap(group: group)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(OneAnswer(from: server, promise: promise)) }
             }
             .connect(to: server)
-            .whenComplete { result in
-                switch result {
-                case let .failure(error): promise.fail(error)
-                case let .success(channel):
-                    let deadline = channel.eventLoop.scheduleTask(in: timeout) { promise.fail(DNSForwardError(description: "no answer within \(timeout.nanoseconds / 1_000_000_000) s")) }
-                    promise.futureResult.whenComplete { _ in
-                        deadline.cancel()
-                        channel.close(promise: nil)
-                    }
-                    channel.writeAndFlush(AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))).whenFailure { promise.fail($0) }
-                }
-            }
-        return promise.futureResult
+        return answer(promise, on: channel) { $0.writeAndFlush(AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))) }
     }
 
     private static let askTCP: Attempt = { query, server, group in
         let promise = group.next().makePromise(of: [UInt8].self)
-        ClientBootstrap(group: group)
+        let channel = ClientBootstrap(group: group)
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -195,18 +183,27 @@ public final class DNSForwarder: Sendable {
                 }
             }
             .connect(to: server)
-            .whenComplete { result in
-                switch result {
-                case let .failure(error): promise.fail(error)
-                case let .success(channel):
-                    let deadline = channel.eventLoop.scheduleTask(in: timeout) { promise.fail(DNSForwardError(description: "no answer within \(timeout.nanoseconds / 1_000_000_000) s")) }
-                    promise.futureResult.whenComplete { _ in
-                        deadline.cancel()
-                        channel.close(promise: nil)
-                    }
-                    channel.writeAndFlush(ByteBuffer(bytes: query)).whenFailure { promise.fail($0) }
+        return answer(promise, on: channel) { $0.writeAndFlush(ByteBuffer(bytes: query)) }
+    }
+
+    /// Sends the query once `channel` is up; the answer, or a failure
+    /// after `timeout`. The channel closes either way.
+    private static func answer(_ promise: EventLoopPromise<[UInt8]>, on channel: EventLoopFuture<Channel>,
+                               send: @escaping @Sendable (Channel) -> EventLoopFuture<Void>) -> EventLoopFuture<[UInt8]> {
+        channel.whenComplete { result in
+            switch result {
+            case let .failure(error): promise.fail(error)
+            case let .success(channel):
+                let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+                    promise.fail(DNSForwardError(description: "no answer within \(timeout.nanoseconds / 1_000_000_000) s"))
                 }
+                promise.futureResult.whenComplete { _ in
+                    deadline.cancel()
+                    channel.close(promise: nil)
+                }
+                send(channel).whenFailure { promise.fail($0) }
             }
+        }
         return promise.futureResult
     }
 }

@@ -153,20 +153,51 @@ final class ProxyPipeline {
         removeKeptEncoder()
     }
 
-    /// Glues the client to `peer` in place of the router, which hands over
-    /// the bytes it held. `sniff` watches the hellos going past (capture).
-    func passThrough(to peer: Channel, glue: (client: GlueHandler, server: GlueHandler), sniff: (client: TLSHelloSniffer, server: TLSHelloSniffer)?,
-                     replacing router: some RemovableChannelHandler) throws {
+    /// Dials `target` for bytes that are only passed through (pinned to
+    /// `override` when given), with reads off until glued so that a server
+    /// that speaks first loses nothing. `done` runs on the loop, unless the
+    /// client has gone meanwhile (the peer is then closed).
+    func dialPassThrough(_ target: ProxyTarget, override: String?, _ done: @escaping (Result<(Channel, UpstreamDial.Tunnel), Error>) -> Void) {
+        let dial = UpstreamDial(target: target, proxy: services.interception.upstreamProxy(for: target.host))
+        let client = channel
+        let bound = NIOLoopBound(done, eventLoop: channel.eventLoop)
+        services.connector.connect(dial, override: override, autoRead: false, halfClosure: true, on: channel.eventLoop) { _ in }
+            .flatMap { peer in dial.tunnel(peer).map { (peer, $0) } }
+            .whenComplete { result in
+                guard client.isActive else {
+                    if case let .success((peer, _)) = result { peer.close(promise: nil) }
+                    return
+                }
+                bound.value(result)
+            }
+    }
+
+    /// Glues the client to `peer` in place of `router`, which hands over
+    /// the bytes it held. When `row` is captured, the bytes each way are
+    /// counted and the hellos going past are read into it; it is written
+    /// once both sides have closed.
+    func passThrough(to peer: Channel, tunnel: UpstreamDial.Tunnel, row: TunnelCapture?, replacing router: some RemovableChannelHandler) throws {
         removeKeptEncoder()
-        if let sniff {
-            try ops.addHandler(sniff.client, position: .after(router))
-            try ops.addHandler(glue.client, position: .after(sniff.client))
-            try peer.pipeline.syncOperations.addHandler(sniff.server)
+        let counts = TunnelByteCounts()
+        let glue = counts.gluePair(stats: services.stats)
+        var row = row
+        row?.opened(to: peer.remoteAddress)
+        let (hooks, opened) = (ExchangeHooks(services: services), row)
+        channel.closeFuture.and(peer.closeFuture).whenComplete { _ in hooks.tunnelClosed(opened, counts: counts) }
+        if row != nil {
+            let client = TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } }
+            let server = TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } }
+            try ops.addHandler(client, position: .after(router))
+            try ops.addHandler(glue.client, position: .after(client))
+            try peer.pipeline.syncOperations.addHandler(server)
         } else {
             try ops.addHandler(glue.client, position: .after(router))
         }
         try peer.pipeline.syncOperations.addHandler(glue.server)
         ops.removeHandler(router, promise: nil)
+        // Through upstream_proxy: what the server sent after the proxy's 200 goes to the glue now.
+        tunnel.finish()
+        peer.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in peer.close(promise: nil) }
     }
 
     /// The TLS interception layer with HTTP inside, in place of the router:

@@ -195,45 +195,23 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
         state = .dialling
         let head = HTTPRequestHead(version: .http1_1, method: .CONNECT, uri: target.description)
         tunnelCapture = hooks.tunnelOpened(head, target: target, client: context.channel.remoteAddress)
-        let channel = context.channel
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let dial = UpstreamDial(target: target, proxy: services.interception.upstreamProxy(for: target.host))
-        services.connector.connect(dial, override: original.host, autoRead: false, halfClosure: true, on: context.eventLoop) { _ in }
-            .flatMap { peer in dial.tunnel(peer).map { (peer, $0) } }
-            .whenComplete { result in
-                let (router, context) = bound.value
-                guard channel.isActive else {
-                    if case let .success((peer, _)) = result { peer.close(promise: nil) }
-                    return
+        owner.dialPassThrough(target, override: original.host) { [self] result in
+            guard let context = self.context else { return }
+            switch result {
+            case let .success((peer, tunnel)):
+                state = .handingOver
+                do {
+                    try owner.passThrough(to: peer, tunnel: tunnel, row: tunnelCapture, replacing: self)
+                } catch {
+                    peer.close(mode: .all, promise: nil)
+                    close(context)
                 }
-                switch result {
-                case let .success((peer, tunnel)): router.glue(peer, tunnel: tunnel, context: context)
-                case let .failure(error):
-                    router.logger.notice("cannot reach the original destination", metadata: ["ERROR": "\(error)"])
-                    router.tunnelCapture?.failed(ProxyError.connectFailed(host: router.original.host, port: router.original.port, underlying: error).description)
-                    router.tunnelCapture = nil
-                    router.close(context)
-                }
+            case let .failure(error):
+                logger.notice("cannot reach the original destination", metadata: ["ERROR": "\(error)"])
+                tunnelCapture?.failed(ProxyError.connectFailed(host: original.host, port: original.port, underlying: error).description)
+                tunnelCapture = nil
+                close(context)
             }
-    }
-
-    private func glue(_ peer: Channel, tunnel: UpstreamDial.Tunnel, context: ChannelHandlerContext) {
-        let counts = TunnelByteCounts()
-        let pair = counts.gluePair(stats: services.stats)
-        tunnelCapture?.opened(to: peer.remoteAddress)
-        let (hooks, row) = (hooks, tunnelCapture)
-        context.channel.closeFuture.and(peer.closeFuture).whenComplete { _ in hooks.tunnelClosed(row, counts: counts) }
-        let sniff = tunnelCapture == nil ? nil : (
-            client: TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } },
-            server: TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } })
-        state = .handingOver
-        do {
-            try owner.passThrough(to: peer, glue: pair, sniff: sniff, replacing: self)
-            tunnel.finish()
-            peer.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in peer.close(promise: nil) }
-        } catch {
-            peer.close(mode: .all, promise: nil)
-            close(context)
         }
     }
 

@@ -95,7 +95,8 @@ public struct QRCode: Sendable, Equatable {
             + "</svg>"
     }
 
-    private static func xmlEscaped(_ s: String) -> String {
+    /// Text for XML or HTML (attributes and content); control characters XML forbids are dropped.
+    static func xmlEscaped(_ s: String) -> String {
         var out = ""
         for ch in s.unicodeScalars {
             switch ch {

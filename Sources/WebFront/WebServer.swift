@@ -24,16 +24,10 @@ public enum WebServer {
         let channel = HTTP1WebSocketUpgradeChannel(
             responder: { request, writer, channel in
                 let context = WebApp.Context(source: .init(channel: channel, logger: logger))
-                let response: Response
-                do {
-                    response = try await responder.respond(to: request, context: context)
-                } catch let error as any HTTPResponseError {
-                    response = try error.response(from: request, context: context)
-                } catch {
+                try await respond(to: request, with: responder, context: context, writer: writer) { error in
                     logger.error("a route failed", metadata: ["PATH": "\(request.uri.path)", "ERROR": "\(error)"])
-                    response = WebJSON.error(.internalServerError, "\(error)")
+                    return WebJSON.error(.internalServerError, "\(error)")
                 }
-                try await writer.write(response: response.head, body: response.body)
             },
             webSocketResponder: responder,
             configuration: .init(http1: .init(idleTimeout: .seconds(75)),
@@ -142,20 +136,28 @@ final class ConnectionCount: Sendable {
 }
 
 extension WebServer {
+    /// A route's response, its HTTP error's, or `failed`'s for any other error.
+    static func respond<Responder: HTTPResponder>(to request: Request, with responder: Responder, context: Responder.Context, writer: consuming ResponseWriter,
+                                                  failed: (Error) -> Response) async throws where Responder.Context: RequestContext {
+        let response: Response
+        do {
+            response = try await responder.respond(to: request, context: context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        } catch {
+            response = failed(error)
+        }
+        try await writer.write(response: response.head, body: response.body)
+    }
+
     /// The onboarding listener: plain HTTP/1.1, its own routes, no token.
     public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, group: any EventLoopGroup, logger: Logger) async throws {
         let responder = OnboardingRoutes(paths: paths, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
         let channel = HTTP1Channel(responder: { request, writer, channel in
             let context = OnboardingContext(source: .init(channel: channel, logger: logger))
-            let response: Response
-            do {
-                response = try await responder.respond(to: request, context: context)
-            } catch let error as any HTTPResponseError {
-                response = try error.response(from: request, context: context)
-            } catch {
-                response = OnboardingRoutes.response(.internalServerError, type: "text/plain; charset=utf-8", body: Data("\(error)\n".utf8))
+            try await respond(to: request, with: responder, context: context, writer: writer) { error in
+                OnboardingRoutes.response(.internalServerError, type: "text/plain; charset=utf-8", body: Data("\(error)\n".utf8))
             }
-            try await writer.write(response: response.head, body: response.body)
         }, configuration: .init(idleTimeout: .seconds(30)))
         try await serve(descriptor: descriptor, childChannel: channel, group: group, logger: logger) {}
     }

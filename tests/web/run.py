@@ -21,6 +21,7 @@ ARGS = None
 PASSED = []
 FAILED = []
 RECEIVED = []  # bodies the origin got on /echo and /hold
+IDLE_SECONDS = 3  # devices.idle_seconds: a device goes offline this long after its last request
 JSON_BODY = b'{"zebra": 1, "apple": {"b": 2, "a": 1}, "big": 12345678901234567890, "list": [3, 1, 2]}'
 
 
@@ -85,6 +86,8 @@ class Appliance:
             "log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"},
             "tunnel": {"drain_seconds": 2},
             "breakpoints": {"request": ["127.0.0.1:%d/hold*" % origin], "timeout_seconds": 60},
+            # Every client here is on loopback: it is the device "laptop", known by its address.
+            "devices": {"list": [{"name": "laptop", "address": "127.0.0.1"}], "idle_seconds": IDLE_SECONDS},
         }
         with open(os.path.join(self.group, "settings.json"), "w") as f:
             json.dump(settings, f, indent=2)
@@ -277,9 +280,11 @@ def run(appliance, origin, page, downloads):
     check(applied and codes and codes[-1] == "418", "a rule added in the page answers the next curl (%s)" % codes)
     check("future_key" in open(os.path.join(appliance.group, "settings.json")).read(), "settings.json keeps the keys the page does not know")
 
-    # 7. Status: the readiness card.
+    # 7. Status: the readiness card, the network and the devices.
     page.find("[data-view=status]").click()
     page.wait("the card", lambda: page.find("#readiness").is_displayed() and "ready" in page.find("#readiness").text, 10)
+    check(page.wait("the network card", lambda: page.find("[data-test=live-mode]").text == "proxy" and page.find("[data-test=network-rules]").text == "off"),
+          "the status view's Network card shows the live mode and the rules: %r" % page.find("#network-card").text.replace("\n", " · ")[:200])
     page.shot("status")
 
     # 8. HAR export downloads a file that validates.
@@ -293,6 +298,30 @@ def run(appliance, origin, page, downloads):
     entries = json.load(open(path))["log"]["entries"]
     check(valid.returncode == 0 and any("/data.json" in e["request"]["url"] for e in entries), "the HAR export downloads and validates (%d entries) %s" % (len(entries), valid.stdout[:300]))
     page.shot("har")
+
+    # 9. Devices: laptop is listed online with its traffic, goes offline without a reload
+    #    once idle, and a click filters the list to it.
+    page.d.execute_script("window.notReloaded = true")
+    code = curl(appliance, base + "/device/laptop")
+    page.find("[data-view=devices]").click()
+    laptop = lambda: page.find("#view-devices .device-row[data-device='laptop']")
+    cell = lambda css: laptop().find_element(By.CSS_SELECTOR, css).text.strip()
+    online = page.wait("laptop online", lambda: laptop().get_attribute("data-online") == "true" and cell(".dv-source") == "proxy"
+                       and int(cell(".dv-today").replace(",", "")) >= 1, 10)
+    check(code == "200" and online, "the Devices view lists laptop online, source %r, %s exchanges today (readiness: %s)"
+          % (cell(".dv-source"), cell(".dv-today"), ", ".join(s.get_attribute("data-step") + "=" + s.get_attribute("data-ok") for s in laptop().find_elements(By.CSS_SELECTOR, ".step"))))
+    page.shot("devices")
+    idle_from = time.time()
+    offline = page.wait("laptop offline", lambda: laptop().get_attribute("data-online") == "false", IDLE_SECONDS + 8)
+    check(offline and page.d.execute_script("return window.notReloaded === true"),
+          "laptop shows offline %.1f s after its last request (idle_seconds %d), without a reload" % (time.time() - idle_from, IDLE_SECONDS))
+    page.shot("devices-offline")
+    laptop().click()
+    devices = lambda: [e.text for e in page.all("#list-body .row[data-id] .c-device")]
+    filtered = page.wait("the device's rows", lambda: page.find("#view-traffic").is_displayed() and page.find("#filter").get_attribute("value") == "~device laptop"
+                         and page.row_for("/device/laptop") is not None and set(devices()) == {"laptop"}, 10)
+    check(filtered, "clicking laptop shows the list filtered to ~device laptop, its request there (%d rows, devices %s)" % (len(devices()), sorted(set(devices()))))
+    page.shot("device-filter")
 
     errors = page.errors()
     check(not errors, "no errors in the browser console: %s" % errors[:3])

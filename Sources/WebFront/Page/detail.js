@@ -59,8 +59,10 @@
 
   function head(id, row, ex) {
     const r = ex || row || {};
+    const dns = BM.dnsInfo(r.response && r.response.reason ? Object.assign({}, r, { reason: r.response.reason }) : r);
     const status = r.error ? h('span', { class: 'st err', title: r.error }, 'ERR')
-      : r.status ? h('span', { class: 'st ' + BM.statusClass(r.status) }, String(r.status)) : null;
+      : dns ? h('span', { class: 'st ' + (dns.ok ? 'dns-ok' : 'dns-err') }, dns.rcode)
+        : r.status ? h('span', { class: 'st ' + BM.statusClass(r.status) }, String(r.status)) : null;
     return h('div', { class: 'd-head' },
       h('div', { class: 'd-title' },
         h('span', { class: 'd-id' }, '#' + id),
@@ -179,9 +181,12 @@
     }
     if (!m) { box.appendChild(h('div', { class: 'notice' }, 'No request recorded.')); return; }
     const version = (ex.request && ex.request.http_version) || 'HTTP/1.1';
-    const first = side === 'request'
-      ? (m.method || '') + ' ' + (m.path || m.url || '') + ' ' + version
-      : version + ' ' + m.status + (m.reason ? ' ' + m.reason : '');
+    const dns = BM.dnsInfo(Object.assign({}, ex, { reason: ex.response && ex.response.reason }));
+    const first = dns
+      ? (side === 'request' ? 'DNS query ' + dns.name + ' ' + dns.type : 'DNS ' + (dns.rcode || '') + ' (rcode ' + m.status + ')' + (side === 'response' ? ' · answers below, one per line' : ''))
+      : side === 'request'
+        ? (m.method || '') + ' ' + (m.path || m.url || '') + ' ' + version
+        : version + ' ' + m.status + (m.reason ? ' ' + m.reason : '');
     box.appendChild(h('div', { class: 'sec-title' }, side === 'request' ? 'Request line' : 'Status line',
       h('span', { class: 'spacer' }),
       h('button', { type: 'button', class: 'btn small', 'data-test': 'raw-' + side, title: 'The message as HTTP/1.1 text', onclick: () => openRaw(ex.id, side) }, 'Raw message')));
@@ -353,6 +358,8 @@
     const resent = ex.resent_from !== null && ex.resent_from !== undefined
       ? h('a', { href: '#', onclick: e => { e.preventDefault(); BM.app.selectId(ex.resent_from); } }, '#' + ex.resent_from) : null;
     box.appendChild(h('table', { class: 'kv plain' }, h('tbody', null,
+      kv('Device', ex.device ? h('a', { href: '#', title: 'Show this device\'s traffic', onclick: e => { e.preventDefault(); BM.app.showDevice(ex.device); } }, ex.device) : null),
+      kv('Front end', ex.front_end),
       kv('Client address', ex.client_address), kv('Server address', ex.server_address),
       kv('TLS', tlsText[ex.tls] || ex.tls), kv('SNI', th.sni), kv('TLS version', th.version), kv('Cipher', th.cipher),
       kv('Bytes up', ex.bytes_up !== undefined && ex.bytes_up !== null ? BM.fmtInt(ex.bytes_up) + ' B' : null),

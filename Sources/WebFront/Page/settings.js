@@ -575,9 +575,6 @@
       add(rulesErr ? 'red' : rules === 'installed' ? 'green' : n.mode === 'transparent' ? 'amber' : 'grey', 'Rules',
         h('span', { class: rulesErr ? 'rr-err' : null, 'data-test': 'network-rules' }, rules),
         h('span', { class: 'muted' }, ' · nftables table inet busymate'));
-      add('grey', 'QUIC rejected', BM.fmtInt(n.quic_rejected), h('span', { class: 'muted' }, ' · UDP/443 refused so clients fall back to TCP'));
-      add(n.refused > 0 ? 'amber' : 'grey', 'Refused clients', BM.fmtInt(n.refused), h('span', { class: 'muted' }, ' · not on loopback nor in access.allow'));
-      add('grey', 'DNS queries', BM.fmtInt(n.dns_queries), n.dns_queries > 0 ? [' · ', link('show them', () => BM.app.showFilter('~dns'), 'show-dns')] : h('span', { class: 'muted' }, ' · answered by the forwarder (transparent mode)'));
       for (const w of n.warnings || []) add('amber', 'Warning', h('span', { class: 'rr-warn' }, w));
     } else {
       rows.push(row('grey', 'Network', h('span', { class: 'muted' }, 'not reported (the tunnel is not running)')));
@@ -590,6 +587,15 @@
         h('div', { class: 'muted small' }, 'Open it on a device: the PAC file (/proxy.pac) and the CA (/ca.pem, /ca.der), no token.'));
     } else if (ob) add('amber', 'Onboarding', 'listening on ' + ob.listen + ' …');
     else rows.push(row('grey', 'Onboarding', h('span', { class: 'muted' }, 'off · set onboarding.listen to serve the setup page to devices')));
+    if (n) {
+      const counter = (v, name, title, extra, warn) => h('div', { class: 'counter' + (warn ? ' warn' : ''), title },
+        h('div', { class: 'cv' }, BM.fmtInt(v || 0), extra || null), h('div', { class: 'cn' }, name));
+      rows.push(h('div', { class: 'counters net-counters' },
+        counter(n.quic_rejected, 'QUIC rejected', 'UDP/443 refused (transparent mode), so clients fall back to TCP'),
+        counter(n.refused, 'refused clients', 'Clients refused at accept: not on loopback and not in access.allow', null, n.refused > 0),
+        counter(n.dns_queries, 'DNS queries', 'Answered by the forwarder (transparent mode)',
+          n.dns_queries > 0 ? h('span', { class: 'cv-link' }, link('show', () => BM.app.showFilter('~dns'), 'show-dns')) : null)));
+    }
     const el = h('section', { class: 'card', id: 'network-card', 'data-test': 'network-card' },
       h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Network'), h('span', { class: 'muted small' }, 'mode, rules, devices arriving')),
       ...rows);
@@ -723,7 +729,7 @@
     if (DV.helpKey !== helpKey) {
       DV.helpKey = helpKey;
       if (devs.length) {
-        clear(DV.foot).append('Click a device for its traffic (', h('code', null, '~device NAME'), '). Add one: ', h('code', null, 'busymate devices add NAME [--address IP]'),
+        clear(DV.foot).append('Click a device to see its traffic (the filter ', h('code', null, '~device NAME'), ') · add one with ', h('code', null, 'busymate devices add NAME [--address IP]'),
           url ? [' · onboarding page ', h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono' }, url)] : '');
       } else {
         clear(DV.empty).append(h('div', { class: 'empty-title' }, 'No devices yet'), ...addHelp(url),
