@@ -51,5 +51,6 @@ let package = Package(
         ]),
         harness("notification", [.product(name: "BusymateShared", package: "Busymate")]),
         harness("control-message", [.product(name: "BusymateShared", package: "Busymate")]),
+        harness("dns", [.product(name: "ProxyEngine", package: "Busymate")]),
     ]
 )

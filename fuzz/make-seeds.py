@@ -99,6 +99,10 @@ seeds("settings", {
     "invalid-duplicate-key": '{"mode": "proxy", "mode": "transparent"}',
     "invalid-rule": '{"rules": [{"name": "x", "match": "a b", "action": "map_remote", "to": "ftp://x"}]}',
     "escapes": '{"tunnel": {"user": "busy\\u006date"}, "x": "\\ud83d\\ude00\\n"}',
+    "network": json.dumps({"mode": "transparent", "transparent": {"port": 9180, "ports": [80, 443], "interfaces": ["eth1"]},
+                           "dns": {"port": 9153, "servers": ["10.0.0.53", "fd00::53"]}, "onboarding": {"listen": "192.168.1.20:9092"},
+                           "devices": {"port_pool": "9100-9199", "idle_seconds": 90, "list": [{"name": "phone", "port": 9100}, {"name": "vm", "address": "10.0.0.5"}]},
+                           "access": {"allow": ["192.168.1.0/24"], "grants": [{"address": "10.0.0.7", "until": "2030-01-01T00:00:00Z"}]}}, indent=2) + "\n",
 })
 
 # --- url-pattern: "pattern\nURL"
@@ -200,6 +204,29 @@ dictionary("settings", [
     '"host"', '"port"', '"username"', '"password"', '"bypass"', "true", "false", "null", "1e3", "-0", "\\u0000", "\\ud83d\\ude00",
     "{", "}", "[", "]", ":", ",", "\xef\xbb\xbf", "\r\n", '"*.example.com"', '"http://127.0.0.1:3000/"', '"/srv/www"',
 ])
+# --- dns: queries a transparent client sends, answers a server returns
+def dns_name(name):
+    return b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0"
+def dns_query(ident, name, qtype, flags=0x0100):
+    return struct.pack(">HHHHHH", ident, flags, 1, 0, 0, 0) + dns_name(name) + struct.pack(">HH", qtype, 1)
+def dns_answer(query, rdatas, flags=0x8180):
+    head = query[:2] + struct.pack(">HHHHH", flags, 1, len(rdatas), 0, 0)
+    body = query[12:]
+    for qtype, rdata in rdatas:
+        body += b"\xc0\x0c" + struct.pack(">HHIH", qtype, 1, 300, len(rdata)) + rdata
+    return head + body
+q_a = dns_query(0x1234, "origin.test", 1)
+q_aaaa = dns_query(0x4321, "origin.test", 28)
+seeds("dns", {
+    "query-a": q_a,
+    "query-aaaa": q_aaaa,
+    "answer-a": dns_answer(q_a, [(1, bytes([10, 77, 2, 2]))]),
+    "answer-aaaa": dns_answer(q_aaaa, [(28, bytes.fromhex("fd770002000000000000000000000002"))]),
+    "answer-cname-a": dns_answer(q_a, [(5, b"\x03www\xc0\x0c"), (1, bytes([192, 0, 2, 1]))]),
+    "nxdomain": dns_answer(dns_query(7, "nothere.test", 1), [], flags=0x8183),
+    "pointer-loop": struct.pack(">HHHHHH", 9, 0x0100, 1, 0, 0, 0) + b"\xc0\x0c" + struct.pack(">HH", 1, 1),
+})
+
 dictionary("url-pattern", [
     "://", "http://", "https://", "ws://", "*", "*.", "?", "#", "/", ":", "[", "]", "[::1]", ":443", ":80", ":08080", "example.com",
     "\n", ".", "\xc3\x84", "\xcc\x81", "%2F",
@@ -211,6 +238,9 @@ dictionary("raw-http", [
 dictionary("notification", [
     "busymate/1 ", "settingsDidChange", "newTrafficCaptured", "tunnelStateChanged", "breakpointPaused", "breakpointContinue",
     "caDidChange", " ", "\n", "tunnel-1", "app-2", "\xc3\xa9", "\xe2\x9c\x93",
+])
+dictionary("dns", [
+    "\xc0\x0c", "\x00\x01\x00\x01", "\x00\x1c\x00\x01", "\x00\x05", "\x81\x80", "\x01\x00", "\x07example\x03com\x00", "\x00\x00\x01\x2c",
 ])
 dictionary("control-message", [
     '"kind"', '"status"', '"tunnelStart"', '"tunnelStop"', '"tunnelRestart"', '"hello"', '"state"', '"pong"', '"listeners"',

@@ -664,9 +664,10 @@
 
   function addHelp(url) {
     return [
-      h('p', null, 'Name a device so its traffic is labelled and its presence shows here live:'),
-      h('pre', { class: 'cmd' }, 'busymate devices add NAME                    # its own proxy port from devices.port_pool'),
-      h('pre', { class: 'cmd' }, 'busymate devices add NAME --address 192.0.2.7  # known by its address'),
+      h('p', null, 'Name a device so its traffic is labelled and its presence shows here live. Give it its own proxy port (from devices.port_pool):'),
+      h('pre', { class: 'cmd' }, 'busymate devices add NAME'),
+      h('p', null, 'or know it by its address:'),
+      h('pre', { class: 'cmd' }, 'busymate devices add NAME --address 192.0.2.7'),
       url ? h('p', null, 'Or open the onboarding page on the device (the PAC file and the CA, no token): ',
         h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono', 'data-test': 'devices-onboarding-url' }, url))
         : h('p', { class: 'muted' }, 'Set onboarding.listen (e.g. "0.0.0.0:8080") to serve a setup page to devices: /proxy.pac, /ca.pem, /ca.der.'),
@@ -729,11 +730,12 @@
     if (DV.helpKey !== helpKey) {
       DV.helpKey = helpKey;
       if (devs.length) {
-        clear(DV.foot).append('Click a device to see its traffic (the filter ', h('code', null, '~device NAME'), ') · add one with ', h('code', null, 'busymate devices add NAME [--address IP]'),
-          url ? [' · onboarding page ', h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono' }, url)] : '');
+        BM.append(clear(DV.foot), ['Click a device to see its traffic (the filter ', h('code', null, '~device NAME'), ') · add one with ',
+          h('code', null, 'busymate devices add NAME [--address IP]'),
+          url ? [' · onboarding page ', h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono' }, url)] : null]);
       } else {
-        clear(DV.empty).append(h('div', { class: 'empty-title' }, 'No devices yet'), ...addHelp(url),
-          h('p', { class: 'muted' }, 'Online means traffic in the last ' + idleText(st) + '; the list updates live.'));
+        BM.append(clear(DV.empty), [h('div', { class: 'empty-title' }, 'No devices yet'), addHelp(url),
+          h('p', { class: 'muted' }, 'A device is online while its traffic keeps arriving (devices.idle_seconds, 90 s by default); this view updates live.')]);
       }
     }
     const seen = new Set();
@@ -750,11 +752,6 @@
       prev = tr;
     }
     for (const [key, tr] of DV.rows) if (!seen.has(key)) { tr.remove(); DV.rows.delete(key); }
-  }
-
-  function idleText(st) {
-    const s = st && st.devices_idle_seconds;
-    return typeof s === 'number' ? BM.fmtUptime(s) : 'idle window (devices.idle_seconds, 90 s by default)';
   }
 
   BM.devicesView = { render: renderDevices };
