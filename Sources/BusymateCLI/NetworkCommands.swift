@@ -223,11 +223,15 @@ struct DNS: AsyncParsableCommand {
 /// The devices list, from settings, the tunnel's status, the store and
 /// the onboarding log.
 enum DeviceRows {
-    static func read(_ paths: GroupPaths) -> [DeviceRow] {
+    /// `counting`: read today's exchanges per device from the store (only
+    /// a store the tunnel says is ok: one it is creating, or a full disk's,
+    /// is left alone).
+    static func read(_ paths: GroupPaths, counting: Bool = true) -> [DeviceRow] {
         let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
         let tunnel = TunnelStatus.read(paths.status)
         let today = Calendar.current.startOfDay(for: Date())
-        let counts = (try? StoreAccess.open(paths)).flatMap { try? TrafficRepository(database: $0).exchangesByDevice(since: today) } ?? [:]
+        let store = counting && tunnel?.store == "ok" ? try? StoreAccess.open(paths) : nil
+        let counts = store.flatMap { try? TrafficRepository(database: $0).exchangesByDevice(since: today) } ?? [:]
         return DeviceRow.merge(settings: settings, seen: tunnel?.devices ?? [], onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: counts)
     }
 

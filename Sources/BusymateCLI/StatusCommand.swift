@@ -26,7 +26,7 @@ struct Status: AsyncParsableCommand {
         }
         // Only a store the tunnel has opened (and so created): opening one it
         // is creating raced its first statements under load.
-        report.devices = DeviceRows.read(paths)
+        report.devices = DeviceRows.read(paths, counting: report.tunnel.store == "ok")
         let pinned = report.tunnel.store == "ok" ? Self.pinned(paths) : []
         let settings = SettingsFile.read(paths.settings).settings
         let problems = report.problems

@@ -14,9 +14,13 @@ public struct NetworkStatus: Codable, Sendable, Equatable {
     public var dnsQueries: Int
     /// Both a proxy client and transparent traffic were seen in the idle window.
     public var bothSeen: Bool
+    /// `devices.idle_seconds`: how long a device stays online after its last traffic.
+    public var idleSeconds: Double
     public var warnings: [String]
 
-    public init(mode: String, liveMode: String, rules: String, quicRejected: Int, refused: Int, dnsQueries: Int, bothSeen: Bool, warnings: [String]) {
+    public init(mode: String, liveMode: String, rules: String, quicRejected: Int, refused: Int, dnsQueries: Int, bothSeen: Bool, idleSeconds: Double,
+                warnings: [String]) {
+        self.idleSeconds = idleSeconds
         self.mode = mode
         self.liveMode = liveMode
         self.rules = rules
@@ -80,8 +84,10 @@ public struct DeviceRow: Codable, Sendable, Equatable {
                                   caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, named: true))
         }
         let named = Set(settings.devices.list.map(\.name))
+        // A client seen by its address before it was named is the named device now.
+        let claimed = Set(settings.devices.list.compactMap(\.address))
         var listed = Set(rows.compactMap(\.address))
-        for presence in seen where !named.contains(presence.name) {
+        for presence in seen where !named.contains(presence.name) && !claimed.contains(presence.name) {
             listed.insert(presence.address ?? presence.name)
             rows.append(DeviceRow(name: presence.name, port: nil, address: presence.address, online: presence.online, lastSeen: presence.lastSeen,
                                   source: presence.source, exchangesToday: exchangesToday[presence.name] ?? 0,

@@ -26,7 +26,7 @@ public enum ExchangeJSON {
     public static func summaryMembers(_ r: ExchangeRecord, resentFrom: Int64?) -> [Member] {
         [
             ("id", number(r.id)), ("request_id", string(r.requestID)), ("started_at", date(r.startedAt)),
-            ("method", string(r.method)), ("url", string(r.url)), ("host", string(r.host)), ("status", number(r.status)),
+            ("method", string(r.method)), ("url", string(r.url)), ("host", string(r.host)), ("status", number(r.status)), ("reason", string(r.reason)),
             ("tls", string(r.tlsMode.rawValue)), ("duration_ms", number(r.durationMilliseconds)), ("error", string(r.error)),
             ("resent_from", number(resentFrom)), ("rule", string(r.rule)),
             // Body sizes as they crossed the wire; the content types as declared.

@@ -71,6 +71,6 @@ extension SupervisorService {
         if let error = firewall.error { warnings.append("the transparent rules: \(error)") }
         return NetworkStatus(mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
                              quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
-                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, warnings: warnings)
+                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings)
     }
 }
