@@ -88,8 +88,14 @@ struct Devices: AsyncParsableCommand {
                 return
             }
             var chosen: Int?
+            var already: String?
             try SettingsEdit.apply(paths) { root in
                 let settings = try AppSettings.decode(root).settings
+                // Again under the file's lock: another `add` may have just named it.
+                if let existing = settings.devices.named(name), address == nil || existing.address == address {
+                    already = existing.port.map(String.init) ?? existing.address
+                    return
+                }
                 var list = settings.devices.list.filter { $0.name != name }
                 if let address {
                     list.append(AppSettings.NamedDevice(name: name, address: address))
@@ -104,7 +110,7 @@ struct Devices: AsyncParsableCommand {
                 }
                 DeviceRows.setList(list, in: &root)
             }
-            print(chosen.map(String.init) ?? address ?? "")
+            print(already ?? chosen.map(String.init) ?? address ?? "")
         }
     }
 

@@ -164,6 +164,7 @@ extension AppSettings.Reader {
             }
         }
         if let node = root["devices"] { try readDevices(node, into: &s) }
+        try checkPorts(root, s)
         if let node = root["access"] {
             try object(node, path: "access")
             if let allow = node["allow"] {
@@ -198,6 +199,29 @@ extension AppSettings.Reader {
                     s.access.grants.append(grant)
                 }
             }
+        }
+    }
+
+    /// Two listeners on one port fail to bind, or worse, the redirect
+    /// reaches the wrong one (the web page answering devices' traffic).
+    func checkPorts(_ root: JSONNode, _ s: AppSettings) throws(SettingsError) {
+        var taken: [Int: String] = [:]
+        for address in s.listen where address.port != 0 { taken[address.port] = "proxy.listen" }
+        if s.webListen.port != 0 { taken[s.webListen.port] = "web.listen" }
+        if let onboarding = s.onboardingListen, onboarding.port != 0 { taken[onboarding.port] = "onboarding.listen" }
+        let own: [(Int, String, JSONNode?)] = [
+            (s.transparent.port, "transparent.port", root["transparent"]?["port"]),
+            (s.dns.port, "dns.port", root["dns"]?["port"]),
+        ] + s.devices.list.enumerated().compactMap { i, device in
+            device.port.map { ($0, "devices.list[\(i)].port", root["devices"]?["list"].flatMap { list in
+                if case let .array(items) = list.value, i < items.count { return items[i]["port"] } else { return nil }
+            }) }
+        }
+        for (port, key, node) in own {
+            if let other = taken[port] {
+                throw SettingsError(message: "port \(port) is \(other)'s already", position: node?.position ?? root.position, keyPath: key)
+            }
+            taken[port] = key
         }
     }
 

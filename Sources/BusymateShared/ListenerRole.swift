@@ -15,6 +15,15 @@ public enum ListenerRole: Sendable, Hashable {
 
     public var isDatagram: Bool { self == .dnsUDP }
 
+    /// The transparent listener and the DNS forwarder: the redirect needs them.
+    public var isRedirectTarget: Bool { self == .transparent || self == .dnsUDP || self == .dnsTCP }
+
+    /// Whether this machine has IPv6 at all (no `[::]` listeners otherwise).
+    public static let hasIPv6: Bool = {
+        guard let text = try? String(contentsOfFile: "/proc/net/if_inet6", encoding: .utf8) else { return false }
+        return !text.isEmpty
+    }()
+
     /// The socket's name for `address`.
     public func name(_ address: ListenAddress) -> String {
         switch self {
@@ -63,7 +72,7 @@ extension AppSettings {
     public var wantedListeners: [WantedListener] {
         var out = listen.map { WantedListener(.proxy, $0) }
         if mode == .transparent {
-            for host in ["0.0.0.0", "::"] {
+            for host in ["0.0.0.0"] + (ListenerRole.hasIPv6 ? ["::"] : []) {
                 out.append(WantedListener(.transparent, ListenAddress(host: host, port: transparent.port)))
                 out.append(WantedListener(.dnsUDP, ListenAddress(host: host, port: dns.port)))
                 out.append(WantedListener(.dnsTCP, ListenAddress(host: host, port: dns.port)))

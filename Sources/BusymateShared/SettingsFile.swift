@@ -48,6 +48,15 @@ public enum SettingsFile {
     /// Applies `edit` to the document and writes it atomically; keys this
     /// version does not know survive. Refuses to touch an invalid file.
     public static func edit(_ url: URL, _ edit: (inout JSONNode) throws -> Void) throws {
+        // One edit at a time (two `busymate devices add` at once each read
+        // the file before the other wrote it): an advisory lock beside it,
+        // which a read-only descriptor can take too.
+        let lockPath = url.deletingLastPathComponent().appendingPathComponent(".settings.lock").path
+        let lock = open(lockPath, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o664)
+        if lock >= 0 {
+            while flock(lock, LOCK_EX) != 0 && errno == EINTR {}
+        }
+        defer { if lock >= 0 { close(lock) } }
         let data = try GroupFileReader.read(url, limit: sizeLimit)
         var root: JSONNode
         do {

@@ -55,8 +55,13 @@ public final class DNSForwarder: Sendable {
 
     // MARK: listeners
 
+    /// Datagrams up to UDP's own limit (NIO's default buffer is 2 KiB: an
+    /// EDNS answer larger than that was cut).
+    static let datagramAllocator = FixedSizeRecvByteBufferAllocator(capacity: 65_535)
+
     public func serveUDP(descriptor: Int32) async throws -> Channel {
         try await DatagramBootstrap(group: group)
+            .channelOption(.recvAllocator, value: Self.datagramAllocator)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(UDPQueries(forwarder: self)) }
             }
@@ -67,6 +72,8 @@ public final class DNSForwarder: Sendable {
     public func serveTCP(descriptor: Int32) async throws -> (Channel, ServerQuiescingHelper) {
         let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
+            // A client that half-closes after its query still gets the answer.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel)) }
             }
@@ -75,6 +82,8 @@ public final class DNSForwarder: Sendable {
                     return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RefusedClient()) }
                 }
                 return channel.eventLoop.makeCompletedFuture {
+                    // A client that sends nothing for 30 s is closed (RFC 7766 §6.2.3 allows it).
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(30)))
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .sixteenBits)))
                     try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .sixteenBits))
                     try channel.pipeline.syncOperations.addHandler(TCPQueries(forwarder: self))
@@ -105,7 +114,7 @@ public final class DNSForwarder: Sendable {
             self.answered.add(1, ordering: .relaxed)
             let message = answer.flatMap { DNSMessage(parsing: $0) }
             for case let (address?, ttl) in (message?.answers ?? []).map({ ($0.data.address, $0.ttl) }) {
-                self.names.learn(address: address, name: question.name.lowercased(), ttl: ttl)
+                if let asker = client?.ipAddress { self.names.learn(address: address, name: question.name.lowercased(), ttl: ttl, client: asker) }
             }
             let exchange = DNSExchange(startedAt: started, endedAt: Date(), client: client, server: server.map(ExchangeCapture.describe),
                                        name: question.name, type: DNSMessage.typeName(question.type), transport: transport,
@@ -164,6 +173,7 @@ public final class DNSForwarder: Sendable {
         let promise = group.next().makePromise(of: [UInt8].self)
         // Connected: the server's ICMP "port unreachable" fails it at once.
         let channel = DatagramBootstrap(group: group)
+            .channelOption(.recvAllocator, value: datagramAllocator)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(OneAnswer(from: server, promise: promise)) }
             }
@@ -244,22 +254,77 @@ private final class UDPQueries: ChannelInboundHandler {
     }
 }
 
-/// Queries over TCP, one length-prefixed message each.
-private final class TCPQueries: ChannelInboundHandler {
+/// Queries over TCP, one length-prefixed message each. At most
+/// `maxOutstanding` are forwarded at a time and nothing more is read while
+/// the client does not read its answers (backpressure); a client that
+/// half-closes gets its answers, then the connection closes.
+private final class TCPQueries: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
+    static let maxOutstanding = 16
     private let forwarder: DNSForwarder
+    private var outstanding = 0
+    private var readPending = false
+    private var inputClosed = false
+    private var context: ChannelHandlerContext?
     init(forwarder: DNSForwarder) { self.forwarder = forwarder }
 
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let channel = context.channel
-        forwarder.forward(unwrapInboundIn(data), from: channel.remoteAddress, transport: "tcp", on: context.eventLoop) { answer in
-            channel.writeAndFlush(answer, promise: nil)
+        outstanding += 1
+        let loop = context.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        forwarder.forward(unwrapInboundIn(data), from: context.channel.remoteAddress, transport: "tcp", on: loop) { answer in
+            loop.execute { bound.value.answered(answer) }
         }
+    }
+
+    private func answered(_ answer: ByteBuffer) {
+        guard let context else { return }
+        context.writeAndFlush(wrapOutboundOut(answer)).whenComplete { [self] _ in
+            outstanding -= 1
+            if inputClosed, outstanding == 0 { self.context?.close(promise: nil) }
+            readIfHeld()
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if outstanding >= Self.maxOutstanding || !context.channel.isWritable {
+            readPending = true
+            return
+        }
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        readIfHeld()
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func readIfHeld() {
+        guard readPending, let context, outstanding < Self.maxOutstanding, context.channel.isWritable else { return }
+        readPending = false
+        context.read()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         context.close(promise: nil)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+            return
+        }
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            if outstanding == 0 { context.close(promise: nil) }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 }
 

@@ -59,7 +59,9 @@ final class ProxyPipeline {
     /// was not redirected (a client dialling the port itself) is closed.
     static func startTransparent(_ channel: Channel, services: ProxyServices) -> EventLoopFuture<Void> {
         OriginalDestination.read(channel).flatMapThrowing { original in
-            guard let original, let ip = original.ipAddress, let port = original.port else {
+            // Not redirected: no conntrack entry, or the socket's own address.
+            let own = channel.localAddress.map { $0.ipAddress == original?.ipAddress && $0.port == original?.port } ?? false
+            guard let original, !own, let ip = original.ipAddress, let port = original.port else {
                 services.logger.notice("a connection to the transparent port that was not redirected; closed",
                                        metadata: ["CLIENT": "\(channel.remoteAddress.map(ExchangeCapture.describe) ?? "?")"])
                 channel.close(promise: nil)
@@ -179,7 +181,12 @@ final class ProxyPipeline {
     func passThrough(to peer: Channel, tunnel: UpstreamDial.Tunnel, row: TunnelCapture?, replacing router: some RemovableChannelHandler) throws {
         removeKeptEncoder()
         let counts = TunnelByteCounts()
-        let glue = counts.gluePair(stats: services.stats)
+        var activity: (@Sendable () -> Void)?
+        if let devices = services.devices {
+            let (who, client) = (services.peer, channel.remoteAddress)
+            activity = { devices.touch(who, address: client) }
+        }
+        let glue = counts.gluePair(stats: services.stats, activity: activity)
         var row = row
         row?.opened(to: peer.remoteAddress)
         let (hooks, opened) = (ExchangeHooks(services: services), row)

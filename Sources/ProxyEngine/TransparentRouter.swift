@@ -49,7 +49,10 @@ final class TransparentRouter {
 
     /// The name for this connection when the bytes name none: the one its
     /// client looked up through the forwarder, else the address.
-    private var learnedHost: String { services.dnsNames?.name(for: original.host) ?? original.host }
+    private var learnedHost: String {
+        guard let client = owner.channel.remoteAddress?.ipAddress else { return original.host }
+        return services.dnsNames?.name(for: original.host, client: client) ?? original.host
+    }
 }
 
 extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {

@@ -46,12 +46,15 @@ enum ForwardRoute {
             let path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
             return (target, path)
         case let .transparent(original):
-            if !head.uri.hasPrefix("/"), let parsed = ProxyTarget.parseAbsoluteForm(head.uri) { return parsed }
+            // The port is where the client was going, whatever Host says (the
+            // address is pinned too): Host and absolute-form name the host only.
+            if !head.uri.hasPrefix("/"), let parsed = ProxyTarget.parseAbsoluteForm(head.uri) {
+                return (ProxyTarget(host: parsed.target.host, port: original.port), parsed.originForm)
+            }
             guard head.uri.hasPrefix("/") || head.uri == "*" else { return nil }
             let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "#")).map { String(head.uri[..<$0]) } ?? head.uri
-            // The port is where the client was going; Host names the host.
             if let host = head.headers.first(name: "host"), let named = ProxyTarget.parseAuthority(Substring(host), defaultPort: original.port) {
-                return (named, path)
+                return (ProxyTarget(host: named.host, port: original.port), path)
             }
             return (original, path)
         }

@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import Logging
+import Synchronization
 
 /// Transparent mode's nftables table, `inet busymate`: the supervisor's
 /// (root's) one job on the network. It redirects TCP `transparent.ports`
@@ -43,9 +44,10 @@ struct Firewall {
             lines += [
                 "  chain prerouting_nat {",
                 "    type nat hook prerouting priority -100; policy accept;",
+                // A device's resolver is often the gateway itself: DNS to it is captured too.
+                "    iifname { \(interfaces) } \(redirectDNS)",
                 "    fib daddr type local return",
                 "    iifname { \(interfaces) } \(redirectTCP)",
-                "    iifname { \(interfaces) } \(redirectDNS)",
                 "  }",
                 "  chain forward_filter {",
                 "    type filter hook forward priority 0; policy accept;",
@@ -111,15 +113,21 @@ struct Firewall {
         } catch {
             throw Failure(description: "cannot run \(nft): \(error)")
         }
+        // A watchdog: reading to the end below waits for nft to exit.
+        let finished = Atomic<Bool>(false)
+        let watchdog = Thread {
+            for _ in 0..<1000 where !finished.load(ordering: .relaxed) { usleep(10_000) }
+            if !finished.load(ordering: .relaxed), process.isRunning { process.terminate() }
+        }
+        watchdog.start()
+        defer { finished.store(true, ordering: .relaxed) }
         if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
         try? stdin.fileHandleForWriting.close()
         let out = stdout.fileHandleForReading.readDataToEndOfFile()
         let err = stderr.fileHandleForReading.readDataToEndOfFile()
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            process.terminate()
-            throw Failure(description: "nft did not finish within 10 s")
+        process.waitUntilExit()
+        if process.terminationReason == .uncaughtSignal {
+            throw Failure(description: "nft did not finish within 10 s (or was killed)")
         }
         guard process.terminationStatus == 0 else {
             let text = String(decoding: err, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

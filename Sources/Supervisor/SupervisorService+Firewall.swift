@@ -9,6 +9,10 @@ import Logging
 extension SupervisorService {
     var firewallWanted: Bool {
         guard settings.mode == .transparent, desired == .running, !shuttingDown, let tunnel = current else { return false }
+        // Redirecting to a port that is not ours (it failed to bind) would
+        // send the traffic to whoever holds it, or nowhere.
+        let bound = Set(listeners.map(\.name))
+        guard settings.wantedListeners.filter(\.role.isRedirectTarget).allSatisfy({ bound.contains($0.name) }) else { return false }
         // A replacement in standby: the old tunnel still serves.
         return tunnel.state == .ready || (tunnel.state == .starting && !draining.isEmpty)
     }
@@ -59,10 +63,13 @@ extension SupervisorService {
         }
     }
 
-    private var firewallOffReason: String {
+    var firewallOffReason: String {
         if shuttingDown { return "stopping" }
         if settings.mode != .transparent { return "mode is \(settings.mode.rawValue)" }
         if desired == .stopped { return "the tunnel was stopped" }
+        if let failed = listenerErrors.first(where: { ListenerRole.parse($0.key)?.role.isRedirectTarget == true }) {
+            return "cannot listen on \(failed.key): \(failed.value)"
+        }
         return "no tunnel is serving"
     }
 
@@ -73,9 +80,9 @@ extension SupervisorService {
         firewall.quicLast = 0
     }
 
-    /// Read at most every two seconds (status asks often).
+    /// Read when status is asked, at most once a second (each is an `nft` run).
     func refreshQuicCount() {
-        guard firewall.installed != nil, Date().timeIntervalSince(firewall.quicReadAt) >= 2 else { return }
+        guard firewall.installed != nil, Date().timeIntervalSince(firewall.quicReadAt) >= 1 else { return }
         firewall.quicReadAt = Date()
         if let packets = Firewall.quicPackets() { firewall.quicLast = packets }
     }

@@ -62,6 +62,7 @@ extension SupervisorService {
     }
 
     func networkStatus(_ tunnelStatus: TunnelStatus?) -> NetworkStatus {
+        refreshQuicCount()
         let presence = tunnelStatus?.network ?? NetworkPresence()
         var warnings = settings.wantedListeners.compactMap { settings.exposureWarning($0.address) }
         warnings = warnings.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
@@ -69,6 +70,9 @@ extension SupervisorService {
             warnings.append("transparent.interfaces is empty: only this machine's own traffic is captured (list the interfaces devices route through)")
         }
         if let error = firewall.error { warnings.append("the transparent rules: \(error)") }
+        if settings.mode == .transparent, firewall.installed == nil, firewall.error == nil, current?.state == .ready {
+            warnings.append("the transparent rules are off: \(firewallOffReason)")
+        }
         return NetworkStatus(mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
                              quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
                              bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings)

@@ -358,7 +358,6 @@ public actor SupervisorService {
         }
         handOver()
         reconcileFirewall()
-        refreshQuicCount()
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
         if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,

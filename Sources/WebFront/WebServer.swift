@@ -70,7 +70,10 @@ public enum WebServer {
                             for try await child in inbound {
                                 // A bound on connections: no one without the token fills the descriptor table.
                                 guard open.enter(below: Self.maxConnections) else {
+                                    // Closed at once, but still finished through the channel's
+                                    // own handling: an async channel dropped unfinished traps.
                                     child.channel.close(promise: nil)
+                                    tasks.addTask { await channel.handle(value: child, logger: connectionLogger) }
                                     continue
                                 }
                                 tasks.addTask {

@@ -48,6 +48,11 @@ import Testing
         #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\", \"port\": 9100}, {\"name\": \"a\", \"port\": 9101}]}}")?.message.contains("twice") == true)
         #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\", \"port\": 9100}, {\"name\": \"b\", \"port\": 9100}]}}")?.keyPath == "devices.list[1].port")
         #expect(AppSettings.decodeError("{\"access\": {\"allow\": [\"10.0.0.0/33\"]}}")?.keyPath == "access.allow[0]")
+        // Two listeners on one port: the redirect would reach the wrong one.
+        #expect(AppSettings.decodeError("{\"transparent\": {\"port\": 9091}}")?.message == "port 9091 is web.listen's already")
+        #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"0.0.0.0:9153\"]}}")?.keyPath == "dns.port")
+        #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"tv\", \"port\": 9090}]}}")?.keyPath == "devices.list[0].port")
+        #expect(AppSettings.decodeError("{\"onboarding\": {\"listen\": \"10.0.0.1:9180\"}}")?.keyPath == "transparent.port")
         #expect(AppSettings.decodeError("{\"access\": {\"grants\": [{\"address\": \"10.0.0.1\", \"until\": \"tomorrow\"}]}}")?.keyPath == "access.grants[0].until")
     }
 

@@ -61,10 +61,12 @@ import Testing
 
     @Test func namesLearnedFromDNSExpire() {
         let names = DNSNames()
-        names.learn(address: "10.0.0.9", name: "example.com", ttl: 30, now: 0)
-        #expect(names.name(for: "10.0.0.9", now: 59) == "example.com")
-        #expect(names.name(for: "::ffff:10.0.0.9", now: 59) == "example.com")
-        #expect(names.name(for: "10.0.0.9", now: 61) == nil)
+        names.learn(address: "10.0.0.9", name: "example.com", ttl: 30, client: "10.0.0.2", now: 0)
+        #expect(names.name(for: "10.0.0.9", client: "10.0.0.2", now: 59) == "example.com")
+        #expect(names.name(for: "::ffff:10.0.0.9", client: "::ffff:10.0.0.2", now: 59) == "example.com")
+        // Another device's lookups do not label this one's connections.
+        #expect(names.name(for: "10.0.0.9", client: "10.0.0.3", now: 59) == nil)
+        #expect(names.name(for: "10.0.0.9", client: "10.0.0.2", now: 61) == nil)
     }
 
     @Test func nameserversComeFromResolvConf() {

@@ -65,9 +65,15 @@ import Testing
         #expect(row.frontEnd == "transparent" && row.device == "10.0.0.2")
     }
 
+    @Test func hostNamesTheHostButNotThePort() throws {
+        let h = try Harness()
+        try h.send(ByteBuffer(string: "GET /x HTTP/1.1\r\nHost: example.com:22\r\n\r\n"))
+        #expect(h.connector.dials == ["example.com:80"] && h.connector.overrides == ["10.0.0.9"])
+    }
+
     @Test func aRequestWithNoHostIsNamedByItsAddressOrWhatDNSSaid() throws {
         let h = try Harness()
-        h.names.learn(address: "10.0.0.9", name: "learned.example", ttl: 300)
+        h.names.learn(address: "10.0.0.9", name: "learned.example", ttl: 300, client: "10.0.0.2")
         try h.send(ByteBuffer(string: "GET / HTTP/1.0\r\n\r\n"))
         #expect(h.connector.dials == ["learned.example:80"] && h.connector.overrides == ["10.0.0.9"])
     }

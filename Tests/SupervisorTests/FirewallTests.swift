@@ -18,6 +18,11 @@ import Testing
         #expect(script.contains("iifname { \"eth1\", \"wlan0\" } meta l4proto tcp th dport { 80, 443 } redirect to :9180"))
         #expect(script.contains("udp dport 443 counter name \"quic\" reject"))
         #expect(script.contains("hook prerouting") && script.contains("hook forward"))
+        // DNS to the gateway itself is captured; other traffic to it is not.
+        let prerouting = script.components(separatedBy: "chain prerouting_nat")[1]
+        let dns = try #require(prerouting.range(of: "th dport 53 redirect"))
+        let local = try #require(prerouting.range(of: "fib daddr type local return"))
+        #expect(dns.lowerBound < local.lowerBound)
     }
 
     @Test func withNoInterfacesOnlyThisMachineIsCaptured() throws {

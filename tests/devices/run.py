@@ -838,6 +838,10 @@ def check_dns(app, origin):
         check(status == "NOERROR" and answers == [ORG4], "DNS: the device's dig %s@%s origin.test A → %s %s" % ("+tcp " if tcp else "", ORG4, status, answers))
     status, answers = dig(DEV, ORG4, "nothere.test", "A")
     check(status == "NXDOMAIN", "dig nothere.test → %s" % status)
+    # The usual DHCP set-up: the device's resolver is its gateway.
+    for tcp in (False, True):
+        status, answers = dig(DEV, GW4, "origin.test", "A", tcp)
+        check(status == "NOERROR" and answers == [ORG4], "DNS to the gateway itself (%s) is answered through the forwarder %s: %s %s" % (GW4, "over TCP" if tcp else "over UDP", status, answers))
     time.sleep(0.5)
     later = [e for e in origin.all()[mark:] if e.get("kind") == "dns"]
     check(any(e.get("peer") == UP4 for e in later) and not any(e.get("peer") == DEV4 for e in later),

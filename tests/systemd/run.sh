@@ -53,7 +53,7 @@ mirror() {
 }
 
 # What the installed binaries need at run time, besides systemd and glibc.
-box_packages=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0,libsqlite3-0,libbrotli1
+box_packages=systemd,systemd-sysv,dbus,procps,curl,busybox,libsystemd0,libsqlite3-0,libbrotli1,nftables
 marker=$root/.busymate-box-$(printf %s "$box_packages" | md5sum | cut -c1-8)
 
 ensure_rootfs() {
@@ -288,10 +288,22 @@ fi
 body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:8080/index.html || true)
 [ "$body" = "hello from the box" ] && pass "proxied after the supervisor restart" || fail "proxy after restart answered \"$body\""
 
-# 10. Stop leaves nothing behind.
+# 10. Transparent mode inside the unit's sandbox (the box has a network of
+# its own): the supervisor installs its nftables table, and stop removes it.
+mode_out=$(inbox busymate mode transparent --group /var/lib/busymate/group 2>&1 || true)
+table=$(inbox nft list table inet busymate 2>&1 || true)
+if grep -q "redirect to :9180" <<<"$table" && grep -q "meta skuid $(inbox id -u busymate) return" <<<"$table"; then
+  pass "busymate mode transparent: the table is installed, sparing the tunnel's uid ($mode_out)"
+else
+  fail "busymate mode transparent: \"$mode_out\"; table: $table"
+fi
+
+# 11. Stop leaves nothing behind: no process, no table.
 inbox systemctl stop busymate
 left=$(inbox pgrep -f 'busymate-(app|tunnel|web)' || true)
 [ -z "$left" ] && [ "$(inbox systemctl is-active busymate || true)" = inactive ] && pass "systemctl stop left no process" || fail "processes left after stop: $left"
+tables=$(inbox nft list tables 2>&1 || true)
+grep -q busymate <<<"$tables" && fail "the table is left after stop: $tables" || pass "systemctl stop removed the table"
 
 if [ "$failures" -gt 0 ]; then
   say "journal of the unit:"

@@ -16,7 +16,7 @@ struct OnboardingRoutes {
         router.get("/proxy.pac") { _, context in
             let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
             let proxy = Self.proxy(for: context.localAddress, in: settings)
-            if let client = Self.clientIP(context) { await log.count(.pac, by: client) }
+            if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
             return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context)).utf8))
         }
         router.get("/ca.pem") { _, context in try await ca(paths.caPEM, name: "busymate-ca.pem", context: context) }
@@ -35,7 +35,7 @@ struct OnboardingRoutes {
         guard let data = try? GroupFileReader.read(file, limit: 1 << 20) else {
             return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data("the CA is not there yet\n".utf8))
         }
-        if let client = Self.clientIP(context) { await log.count(.ca, by: client) }
+        if let client = Self.counted(context, SettingsFile.read(paths.settings).settings ?? AppSettings()) { await log.count(.ca, by: client) }
         var response = Self.response(.ok, type: "application/x-x509-ca-cert", body: data)
         response.headers[.contentDisposition] = "attachment; filename=\"\(name)\""
         return response
@@ -72,6 +72,13 @@ struct OnboardingRoutes {
         guard let ip = address.ipAddress, let port = address.port else { return "this-machine" }
         let host = ip.hasPrefix("::ffff:") && ip.contains(".") ? String(ip.dropFirst(7)) : ip
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    /// The client, when it is one the proxy would take: anyone may fetch the
+    /// CA, but only devices that may use the proxy are counted (and listed).
+    static func counted(_ context: OnboardingContext, _ settings: AppSettings) -> String? {
+        guard let ip = clientIP(context), IPNetwork.isLoopback(ip) || settings.access.admits(ip) else { return nil }
+        return ip
     }
 
     static func clientIP(_ context: OnboardingContext) -> String? {

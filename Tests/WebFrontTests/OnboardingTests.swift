@@ -1,0 +1,74 @@
+import BusymateShared
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+@testable import WebFront
+
+/// The onboarding listener's pages and how the PAC file picks the proxy.
+@Suite struct OnboardingTests {
+    func settings(_ text: String) throws -> AppSettings { try AppSettings.decode(text).settings }
+
+    @Test func thePACPointsAtTheProxyOnTheAddressReached() throws {
+        let s = try settings("{\"proxy\": {\"listen\": [\"127.0.0.1:9090\", \"192.168.1.20:9090\", \"0.0.0.0:9191\", \"[::]:9292\"]}}")
+        #expect(OnboardingRoutes.proxy(for: try SocketAddress(ipAddress: "192.168.1.20", port: 9092), in: s) == "192.168.1.20:9090")
+        // Reached on another address: the wildcard listener, named by the address reached.
+        #expect(OnboardingRoutes.proxy(for: try SocketAddress(ipAddress: "10.0.0.1", port: 9092), in: s) == "10.0.0.1:9191")
+        #expect(OnboardingRoutes.proxy(for: try SocketAddress(ipAddress: "::ffff:10.0.0.1", port: 9092), in: s) == "10.0.0.1:9191")
+        #expect(OnboardingRoutes.proxy(for: try SocketAddress(ipAddress: "fd00::1", port: 9092), in: s) == "[fd00::1]:9292")
+        let loopbackOnly = try settings("{}")
+        #expect(OnboardingRoutes.proxy(for: try SocketAddress(ipAddress: "192.168.1.20", port: 9092), in: loopbackOnly) == nil)
+    }
+
+    @Test func thePACFallsBackToDirect() {
+        let pac = OnboardingRoutes.pac(proxy: "192.168.1.20:9090", for: "192.168.1.50")
+        #expect(pac.contains("function FindProxyForURL(url, host)"))
+        #expect(pac.contains("return \"PROXY 192.168.1.20:9090; DIRECT\";"))
+        #expect(pac.contains("isPlainHostName(host)"))
+        #expect(OnboardingRoutes.pac(proxy: nil, for: nil).contains("return \"DIRECT\";"))
+    }
+
+    @Test func theSetupPageHasTheStepsAndAScannableURL() throws {
+        let page = OnboardingPage.html(pacURL: "http://192.168.1.20:9092/proxy.pac", caURL: "http://192.168.1.20:9092/ca.pem",
+                                       proxy: "192.168.1.20:9090", transparent: false)
+        for system in ["Android", "iOS", "Linux", "Windows"] { #expect(page.contains("<h2>\(system)")) }
+        #expect(page.contains("<svg") && page.contains("aria-label=\"QR code of http://192.168.1.20:9092/proxy.pac\""))
+        #expect(page.contains("href=\"http://192.168.1.20:9092/ca.der\""))
+        #expect(!page.contains("<script"))
+        // What comes from outside is escaped.
+        let hostile = OnboardingPage.html(pacURL: "http://x/<img src=x onerror=alert(1)>", caURL: "http://x/ca.pem", proxy: nil, transparent: true)
+        #expect(!hostile.contains("<img") && hostile.contains("&lt;img src=x onerror=alert(1)&gt;") && hostile.contains("transparent mode"))
+    }
+
+    @Test func onlyTheOnboardingFilesAreServedAndCountedPerClient() async throws {
+        let dir = URL(fileURLWithPath: "/tmp/bmonboard-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let paths = GroupPaths(root: dir)
+        try Data("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".utf8).write(to: paths.caPEM)
+        try Data([0x30, 0x82, 0x01]).write(to: paths.caDER)
+        try Data("{\"secret\": true}".utf8).write(to: paths.webToken)
+        let routes = OnboardingRoutes(paths: paths, log: OnboardingLogWriter(paths: paths))
+        try await Application(router: routes.router()).test(.router) { client in
+            try await client.execute(uri: "/ca.pem", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "application/x-x509-ca-cert")
+                #expect(String(buffer: response.body).hasPrefix("-----BEGIN CERTIFICATE-----"))
+            }
+            try await client.execute(uri: "/ca.der", method: .get) { response in
+                #expect(response.headers[.contentType] == "application/x-x509-ca-cert")
+                #expect(Array(response.body.readableBytesView) == [0x30, 0x82, 0x01])
+            }
+            try await client.execute(uri: "/proxy.pac", method: .get) { response in
+                #expect(response.headers[.contentType] == "application/x-ns-proxy-autoconfig")
+            }
+            for path in ["/web-token", "/ca.key", "/api/status", "/login", "/settings.json", "/../ca.key"] {
+                try await client.execute(uri: path, method: .get) { response in
+                    #expect(response.status == .notFound, "\(path)")
+                }
+            }
+            try await client.execute(uri: "/ca.pem", method: .post) { response in #expect(response.status != .ok) }
+        }
+    }
+}
