@@ -93,8 +93,11 @@ pid_t busymate_spawn(const char *path, char *const argv[], char *const envp[], c
     if (rc != 0) { posix_spawn_file_actions_destroy(&actions); return -rc; }
 
     // Move the sources out of the way first, so that dup2 onto 3+i cannot
-    // clobber a source that happens to sit there.
-    int base = 3 + nfds + 16;
+    // clobber a source that happens to sit there; above every source, or a
+    // move could land on a source not moved yet (two listeners on 21 and 22
+    // became two copies of one).
+    int base = 3 + nfds;
+    for (int i = 0; i < nfds; i++) if (fds[i] + 1 > base) base = fds[i] + 1;
     for (int i = 0; i < nfds && rc == 0; i++) rc = posix_spawn_file_actions_adddup2(&actions, fds[i], base + i);
     for (int i = 0; i < nfds && rc == 0; i++) rc = posix_spawn_file_actions_adddup2(&actions, base + i, 3 + i);
     if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, 3 + nfds);

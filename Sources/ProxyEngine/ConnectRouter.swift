@@ -185,30 +185,20 @@ final class TunnelByteCounts: Sendable {
     /// What the hellos going past said: the client's SNI, the server's choices.
     let hello = Mutex(TLSHello())
 
-    /// The second bytes last went through (for `activity`).
-    private let lastActivity = Atomic<Int>(0)
-
     /// Glue for a client (first) and a server (second) that counts here and
-    /// in `stats`; `activity` runs at most once a second while bytes flow
-    /// (a long tunnel keeps its device online).
+    /// in `stats`; `activity` runs as bytes flow (a long tunnel keeps its
+    /// device online; `PresenceTouch` keeps it to once a second).
     func gluePair(stats: TrafficStats, activity: (@Sendable () -> Void)? = nil) -> (client: GlueHandler, server: GlueHandler) {
         GlueHandler.matchedPair(
             onBytesFromFirst: { [self] in
                 stats.received(fromClient: $0)
                 up.add($0, ordering: .relaxed)
-                if let activity { noteActivity(activity) }
+                activity?()
             },
             onBytesFromSecond: { [self] in
                 stats.sent(toClient: $0)
                 down.add($0, ordering: .relaxed)
-                if let activity { noteActivity(activity) }
+                activity?()
             })
-    }
-
-    private func noteActivity(_ activity: @Sendable () -> Void) {
-        let now = Int(DeviceRegistry.monotonic())
-        let last = lastActivity.load(ordering: .relaxed)
-        guard now != last, lastActivity.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged else { return }
-        activity()
     }
 }

@@ -178,3 +178,26 @@ public final class DeviceRegistry: Sendable {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }
+
+/// One connection's traffic tells the registry at most once a second: a
+/// keep-alive connection's requests, or a tunnel's bytes, pay an atomic
+/// load rather than the registry's lock each.
+final class PresenceTouch: Sendable {
+    private let registry: DeviceRegistry
+    private let peer: CapturePeer
+    private let client: SocketAddress?
+    private let last = Atomic<Int>(Int.min)
+
+    init(registry: DeviceRegistry, peer: CapturePeer, client: SocketAddress?) {
+        self.registry = registry
+        self.peer = peer
+        self.client = client
+    }
+
+    func touch() {
+        let now = Int(DeviceRegistry.monotonic())
+        let seen = last.load(ordering: .relaxed)
+        guard now != seen, last.compareExchange(expected: seen, desired: now, ordering: .relaxed).exchanged else { return }
+        registry.touch(peer, address: client)
+    }
+}

@@ -53,7 +53,7 @@ struct ExchangeHooks {
     mutating func requestHead(_ head: inout HTTPRequestHead, to target: ProxyTarget, _ originForm: String, route: ForwardRoute, from origin: Origin,
                               on eventLoop: EventLoop) -> RequestDecision {
         services.stats.requestStarted()
-        services.devices?.touch(services.peer, address: origin.client)
+        services.presence?.touch()
         let rules = services.rules
         let url = ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm)
         plan = rules.isEmpty ? RulePlan() : rules.plan(for: url)

@@ -182,10 +182,7 @@ final class ProxyPipeline {
         removeKeptEncoder()
         let counts = TunnelByteCounts()
         var activity: (@Sendable () -> Void)?
-        if let devices = services.devices {
-            let (who, client) = (services.peer, channel.remoteAddress)
-            activity = { devices.touch(who, address: client) }
-        }
+        if let presence = services.presence { activity = { presence.touch() } }
         let glue = counts.gluePair(stats: services.stats, activity: activity)
         var row = row
         row?.opened(to: peer.remoteAddress)

@@ -83,7 +83,8 @@ public final class ProxyServer: Sendable {
                 services.peer = devices.identify(channel.remoteAddress, frontEnd: frontEnd)
                 services.devices = devices
                 services.dnsNames = dnsNames
-                devices.touch(services.peer, address: channel.remoteAddress)
+                services.presence = PresenceTouch(registry: devices, peer: services.peer, client: channel.remoteAddress)
+                services.presence?.touch()
                 if frontEnd == .transparent { return ProxyPipeline.startTransparent(channel, services: services) }
                 return channel.eventLoop.makeCompletedFuture {
                     try ProxyPipeline.startExplicitProxy(channel, services: services)

@@ -18,6 +18,8 @@ struct ProxyServices: Sendable {
     var peer = CapturePeer.unknown
     /// Presence and access (nil in handler tests).
     var devices: DeviceRegistry?
+    /// This connection's presence, at most once a second (nil in handler tests).
+    var presence: PresenceTouch?
     /// Names learned from DNS answers, for connections with no SNI or Host.
     var dnsNames: DNSNames?
     /// Where upstream connections come from: the network, or a test's stand-in.
