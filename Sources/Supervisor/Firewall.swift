@@ -84,6 +84,11 @@ struct Firewall {
         }
     }
 
+    /// No nft, or no right to use it: no table of ours can exist either.
+    static func couldNotHaveInstalled(_ error: Failure) -> Bool {
+        error.description.contains("not installed") || error.description.contains("Operation not permitted")
+    }
+
     static func isInstalled() -> Bool {
         (try? run(["list", "table", "inet", table], input: nil)) != nil
     }

@@ -55,6 +55,13 @@ extension SupervisorService {
                 firewall.stale = false
                 firewall.error = nil
             } catch {
+                if firewall.installed == nil, Firewall.couldNotHaveInstalled(error) {
+                    // Only the look for a stale table failed, where none can be
+                    // (no nft, or not root: a developer's `make run`).
+                    firewall.stale = false
+                    networkLogger.debug("no stale transparent table to look for", metadata: ["WHY": "\(error)"])
+                    return
+                }
                 if firewall.error != error.description {
                     networkLogger.error("cannot remove the transparent rules", metadata: ["ERROR": "\(error)"])
                 }

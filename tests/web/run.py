@@ -21,7 +21,7 @@ ARGS = None
 PASSED = []
 FAILED = []
 RECEIVED = []  # bodies the origin got on /echo and /hold
-IDLE_SECONDS = 3  # devices.idle_seconds: a device goes offline this long after its last request
+IDLE_SECONDS = 5  # devices.idle_seconds: a device goes offline this long after its last request
 JSON_BODY = b'{"zebra": 1, "apple": {"b": 2, "a": 1}, "big": 12345678901234567890, "list": [3, 1, 2]}'
 
 
@@ -63,6 +63,16 @@ def start_origin():
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server.server_address[1]
+
+
+def stable(read, tries=40):
+    """read() again while the live page replaces the elements it reads."""
+    for _ in range(tries - 1):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return read()
 
 
 def wait_until(what, predicate, timeout):
@@ -303,21 +313,22 @@ def run(appliance, origin, page, downloads):
     #    once idle, and a click filters the list to it.
     page.d.execute_script("window.notReloaded = true")
     code = curl(appliance, base + "/device/laptop")
-    page.find("[data-view=devices]").click()
+    stable(lambda: page.find("[data-view=devices]").click())
     laptop = lambda: page.find("#view-devices .device-row[data-device='laptop']")
     cell = lambda css: laptop().find_element(By.CSS_SELECTOR, css).text.strip()
     online = page.wait("laptop online", lambda: laptop().get_attribute("data-online") == "true" and cell(".dv-source") == "proxy"
                        and int(cell(".dv-today").replace(",", "")) >= 1, 10)
     check(code == "200" and online, "the Devices view lists laptop online, source %r, %s exchanges today (readiness: %s)"
-          % (cell(".dv-source"), cell(".dv-today"), ", ".join(s.get_attribute("data-step") + "=" + s.get_attribute("data-ok") for s in laptop().find_elements(By.CSS_SELECTOR, ".step"))))
+          % stable(lambda: (cell(".dv-source"), cell(".dv-today"),
+                            ", ".join(s.get_attribute("data-step") + "=" + s.get_attribute("data-ok") for s in laptop().find_elements(By.CSS_SELECTOR, ".step")))))
     page.shot("devices")
     idle_from = time.time()
     offline = page.wait("laptop offline", lambda: laptop().get_attribute("data-online") == "false", IDLE_SECONDS + 8)
     check(offline and page.d.execute_script("return window.notReloaded === true"),
           "laptop shows offline %.1f s after its last request (idle_seconds %d), without a reload" % (time.time() - idle_from, IDLE_SECONDS))
     page.shot("devices-offline")
-    laptop().click()
-    devices = lambda: [e.text for e in page.all("#list-body .row[data-id] .c-device")]
+    stable(lambda: laptop().click())
+    devices = lambda: stable(lambda: [e.text for e in page.all("#list-body .row[data-id] .c-device")])
     filtered = page.wait("the device's rows", lambda: page.find("#view-traffic").is_displayed() and page.find("#filter").get_attribute("value") == "~device laptop"
                          and page.row_for("/device/laptop") is not None and set(devices()) == {"laptop"}, 10)
     check(filtered, "clicking laptop shows the list filtered to ~device laptop, its request there (%d rows, devices %s)" % (len(devices()), sorted(set(devices()))))
