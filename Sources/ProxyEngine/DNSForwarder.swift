@@ -23,6 +23,8 @@ public final class DNSForwarder: Sendable {
     private let answered = Atomic<Int>(0)
     /// Queries in flight: a flood gets SERVFAIL rather than a socket each.
     private let inFlight = Atomic<Int>(0)
+    /// When a failure was last logged (monotonic seconds).
+    private let lastFailureLog = Atomic<Int>(Int.min / 2)
     static let maxInFlight = 1_024
     static let timeout = TimeAmount.seconds(4)
 
@@ -142,7 +144,13 @@ public final class DNSForwarder: Sendable {
                 record(server, answer, nil)
                 reply(ByteBuffer(bytes: answer))
             case let .failure(error):
-                self.logger.notice("no answer from the DNS servers", metadata: ["NAME": "\(question.name)", "ERROR": "\(error)"])
+                // Once in ten seconds: a server that is down fails every query.
+                let now = Int(DeviceRegistry.monotonic())
+                let last = self.lastFailureLog.load(ordering: .relaxed)
+                if now - last >= 10, self.lastFailureLog.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged {
+                    self.logger.notice("no answer from the DNS servers; answering SERVFAIL (each query's row says why)",
+                                       metadata: ["NAME": "\(question.name)", "ERROR": "\(error)"])
+                }
                 servfail("\(error)")
             }
         }
