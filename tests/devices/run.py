@@ -975,6 +975,14 @@ def check_open_proxy(app, origin):
     check(bool(refused), "status --json network.refused counts it: %s (before %s)" % (safe(lambda: app.network().get("refused")), before))
     f = fetch(ORG, "http://%s:%d/open-transparent" % (GW4, TRANSPARENT_PORT), "-H", "Host: origin.test")
     check(f.rc in (52, 56) and f.code == 0, "the transparent listener %s:%d refuses a direct connection from %s too: %r" % (GW4, TRANSPARENT_PORT, ORG4, f))
+    # An admitted device dialling the transparent port itself (no redirect): closed, not proxied to the appliance.
+    f = fetch(DEV, "http://%s:%d/direct-transparent" % (GW4, TRANSPARENT_PORT), "-H", "Host: origin.test")
+    check(f.rc in (52, 56) and f.code == 0 and not origin.requests("/direct-transparent"),
+          "a direct connection from the device to the transparent port %s:%d is closed unanswered: %r" % (GW4, TRANSPARENT_PORT, f))
+    with open(app.log, errors="replace") as log:
+        text = log.read()
+    check("not redirected" in text and "cannot accept a connection" not in text,
+          "the log says it was not redirected, and no accept failed")
     r = app.cli("allow", ORG4, "--ttl", "1h")
     check(r.returncode == 0, "busymate allow %s --ttl 1h (rc %d: %s)" % (ORG4, r.returncode, (r.stdout + r.stderr).strip()[:200]))
     listed = app.cli("allow")
