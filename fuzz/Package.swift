@@ -52,5 +52,9 @@ let package = Package(
         harness("notification", [.product(name: "BusymateShared", package: "Busymate")]),
         harness("control-message", [.product(name: "BusymateShared", package: "Busymate")]),
         harness("dns", [.product(name: "ProxyEngine", package: "Busymate")]),
+        harness("filter", [
+            .product(name: "CaptureStore", package: "Busymate"),
+            .product(name: "BusymateShared", package: "Busymate"),
+        ]),
     ]
 )

@@ -248,3 +248,16 @@ dictionary("control-message", [
     '"started_at"', '"2025-01-02T03:04:05Z"', '"counters"', '"connections_total"', "\x00\x00\x00", "\x00\x10\x00\x00",
     "\x00\x10\x00\x01", "true", "null", "{", "}", "[", "]",
 ])
+
+# --- filter: what `busymate list`, the page and its live socket take
+seeds("filter", {
+    "domain": "~d example\\.com",
+    "and-or-not": "~d api & !(~c 2xx | ~e) ~m post",
+    "body-regex": "~bs '\"name\": *\"[a-z]+\"'",
+    "since": "~since 10m & ~until 2026-11-23T10:00:00Z",
+    "status-range": "~c 500-599 | ~c 4xx",
+    "tls-device": "~tls mitm ~device phone ~dns",
+    "headers": "~hq \"^user-agent: curl\" | ~hs set-cookie",
+    "nested": "((~u a | (~u b & !~u c)) ~t json)",
+    "bare-words": "users \"q=a b\" café",
+})

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -27,6 +28,43 @@ public enum GroupFileReader {
             }
         }
         defer { close(fd) }
+        return try read(fd, path: path, limit: limit)
+    }
+
+    /// Reads `name` from `directory` the way root must read a name that a
+    /// group-writable row gave: one plain name, opened beneath the directory
+    /// (itself not a link) with no link on the way, a regular file.
+    public static func read(beneath directory: URL, name: String, limit: Int) throws(Failure) -> Data {
+        let path = directory.appendingPathComponent(name).path
+        guard isPlainName(name) else {
+            throw Failure(description: "\"\(name)\" is not a file name in \(directory.path) (it leaves the directory)")
+        }
+        let dir = open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard dir >= 0 else {
+            let e = errno
+            throw Failure(description: e == ELOOP || e == ENOTDIR ? "\(directory.path) is not a directory (a link?); refusing it"
+                          : "cannot open \(directory.path): \(String(cString: strerror(e)))", isMissing: e == ENOENT)
+        }
+        defer { close(dir) }
+        let fd = busymate_open_beneath(dir, name)
+        guard fd >= 0 else {
+            let e = errno
+            switch e {
+            case ENOENT: throw Failure(description: "\(path) does not exist", isMissing: true)
+            case ELOOP, EXDEV: throw Failure(description: "\(path) is a symbolic link or leaves \(directory.path); refusing to follow it")
+            default: throw Failure(description: "cannot open \(path): \(String(cString: strerror(e)))")
+            }
+        }
+        defer { close(fd) }
+        return try read(fd, path: path, limit: limit)
+    }
+
+    /// One path component, not `.` or `..`, no NUL.
+    public static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && name.utf8.count <= 255 && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
+    }
+
+    private static func read(_ fd: Int32, path: String, limit: Int) throws(Failure) -> Data {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw Failure(description: "cannot stat \(path): \(String(cString: strerror(errno)))") }
         guard st.st_mode & S_IFMT == S_IFREG else {
@@ -36,24 +74,24 @@ public enum GroupFileReader {
         guard st.st_size <= limit else {
             throw Failure(description: "\(path) is \(byteText(Int(st.st_size))); the limit is \(byteText(limit))")
         }
-        // One byte past the limit tells a file that grew since fstat.
-        var data = Data(count: limit + 1)
+        // Sized by fstat, grown while the file goes on; one byte past the limit tells a file that grew too far.
+        var data = Data(count: min(limit, max(Int(st.st_size), 0)) + 1)
         var total = 0
-        let failed: Int32? = data.withUnsafeMutableBytes { raw -> Int32? in
-            guard let base = raw.baseAddress else { return nil }
-            while total < raw.count {
-                let n = Glibc.read(fd, base.advanced(by: total), raw.count - total)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return errno
+        while true {
+            let (n, failed): (Int, Int32?) = data.withUnsafeMutableBytes { raw in
+                guard let base = raw.baseAddress else { return (0, nil) }
+                while true {
+                    let n = Glibc.read(fd, base.advanced(by: total), raw.count - total)
+                    if n < 0 && errno == EINTR { continue }
+                    return n < 0 ? (0, errno) : (n, nil)
                 }
-                if n == 0 { break }
-                total += n
             }
-            return nil
+            if let failed { throw Failure(description: "cannot read \(path): \(String(cString: strerror(failed)))") }
+            if n == 0 { break }
+            total += n
+            guard total <= limit else { throw Failure(description: "\(path) is over \(byteText(limit)); the limit is \(byteText(limit))") }
+            if total == data.count { data.count = min(limit + 1, data.count * 2) }
         }
-        if let failed { throw Failure(description: "cannot read \(path): \(String(cString: strerror(failed)))") }
-        guard total <= limit else { throw Failure(description: "\(path) is over \(byteText(limit)); the limit is \(byteText(limit))") }
         data.count = total
         return data
     }

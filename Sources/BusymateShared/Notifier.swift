@@ -88,7 +88,18 @@ public final class Notifier: Sendable {
         let peers = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for peer in peers where peer.hasSuffix(".sock") && peer != own {
             let path = "\(directory)/\(peer)"
-            guard let (addr, len) = try? UnixSocket.address(path) else { continue }
+            let file: UnixSocket.SocketFile
+            do {
+                file = try UnixSocket.SocketFile(path)
+            } catch {
+                // A link or a stranger's socket planted in notify/: never posted to (root posts here too).
+                if let failure = error as? SystemError, failure.errno != ENOENT {
+                    logger.notice("not posting to a file in notify/ that is not a peer's socket", metadata: ["PEER": "\(peer)", "ERROR": "\(failure)"])
+                }
+                continue
+            }
+            defer { file.close() }
+            guard let (addr, len) = try? UnixSocket.address(file.address) else { continue }
             var a = addr
             let rc = bytes.withUnsafeBytes { raw in
                 withUnsafePointer(to: &a) {

@@ -58,10 +58,39 @@ public final class UnixSocket: @unchecked Sendable {
         let fd = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SystemError("socket") }
         let s = UnixSocket(fd: fd)
-        var (addr, len) = try address(path)
+        let file = try SocketFile(path)
+        defer { file.close() }
+        var (addr, len) = try address(file.address)
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, len) } }
         guard rc == 0 else { throw SystemError("connect \(path)") }
         return s
+    }
+
+    /// A socket file in the group directory, checked before anything is
+    /// sent to it: group members can plant names there, and root must not
+    /// follow one to another socket (`busymate_open_socket_file`). Its
+    /// `address` reaches the inode that was checked, not whatever the path
+    /// names by the time of the send.
+    struct SocketFile {
+        let descriptor: Int32
+        let address: String
+
+        init(_ path: String) throws {
+            descriptor = busymate_open_socket_file(path)
+            guard descriptor >= 0 else {
+                let e = errno
+                switch e {
+                case ELOOP: throw SystemError("\(path) is a symbolic link; refusing to follow it", errno: e)
+                case ENOTSOCK: throw SystemError("\(path) is not a socket", errno: e)
+                case EMLINK: throw SystemError("\(path) is a socket linked in from elsewhere; refusing it", errno: e)
+                default: throw SystemError("connect \(path)", errno: e)
+                }
+            }
+            // Without /proc (a sandbox), the path checked a moment ago.
+            address = access("/proc/self/fd", X_OK) == 0 ? "/proc/self/fd/\(descriptor)" : path
+        }
+
+        func close() { _ = Glibc.close(descriptor) }
     }
 
     /// Binds `path` (removing a stale socket file first) with `mode`.

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CLinux.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -139,4 +142,37 @@ int busymate_usable_cpus(void) {
     if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
     int n = CPU_COUNT(&set);
     return n > 0 ? n : 1;
+}
+
+int busymate_open_beneath(int dirfd, const char *name) {
+    struct open_how how = {
+        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+        .mode = 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+    if (fd >= 0 || errno != ENOSYS) return (int)fd;
+    if (strchr(name, '/') != NULL) {
+        errno = EXDEV;
+        return -1;
+    }
+    return openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+}
+
+int busymate_open_socket_file(const char *path) {
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISSOCK(st.st_mode) || st.st_nlink != 1) {
+        close(fd);
+        errno = S_ISLNK(st.st_mode) ? ELOOP : S_ISSOCK(st.st_mode) ? EMLINK : ENOTSOCK;
+        return -1;
+    }
+    return fd;
 }

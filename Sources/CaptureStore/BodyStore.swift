@@ -14,22 +14,41 @@ public struct BodyStore: Sendable {
 
     public func url(_ name: String) -> URL { directory.appendingPathComponent(name) }
 
+    /// The largest body file read back whole.
+    public static let readLimit = 4 << 30
+
     /// The stored body of `record` in `direction`: its file when it has one,
-    /// else the inline bytes. Throws when the row names a file that is gone.
+    /// else the inline bytes. Throws when the row names a file that is gone,
+    /// or one that is not a plain file right in `bodies/`.
     public func body(of record: ExchangeRecord, _ direction: Direction) throws -> Data? {
         let (file, inline) = direction == .request ? (record.requestBodyFile, record.requestBody) : (record.responseBodyFile, record.responseBody)
         guard let file else { return inline }
         do {
-            return try Data(contentsOf: url(file))
+            return try read(file)
         } catch {
-            throw BodyStoreError(description: "cannot read the body file \(url(file).path): \(error.localizedDescription)")
+            let row = record.id.map { "exchange \($0)" } ?? "an exchange"
+            throw BodyStoreError(description: "\(row)'s \(direction.rawValue) body file: \(error.description)")
         }
     }
 
-    /// Removes body files; a file already gone is not an error.
+    /// A body file by the name a row gives. Rows are group-writable and
+    /// root's CLI reads them: the name is one plain name, opened beneath
+    /// `bodies/` with no link followed (`../../etc/shadow` or a planted
+    /// symlink is an error, never read).
+    public func read(_ name: String) throws(GroupFileReader.Failure) -> Data {
+        try GroupFileReader.read(beneath: directory, name: name, limit: Self.readLimit)
+    }
+
+    /// Removes body files; a file already gone is not an error, and a name
+    /// that is not one plain name is not removed.
     @discardableResult
     public func remove(_ names: [String]) -> Int {
-        names.reduce(0) { removed, name in unlink(url(name).path) == 0 ? removed + 1 : removed }
+        let dir = open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard dir >= 0 else { return 0 }
+        defer { close(dir) }
+        return names.reduce(0) { removed, name in
+            GroupFileReader.isPlainName(name) && unlinkat(dir, name, 0) == 0 ? removed + 1 : removed
+        }
     }
 
     /// Files no row names and not written to for `olderThan` seconds: left

@@ -64,6 +64,17 @@ public indirect enum CaptureFilter: Equatable, Sendable {
     }
 }
 
+extension CaptureFilter.Clause {
+    /// Whether its SQL is an OR of two terms (a header, body or content-type
+    /// clause on either message).
+    var isDisjunction: Bool {
+        switch self {
+        case let .header(_, side), let .body(_, side), let .contentType(_, side): return side == .either
+        default: return false
+        }
+    }
+}
+
 extension CaptureFilter {
     /// What this filter says of the host alone: a filter every row it
     /// matches also matches (its `~d` clauses, as they are combined), or nil

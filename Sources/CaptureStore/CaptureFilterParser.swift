@@ -24,9 +24,21 @@ extension CaptureFilter {
 /// A recursive-descent parser over the filter's characters; positions are
 /// 1-based character offsets, as errors show them.
 struct CaptureFilterParser {
+    /// Parentheses and `!` inside one another: the parser and the filter's
+    /// tree recurse once per level, so a pasted wall of `(` must not take
+    /// the stack (3,000 of them did).
+    static let maxDepth = 16
+    /// Clauses in one filter. Chains of `|` and `&` compile flat, and SQLite
+    /// takes up to 1,000 terms in one expression (a `~h` is two).
+    static let maxClauses = 300
+    /// `~since 36500d` at most: the store's dates have four-digit years.
+    static let maxAgo: Double = 100 * 365.25 * 86400
+
     private let characters: [Character]
     private var index = 0
     private let now: Date
+    private var depth = 0
+    private var clauses = 0
 
     init(text: String, now: Date) {
         characters = Array(text)
@@ -34,6 +46,10 @@ struct CaptureFilterParser {
     }
 
     mutating func parseWhole() throws(FilterError) -> CaptureFilter {
+        // A NUL ends the pattern early wherever it is handed to C: refuse it rather than match less.
+        if let at = characters.firstIndex(of: "\0") {
+            throw FilterError(position: at + 1, message: "a NUL character cannot be part of a filter")
+        }
         skipSpaces()
         guard index < characters.count else { throw fail("the filter is empty") }
         let filter = try sequence()
@@ -69,8 +85,20 @@ struct CaptureFilterParser {
     }
 
     private mutating func unary() throws(FilterError) -> CaptureFilter {
-        if take("!") { return .not(try operand(after: "!") { (p: inout Self) throws(FilterError) in try p.unary() }) }
+        if take("!") {
+            try enter()
+            defer { depth -= 1 }
+            return .not(try operand(after: "!") { (p: inout Self) throws(FilterError) in try p.unary() })
+        }
         return try primary()
+    }
+
+    /// One level deeper, or an error at the character that went too deep.
+    private mutating func enter() throws(FilterError) {
+        depth += 1
+        guard depth <= Self.maxDepth else {
+            throw FilterError(position: index, message: "filters nest at most \(Self.maxDepth) deep (parentheses and ! inside one another)")
+        }
     }
 
     /// What follows an operator, or an error that names the operator.
@@ -87,6 +115,8 @@ struct CaptureFilterParser {
         switch next {
         case "(":
             index += 1
+            try enter()
+            defer { depth -= 1 }
             skipSpaces()
             guard peek != ")" else { throw fail("empty parentheses") }
             let inner = try sequence()
@@ -98,6 +128,7 @@ struct CaptureFilterParser {
         case "&", "|", ")":
             throw fail("expected a filter before \(next)")
         default:
+            try count(at: index)
             let word = try argument(for: "a bare word")
             return .clause(.url(try pattern(word)))
         }
@@ -107,6 +138,7 @@ struct CaptureFilterParser {
 
     private mutating func clause() throws(FilterError) -> CaptureFilter.Clause {
         let start = index
+        try count(at: start)
         index += 1
         var name = ""
         while let c = peek, c.isLetter || c.isNumber { name.append(c); index += 1 }
@@ -140,6 +172,13 @@ struct CaptureFilterParser {
         case "until": return .until(try Self.time(needs(), now: now))
         case "": throw FilterError(position: start + 1, message: "~ needs a filter name (~d, ~u, ~c, ...)")
         default: throw FilterError(position: start + 1, message: "unknown filter ~\(name)")
+        }
+    }
+
+    private mutating func count(at position: Int) throws(FilterError) {
+        clauses += 1
+        guard clauses <= Self.maxClauses else {
+            throw FilterError(position: position + 1, message: "a filter has at most \(Self.maxClauses) clauses")
         }
     }
 
@@ -208,7 +247,17 @@ struct CaptureFilterParser {
     static func time(_ argument: (String, Int), now: Date) throws(FilterError) -> Date {
         let (text, at) = argument
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
-        if let unit = text.last, let seconds = units[unit], let amount = Double(text.dropLast()), amount >= 0 {
+        // Digits with an optional fraction only: Double() also takes "inf", "nan", "1e300" and hex.
+        if let unit = text.last, let seconds = units[unit] {
+            let number = text.dropLast()
+            let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+            guard !number.isEmpty, number.count <= 20, parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+                  !parts[0].isEmpty, let amount = Double(number) else {
+                throw FilterError(position: at + 1, message: "a duration is a number and a unit (30s, 10m, 2h, 1d, 1w), not \"\(text)\"")
+            }
+            guard amount * seconds <= maxAgo else {
+                throw FilterError(position: at + 1, message: "\"\(text)\" is more than 100 years ago; the store keeps nothing that old")
+            }
             return now.addingTimeInterval(-amount * seconds)
         }
         let full = ISO8601DateFormatter()

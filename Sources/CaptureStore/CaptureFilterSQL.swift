@@ -14,29 +14,66 @@ extension CaptureFilter {
         case let .clause(clause):
             return Self.sql(clause)
         case let .not(inner):
-            return "NOT (\(inner.sql))"
+            return "NOT \(inner.operand)"
         case .and:
             let all = conjuncts
             let terms = all.filter { !$0.readsBodies } + all.filter(\.readsBodies)
-            return terms.dropFirst().reduce("(\(terms[0].sql))") { joined, term in "\(joined) AND (\(term.sql))" }
-        case let .or(left, right):
-            return "(\(left.sql)) OR (\(right.sql))"
+            return terms.dropFirst().reduce(terms[0].operand) { joined, term in "\(joined) AND \(term.operand)" }
+        case .or:
+            // Flat, and parenthesised only where precedence needs it: SQLite's
+            // parser stack (100 states) overflowed at 80 or-ed clauses, and at
+            // 12 levels of `(a | b & !…)`, when every term had its own pair.
+            let terms = disjuncts
+            return terms.dropFirst().reduce(terms[0].sql) { joined, term in "\(joined) OR \(term.sql)" }
         }
     }
 
-    /// The terms of a chain of `&`, in order.
+    /// This filter's SQL where an operator binding tighter than OR takes
+    /// it (after NOT, beside AND): in parentheses unless it is one term.
+    private var operand: SQL {
+        switch self {
+        case let .clause(clause): return clause.isDisjunction ? "(\(sql))" : sql
+        case .not: return sql
+        case .and, .or: return "(\(sql))"
+        }
+    }
+
+    /// The terms of a chain of `&`, in order (walked without recursion: a
+    /// chain is as long as the filter has clauses).
     private var conjuncts: [CaptureFilter] {
-        if case let .and(left, right) = self { return left.conjuncts + right.conjuncts }
-        return [self]
+        flattened { if case let .and(l, r) = $0 { return (l, r) } else { return nil } }
+    }
+
+    /// The terms of a chain of `|`, in order.
+    private var disjuncts: [CaptureFilter] {
+        flattened { if case let .or(l, r) = $0 { return (l, r) } else { return nil } }
+    }
+
+    private func flattened(_ split: (CaptureFilter) -> (CaptureFilter, CaptureFilter)?) -> [CaptureFilter] {
+        var terms: [CaptureFilter] = []
+        var pending = [self]
+        while let next = pending.popLast() {
+            if let (left, right) = split(next) {
+                pending.append(right)
+                pending.append(left)
+            } else {
+                terms.append(next)
+            }
+        }
+        return terms
     }
 
     /// Whether matching reads bodies (the dearest clause).
     var readsBodies: Bool {
-        switch self {
-        case let .clause(clause): if case .body = clause { return true } else { return false }
-        case let .not(inner): return inner.readsBodies
-        case let .and(left, right), let .or(left, right): return left.readsBodies || right.readsBodies
+        var pending = [self]
+        while let next = pending.popLast() {
+            switch next {
+            case let .clause(clause): if case .body = clause { return true }
+            case let .not(inner): pending.append(inner)
+            case let .and(left, right), let .or(left, right): pending += [left, right]
+            }
         }
+        return false
     }
 
     private static func sql(_ clause: Clause) -> SQL {
@@ -75,10 +112,11 @@ extension CaptureFilter {
     }
 
     private static func either(_ side: Side, request: SQL, response: SQL) -> SQL {
+        // Each side is one term (a function call): no parentheses needed.
         switch side {
         case .request: return request
         case .response: return response
-        case .either: return "(\(request)) OR (\(response))"
+        case .either: return "\(request) OR \(response)"
         }
     }
 }
@@ -101,23 +139,23 @@ enum FilterFunctions {
     /// `busymate_match(pattern, text)`
     static let match = DatabaseFunction("busymate_match", argumentCount: 2, pure: true) { values in
         guard let pattern = pattern(values[0]), let text = String.fromDatabaseValue(values[1]) else { return false }
-        return pattern.matches(text)
+        return try pattern.matches(text)
     }
 
     /// `busymate_match_url(pattern, url)`: the URL as sent, or percent-decoded.
     static let matchURL = DatabaseFunction("busymate_match_url", argumentCount: 2, pure: true) { values in
         guard let pattern = pattern(values[0]), let url = String.fromDatabaseValue(values[1]) else { return false }
-        if pattern.matches(url) { return true }
+        if try pattern.matches(url) { return true }
         guard url.contains("%"), let decoded = url.removingPercentEncoding, decoded != url else { return false }
-        return pattern.matches(decoded)
+        return try pattern.matches(decoded)
     }
 
     /// `busymate_match_headers(pattern, headers_json)`: any `Name: value` line.
     static let matchHeaders = DatabaseFunction("busymate_match_headers", argumentCount: 2, pure: true) { values in
         guard let pattern = pattern(values[0]), let json = String.fromDatabaseValue(values[1]) else { return false }
         // Plain text with no colon or quote is in the JSON wherever it is in a header: skip the rest cheaply.
-        if pattern.isPlainText(without: ":\"\\"), !pattern.matches(json) { return false }
-        return ExchangeRecord.decodeHeaders(json).contains { pattern.matches("\($0.0): \($0.1)") }
+        if pattern.isPlainText(without: ":\"\\"), try !pattern.matches(json) { return false }
+        return try ExchangeRecord.decodeHeaders(json).contains { try pattern.matches("\($0.0): \($0.1)") }
     }
 
     /// `busymate_header(headers_json, name)`: the first value of a header, or NULL.
@@ -134,7 +172,7 @@ enum FilterFunctions {
         DatabaseFunction("busymate_match_body", argumentCount: 4, pure: false) { values in
             guard let pattern = pattern(values[0]) else { return false }
             var body = Data.fromDatabaseValue(values[1])
-            if let file = String.fromDatabaseValue(values[2]), let whole = try? Data(contentsOf: bodies.url(file)) { body = whole }
+            if let file = String.fromDatabaseValue(values[2]), let whole = try? bodies.read(file) { body = whole }
             guard var data = body, !data.isEmpty else { return false }
             // Most bodies are not encoded: read the headers only when they say it.
             if let json = String.fromDatabaseValue(values[3]), FilterPattern.mentions(json, "content-encoding"),
@@ -142,7 +180,7 @@ enum FilterFunctions {
                let decoded = BodyDecoder.decode(data, encoding: encoding) {
                 data = decoded
             }
-            return pattern.matches(String(decoding: data, as: UTF8.self))
+            return try pattern.matches(String(decoding: data, as: UTF8.self))
         }
     }
 }

@@ -10,8 +10,13 @@ public enum DatabaseDateText {
         return text + "Z"
     }
 
+    /// Years 0001 to 9999: the text's four digits hold no other (a date
+    /// beyond is clamped, not trapped on).
+    static let representable: ClosedRange<Double> = -62_135_596_800_000 ... 253_402_300_799_999
+
     public static func string(_ date: Date) -> String {
-        let ms = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let raw = (date.timeIntervalSince1970 * 1000).rounded()
+        let ms = Int64(raw.isNaN ? 0 : min(max(raw, representable.lowerBound), representable.upperBound))
         let days = ms >= 0 ? ms / 86_400_000 : (ms - 86_399_999) / 86_400_000
         var rest = ms - days * 86_400_000
         // Howard Hinnant's civil_from_days.

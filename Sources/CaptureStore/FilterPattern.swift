@@ -31,13 +31,34 @@ struct FilterPattern: @unchecked Sendable {
         return !needle.contains { $0 < 0x20 || $0 == 0x7F || characters.utf8.contains($0) }
     }
 
-    func matches(_ text: String) -> Bool {
+    /// How long one regular expression may run over one value. ICU
+    /// backtracks: `(a+)+b` over thirty `a`s runs for seconds, and a
+    /// filter runs it over every row.
+    static let timeLimit: Duration = .milliseconds(500)
+
+    /// Throws `FilterPatternTimeout` when a regular expression runs past
+    /// `timeLimit` on `text` (ICU calls back every few thousand steps).
+    func matches(_ text: String) throws(FilterPatternTimeout) -> Bool {
         switch matcher {
         case let .ascii(needle):
             var text = text
             return text.withUTF8 { Self.contains($0, needle) }
         case let .regex(regex):
-            return regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+            let clock = ContinuousClock()
+            let deadline = clock.now.advanced(by: Self.timeLimit)
+            var found = false
+            var timedOut = false
+            regex.enumerateMatches(in: text, options: [.reportProgress], range: NSRange(text.startIndex..., in: text)) { match, _, stop in
+                if match != nil {
+                    found = true
+                    stop.pointee = true
+                } else if clock.now >= deadline {
+                    timedOut = true
+                    stop.pointee = true
+                }
+            }
+            if timedOut && !found { throw FilterPatternTimeout(pattern: regex.pattern) }
+            return found
         }
     }
 

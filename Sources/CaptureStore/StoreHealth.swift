@@ -15,6 +15,9 @@ public enum StoreHealth {
 
     public static func isStoreError(_ error: Error) -> Bool { error is DatabaseError }
 
+    /// A filter's regular expression stopped for running too long: the filter's fault, not the store's.
+    public static func isFilterTimeout(_ error: Error) -> Bool { FilterPatternTimeout.isOurs((error as? DatabaseError)?.message) }
+
     /// What a person can do about it, for the CLI.
     public static func advice(_ error: Error) -> String {
         guard let error = error as? DatabaseError else { return "" }
@@ -31,6 +34,8 @@ public enum StoreHealth {
     /// One line for `status`, the log and the CLI.
     public static func describe(_ error: Error) -> String {
         guard let error = error as? DatabaseError else { return "\(error)" }
+        // Never the statement: a filter's SQL is no business of the person who typed it.
+        if FilterPatternTimeout.isOurs(error.message), let message = error.message { return message }
         switch error.resultCode {
         case .SQLITE_CORRUPT, .SQLITE_NOTADB:
             return "the capture store is corrupt (\(error.message ?? "SQLite error \(error.resultCode.rawValue)"))"

@@ -45,8 +45,8 @@ enum GroupDirectory {
         // setgid: new files get group busymate; sticky: only a file's owner
         // may replace it, so the tunnel cannot swap the CA.
         apply(paths.root, mode: 0o3775, group: group, asRoot: asRoot)
-        apply(paths.notifyDirectory, mode: 0o2770, group: group, asRoot: asRoot)
-        apply(paths.bodies, mode: 0o2770, group: group, asRoot: asRoot)
+        apply(paths.notifyDirectory, mode: 0o3770, group: group, asRoot: asRoot)
+        apply(paths.bodies, mode: 0o3770, group: group, asRoot: asRoot)
         apply(paths.settings, mode: settingsMode(paths), group: group, asRoot: asRoot)
         apply(paths.privateDirectory, mode: 0o700, group: asRoot ? 0 : nil, asRoot: asRoot)
         if asRoot && group == nil {

@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
     public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
-                           restartBackoffMax: Double = 30) async -> Int32 {
+                           restartBackoffMax: Double = 30, privilegedPorts: PrivilegedPorts = PrivilegedPorts()) async -> Int32 {
         let paths = GroupPaths.resolve(explicit: groupOverride)
         let first = SettingsFile.read(paths.settings)
         LogControl.bootstrap(identifier: "busymate-app", level: first.settings?.logLevel ?? .info)
@@ -59,6 +59,8 @@ public enum SupervisorMain {
                             maxBackoff: restartBackoffMax) { summary in
             await service.setWebSummary(summary)
         }
+        await service.allow(privilegedPorts)
+        await web.allow(privilegedPorts)
         let reload: @Sendable () async -> Void = {
             await service.reloadSettings()
             await web.apply(await service.settings)

@@ -48,6 +48,8 @@ public actor SupervisorService {
     var pingSeq = 0
     /// The web front's part of the STATUS= line (`WebKeeper.summary`).
     var webSummary: String?
+    /// Ports below 1024 the supervisor's command line allows.
+    var privilegedPorts = PrivilegedPorts()
 
     init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
          maxBackoff: Double = 30) {
@@ -58,6 +60,8 @@ public actor SupervisorService {
         self.ca = ca
         applied = AppliedSettings(snapshot)
     }
+
+    func allow(_ ports: PrivilegedPorts) { privilegedPorts = ports }
 
     // MARK: start-up
 
@@ -92,6 +96,7 @@ public actor SupervisorService {
         listenerErrors = listenerErrors.filter { want.contains($0.key) }
         for listener in wanted where !have.contains(listener.name) {
             do {
+                try privilegedPorts.check(listener.address)
                 let socket = try ListenSocket.bind(listener)
                 listeners.append(socket)
                 listenerErrors[listener.name] = nil

@@ -45,6 +45,8 @@ actor WebKeeper {
     /// `start` ran (the health tick must not start a child before it looked for one to adopt).
     var started = false
     var pingSeq = 0
+    /// Ports below 1024 the supervisor's command line allows.
+    var privilegedPorts = PrivilegedPorts()
 
     init(paths: GroupPaths, launcher: TunnelLauncher, address: ListenAddress, onboarding: ListenAddress? = nil, maxBackoff: Double = 30,
          summaryChanged: @escaping @Sendable (String) async -> Void = { _ in }) {
@@ -55,6 +57,8 @@ actor WebKeeper {
         backoff = RestartBackoff(max: maxBackoff)
         self.summaryChanged = summaryChanged
     }
+
+    func allow(_ ports: PrivilegedPorts) { privilegedPorts = ports }
 
     // MARK: start-up
 
@@ -79,6 +83,7 @@ actor WebKeeper {
         bindOnboarding()
         guard socket == nil else { return }
         do {
+            try privilegedPorts.check(address)
             let bound = try ListenSocket.bind(address, backlog: 256)
             socket = bound
             bindError = nil
@@ -105,6 +110,7 @@ actor WebKeeper {
     func bindOnboarding() {
         guard onboardingSocket == nil, let address = onboardingAddress, let name = onboardingName else { return }
         do {
+            try privilegedPorts.check(address)
             let bound = try ListenSocket.bind(address, backlog: 256)
             onboardingSocket = ListenSocket(name: name, descriptor: bound.descriptor, bound: bound.bound)
             onboardingError = nil

@@ -1,4 +1,5 @@
 import BusymateShared
+import CaptureStore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -26,7 +27,9 @@ public enum WebServer {
                 let context = WebApp.Context(source: .init(channel: channel, logger: logger))
                 try await respond(to: request, with: responder, context: context, writer: writer) { error in
                     logger.error("a route failed", metadata: ["PATH": "\(request.uri.path)", "ERROR": "\(error)"])
-                    return WebJSON.error(.internalServerError, "\(error)")
+                    // What SQLite said, never the statement (a filter's SQL was echoed to the page).
+                    guard StoreHealth.isStoreError(error) else { return WebJSON.error(.internalServerError, "\(error)") }
+                    return WebJSON.error(StoreHealth.isFilterTimeout(error) ? .unprocessableContent : .internalServerError, StoreHealth.describe(error))
                 }
             },
             webSocketResponder: responder,

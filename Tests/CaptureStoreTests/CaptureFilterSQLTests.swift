@@ -115,6 +115,15 @@ import Testing
         ("!(~d api | ~d cdn)", ["/big", ""]),
         ("~bs haystack | ~e", ["/timeout", "/big"]),
         ("~d api ~c 404", ["/users/9"]),
+        // Negation and precedence with the fewest parentheses SQLite is given.
+        ("!~e", ["/users", "/users/9", "/img.png", "/caf%C3%A9?q=a%20b", "/big", "/ws", ""]),
+        ("!~replay", ["/users", "/users/9", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/ws", ""]),
+        ("!~since 12m", ["/users", "/users/9", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b"]),
+        ("!~h \"x-trace: abc\"", ["/users", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws", ""]),
+        ("~m get & !~h user-agent", []),
+        ("~e | ~c 404 & ~d api", ["/users/9", "/timeout"]),
+        ("!(~e | ~c 404) & ~d api", ["/users", "/caf%C3%A9?q=a%20b", "/ws"]),
+        ("!!~c 404", ["/users/9"]),
     ]
 
     @Test func everyClauseSelectsItsRows() throws {
@@ -146,5 +155,103 @@ import Testing
         #expect(first.map(\.path) == ["", "/ws", "/big"])
         filter.before = first.last?.id
         #expect(try store.traffic.list(filter).map(\.path) == ["/caf%C3%A9?q=a%20b", "/timeout", "/img.png"])
+    }
+
+    // MARK: hostile filters (issue 21: they trapped, overflowed the stack, or froze the API)
+
+    @Test(arguments: [
+        ("~since infd", 8, "a duration is a number and a unit"),
+        ("~since 1e300d", 8, "a duration is a number and a unit"),
+        ("~until 99999999999d", 8, "more than 100 years ago"),
+        ("~since nanm", 8, "a duration is a number and a unit"),
+        ("~since 0x10d", 8, "a duration is a number and a unit"),
+        ("~u mitm\u{0}ZZ", 8, "a NUL character cannot be part of a filter"),
+    ])
+    func durationsAndNULAreRefusedWithTheirPosition(_ text: String, _ position: Int, _ message: String) {
+        #expect(throws: FilterError.self) { try CaptureFilter.parse(text, now: Self.base) }
+        do {
+            _ = try CaptureFilter.parse(text, now: Self.base)
+        } catch {
+            #expect(error.position == position && error.message.contains(message), "\(text): \(error)")
+        }
+    }
+
+    @Test func aDateFarOutIsClampedNotTrapped() {
+        #expect(DatabaseDateText.string(Date(timeIntervalSince1970: -1e15)) == "0001-01-01 00:00:00.000")
+        #expect(DatabaseDateText.string(Date(timeIntervalSince1970: 1e15)) == "9999-12-31 23:59:59.999")
+        #expect(DatabaseDateText.string(Date(timeIntervalSince1970: .infinity)) == "9999-12-31 23:59:59.999")
+        #expect(DatabaseDateText.string(Date(timeIntervalSince1970: -.infinity)) == "0001-01-01 00:00:00.000")
+    }
+
+    @Test func thousandsOfParenthesesOrBangsAreRefusedNotAStackOverflow() throws {
+        for text in [String(repeating: "(", count: 3000) + "~all" + String(repeating: ")", count: 3000),
+                     String(repeating: "!", count: 3000) + "~all",
+                     String(repeating: "(!", count: 2000) + "~all" + String(repeating: ")", count: 2000)] {
+            do {
+                _ = try CaptureFilter.parse(text)
+                Issue.record("accepted \(text.prefix(20))…")
+            } catch {
+                #expect(error.message.contains("nest at most"), "\(error)")
+                #expect(error.position == CaptureFilterParser.maxDepth + 1 || error.position == 2 * CaptureFilterParser.maxDepth + 1
+                        || error.position == 2 * CaptureFilterParser.maxDepth, "\(error)")
+            }
+        }
+    }
+
+    @Test func theDeepestNestingAllowedRunsInSQLite() throws {
+        let store = try Store()
+        // Every level as dear to SQLite's parser as it gets: a negation, an or, an and.
+        var text = "~c 404"
+        var levels = 0
+        while levels + 4 <= CaptureFilterParser.maxDepth {
+            text = "!(!(\(text) | ~d nothing-here) & ~all)"
+            levels += 4
+        }
+        #expect(levels == CaptureFilterParser.maxDepth)
+        let depth = CaptureFilterParser.maxDepth
+        #expect(try store.paths(String(repeating: "!", count: depth) + "~c 404") == ["/users/9"])
+        #expect(try store.paths(String(repeating: "(!", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2)) == ["/users/9"])
+        _ = try store.paths(String(repeating: "(~e | ~d a & !", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2))
+        _ = try store.paths(String(repeating: "(~e | ~h a & !(~b x | ", count: depth / 3) + "~c 404" + String(repeating: "))", count: depth / 3))
+        #expect(try store.paths(text) == ["/users/9"])
+    }
+
+    @Test func aLongDisjunctionCompilesFlatAndRuns() throws {
+        let store = try Store()
+        let eighty = (0..<79).map { "~d host\($0).invalid" }.joined(separator: " | ") + " | ~d cdn"
+        #expect(try store.paths(eighty) == ["/img.png"])
+        let most = (0..<(CaptureFilterParser.maxClauses - 1)).map { "~u nope\($0)" }.joined(separator: " | ") + " | ~c 404"
+        #expect(try store.paths(most) == ["/users/9"])
+        let headers = (0..<(CaptureFilterParser.maxClauses - 1)).map { "~h nope\($0)" }.joined(separator: " | ") + " | ~c 404"
+        #expect(try store.paths("!(!(" + headers + "))") == ["/users/9"])
+        let ands = (0..<(CaptureFilterParser.maxClauses - 1)).map { "!~u nope\($0)" }.joined(separator: " ") + " ~c 404"
+        #expect(try store.paths(ands) == ["/users/9"])
+        do {
+            _ = try CaptureFilter.parse(most + " | ~e")
+            Issue.record("\(CaptureFilterParser.maxClauses + 1) clauses accepted")
+        } catch {
+            #expect(error.message.contains("at most \(CaptureFilterParser.maxClauses) clauses"), "\(error)")
+        }
+    }
+
+    @Test func aBacktrackingRegexIsStoppedWithAClearErrorAndNoSQL() throws {
+        let store = try Store()
+        var row = ExchangeRecord(startedAt: Self.base, scheme: "http", method: "GET", host: "a.example", port: 80,
+                                 path: "/" + String(repeating: "a", count: 30), url: "http://a.example/" + String(repeating: "a", count: 30), tlsMode: .none)
+        row.status = 200
+        _ = try store.traffic.insert([row])
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            let got = try store.paths("~u '(a+)+b'")
+            Issue.record("the query ran to its end: \(got)")
+        } catch {
+            let text = StoreHealth.describe(error)
+            #expect(text.contains("ran over") && text.contains("(a+)+b"), "\(text)")
+            #expect(!text.contains("SELECT") && !text.contains("busymate_match"), "\(text)")
+        }
+        #expect(clock.now - started < .seconds(5))
+        // A pattern that needs a regular expression but does not backtrack still matches.
+        #expect(try store.paths("~u 'a{30}$'") == ["/" + String(repeating: "a", count: 30)])
     }
 }

@@ -96,6 +96,115 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: victim.path + "-wal"))
     }
 
+    /// What a group member does to the store: rewrite one row.
+    private func setColumn(_ appliance: Appliance, id: Int, _ column: String, to value: String) throws {
+        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('update exchanges set %s=? where id=?' % sys.argv[2], (sys.argv[3], int(sys.argv[4]))); c.commit()"
+        let r = try Command.run("/usr/bin/env", ["python3", "-c", script, appliance.group.appendingPathComponent("capture.sqlite").path, column, value, "\(id)"])
+        #expect(r.status == 0, "\(r.stderr)")
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "the secret must be root's"))
+    func theRootCLIReadsNoBodyFileARowPointsOutsideBodies() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body", extra: ["--data-binary", "hello"]).code == 200)
+        let rows = try appliance.rows("the exchange", until: { $0.count == 1 })
+        let id = try #require(rows.first?["id"] as? Int)
+        let secret = appliance.base.appendingPathComponent("rootsecret")
+        try Data("TOPSECRET-4711\n".utf8).write(to: secret)
+        chmod(secret.path, 0o600)
+        let bodies = appliance.group.appendingPathComponent("bodies")
+        // Only a file's owner may remove or replace it there: the tunnel's body files are the tunnel's.
+        var st = stat()
+        #expect(stat(bodies.path, &st) == 0 && st.st_mode & 0o7777 == 0o3770, "bodies/ is \(String(st.st_mode & 0o7777, radix: 8))")
+        symlink(secret.path, bodies.appendingPathComponent("planted.request").path)
+        let relative = "../../" + secret.lastPathComponent
+        for (planted, why) in [(relative, "is not a file name"), ("planted.request", "symbolic link"), (secret.path, "is not a file name")] {
+            try setColumn(appliance, id: id, "request_body_file", to: planted)
+            for args in [["show", "\(id)", "--body", "request", "--no-pager"], ["show", "\(id)", "--save-body", "request", "-"],
+                         ["curl", "\(id)"], ["resend", "\(id)"], ["show", "\(id)", "--json"]] {
+                let r = try appliance.cli(args)
+                #expect(!r.stdout.contains("TOPSECRET") && !r.stderr.contains("TOPSECRET"), "\(planted) \(args): the secret was printed")
+                #expect(r.status != 0, "\(planted) \(args): \(r.stdout)")
+                #expect(r.stderr.contains("exchange \(id)'s request body file") && r.stderr.contains(why), "\(planted) \(args): \(r.stderr)")
+            }
+            // A body search cannot probe the file either.
+            let search = try appliance.cli(["list", "~bq TOPSECRET", "--json"])
+            #expect(search.status == 0 && !search.stdout.contains("\"id\""), "\(planted): \(search.stdout)")
+        }
+        // Nothing was resent: the one exchange is still the only one.
+        #expect(try appliance.rows().count == 1)
+        // Retention and clear remove by the row's name too: a name that leaves bodies/ removes nothing.
+        #expect(FileManager.default.fileExists(atPath: secret.path))
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "root posting is the hole"))
+    func rootPostsNoNotificationThroughAPlantedLink() async throws {
+        let appliance = try Appliance()
+        try appliance.start()
+        // Someone else's datagram socket, outside the group, and a link to it planted in notify/.
+        let victimPath = appliance.base.appendingPathComponent("victim.sock").path
+        let victim = try UnixSocket.bind(path: victimPath, type: Int32(SOCK_DGRAM.rawValue), mode: 0o600)
+        defer { victim.close() }
+        let notify = appliance.group.appendingPathComponent("notify")
+        symlink(victimPath, notify.appendingPathComponent("planted-1.sock").path)
+        // A hard link of it too (same file system): a socket file with two names is not a peer's.
+        link(victimPath, notify.appendingPathComponent("planted-2.sock").path)
+        var st = stat()
+        #expect(stat(notify.path, &st) == 0 && st.st_mode & 0o7777 == 0o3770, "notify/ is \(String(st.st_mode & 0o7777, radix: 8))")
+        // Root's CLI edits settings (it posts settingsDidChange), and the supervisor posts as it reloads.
+        #expect(try appliance.cli(["ssl-proxying", "add", "planted.example"]).status == 0)
+        #expect(try appliance.cli(["ssl-proxying", "remove", "planted.example"]).status == 0)
+        try await Task.sleep(for: .milliseconds(500))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let received = recv(victim.fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        #expect(received < 0, "root sent \(received) bytes to a socket a link in notify/ pointed at")
+        // Real peers are still told: the tunnel took the new list.
+        #expect(appliance.log.contains("not posting to a file in notify/"), "\(appliance.log.suffix(2000))")
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "binding a port below 1024 needs root"))
+    func settingsJSONCannotOpenAPrivilegedPort() async throws {
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "127.0.0.1:81"]}, "tunnel": {"drain_seconds": 2}}
+
+            """)
+        try appliance.start()
+        try waitUntil("status reports the refused listener", timeout: 5) {
+            (try appliance.cli(["status"]).stdout).contains("--privileged-port 81")
+        }
+        let curl = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "2", "http://127.0.0.1:81/"])
+        #expect(curl.status != 0, "something answers on port 81: \(curl.stdout)")
+        // The web page and onboarding neither.
+        try appliance.writeSettings("""
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+             "web": {"listen": "127.0.0.1:82"}, "onboarding": {"listen": "127.0.0.1:83"}}
+
+            """)
+        try waitUntil("status reports the refused web listeners", timeout: 10) {
+            let text = try appliance.cli(["status"]).stdout
+            return text.contains("--privileged-port 82") && text.contains("--privileged-port 83")
+        }
+        for port in [82, 83] {
+            #expect(try Command.run("/usr/bin/curl", ["-sS", "--max-time", "2", "http://127.0.0.1:\(port)/"]).status != 0, "port \(port) answers")
+        }
+        appliance.stop()
+        // Root's own opt-in on the supervisor's command line opens it.
+        try appliance.writeSettings("""
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "127.0.0.1:81"]}, "tunnel": {"drain_seconds": 2}}
+
+            """)
+        appliance.supervisorArguments = ["--privileged-port", "81"]
+        try appliance.start()
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        try waitUntil("port 81 proxies", timeout: 5) {
+            (try? Command.curl(proxyPort: 81, "http://127.0.0.1:\(origin.port)/ok").code) == 200
+        }
+    }
+
     @Test func secretsStayOutOfWorldReadableFiles() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }

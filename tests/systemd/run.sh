@@ -226,7 +226,7 @@ esac
 # bit of a directory whose group the caller is not in, without CAP_FSETID),
 # so the sockets in notify/ are the group's.
 modes=$(inbox sh -c 'cd /var/lib/busymate/group && stat -c "%n %a %U:%G" "$PWD" "$PWD/notify" "$PWD/bodies" "$PWD"/notify/*.sock' || true)
-expected_dirs=$'/var/lib/busymate/group 3775 root:busymate\n/var/lib/busymate/group/notify 2770 root:busymate\n/var/lib/busymate/group/bodies 2770 root:busymate'
+expected_dirs=$'/var/lib/busymate/group 3775 root:busymate\n/var/lib/busymate/group/notify 3770 root:busymate\n/var/lib/busymate/group/bodies 3770 root:busymate'
 if [ "$(head -n 3 <<<"$modes")" = "$expected_dirs" ] && [ "$(tail -n +4 <<<"$modes" | grep -c .)" -ge 2 ] \
    && ! tail -n +4 <<<"$modes" | grep -qv ' 660 [a-z]*:busymate$'; then
   pass "group directory modes kept; notify sockets: $(tail -n +4 <<<"$modes" | awk '{print $3 " " $2}' | sort -u | tr '\n' ' ')"

@@ -40,6 +40,17 @@ int busymate_pipe_cloexec(int fds[2]);
 int busymate_accept_cloexec(int fd);
 /// SO_PEERCRED: `struct ucred` is GNU-only in the headers Swift sees.
 int busymate_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+/// Opens `name` in `dirfd` for reading only if it lies beneath it and no
+/// link is on the way: openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS), O_NONBLOCK so a FIFO cannot stall the caller.
+/// On a kernel without openat2 a name with a '/' is refused (EXDEV) and the
+/// rest opened with O_NOFOLLOW, which is the same for a single component.
+int busymate_open_beneath(int dirfd, const char *name);
+/// An O_PATH descriptor for the Unix socket file at `path`, to connect or
+/// send to through /proc/self/fd/N: a symbolic link is refused (ELOOP),
+/// anything but a socket too (ENOTSOCK), and so is a socket file with a
+/// second hard link (EMLINK: someone else's socket linked in).
+int busymate_open_socket_file(const char *path);
 /// CPUs this process may run on (sched_getaffinity, which taskset and
 /// systemd's CPUAffinity= set); at least 1.
 int busymate_usable_cpus(void);
