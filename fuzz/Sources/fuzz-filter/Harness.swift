@@ -48,8 +48,11 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let filter: CaptureFilter
         do {
             filter = try CaptureFilter.parse(text, now: Date(timeIntervalSince1970: 1_800_000_000))
-        } catch {
+        } catch let error as FilterError {
             Fuzz.check(error.position >= 1 && error.position <= text.count + 1, "error position \(error.position) outside \(text.count) characters: \(error)")
+            return
+        } catch {
+            Fuzz.check(false, "parse threw something other than a FilterError: \(error)")
             return
         }
         Fuzz.check(depth(filter) <= CaptureFilterParser.maxDepth, "a filter nests \(depth(filter)) deep: \(Fuzz.show(text))")
