@@ -201,6 +201,11 @@ import Glibc
         try Data(#"{"token": "mirror-secret"}"#.utf8).write(to: mirror)
         chmod(mirror.path, 0o640)
         chown(mirror.path, 0, PrivilegeDrop.lookupGroup("busymate") ?? 0)
+        // The onboarding log a web front running as the tunnel's user left: in
+        // the sticky directory only its owner may replace it.
+        let onboarding = appliance.group.appendingPathComponent("onboarding.json")
+        try Data("{}".utf8).write(to: onboarding)
+        chown(onboarding.path, PrivilegeDrop.lookupUser("busymate") ?? 0, PrivilegeDrop.lookupGroup("busymate") ?? 0)
         try appliance.start()
         try waitUntil("the tunnel and the web front are ready", timeout: 10) {
             let s = try appliance.status()
@@ -216,6 +221,8 @@ import Glibc
         #expect(first(web["Uid"]) != first(tunnel["Uid"]))
         #expect(first(web["Gid"]) == "\(PrivilegeDrop.lookupGroup("busymate") ?? 0)")
         #expect(status.string("tunnel.interception") == "on")
+        var st = stat()
+        #expect(stat(onboarding.path, &st) == 0 && "\(st.st_uid)" == first(web["Uid"]), "onboarding.json is uid \(st.st_uid)'s")
 
         let group = appliance.group
         let key = group.appendingPathComponent("ca.key").path
