@@ -41,3 +41,9 @@ if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then
   getent group busymate >/dev/null || groupadd --system busymate
   useradd --system --gid busymate --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin busymate
 fi
+# The web front's user: in group busymate (the store, settings.json,
+# web-token), but another uid than the tunnel's, which cannot read ca.key.
+if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate-web >/dev/null; then
+  echo "busymate: creating system user busymate-web" >&2
+  useradd --system --user-group --groups busymate --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin busymate-web
+fi

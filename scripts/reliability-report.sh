@@ -20,6 +20,9 @@ else
 fi
 names='HostileClientTests|TimeoutTests|SecurityTests|ReliabilityTests|ClientTimeoutStateTests'
 tests=$(grep -lE "struct ($names)" Tests/*/*.swift | xargs grep -hoE 'func [a-zA-Z0-9]+\(\)' | sed -E 's/func ([a-zA-Z0-9]+)\(\)/\1/' | sort -u)
+# The round-2 section (issue 21) is written by hand from each item's before
+# and after; it is carried over from the RELIABILITY.md in the tree.
+round2=$(sed -n '/^<!-- round 2 -->$/,/^<!-- \/round 2 -->$/p' RELIABILITY.md 2>/dev/null || true)
 {
   echo "# Reliability"
   echo
@@ -27,6 +30,10 @@ tests=$(grep -lE "struct ($names)" Tests/*/*.swift | xargs grep -hoE 'func [a-zA
   echo "is copied from the suites' own output by \`scripts/reliability-report.sh\`"
   echo "(commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores)."
   echo
+  if [ -n "$round2" ]; then
+    echo "$round2"
+    echo
+  fi
   sed -e '1s/^# Fault suite/## The fault suite (`make test-faults`)/' -e 's/^## /### /' -e '1s/^### /## /' "$faults"
   echo
   echo "## Hostile clients, timeouts, security (\`swift test\`)"

@@ -7,6 +7,8 @@ public struct TunnelIdentity: Sendable, Equatable {
     public var group: String
 
     public static let `default` = TunnelIdentity(user: "busymate", group: "busymate")
+    /// The web front's user (busymate-app's `--web-user`); its group is the tunnel's.
+    public static let defaultWebUser = "busymate-web"
 
     public init(user: String, group: String) {
         self.user = user

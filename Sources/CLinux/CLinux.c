@@ -14,6 +14,11 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <endian.h>
+#include <stdint.h>
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
 #include <unistd.h>
 
 int busymate_set_no_new_privs(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); }
@@ -175,4 +180,25 @@ int busymate_open_socket_file(const char *path) {
         return -1;
     }
     return fd;
+}
+
+int busymate_acl_owner_and_reader(int fd, uid_t reader) {
+    struct {
+        struct posix_acl_xattr_header header;
+        struct posix_acl_xattr_entry entries[5];
+    } acl;
+    const struct { unsigned tag, perm; uint32_t id; } wanted[5] = {
+        {ACL_USER_OBJ, ACL_READ | ACL_WRITE, (uint32_t)ACL_UNDEFINED_ID},
+        {ACL_USER, ACL_READ, reader},
+        {ACL_GROUP_OBJ, 0, (uint32_t)ACL_UNDEFINED_ID},
+        {ACL_MASK, ACL_READ, (uint32_t)ACL_UNDEFINED_ID},
+        {ACL_OTHER, 0, (uint32_t)ACL_UNDEFINED_ID},
+    };
+    acl.header.a_version = htole32(POSIX_ACL_XATTR_VERSION);
+    for (int i = 0; i < 5; i++) {
+        acl.entries[i].e_tag = htole16(wanted[i].tag);
+        acl.entries[i].e_perm = htole16(wanted[i].perm);
+        acl.entries[i].e_id = htole32(wanted[i].id);
+    }
+    return fsetxattr(fd, "system.posix_acl_access", &acl, sizeof acl, 0);
 }

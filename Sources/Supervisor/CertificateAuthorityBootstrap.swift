@@ -58,10 +58,9 @@ enum CertificateAuthorityBootstrap {
             issuerPrivateKey: .init(key))
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
-        let group = PrivilegeDrop.lookupGroup("busymate")
         // The key first: a certificate without its key is worse than neither.
-        try AtomicFile.write(Data(key.pemRepresentation.utf8), to: paths.caKey, mode: 0o640)
-        if geteuid() == 0, let group { chown(paths.caKey.path, 0, group) }
+        // Root's alone until SecretFiles lets the tunnel's user read it.
+        try AtomicFile.write(Data(key.pemRepresentation.utf8), to: paths.caKey, mode: 0o600)
         try AtomicFile.write(Data(serializer.serializedBytes), to: paths.caDER, mode: 0o644)
         try AtomicFile.write(Data(try certificate.serializeAsPEM().pemString.utf8 + [0x0A]), to: paths.caPEM, mode: 0o644)
     }

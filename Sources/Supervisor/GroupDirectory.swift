@@ -27,7 +27,7 @@ enum GroupDirectory {
 
         """
 
-    static func prepare(_ paths: GroupPaths, logger: Logger) throws {
+    static func prepare(_ paths: GroupPaths, webUser: String, logger: Logger) throws {
         let fm = FileManager.default
         try fm.createDirectory(at: paths.root, withIntermediateDirectories: true)
         try fm.createDirectory(at: paths.notifyDirectory, withIntermediateDirectories: true)
@@ -52,6 +52,25 @@ enum GroupDirectory {
         if asRoot && group == nil {
             logger.warning("group busymate does not exist; the tunnel cannot drop privileges until it does (systemd-sysusers units/busymate.sysusers)")
         }
+        if asRoot {
+            if let webUID = PrivilegeDrop.lookupUser(webUser) {
+                handOver(paths.onboarding, to: webUID)
+            } else {
+                logger.warning("user \(webUser) does not exist; the web front cannot start until it does (systemd-sysusers units/busymate.sysusers)")
+            }
+        }
+    }
+
+    /// A file the web front writes by rename, left by one that ran as the
+    /// tunnel's user (before it had a user of its own): in the sticky group
+    /// directory only the file's owner may replace it.
+    static func handOver(_ url: URL, to uid: uid_t) {
+        let fd = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_nlink == 1, st.st_uid != 0, st.st_uid != uid else { return }
+        fchown(fd, uid, UInt32.max)
     }
 
     /// Only a regular file or directory, never through a symlink a group

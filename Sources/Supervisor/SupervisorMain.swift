@@ -6,7 +6,11 @@ import ServiceLifecycle
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
     public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
-                           restartBackoffMax: Double = 30, privilegedPorts: PrivilegedPorts = PrivilegedPorts()) async -> Int32 {
+                           webUser: String = TunnelIdentity.defaultWebUser, restartBackoffMax: Double = 30,
+                           privilegedPorts: PrivilegedPorts = PrivilegedPorts()) async -> Int32 {
+        // Another uid than the tunnel's (it cannot signal it, nor read its
+        // secrets), in the tunnel's group (the store, settings, web-token).
+        let webIdentity = TunnelIdentity(user: webUser, group: tunnelIdentity.group)
         let paths = GroupPaths.resolve(explicit: groupOverride)
         let first = SettingsFile.read(paths.settings)
         LogControl.bootstrap(identifier: "busymate-app", level: first.settings?.logLevel ?? .info)
@@ -14,7 +18,7 @@ public enum SupervisorMain {
         signal(SIGPIPE, SIG_IGN)
         umask(0o007)
         do {
-            try GroupDirectory.prepare(paths, logger: logger)
+            try GroupDirectory.prepare(paths, webUser: webIdentity.user, logger: logger)
         } catch {
             logger.critical("cannot prepare the group directory", metadata: ["PATH": "\(paths.root.path)", "ERROR": "\(error)"])
             Systemd.status("cannot start: cannot prepare the group directory \(paths.root.path): \(error)")
@@ -32,6 +36,7 @@ public enum SupervisorMain {
             Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
         }
         let (ca, generated) = CertificateAuthorityBootstrap.ensure(paths, logger: Logger(label: "busymate.cert"))
+        SecretFiles.protect(paths, reader: tunnelIdentity.user, logger: Logger(label: "busymate.cert"))
 
         let tunnelPath = tunnelOverride ?? ProcessInfo.processInfo.environment["BUSYMATE_TUNNEL"]
             ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
@@ -54,7 +59,7 @@ public enum SupervisorMain {
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
                                         notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
-        let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: tunnelIdentity),
+        let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: webIdentity),
                             address: (snapshot.settings ?? AppSettings()).webListen, onboarding: snapshot.settings?.onboardingListen,
                             maxBackoff: restartBackoffMax) { summary in
             await service.setWebSummary(summary)
@@ -74,7 +79,8 @@ public enum SupervisorMain {
             switch file {
             case .settings: await reload()
             case .caPEM, .caKey: await service.reloadCA()
-            case .deviceToken, .controlSocket: break
+            case .deviceToken: await service.protectSecrets()
+            case .controlSocket: break
             }
         }) { jobs.append(watcher) }
         if let notifier {

@@ -17,7 +17,8 @@ extension SupervisorService {
         return tunnel.state == .ready || (tunnel.state == .starting && !draining.isEmpty)
     }
 
-    /// Whom the output rules leave alone: the children's uid.
+    /// Whom the output rules leave alone: the tunnel's uid (the web front,
+    /// another uid, reaches origins only through the proxy: resends).
     var childrenUID: UInt32 {
         guard getuid() == 0, let entry = getpwnam(launcher.identity.user) else { return getuid() }
         return entry.pointee.pw_uid

@@ -333,7 +333,13 @@ public actor SupervisorService {
     }
 
     func reloadCA() {
+        protectSecrets()
         ca = CertificateAuthorityBootstrap.inspect(paths)
+    }
+
+    /// A key or token mirror a person copied in gets the tunnel-only ACL.
+    func protectSecrets() {
+        SecretFiles.protect(paths, reader: launcher.identity.user, logger: Logger(label: "busymate.cert"))
     }
 
     // MARK: health, status, shutdown

@@ -2,7 +2,7 @@ import BusymateShared
 import Foundation
 import Supervisor
 
-let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--restart-backoff-max SECONDS] [--privileged-port PORT]...\n"
+let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--privileged-port PORT]...\n"
 func refuse(_ message: String) -> Never {
     FileHandle.standardError.write(Data("busymate-app: \(message)\n\(usage)".utf8))
     exit(64)
@@ -10,6 +10,7 @@ func refuse(_ message: String) -> Never {
 var group: String?
 var tunnel: String?
 var identity = TunnelIdentity.default
+var webUser = TunnelIdentity.defaultWebUser
 var backoffMax = 30.0
 var privileged = PrivilegedPorts()
 var arguments = CommandLine.arguments.dropFirst()
@@ -20,6 +21,9 @@ while let argument = arguments.popFirst() {
     case "--tunnel-user", "--tunnel-group":
         guard let name = arguments.popFirst(), TunnelIdentity.isValidName(name) else { refuse("\(argument) needs a user or group name") }
         if argument == "--tunnel-user" { identity.user = name } else { identity.group = name }
+    case "--web-user":
+        guard let name = arguments.popFirst(), TunnelIdentity.isValidName(name) else { refuse("--web-user needs a user name") }
+        webUser = name
     case "--restart-backoff-max":
         guard let text = arguments.popFirst(), let value = Double(text), value >= 0.1, value <= 3600 else {
             refuse("--restart-backoff-max needs seconds from 0.1 to 3600")
@@ -38,4 +42,7 @@ while let argument = arguments.popFirst() {
         refuse("unknown argument \(argument)")
     }
 }
-exit(await SupervisorMain.run(groupOverride: group, tunnelOverride: tunnel, tunnelIdentity: identity, restartBackoffMax: backoffMax, privilegedPorts: privileged))
+// Another uid, or the web front could signal the tunnel and read ca.key.
+if webUser == identity.user { refuse("--web-user must not be the tunnel's user (\(webUser))") }
+exit(await SupervisorMain.run(groupOverride: group, tunnelOverride: tunnel, tunnelIdentity: identity, webUser: webUser, restartBackoffMax: backoffMax,
+                              privilegedPorts: privileged))

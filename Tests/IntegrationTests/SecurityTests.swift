@@ -279,6 +279,93 @@ import Glibc
         #expect(restart.status != 0 && restart.stderr.contains("permission denied"), "\(restart.stderr)")
     }
 
+    /// What a process with these ids can open (`rw:` asks for writing) and
+    /// whether it can signal `pid`: errno names, or "ok".
+    private func probe(uid: String, gid: String, groups: String, signalling pid: Int32, _ paths: [String]) throws -> [String: String] {
+        let script = """
+            import errno, json, os, sys
+            out = {}
+            def attempt(name, f):
+                try:
+                    f()
+                    out[name] = "ok"
+                except OSError as e:
+                    out[name] = errno.errorcode.get(e.errno, str(e.errno))
+            for p in sys.argv[2:]:
+                flags = os.O_RDWR if p.startswith("rw:") else os.O_RDONLY
+                attempt(p, lambda p=p, flags=flags: os.close(os.open(p.removeprefix("rw:"), flags)))
+            attempt("kill", lambda: os.kill(int(sys.argv[1]), 0))
+            print(json.dumps(out))
+            """
+        let ids = ["--reuid=\(uid)", "--regid=\(gid)"] + (groups.isEmpty ? ["--clear-groups"] : ["--groups=\(groups)"])
+        let r = try Command.run("/usr/bin/setpriv", ids + ["--", "/usr/bin/python3", "-c", script, "\(pid)"] + paths)
+        return try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: String] ?? [:]
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "the privilege drop needs root"))
+    func theWebFrontCannotReadTheTunnelsSecretsNorSignalIt() async throws {
+        let appliance = try Appliance()
+        // The device token mirror, as the supervisor wrote it so far (0640 root:busymate).
+        let mirror = appliance.group.appendingPathComponent("device-jwt.json")
+        try Data(#"{"token": "mirror-secret"}"#.utf8).write(to: mirror)
+        chmod(mirror.path, 0o640)
+        chown(mirror.path, 0, PrivilegeDrop.lookupGroup("busymate") ?? 0)
+        // The onboarding log a web front running as the tunnel's user left: in
+        // the sticky directory only its owner may replace it.
+        let onboarding = appliance.group.appendingPathComponent("onboarding.json")
+        try Data("{}".utf8).write(to: onboarding)
+        chown(onboarding.path, PrivilegeDrop.lookupUser("busymate") ?? 0, PrivilegeDrop.lookupGroup("busymate") ?? 0)
+        try appliance.start()
+        try waitUntil("the tunnel and the web front are ready", timeout: 10) {
+            let s = try appliance.status()
+            return s.string("tunnel.state") == "ready" && s.string("web.state") == "ready"
+        }
+        let status = try appliance.status()
+        let web = ProcessProbe.status(Int32(try #require(status.int("web.pid"))))
+        let tunnelPID = Int32(try #require(status.int("tunnel.pid")))
+        let tunnel = ProcessProbe.status(tunnelPID)
+        func first(_ field: String?) -> String { field?.split(whereSeparator: { $0 == "\t" || $0 == " " }).first.map(String.init) ?? "" }
+        func groups(_ field: String?) -> String { (field ?? "").split(whereSeparator: { $0 == "\t" || $0 == " " }).joined(separator: ",") }
+        #expect(first(web["Uid"]) == "\(PrivilegeDrop.lookupUser(TunnelIdentity.defaultWebUser) ?? 0)", "\(web["Uid"] ?? "")")
+        #expect(first(web["Uid"]) != first(tunnel["Uid"]))
+        #expect(first(web["Gid"]) == "\(PrivilegeDrop.lookupGroup("busymate") ?? 0)")
+        #expect(status.string("tunnel.interception") == "on")
+        var st = stat()
+        #expect(stat(onboarding.path, &st) == 0 && "\(st.st_uid)" == first(web["Uid"]), "onboarding.json is uid \(st.st_uid)'s")
+
+        let group = appliance.group
+        let key = group.appendingPathComponent("ca.key").path
+        let privateDirectory = appliance.base.appendingPathComponent("private").path
+        let store = group.appendingPathComponent("capture.sqlite").path
+        let shared = [group.appendingPathComponent("web-token").path, appliance.caFile.path, "rw:" + store, "rw:" + store + "-shm",
+                      "rw:" + group.appendingPathComponent("settings.json").path]
+        // As the web front: the page's files, never the tunnel's secrets nor the tunnel.
+        let asWeb = try probe(uid: first(web["Uid"]), gid: first(web["Gid"]), groups: groups(web["Groups"]), signalling: tunnelPID,
+                              [key, mirror.path, privateDirectory] + shared)
+        #expect(asWeb[key] == "EACCES" && asWeb[mirror.path] == "EACCES" && asWeb[privateDirectory] == "EACCES", "\(asWeb)")
+        #expect(asWeb["kill"] == "EPERM", "\(asWeb)")
+        for path in shared { #expect(asWeb[path] == "ok", "the web front cannot open \(path): \(asWeb)") }
+        // As the tunnel: its secrets still, the private directory never.
+        let asTunnel = try probe(uid: first(tunnel["Uid"]), gid: first(tunnel["Gid"]), groups: groups(tunnel["Groups"]), signalling: tunnelPID,
+                                 [key, mirror.path, privateDirectory])
+        #expect(asTunnel[key] == "ok" && asTunnel[mirror.path] == "ok" && asTunnel[privateDirectory] == "EACCES", "\(asTunnel)")
+
+        // The page still works end to end as that user: it edits settings.json.
+        let url = try appliance.cli(["web", "url"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let jar = appliance.base.appendingPathComponent("cookies").path
+        let login = try Command.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-c", jar, url])
+        #expect(login.stdout == "200")
+        let base = try appliance.webBase
+        let put = try Command.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-b", jar, "-X", "PUT", "-H", "Origin: \(base)",
+                                                    "-H", "Content-Type: application/json", "--data", #"{"include": ["example.org"], "exclude": []}"#,
+                                                    base + "/api/settings/ssl-proxying"])
+        #expect(put.stdout == "200", "\(put.stdout) \(put.stderr)")
+        #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8).contains("example.org"))
+        // The unit's command line cannot put the web front back under the tunnel's uid.
+        let same = try Command.run(Command.binary("busymate-app"), ["--web-user", "busymate", "--group", appliance.base.appendingPathComponent("other").path])
+        #expect(same.status == 64 && same.stderr.contains("--web-user must not be the tunnel's user"), "\(same.stderr)")
+    }
+
     @Test func aListenerOffLoopbackWithNoAccessListIsWarnedAbout() async throws {
         let appliance = try Appliance(settings: """
             {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}}

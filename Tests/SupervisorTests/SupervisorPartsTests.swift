@@ -29,8 +29,15 @@ import X509
         let der = try Data(contentsOf: paths.caDER)
         #expect(try Certificate(derEncoded: Array(der)) == certificate)
         let keyMode = try FileManager.default.attributesOfItem(atPath: paths.caKey.path)[.posixPermissions] as? Int
-        #expect(keyMode == 0o640)
+        // Root's alone until SecretFiles adds the tunnel's user (an ACL).
+        #expect(keyMode == 0o600)
         #expect(!CertificateAuthorityBootstrap.isTrusted(info, bundle: "/dev/null"))
+        if geteuid() == 0, let tunnel = PrivilegeDrop.lookupUser("busymate") {
+            SecretFiles.protect(paths.caKey, reader: tunnel, logger: Logger(label: "test"))
+            var st = stat()
+            // 0640 root:root: the group bits are the ACL mask (a fallback would be the tunnel user's, 0440).
+            #expect(stat(paths.caKey.path, &st) == 0 && st.st_mode & 0o777 == 0o640 && st.st_uid == 0 && st.st_gid == 0)
+        }
     }
 
     @Test func neverOverwritesAPartialCA() throws {

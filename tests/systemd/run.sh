@@ -213,6 +213,25 @@ else
   fail "no busymate-web process"
 fi
 
+# 4ab. The web front has a user of its own (sysusers): as that user and its
+# group, the page's files open, the tunnel's secrets do not, and the tunnel
+# cannot be signalled.
+web_uid=$(inbox id -u busymate-web 2>/dev/null || echo none)
+as_web() { inbox setpriv --reuid=busymate-web --regid=busymate --clear-groups -- "$@" >/dev/null 2>&1; }
+g=/var/lib/busymate/group
+denied=""
+as_web cat $g/ca.key && denied="$denied ca.key"
+as_web ls /var/lib/busymate/private && denied="$denied private"
+as_web sh -c "kill -0 ${tunnel_pid:-1}" && denied="$denied kill-tunnel"
+as_web cat $g/web-token $g/ca.pem || denied="$denied cannot-read-web-token-or-ca.pem"
+# The tunnel still reads the key (through its ACL): interception is on.
+grep -Eq '"interception" *: *"on"' <<<"$(inbox /usr/local/bin/busymate status --json --group $g || true)" || denied="$denied interception-off"
+if [ "$(wfield Uid)" = "$web_uid" ] && [ "$web_uid" != "$(inbox id -u busymate)" ] && [ -z "$denied" ]; then
+  pass "web front runs as busymate-web ($web_uid): no ca.key, no private directory, no signal to the tunnel"
+else
+  fail "web front as its own user: uid $(wfield Uid) (busymate-web is $web_uid); wrongly allowed or refused:$denied"
+fi
+
 # 4aa. The page: its URL with the token opens it; without, only the login.
 web_url=$(inbox /usr/local/bin/busymate web url --group /var/lib/busymate/group || true)
 page=$(inbox curl -sS -L --max-time 5 -c /root/jar "$web_url" || true)
@@ -228,7 +247,7 @@ esac
 modes=$(inbox sh -c 'cd /var/lib/busymate/group && stat -c "%n %a %U:%G" "$PWD" "$PWD/notify" "$PWD/bodies" "$PWD"/notify/*.sock' || true)
 expected_dirs=$'/var/lib/busymate/group 3775 root:busymate\n/var/lib/busymate/group/notify 3770 root:busymate\n/var/lib/busymate/group/bodies 3770 root:busymate'
 if [ "$(head -n 3 <<<"$modes")" = "$expected_dirs" ] && [ "$(tail -n +4 <<<"$modes" | grep -c .)" -ge 2 ] \
-   && ! tail -n +4 <<<"$modes" | grep -qv ' 660 [a-z]*:busymate$'; then
+   && ! tail -n +4 <<<"$modes" | grep -qv ' 660 [a-z-]*:busymate$'; then
   pass "group directory modes kept; notify sockets: $(tail -n +4 <<<"$modes" | awk '{print $3 " " $2}' | sort -u | tr '\n' ' ')"
 else
   fail "group directory modes:"$'\n'"$modes"

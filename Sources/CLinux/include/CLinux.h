@@ -54,4 +54,8 @@ int busymate_open_socket_file(const char *path);
 /// CPUs this process may run on (sched_getaffinity, which taskset and
 /// systemd's CPUAffinity= set); at least 1.
 int busymate_usable_cpus(void);
+/// A POSIX access ACL on `fd`: the owner reads and writes, user `reader`
+/// reads, nobody else (no group, mask r, no other). 0, or -1 with errno
+/// (EOPNOTSUPP on a file system without ACLs).
+int busymate_acl_owner_and_reader(int fd, uid_t reader);
 #endif

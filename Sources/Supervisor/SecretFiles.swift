@@ -1,0 +1,37 @@
+import BusymateShared
+import CLinux
+import Foundation
+import Logging
+
+/// The tunnel's secrets in the group directory (`ca.key`, the device token
+/// mirror): root's, 0640 root:root with a POSIX ACL that lets the tunnel's
+/// user read them. Group busymate does not: the web front (which serves
+/// unauthenticated pages to the LAN) and the CLI's users are in it.
+enum SecretFiles {
+    static func protect(_ paths: GroupPaths, reader user: String, logger: Logger) {
+        guard geteuid() == 0, let uid = PrivilegeDrop.lookupUser(user), uid != 0 else { return }
+        for url in [paths.caKey, paths.deviceToken] {
+            protect(url, reader: uid, logger: logger)
+        }
+    }
+
+    static func protect(_ url: URL, reader uid: uid_t, logger: Logger) {
+        let fd = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var st = stat()
+        // Root's own file only: never one a group member planted, nor a hard link.
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == 0, st.st_nlink == 1 else { return }
+        // The ACL before the group: the tunnel can read it all along.
+        if busymate_acl_owner_and_reader(fd, uid) == 0 {
+            fchown(fd, 0, 0)
+            return
+        }
+        // No ACLs on this file system: the tunnel's user owns it, and root
+        // reads it through group root (the unit gives no CAP_DAC_OVERRIDE).
+        logger.warning("no POSIX ACL on this file system; the tunnel's user now owns it (0440, group root)",
+                       metadata: ["PATH": "\(url.path)", "ERROR": "\(String(cString: strerror(errno)))"])
+        fchown(fd, uid, 0)
+        fchmod(fd, 0o440)
+    }
+}
