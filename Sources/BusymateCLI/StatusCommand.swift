@@ -140,6 +140,7 @@ struct Status: AsyncParsableCommand {
         let c = r.counters
         lines.append("  traffic      \(c.connectionsActive) open / \(c.connectionsTotal) connections, \(c.requestsTotal) requests, \(bytes(c.bytesFromClients)) in, \(bytes(c.bytesToClients)) out")
         if let held = c.breakpointsHeld, held > 0 { lines.append("  breakpoints  \(held) held (busymate breakpoints list)") }
+        if let idle = c.tunnelsIdleClosed, idle > 0 { lines.append("  tunnels      \(idle) closed idle (timeouts.tunnel_idle_seconds)") }
         return lines.joined(separator: "\n")
     }
 
