@@ -89,6 +89,14 @@ def safe(produce):
         return "(%s)" % str(error)[:200]
 
 
+def safe_get(produce):
+    """What produce() gives, or None when it raises."""
+    try:
+        return produce()
+    except Exception:
+        return None
+
+
 def wait_until(what, predicate, timeout, pause=0.1):
     deadline = time.time() + timeout
     last = None
@@ -295,6 +303,31 @@ def dig(namespace, server, name, qtype, tcp=False):
         return out["status"], out["answers"]
     except ValueError:
         return "no answer (%s)" % r.stderr.strip()[-200:], []
+
+
+def keepalive_probe(proxy_host, proxy_port, url, seconds):
+    """One kept-alive proxy connection, a request a second for `seconds` (run.py --keepalive-probe in a namespace):
+    when each was answered, and when and how the connection stopped answering (times are time.time())."""
+    host = re.match(r"https?://([^/]+)", url).group(1)
+    s = socket.create_connection((proxy_host, proxy_port), timeout=5)
+    start, answered, ended, why, i = time.time(), [], None, None, 0
+    while time.time() - start < seconds:
+        path = "%s-%d" % (re.sub(r"^https?://[^/]+", "", url), i)
+        try:
+            s.sendall(("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n" % (host, path, host)).encode())
+            data = b""
+            while ("origin " + path).encode() not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise ConnectionError("closed by the proxy")
+                data += chunk
+            answered.append(time.time())
+        except (OSError, ConnectionError) as error:
+            ended, why = time.time(), str(error)
+            break
+        i += 1
+        time.sleep(1)
+    return {"answered": answered, "ended": ended, "why": why}
 
 
 # --- the origin (runs in the origin namespace: run.py --serve-origin CONFIG) --
@@ -997,6 +1030,29 @@ def check_open_proxy(app, origin):
     check(bool(ok), "without the grant it is refused again: %r" % (tries[-1] if tries else None))
 
 
+def check_grant_expiry(app, origin):
+    proxy = "http://%s:%d" % (GW4, PROXY_PORT)
+    granted_at = time.time()
+    r = app.cli("allow", ORG4, "--ttl", "8s")
+    check(r.returncode == 0, "busymate allow %s --ttl 8s (rc %d: %s)" % (ORG4, r.returncode, (r.stdout + r.stderr).strip()[:200]))
+    ok = wait_until("the grant applies", lambda: fetch(ORG, "http://%s/grant-applies" % ORG4, "-x", proxy).body == b"origin /grant-applies", 5, pause=0.25)
+    check(bool(ok), "with the 8 s grant the client's request is proxied")
+    # One kept-alive connection, a request a second, well past the grant's end.
+    r = ns(ORG, [sys.executable, os.path.abspath(__file__), "--keepalive-probe", GW4, str(PROXY_PORT), "http://%s/grant-keepalive" % ORG4, "16"], timeout=40)
+    probe = safe_get(lambda: json.loads(r.stdout)) or {}
+    answered = probe.get("answered") or []
+    expired = granted_at + 8
+    late = [round(t - granted_at, 1) for t in answered if t > expired + 1]
+    ended = probe.get("ended")
+    check(len(answered) >= 3 and not late and ended is not None and ended < expired + 2,
+          "a kept-alive connection opened under the grant is closed when it expires (granted at 0 s, expires at 8 s): answered at %s s, closed at %s s (%s); answered after expiry: %s"
+          % ([round(t - granted_at, 1) for t in answered], round(ended - granted_at, 1) if ended else None, probe.get("why") or r.stderr.strip()[-200:], late))
+    f = fetch(ORG, "http://%s/grant-expired" % ORG4, "-x", proxy)
+    check(f.rc in (52, 56) and f.code == 0 and not origin.requests("/grant-expired"), "a new connection after the expiry is refused: %r" % f)
+    with open(app.log, errors="replace") as log:
+        check("the access grant for %s ended" % ORG4 in log.read(), "the log says the grant's connection was closed")
+
+
 def check_ipv6(app, origin):
     f = dev_fetch("http://origin.test/gw-v6", "-6")
     check(f.rc == 0 and f.body == b"origin /gw-v6", "IPv6 gateway: the device's curl -6 http://origin.test/gw-v6 (AAAA) is answered: %r" % f)
@@ -1090,6 +1146,7 @@ def full_run(origin, certs):
         ("10. device port", check_device_port),
         ("11. no open proxy", check_open_proxy),
         ("12. IPv6", check_ipv6),
+        ("13. an access grant's expiry closes its connections", check_grant_expiry),
         # Last: it kills and stops the appliance.
         ("8. the table's lifecycle", check_lifecycle),
     ]
@@ -1111,7 +1168,12 @@ def main():
     parser.add_argument("--serve-origin", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--dns-query", nargs=3, metavar=("SERVER", "NAME", "TYPE"), help=argparse.SUPPRESS)
     parser.add_argument("--tcp", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keepalive-probe", nargs=4, metavar=("HOST", "PORT", "URL", "SECONDS"), help=argparse.SUPPRESS)
     ARGS = parser.parse_args()
+    if ARGS.keepalive_probe:
+        host, port, url, seconds = ARGS.keepalive_probe
+        print(json.dumps(keepalive_probe(host, int(port), url, float(seconds))))
+        return 0
     if ARGS.serve_origin:
         serve_origin(ARGS.serve_origin)
         return 0
