@@ -88,6 +88,11 @@ struct Status: AsyncParsableCommand {
         if r.tunnel.adopted { tunnel += ", adopted" }
         if r.tunnel.restarts > 0 { tunnel += ", \(r.tunnel.restarts) restart\(r.tunnel.restarts == 1 ? "" : "s")" }
         lines.append("\(mark(r.tunnel.state == .ready)) \(tunnel)")
+        if let next = r.tunnel.replacement {
+            var line = "replacement  pid \(next.pid) \(next.state.rawValue) for \(duration(Date().timeIntervalSince(next.startedAt)))"
+            if let left = next.killInSeconds { line += ", not attached (killed in \(Int(left.rounded(.up))) s unless it attaches)" }
+            lines.append("\(mark(false)) \(line)")
+        }
         if r.tunnel.crashLoop { lines.append("  crash loop: last exit \(r.tunnel.lastExit ?? "?")") }
         if let privileges = r.tunnel.privileges { lines.append("               \(privileges)") }
         if let error = r.tunnel.lastError { lines.append("\(mark(false)) tunnel error \(error)") }

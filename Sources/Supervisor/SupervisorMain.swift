@@ -6,7 +6,7 @@ import ServiceLifecycle
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
     public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
-                           restartBackoffMax: Double = 30) async -> Int32 {
+                           restartBackoffMax: Double = 30, attachDeadline: Double = 15) async -> Int32 {
         let paths = GroupPaths.resolve(explicit: groupOverride)
         let first = SettingsFile.read(paths.settings)
         LogControl.bootstrap(identifier: "busymate-app", level: first.settings?.logLevel ?? .info)
@@ -53,7 +53,7 @@ public enum SupervisorMain {
             return 1
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
-                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
+                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax, attachDeadline: attachDeadline)
         let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: tunnelIdentity),
                             address: (snapshot.settings ?? AppSettings()).webListen, onboarding: snapshot.settings?.onboardingListen,
                             maxBackoff: restartBackoffMax) { summary in
