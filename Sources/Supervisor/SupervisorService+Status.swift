@@ -73,7 +73,7 @@ extension SupervisorService {
     }
 
     func networkStatus(_ tunnelStatus: TunnelStatus?) -> NetworkStatus {
-        refreshQuicCount()
+        verifyFirewall(every: 1)
         let presence = tunnelStatus?.network ?? NetworkPresence()
         var warnings = settings.wantedListeners.compactMap { settings.exposureWarning($0.address) }
         warnings = warnings.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
@@ -86,6 +86,7 @@ extension SupervisorService {
         }
         return NetworkStatus(mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
                              quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
-                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings)
+                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings,
+                             table: firewall.table)
     }
 }

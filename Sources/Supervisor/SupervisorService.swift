@@ -31,7 +31,7 @@ public actor SupervisorService {
     let logger = Logger(label: "busymate.supervisor")
     let settingsLogger = Logger(label: "busymate.settings")
     let networkLogger = Logger(label: "busymate.supervisor")
-    var firewall = FirewallState()
+    var firewall: FirewallState
     let startedAt = Date()
 
     var applied: AppliedSettings
@@ -65,6 +65,7 @@ public actor SupervisorService {
         self.notifier = notifier
         self.ca = ca
         applied = AppliedSettings(snapshot)
+        firewall = FirewallState(table: Firewall.table(for: paths.root))
     }
 
     // MARK: start-up
@@ -390,6 +391,7 @@ public actor SupervisorService {
         }
         handOver()
         killUnattached()
+        verifyFirewall(every: 5)
         reconcileFirewall()
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))

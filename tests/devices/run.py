@@ -722,15 +722,25 @@ class Appliance:
             return "killed after %d s" % timeout
 
 
-def nft_table():
-    """The listing of table inet busymate in the appliance namespace, or None."""
-    r = ns(APP, ["nft", "list", "table", "inet", "busymate"], timeout=10)
+def table_name():
+    """The appliance's own table (status --json network.table: one per group directory)."""
+    return STATE.get("table") or "busymate"
+
+
+def nft_table(name=None):
+    """The listing of the appliance's table in the appliance namespace, or None."""
+    r = ns(APP, ["nft", "list", "table", "inet", name or table_name()], timeout=10)
     return r.stdout if r.returncode == 0 else None
 
 
-def nft_table_count():
+def nft_table_count(name=None):
     r = ns(APP, ["nft", "list", "tables"], timeout=10)
-    return sum(1 for line in r.stdout.splitlines() if line.strip() == "table inet busymate")
+    return sum(1 for line in r.stdout.splitlines() if line.strip() == "table inet " + (name or table_name()))
+
+
+def nft_busymate_tables():
+    r = ns(APP, ["nft", "list", "tables"], timeout=10)
+    return [line.strip() for line in r.stdout.splitlines() if line.strip().startswith("table inet busymate")]
 
 
 def normalized(listing):
@@ -739,6 +749,7 @@ def normalized(listing):
     for line in (listing or "").splitlines():
         line = re.sub(r"counter packets \d+ bytes \d+", "counter", line)
         line = re.sub(r"\s*# handle \d+", "", line).strip()
+        line = re.sub(r"^packets \d+ bytes \d+$", "packets", line)
         if line:
             lines.append(line)
     return sorted(lines)
@@ -794,6 +805,7 @@ STATE = {}
 def check_mode(app, origin):
     r = app.cli("mode", "transparent")
     check(r.returncode == 0, "busymate mode transparent exits 0 (rc %d: %s)" % (r.returncode, (r.stdout + r.stderr).strip()[:300]))
+    STATE["table"] = safe_get(lambda: app.network().get("table"))
     listing = wait_until("the table", nft_table, 10, pause=0.2)
     if not listing:
         # So the checks after this one can run: apply the mode by hand.
@@ -805,7 +817,7 @@ def check_mode(app, origin):
         listing = wait_until("the table", nft_table, 10, pause=0.2)
     STATE["origin_mark"] = len(origin.all())
     STATE["listing"] = listing
-    check(listing is not None, "table inet busymate is installed in the appliance namespace")
+    check(listing is not None, "table inet %s is installed in the appliance namespace" % table_name())
     check(bool(listing) and "redirect" in listing and "skuid" in listing and quic_reject_rule(listing),
           "the table redirects, excludes the tunnel's uid (skuid) and rejects UDP 443 (redirect %s, skuid %s, udp 443 reject %s)" % ("redirect" in (listing or ""), "skuid" in (listing or ""), quic_reject_rule(listing)))
     check(bool(listing) and IF_APP_DEV in listing, "the prerouting capture names the device-side interface %s" % IF_APP_DEV)
@@ -1053,6 +1065,51 @@ def check_grant_expiry(app, origin):
         check("the access grant for %s ended" % ORG4 in log.read(), "the log says the grant's connection was closed")
 
 
+def check_second_instance(app, origin):
+    """Another appliance in the same network namespace (its own group directory) never touches this one's table."""
+    table = table_name()
+    before = normalized(nft_table())
+    check(bool(before), "this appliance's table inet %s is installed" % table)
+    group = log_path("group-second")
+    os.makedirs(group)
+    with open(os.path.join(group, "settings.json"), "w") as f:
+        json.dump({"mode": "proxy", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 1}}, f)
+    env = dict(os.environ, BUSYMATE_LOG="stderr")
+    env.pop("NOTIFY_SOCKET", None)
+    second = subprocess.Popen(["ip", "netns", "exec", APP, os.path.join(ARGS.bin, "busymate-app"), "--group", group], stdout=subprocess.DEVNULL,
+                              stderr=open(log_path("supervisor-second.log"), "ab"), env=env)
+    second_status = lambda: json.loads(ns(APP, [os.path.join(ARGS.bin, "busymate"), "status", "--json", "--group", group]).stdout)
+    try:
+        ready = wait_until("the second appliance is ready", lambda: (second_status().get("tunnel") or {}).get("state") == "ready", 30, pause=0.2)
+        check(bool(ready), "a second appliance (proxy mode, group %s) starts in the same namespace" % group)
+        other = safe_get(lambda: second_status()["network"].get("table"))
+        check(other is None or other != table, "its table name differs from this one's: %s, %s" % (other, table))
+        time.sleep(1)
+        listing = nft_table()
+        check(listing is not None and normalized(listing) == before,
+              "its start-up clean-up left this appliance's table inet %s alone (%s)" % (table, "present, unchanged" if listing else "GONE"))
+        f = dev_fetch("http://origin.test/second-instance", "-4")
+        row = app.find_row("/second-instance") if f.rc == 0 else None
+        check(f.body == b"origin /second-instance" and row is not None and row.get("front_end") == "transparent",
+              "the device is still captured transparently: %r, row %s" % (f, json.dumps(row)[:200]))
+    finally:
+        second.terminate()
+        try:
+            second.wait(20)
+        except subprocess.TimeoutExpired:
+            second.kill()
+    listing = nft_table()
+    check(listing is not None and normalized(listing) == before, "its stop left this appliance's table alone too (%s)" % ("present" if listing else "GONE"))
+    # Someone else removes our table (nft flush ruleset, a firewall reload): status says so, and it is put back.
+    r = ns(APP, ["nft", "delete", "table", "inet", table])
+    check(r.returncode == 0, "nft delete table inet %s from outside (rc %d: %s)" % (table, r.returncode, r.stderr.strip()[:200]))
+    said = wait_until("status sees the table is gone", lambda: app.network().get("rules") != "installed" and app.network().get("rules"), 3, pause=0.05)
+    back = wait_until("the table is back", lambda: normalized(nft_table()) == before and app.network().get("rules") == "installed", 15, pause=0.2)
+    check(bool(back), "the supervisor notices and puts its table back, and status says installed again (status said %r meanwhile)" % said)
+    with open(app.log, errors="replace") as log:
+        check("removed from outside" in log.read(), "the log says the rules were removed from outside")
+
+
 def check_ipv6(app, origin):
     f = dev_fetch("http://origin.test/gw-v6", "-6")
     check(f.rc == 0 and f.body == b"origin /gw-v6", "IPv6 gateway: the device's curl -6 http://origin.test/gw-v6 (AAAA) is answered: %r" % f)
@@ -1078,7 +1135,7 @@ def check_ipv6(app, origin):
 def check_lifecycle(app, origin):
     r = app.cli("mode", "proxy")
     gone = wait_until("the table is removed", lambda: nft_table() is None, 10, pause=0.2)
-    check(r.returncode == 0 and bool(gone), "busymate mode proxy removes table inet busymate (rc %d)" % r.returncode)
+    check(r.returncode == 0 and bool(gone), "busymate mode proxy removes its table (rc %d)" % r.returncode)
     r = app.cli("mode", "transparent")
     listing = wait_until("the table is back", nft_table, 10, pause=0.2)
     check(r.returncode == 0 and bool(listing), "busymate mode transparent installs it again (rc %d)" % r.returncode)
@@ -1091,7 +1148,7 @@ def check_lifecycle(app, origin):
     listing = wait_until("the table", nft_table, 10, pause=0.2)
     count = nft_table_count()
     check(count == 1 and normalized(listing) == before,
-          "after kill -9 of the supervisor and a new start: one table inet busymate, the same rules (%d tables; added %s, lost %s)"
+          "after kill -9 of the supervisor and a new start: one table of its own, the same rules (%d tables; added %s, lost %s)"
           % (count, [l for l in normalized(listing) if l not in before][:3], [l for l in before if l not in normalized(listing)][:3]))
 
     tunnel = (app.status().get("tunnel") or {}).get("pid")
@@ -1110,7 +1167,7 @@ def check_lifecycle(app, origin):
 
     result = app.stop()
     check(result == 0 or result == -signal.SIGTERM, "SIGTERM stops the supervisor (exit %s)" % result)
-    check(nft_table() is None and nft_table_count() == 0, "no table inet busymate is left after it stopped")
+    check(nft_table() is None and not nft_busymate_tables(), "no busymate table is left after it stopped: %s" % nft_busymate_tables())
 
     def busymate_left():
         names = []
@@ -1147,6 +1204,7 @@ def full_run(origin, certs):
         ("11. no open proxy", check_open_proxy),
         ("12. IPv6", check_ipv6),
         ("13. an access grant's expiry closes its connections", check_grant_expiry),
+        ("14. a second appliance leaves this one's table alone", check_second_instance),
         # Last: it kills and stops the appliance.
         ("8. the table's lifecycle", check_lifecycle),
     ]
