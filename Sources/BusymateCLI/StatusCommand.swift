@@ -88,6 +88,11 @@ struct Status: AsyncParsableCommand {
         if r.tunnel.adopted { tunnel += ", adopted" }
         if r.tunnel.restarts > 0 { tunnel += ", \(r.tunnel.restarts) restart\(r.tunnel.restarts == 1 ? "" : "s")" }
         lines.append("\(mark(r.tunnel.state == .ready)) \(tunnel)")
+        if let next = r.tunnel.replacement {
+            var line = "replacement  pid \(next.pid) \(next.state.rawValue) for \(duration(Date().timeIntervalSince(next.startedAt)))"
+            if let left = next.killInSeconds { line += ", not attached (killed in \(Int(left.rounded(.up))) s unless it attaches)" }
+            lines.append("\(mark(false)) \(line)")
+        }
         if r.tunnel.crashLoop { lines.append("  crash loop: last exit \(r.tunnel.lastExit ?? "?")") }
         if let privileges = r.tunnel.privileges { lines.append("               \(privileges)") }
         if let error = r.tunnel.lastError { lines.append("\(mark(false)) tunnel error \(error)") }
@@ -140,6 +145,7 @@ struct Status: AsyncParsableCommand {
         let c = r.counters
         lines.append("  traffic      \(c.connectionsActive) open / \(c.connectionsTotal) connections, \(c.requestsTotal) requests, \(bytes(c.bytesFromClients)) in, \(bytes(c.bytesToClients)) out")
         if let held = c.breakpointsHeld, held > 0 { lines.append("  breakpoints  \(held) held (busymate breakpoints list)") }
+        if let idle = c.tunnelsIdleClosed, idle > 0 { lines.append("  tunnels      \(idle) closed idle (timeouts.tunnel_idle_seconds)") }
         return lines.joined(separator: "\n")
     }
 

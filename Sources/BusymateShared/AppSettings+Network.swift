@@ -65,7 +65,12 @@ extension AppSettings {
         /// Whether `address` may connect at `now` (loopback and this
         /// machine's own addresses are decided by the caller).
         public func admits(_ address: String, now: Date = Date()) -> Bool {
-            allow.contains { $0.contains(address) } || grants.contains { $0.until > now && $0.network.contains(address) }
+            allow.contains { $0.contains(address) } || grantedUntil(address, now: now) != nil
+        }
+
+        /// When the last grant that covers `address` ends (nil: none does).
+        public func grantedUntil(_ address: String, now: Date = Date()) -> Date? {
+            grants.filter { $0.until > now && $0.network.contains(address) }.map(\.until).max()
         }
     }
 

@@ -57,6 +57,9 @@ public struct AppSettings: Sendable, Equatable {
         public var tlsHandshake: Double = 10
         /// From the request's end reaching the server to its response head.
         public var upstreamResponse: Double = 120
+        /// A passed-through tunnel (CONNECT or transparent) with no byte
+        /// either way for this long is closed, as HAProxy's `timeout tunnel`.
+        public var tunnelIdle: Double = 600
         /// Not a key of its own: how long a draining tunnel lets an idle
         /// kept-alive connection send one more request, from
         /// `tunnel.drain_seconds` (half a second less, at least one).
@@ -65,7 +68,7 @@ public struct AppSettings: Sendable, Equatable {
         public init() {}
 
         /// Setting name, value, as settings.json spells them.
-        public static let keys = ["request_head_seconds", "idle_seconds", "body_seconds", "tls_handshake_seconds", "upstream_response_seconds"]
+        public static let keys = ["request_head_seconds", "idle_seconds", "body_seconds", "tls_handshake_seconds", "upstream_response_seconds", "tunnel_idle_seconds"]
     }
 
     public init() {}
@@ -257,6 +260,7 @@ extension AppSettings {
                 try seconds("body_seconds", \.bodyProgress)
                 try seconds("tls_handshake_seconds", \.tlsHandshake)
                 try seconds("upstream_response_seconds", \.upstreamResponse)
+                try seconds("tunnel_idle_seconds", \.tunnelIdle)
             }
             s.timeouts.drainIdleWait = max(1, s.drainSeconds - 0.5)
             if let capture = root["capture"] {

@@ -17,9 +17,12 @@ public struct NetworkStatus: Codable, Sendable, Equatable {
     /// `devices.idle_seconds`: how long a device stays online after its last traffic.
     public var idleSeconds: Double
     public var warnings: [String]
+    /// The nftables table of this appliance (`inet <table>`), named after its group directory.
+    public var table: String?
 
     public init(mode: String, liveMode: String, rules: String, quicRejected: Int, refused: Int, dnsQueries: Int, bothSeen: Bool, idleSeconds: Double,
-                warnings: [String]) {
+                warnings: [String], table: String? = nil) {
+        self.table = table
         self.idleSeconds = idleSeconds
         self.mode = mode
         self.liveMode = liveMode

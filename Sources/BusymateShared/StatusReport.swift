@@ -41,6 +41,24 @@ public struct StatusReport: Codable, Sendable {
         public var store: String?
         /// A problem the tunnel reports while serving (e.g. an unusable upstream trust bundle).
         public var lastError: String?
+        /// A new tunnel started to replace this one that has not taken over yet.
+        public var replacement: Replacement?
+
+        public struct Replacement: Codable, Sendable {
+            public var pid: Int32
+            public var state: TunnelState
+            public var startedAt: Date
+            public var attached: Bool
+            /// Killed then unless it attaches (`busymate-app --attach-deadline`).
+            public var killInSeconds: Double?
+            public init(pid: Int32, state: TunnelState, startedAt: Date, attached: Bool, killInSeconds: Double?) {
+                self.pid = pid
+                self.state = state
+                self.startedAt = startedAt
+                self.attached = attached
+                self.killInSeconds = killInSeconds
+            }
+        }
         public init(pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
                     startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool,
                     interception: String? = nil, lastError: String? = nil, store: String? = nil) {
@@ -77,6 +95,7 @@ public struct StatusReport: Codable, Sendable {
             try c.encode(interception, forKey: .interception)
             try c.encode(lastError, forKey: .lastError)
             try c.encode(store, forKey: .store)
+            try c.encode(replacement, forKey: .replacement)
         }
     }
 

@@ -9,6 +9,8 @@ public struct TrafficCounters: Codable, Sendable, Equatable {
     public var requestsPerSecond = 0.0
     /// Messages held at breakpoints now (nil from a tunnel that predates them).
     public var breakpointsHeld: Int?
+    /// Passed-through tunnels closed by `timeouts.tunnel_idle_seconds` (nil from an older tunnel).
+    public var tunnelsIdleClosed: Int?
     public init() {}
 }
 

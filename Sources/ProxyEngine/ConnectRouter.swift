@@ -187,8 +187,9 @@ final class TunnelByteCounts: Sendable {
 
     /// Glue for a client (first) and a server (second) that counts here and
     /// in `stats`; `activity` runs as bytes flow (a long tunnel keeps its
-    /// device online; `PresenceTouch` keeps it to once a second).
-    func gluePair(stats: TrafficStats, activity: (@Sendable () -> Void)? = nil) -> (client: GlueHandler, server: GlueHandler) {
+    /// device online; `PresenceTouch` keeps it to once a second); `idle`
+    /// closes a tunnel that stays silent both ways.
+    func gluePair(stats: TrafficStats, activity: (@Sendable () -> Void)? = nil, idle: GlueHandler.IdleLimit? = nil) -> (client: GlueHandler, server: GlueHandler) {
         GlueHandler.matchedPair(
             onBytesFromFirst: { [self] in
                 stats.received(fromClient: $0)
@@ -199,6 +200,7 @@ final class TunnelByteCounts: Sendable {
                 stats.sent(toClient: $0)
                 down.add($0, ordering: .relaxed)
                 activity?()
-            })
+            },
+            idle: idle)
     }
 }

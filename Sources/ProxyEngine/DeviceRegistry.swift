@@ -69,36 +69,61 @@ public final class DeviceRegistry: Sendable {
 
     // MARK: access
 
+    /// How a client got in: for good (loopback, this machine, `access.allow`)
+    /// or by a grant, until it ends.
+    enum Admission: Equatable {
+        case refused
+        case admitted
+        case granted(until: Date)
+    }
+
     /// Whether `remote` may use a listener bound on `local` (no open proxy):
     /// a loopback listener takes only local clients anyway; any other takes
     /// loopback, this machine's own addresses, `access.allow` and grants.
     /// A refusal is counted and logged (at most once per 10 s).
     func admits(_ remote: SocketAddress?, listenerIsLoopback: Bool, now: Double = monotonic()) -> Bool {
-        if listenerIsLoopback { return true }
-        guard let ip = remote?.ipAddress.map(Self.normalized) else { return false }
-        if IPNetwork.isLoopback(ip) { return true }
-        let (allowed, log): (Bool, Int?) = state.withLock { s in
-            if now - s.ownAddressesAt > 5 {
-                s.ownAddresses = Set(LoopGuard.localAddresses().map(Self.normalized))
-                s.ownAddressesAt = now
-            }
-            if s.ownAddresses.contains(ip) || s.access.admits(ip) { return (true, nil) }
+        admission(remote, listenerIsLoopback: listenerIsLoopback, now: now) != .refused
+    }
+
+    /// `admits`, saying whether only a grant let the client in.
+    func admission(_ remote: SocketAddress?, listenerIsLoopback: Bool, now: Double = monotonic()) -> Admission {
+        if listenerIsLoopback { return .admitted }
+        guard let ip = remote?.ipAddress.map(Self.normalized) else { return .refused }
+        if IPNetwork.isLoopback(ip) { return .admitted }
+        let (admission, log): (Admission, Int?) = state.withLock { s in
+            let admission = Self.admission(ip, &s, now: now)
+            if admission != .refused { return (admission, nil) }
             s.refused += 1
             guard now - s.lastRefusalLog >= 10 else {
                 s.unsaidRefusals += 1
-                return (false, nil)
+                return (.refused, nil)
             }
             let unsaid = s.unsaidRefusals
             s.lastRefusalLog = now
             s.unsaidRefusals = 0
-            return (false, unsaid)
+            return (.refused, unsaid)
         }
         if let unsaid = log {
             var metadata: Logger.Metadata = ["CLIENT": "\(ip)"]
             if unsaid > 0 { metadata["SINCE_LAST"] = "\(unsaid) more" }
             logger.warning("refused a client outside access.allow (busymate allow IP lets it in)", metadata: metadata)
         }
-        return allowed
+        return admission
+    }
+
+    /// A granted client's connection asks again (its grant may have been
+    /// extended, removed, or the address allowed meanwhile); not counted.
+    func readmission(_ ip: String, now: Double = monotonic()) -> Admission {
+        state.withLock { Self.admission(ip, &$0, now: now) }
+    }
+
+    private static func admission(_ ip: String, _ s: inout State, now: Double) -> Admission {
+        if now - s.ownAddressesAt > 5 {
+            s.ownAddresses = Set(LoopGuard.localAddresses().map(Self.normalized))
+            s.ownAddressesAt = now
+        }
+        if s.ownAddresses.contains(ip) || s.access.allow.contains(where: { $0.contains(ip) }) { return .admitted }
+        return s.access.grantedUntil(ip).map { .granted(until: $0) } ?? .refused
     }
 
     public var refusedCount: Int { state.withLock { $0.refused } }

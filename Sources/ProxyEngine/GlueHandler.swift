@@ -3,7 +3,8 @@ import NIOSSL
 
 /// Joins two channels byte for byte, as swift-nio-examples' connect-proxy
 /// does: reads are held while the partner cannot take more (backpressure),
-/// and a half-close travels across.
+/// and a half-close travels across. With an idle limit, a pair that reads
+/// nothing either way for that long closes both sides.
 final class GlueHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -13,19 +14,48 @@ final class GlueHandler {
     private var context: ChannelHandlerContext?
     private var pendingRead = false
     private let onBytes: (@Sendable (Int) -> Void)?
+    /// When this side last read; the first of the pair keeps the idle clock.
+    private var lastRead = NIODeadline.uptimeNanoseconds(0)
+    private var idle: IdleLimit?
+    private var idleCheck: Scheduled<Void>?
 
-    private init(onBytes: (@Sendable (Int) -> Void)?) {
-        self.onBytes = onBytes
+    struct IdleLimit {
+        var after: TimeAmount
+        var closed: () -> Void
     }
 
-    /// `onBytesFromFirst`/`onBytesFromSecond` count what each side sends.
+    private init(onBytes: (@Sendable (Int) -> Void)?, idle: IdleLimit?) {
+        self.onBytes = onBytes
+        self.idle = idle
+    }
+
+    /// `onBytesFromFirst`/`onBytesFromSecond` count what each side sends;
+    /// `idle` closes both once neither has sent for its time (then calls it).
     static func matchedPair(onBytesFromFirst: (@Sendable (Int) -> Void)? = nil,
-                            onBytesFromSecond: (@Sendable (Int) -> Void)? = nil) -> (GlueHandler, GlueHandler) {
-        let first = GlueHandler(onBytes: onBytesFromFirst)
-        let second = GlueHandler(onBytes: onBytesFromSecond)
+                            onBytesFromSecond: (@Sendable (Int) -> Void)? = nil, idle: IdleLimit? = nil) -> (GlueHandler, GlueHandler) {
+        let first = GlueHandler(onBytes: onBytesFromFirst, idle: idle)
+        let second = GlueHandler(onBytes: onBytesFromSecond, idle: nil)
         first.partner = second
         second.partner = first
         return (first, second)
+    }
+
+    /// Checks at the moment the pair would have been idle for the limit:
+    /// one timer per tunnel, not one per read.
+    private func scheduleIdleCheck(context: ChannelHandlerContext, at deadline: NIODeadline) {
+        guard let idle else { return }
+        idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            guard let context = self.context else { return }
+            let last = max(lastRead, partner?.lastRead ?? lastRead)
+            if context.eventLoop.now - last >= idle.after {
+                self.idle = nil
+                idle.closed()
+                partner?.context?.close(promise: nil)
+                context.close(promise: nil)
+            } else {
+                scheduleIdleCheck(context: context, at: last + idle.after)
+            }
+        }
     }
 
     private func partnerWrite(_ buffer: ByteBuffer) {
@@ -77,14 +107,19 @@ final class GlueHandler {
 extension GlueHandler: ChannelDuplexHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        lastRead = context.eventLoop.now
+        if let idle { scheduleIdleCheck(context: context, at: lastRead + idle.after) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         partner = nil
+        idleCheck?.cancel()
+        idleCheck = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        lastRead = context.eventLoop.now
         let buffer = Self.unwrapInboundIn(data)
         onBytes?(buffer.readableBytes)
         partner?.partnerWrite(buffer)

@@ -183,7 +183,13 @@ final class ProxyPipeline {
         let counts = TunnelByteCounts()
         var activity: (@Sendable () -> Void)?
         if let presence = services.presence { activity = { presence.touch() } }
-        let glue = counts.gluePair(stats: services.stats, activity: activity)
+        let (stats, logger, seconds) = (services.stats, services.logger, services.timeouts.tunnelIdle)
+        let server = peer.remoteAddress.map(ExchangeCapture.describe) ?? "?"
+        let idle = GlueHandler.IdleLimit(after: .milliseconds(Int64(seconds * 1000))) {
+            stats.tunnelClosedIdle()
+            logger.info("closed an idle tunnel", metadata: ["SERVER": "\(server)", "IDLE_SECONDS": "\(seconds)", "SETTING": "timeouts.tunnel_idle_seconds"])
+        }
+        let glue = counts.gluePair(stats: services.stats, activity: activity, idle: idle)
         var row = row
         row?.opened(to: peer.remoteAddress)
         let (hooks, opened) = (ExchangeHooks(services: services), row)

@@ -74,8 +74,16 @@ public final class ProxyServer: Sendable {
             .childChannelOption(.maxMessagesPerRead, value: 16)
             .childChannelInitializer { channel in
                 // No open proxy: refused before a byte is read.
-                guard devices.admits(channel.remoteAddress, listenerIsLoopback: listenerIsLoopback) else {
+                let admission = devices.admission(channel.remoteAddress, listenerIsLoopback: listenerIsLoopback)
+                guard admission != .refused else {
                     return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RefusedClient()) }
+                }
+                if case let .granted(until) = admission, let ip = channel.remoteAddress?.ipAddress.map(DeviceRegistry.normalized) {
+                    do {
+                        try channel.pipeline.syncOperations.addHandler(GrantExpiry(devices: devices, ip: ip, until: until, logger: connectLogger))
+                    } catch {
+                        return channel.eventLoop.makeFailedFuture(error)
+                    }
                 }
                 var services = ProxyServices(
                     stats: stats, interception: interception, rules: rules, breakpoints: breakpoints, capture: capture,

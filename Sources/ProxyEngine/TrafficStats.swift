@@ -8,6 +8,7 @@ public final class TrafficStats: Sendable {
     private let requestsTotal = Atomic<Int>(0)
     private let bytesFromClients = Atomic<Int>(0)
     private let bytesToClients = Atomic<Int>(0)
+    private let tunnelsIdleClosed = Atomic<Int>(0)
     private let rate = Mutex<(at: Double, requests: Int, perSecond: Double)>((0, 0, 0))
 
     public init() {}
@@ -21,6 +22,7 @@ public final class TrafficStats: Sendable {
     func requestStarted() { requestsTotal.add(1, ordering: .relaxed) }
     func received(fromClient bytes: Int) { bytesFromClients.add(bytes, ordering: .relaxed) }
     func sent(toClient bytes: Int) { bytesToClients.add(bytes, ordering: .relaxed) }
+    func tunnelClosedIdle() { tunnelsIdleClosed.add(1, ordering: .relaxed) }
 
     public var activeConnections: Int { connectionsActive.load(ordering: .relaxed) }
 
@@ -32,6 +34,7 @@ public final class TrafficStats: Sendable {
         c.requestsTotal = requestsTotal.load(ordering: .relaxed)
         c.bytesFromClients = bytesFromClients.load(ordering: .relaxed)
         c.bytesToClients = bytesToClients.load(ordering: .relaxed)
+        c.tunnelsIdleClosed = tunnelsIdleClosed.load(ordering: .relaxed)
         let total = c.requestsTotal
         c.requestsPerSecond = rate.withLock { r in
             let elapsed = now - r.at

@@ -1,10 +1,11 @@
 import BusymateShared
+import Crypto
 import Foundation
 import Logging
 import Synchronization
 
-/// Transparent mode's nftables table, `inet busymate`: the supervisor's
-/// (root's) one job on the network. It redirects TCP `transparent.ports`
+/// Transparent mode's nftables table, `inet busymate-<hash>`: the
+/// supervisor's (root's) one job on the network. It redirects TCP `transparent.ports`
 /// to the transparent listener and DNS to the forwarder, from local
 /// processes (but the tunnel's own uid, so its dials do not loop) and from
 /// traffic forwarded on `transparent.interfaces`; it rejects QUIC and
@@ -12,12 +13,24 @@ import Synchronization
 /// reader (numbers, interface names), and the script goes to `nft -f -`
 /// on stdin: no shell.
 struct Firewall {
-    static let table = "busymate"
+    /// One table per appliance, named after its group directory's real
+    /// path: a second appliance on the machine never replaces or removes
+    /// this one's, and a restarted one (same directory) finds its own.
+    static func table(for group: URL) -> String {
+        let path = group.path.withCString { pointer in
+            realpath(pointer, nil).map { resolved in
+                defer { free(resolved) }
+                return String(cString: resolved)
+            }
+        } ?? group.standardizedFileURL.path
+        let digest = SHA256.hash(data: Data(path.utf8)).prefix(4).map { String(format: "%02x", $0) }.joined()
+        return "busymate-\(digest)"
+    }
 
     /// The whole table, replaced atomically: `nft -f` runs it as one
     /// transaction (the empty `table` line makes the delete safe when there
     /// is none yet).
-    static func script(_ settings: AppSettings, tunnelUID: UInt32) -> String {
+    static func script(_ settings: AppSettings, tunnelUID: UInt32, table: String) -> String {
         let ports = settings.transparent.ports.map(String.init).joined(separator: ", ")
         let redirectTCP = "meta l4proto tcp th dport { \(ports) } redirect to :\(settings.transparent.port)"
         let redirectDNS = "meta l4proto { tcp, udp } th dport 53 redirect to :\(settings.dns.port)"
@@ -75,7 +88,7 @@ struct Firewall {
     }
 
     /// Idempotent: no table is not an error.
-    static func remove() throws(Failure) {
+    static func remove(table: String) throws(Failure) {
         do {
             _ = try run(["delete", "table", "inet", table], input: nil)
         } catch {
@@ -89,12 +102,12 @@ struct Firewall {
         error.description.contains("not installed") || error.description.contains("Operation not permitted")
     }
 
-    static func isInstalled() -> Bool {
+    static func isInstalled(table: String) -> Bool {
         (try? run(["list", "table", "inet", table], input: nil)) != nil
     }
 
     /// Packets the QUIC counter has seen (nil: no table).
-    static func quicPackets() -> Int? {
+    static func quicPackets(table: String) -> Int? {
         guard let output = try? run(["-j", "list", "counter", "inet", table, "quic"], input: nil),
               let root = try? JSONParser.parse(output), case let .array(items)? = root["nftables"]?.value else { return nil }
         for item in items {

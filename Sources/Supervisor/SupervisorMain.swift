@@ -7,7 +7,7 @@ import ServiceLifecycle
 public enum SupervisorMain {
     public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
                            webUser: String = TunnelIdentity.defaultWebUser, restartBackoffMax: Double = 30,
-                           privilegedPorts: PrivilegedPorts = PrivilegedPorts()) async -> Int32 {
+                           privilegedPorts: PrivilegedPorts = PrivilegedPorts(), attachDeadline: Double = 15) async -> Int32 {
         // Another uid than the tunnel's (it cannot signal it, nor read its
         // secrets), in the tunnel's group (the store, settings, web-token).
         let webIdentity = TunnelIdentity(user: webUser, group: tunnelIdentity.group)
@@ -58,7 +58,7 @@ public enum SupervisorMain {
             return 1
         }
         let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
-                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax)
+                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax, attachDeadline: attachDeadline)
         let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: webIdentity),
                             address: (snapshot.settings ?? AppSettings()).webListen, onboarding: snapshot.settings?.onboardingListen,
                             maxBackoff: restartBackoffMax) { summary in

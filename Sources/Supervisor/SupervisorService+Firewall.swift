@@ -5,7 +5,8 @@ import Logging
 /// Transparent mode's rules follow the tunnel: on while the mode is
 /// transparent and a tunnel serves, off otherwise (traffic then goes
 /// direct rather than into a port nobody accepts on), and a stale table
-/// from a crashed supervisor is replaced or removed at start.
+/// from a crashed supervisor is replaced or removed at start. The table is
+/// this appliance's own (`Firewall.table(for:)`): another's is never touched.
 extension SupervisorService {
     var firewallWanted: Bool {
         guard settings.mode == .transparent, desired == .running, !shuttingDown, let tunnel = current else { return false }
@@ -26,7 +27,7 @@ extension SupervisorService {
 
     func reconcileFirewall() {
         if firewallWanted {
-            let script = Firewall.script(settings, tunnelUID: childrenUID)
+            let script = Firewall.script(settings, tunnelUID: childrenUID, table: firewall.table)
             guard script != firewall.installed else { return }
             foldQuicCount()
             do {
@@ -34,7 +35,7 @@ extension SupervisorService {
                 firewall.installed = script
                 firewall.stale = false
                 firewall.error = nil
-                networkLogger.notice("transparent mode: nftables rules installed (table inet \(Firewall.table))",
+                networkLogger.notice("transparent mode: nftables rules installed (table inet \(firewall.table))",
                                      metadata: ["PORTS": "\(settings.transparent.ports)", "INTERFACES": "\(settings.transparent.interfaces)"])
                 notifier?.post(.modeDidChange, payload: "transparent")
             } catch {
@@ -47,7 +48,7 @@ extension SupervisorService {
         } else if firewall.installed != nil || firewall.stale {
             foldQuicCount()
             do {
-                try Firewall.remove()
+                try Firewall.remove(table: firewall.table)
                 if firewall.installed != nil {
                     networkLogger.notice("transparent rules removed", metadata: ["WHY": "\(firewallOffReason)"])
                     notifier?.post(.modeDidChange, payload: settings.mode.rawValue)
@@ -83,16 +84,29 @@ extension SupervisorService {
 
     /// The QUIC counter restarts with each table: add what it had.
     func foldQuicCount() {
-        guard firewall.installed != nil, let packets = Firewall.quicPackets() else { return }
+        guard firewall.installed != nil, let packets = Firewall.quicPackets(table: firewall.table) else { return }
         firewall.quicBase += packets
         firewall.quicLast = 0
     }
 
-    /// Read when status is asked, at most once a second (each is an `nft` run).
-    func refreshQuicCount() {
-        guard firewall.installed != nil, Date().timeIntervalSince(firewall.quicReadAt) >= 1 else { return }
-        firewall.quicReadAt = Date()
-        if let packets = Firewall.quicPackets() { firewall.quicLast = packets }
+    /// Whether the table we installed is still there, read with the QUIC
+    /// counter at most every `interval` (each is an `nft` run): when status
+    /// is asked (1 s) and on the health tick (5 s). Someone else may have
+    /// removed it (`nft flush ruleset`, a firewall service's reload): that
+    /// is said, and it is installed again.
+    func verifyFirewall(every interval: TimeInterval) {
+        guard firewall.installed != nil, Date().timeIntervalSince(firewall.checkedAt) >= interval else { return }
+        firewall.checkedAt = Date()
+        if let packets = Firewall.quicPackets(table: firewall.table) {
+            firewall.quicLast = packets
+            return
+        }
+        guard !Firewall.isInstalled(table: firewall.table) else { return }
+        networkLogger.error("the transparent rules were removed from outside (table inet \(firewall.table) is gone); installing them again")
+        firewall.quicBase += firewall.quicLast
+        firewall.quicLast = 0
+        firewall.installed = nil
+        reconcileFirewall()
     }
 
     var quicRejected: Int { firewall.quicBase + firewall.quicLast }
@@ -105,6 +119,8 @@ extension SupervisorService {
 
 /// What the supervisor knows of its nftables table.
 struct FirewallState {
+    /// Its name, this appliance's own.
+    let table: String
     /// The script in force (nil: none of ours).
     var installed: String?
     /// A table may be left from before this supervisor (removed unless wanted).
@@ -112,5 +128,7 @@ struct FirewallState {
     var error: String?
     var quicBase = 0
     var quicLast = 0
-    var quicReadAt = Date.distantPast
+    var checkedAt = Date.distantPast
+
+    init(table: String) { self.table = table }
 }

@@ -8,8 +8,10 @@ extension SupervisorService {
     func pill() -> String {
         var parts: [String] = []
         if let error = applied.error { parts.append("settings.json invalid at \(error)") }
-        let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == current?.pid ? $0 : nil }
-        switch (desired, current?.state) {
+        let pending = pendingReplacement
+        let serving = pending?.serving ?? current
+        let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == serving?.pid ? $0 : nil }
+        switch (desired, serving?.state) {
         case (.stopped, _): parts.append("tunnel stopped")
         case (_, .ready?):
             let ports = listeners.map { ":" + ($0.bound.split(separator: ":").last.map(String.init) ?? "?") }.joined(separator: ",")
@@ -24,27 +26,36 @@ extension SupervisorService {
         case (_, nil): parts.append("tunnel restarting")
         case let (_, state?): parts.append("tunnel \(state.rawValue)")
         }
+        if pending != nil { parts.append("replacement starting") }
         if let webSummary { parts.append(webSummary) }
         parts.append(ca.error == nil ? "CA ok" : "CA missing")
         return parts.joined(separator: " · ")
     }
 
     func report() -> StatusReport {
-        let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == current?.pid ? $0 : nil }
+        // While a replacement is pending, the tunnel shown is the one serving.
+        let pending = pendingReplacement
+        let shown = pending?.serving ?? current
+        let tunnelStatus = TunnelStatus.read(paths.status).flatMap { $0.pid == shown?.pid ? $0 : nil }
         let state: TunnelState
         if desired == .stopped {
             state = .stopped
-        } else if let current {
-            state = current.state
+        } else if let shown {
+            state = shown.state
         } else {
             state = crashLoop ? .failed : .restarting
         }
-        let tunnel = StatusReport.Tunnel(
-            pid: current?.pid, uid: tunnelStatus?.uid, state: state, privileges: tunnelStatus?.privileges,
+        var tunnel = StatusReport.Tunnel(
+            pid: shown?.pid, uid: tunnelStatus?.uid, state: state, privileges: tunnelStatus?.privileges,
             settingsSha256: tunnelStatus?.settingsSha256, settingsError: tunnelStatus?.settingsError,
-            startedAt: tunnelStatus?.startedAt ?? current?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
-            nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: current?.adopted ?? false,
+            startedAt: tunnelStatus?.startedAt ?? shown?.startedAt, restarts: restarts, crashLoop: crashLoop, lastExit: lastExit,
+            nextRestartInSeconds: nextRestartAt.map { max(0, $0.timeIntervalSinceNow) }, adopted: shown?.adopted ?? false,
             interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError, store: tunnelStatus?.store)
+        tunnel.replacement = pending.map { pending in
+            let waited = Date().timeIntervalSince(pending.replacement.startedAt)
+            return .init(pid: pending.replacement.pid, state: pending.replacement.state, startedAt: pending.replacement.startedAt,
+                         attached: pending.replacement.attached, killInSeconds: pending.replacement.attached ? nil : max(0, attachDeadline - waited))
+        }
         let listenerStatus = settings.wantedListeners.map { wanted in
             ListenerStatus(address: wanted.name, bound: listeners.first { $0.name == wanted.name }?.bound,
                            error: listenerErrors[wanted.name], warning: settings.exposureWarning(wanted.address))
@@ -62,7 +73,7 @@ extension SupervisorService {
     }
 
     func networkStatus(_ tunnelStatus: TunnelStatus?) -> NetworkStatus {
-        refreshQuicCount()
+        verifyFirewall(every: 1)
         let presence = tunnelStatus?.network ?? NetworkPresence()
         var warnings = settings.wantedListeners.compactMap { settings.exposureWarning($0.address) }
         warnings = warnings.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
@@ -75,6 +86,7 @@ extension SupervisorService {
         }
         return NetworkStatus(mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
                              quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
-                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings)
+                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings,
+                             table: firewall.table)
     }
 }

@@ -17,6 +17,10 @@ public actor SupervisorService {
         var serveSent = false
         /// When it was asked to drain.
         var drainRequestedAt: Date?
+        /// It said hello on the control socket.
+        var attached = false
+        /// Killed for not attaching within `attachDeadline`.
+        var attachTimedOut = false
     }
 
     enum Desired { case running, stopped }
@@ -27,7 +31,7 @@ public actor SupervisorService {
     let logger = Logger(label: "busymate.supervisor")
     let settingsLogger = Logger(label: "busymate.settings")
     let networkLogger = Logger(label: "busymate.supervisor")
-    var firewall = FirewallState()
+    var firewall: FirewallState
     let startedAt = Date()
 
     var applied: AppliedSettings
@@ -50,15 +54,20 @@ public actor SupervisorService {
     var webSummary: String?
     /// Ports below 1024 the supervisor's command line allows.
     var privilegedPorts = PrivilegedPorts()
+    /// A started tunnel that has not attached by then is hung: killed
+    /// (`busymate-app --attach-deadline`).
+    let attachDeadline: TimeInterval
 
     init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
-         maxBackoff: Double = 30) {
+         maxBackoff: Double = 30, attachDeadline: TimeInterval = 15) {
         backoff = RestartBackoff(max: maxBackoff)
+        self.attachDeadline = attachDeadline
         self.paths = paths
         self.launcher = launcher
         self.notifier = notifier
         self.ca = ca
         applied = AppliedSettings(snapshot)
+        firewall = FirewallState(table: Firewall.table(for: paths.root))
     }
 
     func allow(_ ports: PrivilegedPorts) { privilegedPorts = ports }
@@ -136,7 +145,8 @@ public actor SupervisorService {
         guard let ended = current, ended.pid == exit.pid else { return }
         current = nil
         defer { reconcileFirewall() }
-        lastExit = exit.description
+        let why = ended.attachTimedOut ? "did not attach within \(String(format: "%g", attachDeadline)) s (killed)" : exit.description
+        lastExit = why
         // A replacement that never took over: the tunnel it was to replace
         // still serves (it was not asked to drain), so it stays the current
         // one. Otherwise status would say "crash loop" while it serves, and
@@ -145,9 +155,9 @@ public actor SupervisorService {
            let (pid, previous) = draining.first(where: { $0.value.drainRequestedAt == nil && ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key) }) {
             draining[pid] = nil
             current = previous
-            lastExit = "replacement \(exit.pid) \(exit.description) before taking over"
+            lastExit = "replacement \(exit.pid) \(why) before taking over"
             logger.error("the new tunnel exited before taking over; the running one goes on serving",
-                         metadata: ["TUNNEL_PID": "\(pid)", "FAILED_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+                         metadata: ["TUNNEL_PID": "\(pid)", "FAILED_PID": "\(exit.pid)", "EXIT": "\(why)"])
             return
         }
         notifier?.post(.tunnelStateChanged, payload: "exited")
@@ -192,6 +202,7 @@ public actor SupervisorService {
         let pid = peer.credentials.pid
         if current?.pid == pid {
             descriptors.forEach { close($0) }
+            current?.attached = true
             current?.link = peer.connection
             current?.state = hello.state ?? .starting
             current?.lastPong = Date()
@@ -252,6 +263,27 @@ public actor SupervisorService {
         }
     }
 
+    /// A replacement that has not attached yet, and the tunnel it is to
+    /// replace, which serves until then (it is asked to drain only once the
+    /// replacement has attached).
+    var pendingReplacement: (replacement: Tunnel, serving: Tunnel)? {
+        guard let tunnel = current, !tunnel.serveSent, !tunnel.adopted,
+              let serving = draining.values.first(where: { $0.drainRequestedAt == nil }) else { return nil }
+        return (tunnel, serving)
+    }
+
+    /// A started tunnel that has not attached by `attachDeadline` hangs in
+    /// its start-up: it is killed, and its exit handled as any other (the
+    /// tunnel it was to replace stays in charge; a first one is retried).
+    func killUnattached() {
+        guard let tunnel = current, !tunnel.attached, !tunnel.adopted, !tunnel.attachTimedOut,
+              Date().timeIntervalSince(tunnel.startedAt) > attachDeadline else { return }
+        current?.attachTimedOut = true
+        logger.error("the new tunnel did not attach within \(String(format: "%g", attachDeadline)) s; killing it",
+                     metadata: ["TUNNEL_PID": "\(tunnel.pid)", "SERVING_PID": "\(pendingReplacement.map { String($0.serving.pid) } ?? "none")"])
+        kill(tunnel.pid, SIGKILL)
+    }
+
     /// An adopted tunnel is not our child: no waitpid, so poll for its end.
     private func watchAdopted(_ pid: Int32) {
         Task { [weak self] in
@@ -276,7 +308,7 @@ public actor SupervisorService {
                 }
             }
         case .pong:
-            if current?.pid == pid { current?.lastPong = Date() }
+            if current?.pid == pid { current?.lastPong = Date() } else { draining[pid]?.lastPong = Date() }
         default:
             break
         }
@@ -346,7 +378,8 @@ public actor SupervisorService {
 
     var isHealthy: Bool {
         if desired == .stopped || shuttingDown { return true }
-        if let tunnel = current {
+        // While a replacement is pending, the tunnel that serves is the one to judge.
+        if let tunnel = pendingReplacement?.serving ?? current {
             if tunnel.state == .ready { return tunnel.link == nil || Date().timeIntervalSince(tunnel.lastPong) < 2 * Self.unresponsiveAfter }
             return Date().timeIntervalSince(tunnel.startedAt) < 10
         }
@@ -368,9 +401,12 @@ public actor SupervisorService {
             if listeners.count != before { reconcileListeners() }
         }
         handOver()
+        killUnattached()
+        verifyFirewall(every: 5)
         reconcileFirewall()
         pingSeq += 1
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
+        try? pendingReplacement?.serving.link?.send(ControlMessage(.ping, seq: pingSeq))
         if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,
            Date().timeIntervalSince(tunnel.lastPong) > Self.unresponsiveAfter {
             // Its event loops are stuck; connections wait in the shared

@@ -2,7 +2,7 @@ import BusymateShared
 import Foundation
 import Supervisor
 
-let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--privileged-port PORT]...\n"
+let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--attach-deadline SECONDS] [--privileged-port PORT]...\n"
 func refuse(_ message: String) -> Never {
     FileHandle.standardError.write(Data("busymate-app: \(message)\n\(usage)".utf8))
     exit(64)
@@ -13,6 +13,7 @@ var identity = TunnelIdentity.default
 var webUser = TunnelIdentity.defaultWebUser
 var backoffMax = 30.0
 var privileged = PrivilegedPorts()
+var attachDeadline = 15.0
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
@@ -35,6 +36,11 @@ while let argument = arguments.popFirst() {
             refuse("--privileged-port needs a port from 1 to 1023")
         }
         privileged.allowed.insert(port)
+    case "--attach-deadline":
+        guard let text = arguments.popFirst(), let value = Double(text), value >= 1, value <= 3600 else {
+            refuse("--attach-deadline needs seconds from 1 to 3600")
+        }
+        attachDeadline = value
     case "-h", "--help":
         FileHandle.standardOutput.write(Data((usage + "Runs the Busymate supervisor in the foreground (see README.md).\n").utf8))
         exit(0)
@@ -45,4 +51,4 @@ while let argument = arguments.popFirst() {
 // Another uid, or the web front could signal the tunnel and read ca.key.
 if webUser == identity.user { refuse("--web-user must not be the tunnel's user (\(webUser))") }
 exit(await SupervisorMain.run(groupOverride: group, tunnelOverride: tunnel, tunnelIdentity: identity, webUser: webUser, restartBackoffMax: backoffMax,
-                              privilegedPorts: privileged))
+                              privilegedPorts: privileged, attachDeadline: attachDeadline))

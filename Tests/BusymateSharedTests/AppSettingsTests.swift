@@ -74,6 +74,14 @@ import Testing
         #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"pin_ttl\": 0}}")?.keyPath == "ssl_proxying.pin_ttl")
     }
 
+    @Test func theTunnelIdleTimeoutIsGenerousAndValidated() throws {
+        #expect(AppSettings().timeouts.tunnelIdle == 600)
+        let (s, unknown) = try AppSettings.decode("{\"timeouts\": {\"tunnel_idle_seconds\": 30}}")
+        #expect(s.timeouts.tunnelIdle == 30 && unknown.isEmpty)
+        #expect(AppSettings.decodeError("{\"timeouts\": {\"tunnel_idle_seconds\": 0}}")?.keyPath == "timeouts.tunnel_idle_seconds")
+        #expect(AppSettings.decodeError("{\"timeouts\": {\"tunnel_idle_seconds\": \"10m\"}}")?.keyPath == "timeouts.tunnel_idle_seconds")
+    }
+
     @Test func pinSettingsAreRead() throws {
         let settings = try AppSettings.decode(#"{"ssl_proxying": {"auto_pin": false, "pin_ttl": "30m"}}"#).settings
         #expect(settings.autoPin == false && settings.pinTTL == 1800)

@@ -189,4 +189,45 @@ import Glibc
             return s.int("tunnel.pid") != first && s.string("tunnel.state") == "ready" && appliance.tunnelPIDs().count == 1
         }
     }
+
+    @Test(.enabled(if: geteuid() == 0, "the tunnel wrapper must run as root to drop"))
+    func aReplacementThatHangsBeforeAttachingIsKilledAndStatusShowsBoth() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        // The first start execs the real tunnel; later ones hang without attaching while the marker exists.
+        let marker = appliance.base.appendingPathComponent("started-once")
+        let wrapper = appliance.base.appendingPathComponent("tunnel-wrapper.sh")
+        try Data("""
+            #!/bin/sh
+            if [ -e '\(marker.path)' ]; then exec sleep 600; fi
+            : > '\(marker.path)'
+            exec '\(Command.binary("busymate-tunnel"))' "$@"
+
+            """.utf8).write(to: wrapper)
+        chmod(wrapper.path, 0o755)
+        appliance.supervisorArguments = ["--tunnel", wrapper.path, "--attach-deadline", "3"]
+        try appliance.start()
+        let first = try appliance.status().int("tunnel.pid")
+        #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
+        usleep(1_000_000)
+        // While it is pending, status names the tunnel that serves, and the replacement.
+        let pending = try appliance.status()
+        #expect(pending.int("tunnel.pid") == first)
+        #expect(pending.string("tunnel.state") == "ready")
+        let replacement = try #require(pending.int("tunnel.replacement.pid"), "\(pending.raw)")
+        #expect(replacement != first)
+        #expect(pending.string("tunnel.replacement.state") == "starting" && pending.bool("tunnel.replacement.attached") == false)
+        #expect(try appliance.cli(["status"]).stdout.contains("replacement"))
+        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/while-pending").code == 200)
+        // Past the deadline it is killed and reported; the first tunnel stays in charge.
+        try waitUntil("the replacement is given up", timeout: 8) { try appliance.status().value("tunnel.replacement.pid") == nil }
+        let after = try appliance.status()
+        #expect(after.int("tunnel.pid") == first && after.string("tunnel.state") == "ready")
+        #expect((after.string("tunnel.last_exit") ?? "").contains("did not attach within 3 s"), "\(after.string("tunnel.last_exit") ?? "nil")")
+        #expect(after.bool("tunnel.crash_loop") == false)
+        #expect(kill(Int32(replacement), 0) != 0, "the hung replacement is gone")
+        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/after-deadline").code == 200)
+        #expect(appliance.log.contains("did not attach"))
+    }
 }

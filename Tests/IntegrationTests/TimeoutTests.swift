@@ -90,6 +90,26 @@ import Testing
         #expect(r.status == 0 && r.stdout.contains("origin GET /after"), "\(r.stderr)")
     }
 
+    @Test func anIdlePassedThroughTunnelIsClosedAndCounted() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}, "timeouts": {"tunnel_idle_seconds": 2}}
+
+            """)
+        try appliance.start()
+        // Busy for 4.8 s (more than the idle limit in all), then silent.
+        let r = try Command.run("/usr/bin/python3", [HostileClientTests.scripts.appendingPathComponent("tunnel.py").path,
+                                                     "\(try appliance.proxyPort)", "127.0.0.1:\(origin.port)", "5", "1.2", "10"], timeout: 30)
+        let reply = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "\(r.stdout) \(r.stderr)")
+        #expect((reply["established"] as? String)?.hasPrefix("HTTP/1.1 200") == true, "\(reply)")
+        #expect(reply["answered"] as? Int == 5, "a tunnel in use is not cut: \(reply)")
+        let idle = reply["idle_seconds"] as? Double ?? 0
+        #expect(reply["closed"] as? Bool == true && idle >= 1.8 && idle < 4, "closed after 2 s of silence: \(reply)")
+        try waitUntil("the closure is counted", timeout: 3) { try appliance.status().int("counters.tunnels_idle_closed") == 1 }
+        #expect(appliance.log.contains("closed an idle tunnel"))
+    }
+
     @Test func manyIdleConnectionsAreAllClosed() async throws {
         let appliance = try Appliance(settings: Self.settings)
         try appliance.start()

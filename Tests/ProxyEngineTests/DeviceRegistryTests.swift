@@ -1,4 +1,5 @@
 import BusymateShared
+import Foundation
 import NIOCore
 import Testing
 @testable import ProxyEngine
@@ -23,6 +24,22 @@ import Testing
         #expect(r.refusedCount == 2)
         // A loopback listener is only reachable from here anyway.
         #expect(r.admits(try address("203.0.113.5"), listenerIsLoopback: true))
+    }
+
+    @Test func aGrantSaysWhenItEndsAndAskingAgainCountsNothing() throws {
+        let r = try registry("""
+            {"access": {"allow": ["192.168.1.0/24"], "grants": [{"address": "10.9.9.9", "until": "2099-01-01T00:00:00Z"},
+                                                               {"address": "10.9.9.0/24", "until": "2098-01-01T00:00:00Z"}]}}
+            """)
+        let until = try #require(ISO8601DateFormatter().date(from: "2099-01-01T00:00:00Z"))
+        #expect(r.admission(try address("10.9.9.9"), listenerIsLoopback: false) == .granted(until: until))
+        #expect(r.admission(try address("192.168.1.7"), listenerIsLoopback: false) == .admitted)
+        #expect(r.admission(try address("10.9.9.9"), listenerIsLoopback: true) == .admitted)
+        #expect(r.readmission("10.9.9.9") == .granted(until: until))
+        #expect(r.readmission("203.0.113.5") == .refused)
+        #expect(r.refusedCount == 0)
+        r.apply(try AppSettings.decode("{}").settings)
+        #expect(r.readmission("10.9.9.9") == .refused)
     }
 
     @Test func clientsAreNamedByPortThenAddressThenThemselves() throws {

@@ -24,6 +24,33 @@ import Testing
         }
     }
 
+    /// Bytes either way restart the idle clock; silence both ways for the
+    /// limit closes both sides, once.
+    @Test func anIdlePairClosesBothSidesOnce() throws {
+        let loop = EmbeddedEventLoop()
+        let client = EmbeddedChannel(loop: loop), server = EmbeddedChannel(loop: loop)
+        let clientSide = CloseRecorder(), serverSide = CloseRecorder()
+        let closures = Counter()
+        let (first, second) = GlueHandler.matchedPair(idle: .init(after: .seconds(10)) { closures.value += 1 })
+        try client.pipeline.syncOperations.addHandlers([clientSide, first])
+        try server.pipeline.syncOperations.addHandlers([serverSide, second])
+        try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2)).wait()
+        loop.advanceTime(by: .seconds(6))
+        try server.writeInbound(ByteBuffer(string: "down"))
+        loop.advanceTime(by: .seconds(6))
+        try client.writeInbound(ByteBuffer(string: "up"))
+        loop.advanceTime(by: .seconds(9))
+        #expect(closures.value == 0 && clientSide.modes.isEmpty && serverSide.modes.isEmpty, "closed while bytes flowed")
+        loop.advanceTime(by: .seconds(2))
+        #expect(closures.value == 1)
+        #expect(clientSide.modes.contains(.all) && serverSide.modes.contains(.all))
+        loop.advanceTime(by: .seconds(30))
+        #expect(closures.value == 1)
+    }
+
+    final class Counter { var value = 0 }
+
     @Test func bytesCrossBothWays() throws {
         let g = try Glued()
         try g.client.writeInbound(ByteBuffer(string: "up"))

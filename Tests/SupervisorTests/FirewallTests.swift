@@ -9,9 +9,9 @@ import Testing
     @Test func theTableRedirectsAndSparesTheTunnel() throws {
         let script = Firewall.script(try settings("""
             {"mode": "transparent", "transparent": {"port": 9180, "ports": [80, 443], "interfaces": ["eth1", "wlan0"]}, "dns": {"port": 9153}}
-            """), tunnelUID: 999)
+            """), tunnelUID: 999, table: "busymate-0a1b2c3d")
         // Replaced whole, in one transaction.
-        #expect(script.hasPrefix("table inet busymate\ndelete table inet busymate\ntable inet busymate {\n"))
+        #expect(script.hasPrefix("table inet busymate-0a1b2c3d\ndelete table inet busymate-0a1b2c3d\ntable inet busymate-0a1b2c3d {\n"))
         #expect(script.contains("meta skuid 999 return"))
         #expect(script.contains("meta l4proto tcp th dport { 80, 443 } redirect to :9180"))
         #expect(script.contains("meta l4proto { tcp, udp } th dport 53 redirect to :9153"))
@@ -26,9 +26,27 @@ import Testing
     }
 
     @Test func withNoInterfacesOnlyThisMachineIsCaptured() throws {
-        let script = Firewall.script(try settings("{\"mode\": \"transparent\"}"), tunnelUID: 0)
+        let script = Firewall.script(try settings("{\"mode\": \"transparent\"}"), tunnelUID: 0, table: "busymate-0a1b2c3d")
         #expect(!script.contains("prerouting") && !script.contains("forward"))
         #expect(script.contains("hook output"))
+    }
+
+    /// Two appliances never share a table; the same directory, however
+    /// reached, always finds its own (a restart replaces it).
+    @Test func eachGroupDirectoryHasATableOfItsOwn() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("bm-fw-\(UInt32.random(in: 0...UInt32.max))")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let one = base.appendingPathComponent("one"), two = base.appendingPathComponent("two"), link = base.appendingPathComponent("link")
+        try FileManager.default.createDirectory(at: one, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: two, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: one)
+        let name = Firewall.table(for: one)
+        #expect(name.hasPrefix("busymate-") && name.count == "busymate-".count + 8)
+        #expect(name.dropFirst("busymate-".count).allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        #expect(Firewall.table(for: one) == name)
+        #expect(Firewall.table(for: link) == name)
+        #expect(Firewall.table(for: one.appendingPathComponent("..").appendingPathComponent("one")) == name)
+        #expect(Firewall.table(for: two) != name)
     }
 
     /// `nft --check` parses the script against the kernel without applying it.
@@ -39,7 +57,7 @@ import Testing
         }
         let script = Firewall.script(try settings("""
             {"mode": "transparent", "transparent": {"ports": [80, 443, 8080], "interfaces": ["eth1"]}}
-            """), tunnelUID: 999)
+            """), tunnelUID: 999, table: Firewall.table(for: URL(fileURLWithPath: "/var/lib/busymate/group")))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: nft)
         process.arguments = ["--check", "-f", "-"]

@@ -89,6 +89,14 @@ def safe(produce):
         return "(%s)" % str(error)[:200]
 
 
+def safe_get(produce):
+    """What produce() gives, or None when it raises."""
+    try:
+        return produce()
+    except Exception:
+        return None
+
+
 def wait_until(what, predicate, timeout, pause=0.1):
     deadline = time.time() + timeout
     last = None
@@ -295,6 +303,31 @@ def dig(namespace, server, name, qtype, tcp=False):
         return out["status"], out["answers"]
     except ValueError:
         return "no answer (%s)" % r.stderr.strip()[-200:], []
+
+
+def keepalive_probe(proxy_host, proxy_port, url, seconds):
+    """One kept-alive proxy connection, a request a second for `seconds` (run.py --keepalive-probe in a namespace):
+    when each was answered, and when and how the connection stopped answering (times are time.time())."""
+    host = re.match(r"https?://([^/]+)", url).group(1)
+    s = socket.create_connection((proxy_host, proxy_port), timeout=5)
+    start, answered, ended, why, i = time.time(), [], None, None, 0
+    while time.time() - start < seconds:
+        path = "%s-%d" % (re.sub(r"^https?://[^/]+", "", url), i)
+        try:
+            s.sendall(("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n" % (host, path, host)).encode())
+            data = b""
+            while ("origin " + path).encode() not in data:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise ConnectionError("closed by the proxy")
+                data += chunk
+            answered.append(time.time())
+        except (OSError, ConnectionError) as error:
+            ended, why = time.time(), str(error)
+            break
+        i += 1
+        time.sleep(1)
+    return {"answered": answered, "ended": ended, "why": why}
 
 
 # --- the origin (runs in the origin namespace: run.py --serve-origin CONFIG) --
@@ -689,15 +722,25 @@ class Appliance:
             return "killed after %d s" % timeout
 
 
-def nft_table():
-    """The listing of table inet busymate in the appliance namespace, or None."""
-    r = ns(APP, ["nft", "list", "table", "inet", "busymate"], timeout=10)
+def table_name():
+    """The appliance's own table (status --json network.table: one per group directory)."""
+    return STATE.get("table") or "busymate"
+
+
+def nft_table(name=None):
+    """The listing of the appliance's table in the appliance namespace, or None."""
+    r = ns(APP, ["nft", "list", "table", "inet", name or table_name()], timeout=10)
     return r.stdout if r.returncode == 0 else None
 
 
-def nft_table_count():
+def nft_table_count(name=None):
     r = ns(APP, ["nft", "list", "tables"], timeout=10)
-    return sum(1 for line in r.stdout.splitlines() if line.strip() == "table inet busymate")
+    return sum(1 for line in r.stdout.splitlines() if line.strip() == "table inet " + (name or table_name()))
+
+
+def nft_busymate_tables():
+    r = ns(APP, ["nft", "list", "tables"], timeout=10)
+    return [line.strip() for line in r.stdout.splitlines() if line.strip().startswith("table inet busymate")]
 
 
 def normalized(listing):
@@ -706,6 +749,7 @@ def normalized(listing):
     for line in (listing or "").splitlines():
         line = re.sub(r"counter packets \d+ bytes \d+", "counter", line)
         line = re.sub(r"\s*# handle \d+", "", line).strip()
+        line = re.sub(r"^packets \d+ bytes \d+$", "packets", line)
         if line:
             lines.append(line)
     return sorted(lines)
@@ -761,6 +805,7 @@ STATE = {}
 def check_mode(app, origin):
     r = app.cli("mode", "transparent")
     check(r.returncode == 0, "busymate mode transparent exits 0 (rc %d: %s)" % (r.returncode, (r.stdout + r.stderr).strip()[:300]))
+    STATE["table"] = safe_get(lambda: app.network().get("table"))
     listing = wait_until("the table", nft_table, 10, pause=0.2)
     if not listing:
         # So the checks after this one can run: apply the mode by hand.
@@ -772,7 +817,7 @@ def check_mode(app, origin):
         listing = wait_until("the table", nft_table, 10, pause=0.2)
     STATE["origin_mark"] = len(origin.all())
     STATE["listing"] = listing
-    check(listing is not None, "table inet busymate is installed in the appliance namespace")
+    check(listing is not None, "table inet %s is installed in the appliance namespace" % table_name())
     check(bool(listing) and "redirect" in listing and "skuid" in listing and quic_reject_rule(listing),
           "the table redirects, excludes the tunnel's uid (skuid) and rejects UDP 443 (redirect %s, skuid %s, udp 443 reject %s)" % ("redirect" in (listing or ""), "skuid" in (listing or ""), quic_reject_rule(listing)))
     check(bool(listing) and IF_APP_DEV in listing, "the prerouting capture names the device-side interface %s" % IF_APP_DEV)
@@ -811,7 +856,8 @@ def check_gateway_tls(app, origin):
 def check_passthrough(app, origin, certs):
     f = dev_fetch("https://other.test/pass", "-4", "--cacert", certs["ca"])
     check(f.rc == 0 and f.body == b"origin /pass", "HTTPS to other.test (not in ssl_proxying) passes through: curl verifies the origin's own certificate with the test CA: %r" % f)
-    row = app.find_row("", where=lambda r: "other.test" in str(r.get("url", "")) + str(r.get("host", "")))
+    # The tunnel's row is written once it has closed: not the DNS query's row for the same name.
+    row = app.find_row("", where=lambda r: r.get("method") != "DNS" and "other.test" in str(r.get("url", "")) + str(r.get("host", "")))
     check(row is not None and row.get("tls") == "passthrough", "its row: tls passthrough: %s" % json.dumps(row)[:300])
     detail = app.show(row["id"]) if row else {}
     check((detail.get("tls_handshake") or {}).get("sni") == "other.test", "its tls_handshake.sni is other.test: %s" % detail.get("tls_handshake"))
@@ -997,6 +1043,74 @@ def check_open_proxy(app, origin):
     check(bool(ok), "without the grant it is refused again: %r" % (tries[-1] if tries else None))
 
 
+def check_grant_expiry(app, origin):
+    proxy = "http://%s:%d" % (GW4, PROXY_PORT)
+    granted_at = time.time()
+    r = app.cli("allow", ORG4, "--ttl", "8s")
+    check(r.returncode == 0, "busymate allow %s --ttl 8s (rc %d: %s)" % (ORG4, r.returncode, (r.stdout + r.stderr).strip()[:200]))
+    ok = wait_until("the grant applies", lambda: fetch(ORG, "http://%s/grant-applies" % ORG4, "-x", proxy).body == b"origin /grant-applies", 5, pause=0.25)
+    check(bool(ok), "with the 8 s grant the client's request is proxied")
+    # One kept-alive connection, a request a second, well past the grant's end.
+    r = ns(ORG, [sys.executable, os.path.abspath(__file__), "--keepalive-probe", GW4, str(PROXY_PORT), "http://%s/grant-keepalive" % ORG4, "16"], timeout=40)
+    probe = safe_get(lambda: json.loads(r.stdout)) or {}
+    answered = probe.get("answered") or []
+    expired = granted_at + 8
+    late = [round(t - granted_at, 1) for t in answered if t > expired + 1]
+    ended = probe.get("ended")
+    check(len(answered) >= 3 and not late and ended is not None and ended < expired + 2,
+          "a kept-alive connection opened under the grant is closed when it expires (granted at 0 s, expires at 8 s): answered at %s s, closed at %s s (%s); answered after expiry: %s"
+          % ([round(t - granted_at, 1) for t in answered], round(ended - granted_at, 1) if ended else None, probe.get("why") or r.stderr.strip()[-200:], late))
+    f = fetch(ORG, "http://%s/grant-expired" % ORG4, "-x", proxy)
+    check(f.rc in (52, 56) and f.code == 0 and not origin.requests("/grant-expired"), "a new connection after the expiry is refused: %r" % f)
+    with open(app.log, errors="replace") as log:
+        check("the access grant for %s ended" % ORG4 in log.read(), "the log says the grant's connection was closed")
+
+
+def check_second_instance(app, origin):
+    """Another appliance in the same network namespace (its own group directory) never touches this one's table."""
+    table = table_name()
+    before = normalized(nft_table())
+    check(bool(before), "this appliance's table inet %s is installed" % table)
+    group = log_path("group-second")
+    os.makedirs(group)
+    with open(os.path.join(group, "settings.json"), "w") as f:
+        json.dump({"mode": "proxy", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 1}}, f)
+    env = dict(os.environ, BUSYMATE_LOG="stderr")
+    env.pop("NOTIFY_SOCKET", None)
+    second = subprocess.Popen(["ip", "netns", "exec", APP, os.path.join(ARGS.bin, "busymate-app"), "--group", group], stdout=subprocess.DEVNULL,
+                              stderr=open(log_path("supervisor-second.log"), "ab"), env=env)
+    second_status = lambda: json.loads(ns(APP, [os.path.join(ARGS.bin, "busymate"), "status", "--json", "--group", group]).stdout)
+    try:
+        ready = wait_until("the second appliance is ready", lambda: (second_status().get("tunnel") or {}).get("state") == "ready", 30, pause=0.2)
+        check(bool(ready), "a second appliance (proxy mode, group %s) starts in the same namespace" % group)
+        other = safe_get(lambda: second_status()["network"].get("table"))
+        check(other is None or other != table, "its table name differs from this one's: %s, %s" % (other, table))
+        time.sleep(1)
+        listing = nft_table()
+        check(listing is not None and normalized(listing) == before,
+              "its start-up clean-up left this appliance's table inet %s alone (%s)" % (table, "present, unchanged" if listing else "GONE"))
+        f = dev_fetch("http://origin.test/second-instance", "-4")
+        row = app.find_row("/second-instance") if f.rc == 0 else None
+        check(f.body == b"origin /second-instance" and row is not None and row.get("front_end") == "transparent",
+              "the device is still captured transparently: %r, row %s" % (f, json.dumps(row)[:200]))
+    finally:
+        second.terminate()
+        try:
+            second.wait(20)
+        except subprocess.TimeoutExpired:
+            second.kill()
+    listing = nft_table()
+    check(listing is not None and normalized(listing) == before, "its stop left this appliance's table alone too (%s)" % ("present" if listing else "GONE"))
+    # Someone else removes our table (nft flush ruleset, a firewall reload): status says so, and it is put back.
+    r = ns(APP, ["nft", "delete", "table", "inet", table])
+    check(r.returncode == 0, "nft delete table inet %s from outside (rc %d: %s)" % (table, r.returncode, r.stderr.strip()[:200]))
+    said = wait_until("status sees the table is gone", lambda: app.network().get("rules") != "installed" and app.network().get("rules"), 3, pause=0.05)
+    back = wait_until("the table is back", lambda: normalized(nft_table()) == before and app.network().get("rules") == "installed", 15, pause=0.2)
+    check(bool(back), "the supervisor notices and puts its table back, and status says installed again (status said %r meanwhile)" % said)
+    with open(app.log, errors="replace") as log:
+        check("removed from outside" in log.read(), "the log says the rules were removed from outside")
+
+
 def check_ipv6(app, origin):
     f = dev_fetch("http://origin.test/gw-v6", "-6")
     check(f.rc == 0 and f.body == b"origin /gw-v6", "IPv6 gateway: the device's curl -6 http://origin.test/gw-v6 (AAAA) is answered: %r" % f)
@@ -1022,7 +1136,7 @@ def check_ipv6(app, origin):
 def check_lifecycle(app, origin):
     r = app.cli("mode", "proxy")
     gone = wait_until("the table is removed", lambda: nft_table() is None, 10, pause=0.2)
-    check(r.returncode == 0 and bool(gone), "busymate mode proxy removes table inet busymate (rc %d)" % r.returncode)
+    check(r.returncode == 0 and bool(gone), "busymate mode proxy removes its table (rc %d)" % r.returncode)
     r = app.cli("mode", "transparent")
     listing = wait_until("the table is back", nft_table, 10, pause=0.2)
     check(r.returncode == 0 and bool(listing), "busymate mode transparent installs it again (rc %d)" % r.returncode)
@@ -1035,7 +1149,7 @@ def check_lifecycle(app, origin):
     listing = wait_until("the table", nft_table, 10, pause=0.2)
     count = nft_table_count()
     check(count == 1 and normalized(listing) == before,
-          "after kill -9 of the supervisor and a new start: one table inet busymate, the same rules (%d tables; added %s, lost %s)"
+          "after kill -9 of the supervisor and a new start: one table of its own, the same rules (%d tables; added %s, lost %s)"
           % (count, [l for l in normalized(listing) if l not in before][:3], [l for l in before if l not in normalized(listing)][:3]))
 
     tunnel = (app.status().get("tunnel") or {}).get("pid")
@@ -1054,7 +1168,7 @@ def check_lifecycle(app, origin):
 
     result = app.stop()
     check(result == 0 or result == -signal.SIGTERM, "SIGTERM stops the supervisor (exit %s)" % result)
-    check(nft_table() is None and nft_table_count() == 0, "no table inet busymate is left after it stopped")
+    check(nft_table() is None and not nft_busymate_tables(), "no busymate table is left after it stopped: %s" % nft_busymate_tables())
 
     def busymate_left():
         names = []
@@ -1090,6 +1204,8 @@ def full_run(origin, certs):
         ("10. device port", check_device_port),
         ("11. no open proxy", check_open_proxy),
         ("12. IPv6", check_ipv6),
+        ("13. an access grant's expiry closes its connections", check_grant_expiry),
+        ("14. a second appliance leaves this one's table alone", check_second_instance),
         # Last: it kills and stops the appliance.
         ("8. the table's lifecycle", check_lifecycle),
     ]
@@ -1111,7 +1227,12 @@ def main():
     parser.add_argument("--serve-origin", metavar="CONFIG", help=argparse.SUPPRESS)
     parser.add_argument("--dns-query", nargs=3, metavar=("SERVER", "NAME", "TYPE"), help=argparse.SUPPRESS)
     parser.add_argument("--tcp", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keepalive-probe", nargs=4, metavar=("HOST", "PORT", "URL", "SECONDS"), help=argparse.SUPPRESS)
     ARGS = parser.parse_args()
+    if ARGS.keepalive_probe:
+        host, port, url, seconds = ARGS.keepalive_probe
+        print(json.dumps(keepalive_probe(host, int(port), url, float(seconds))))
+        return 0
     if ARGS.serve_origin:
         serve_origin(ARGS.serve_origin)
         return 0

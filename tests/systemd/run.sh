@@ -310,7 +310,8 @@ body=$(inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:808
 # 10. Transparent mode inside the unit's sandbox (the box has a network of
 # its own): the supervisor installs its nftables table, and stop removes it.
 mode_out=$(inbox busymate mode transparent --group /var/lib/busymate/group 2>&1 || true)
-table=$(inbox nft list table inet busymate 2>&1 || true)
+# The table is named per group directory (busymate-<hash>): read the whole ruleset.
+table=$(inbox nft list ruleset 2>&1 || true)
 if grep -q "redirect to :9180" <<<"$table" && grep -q "meta skuid $(inbox id -u busymate) return" <<<"$table"; then
   pass "busymate mode transparent: the table is installed, sparing the tunnel's uid ($mode_out)"
 else

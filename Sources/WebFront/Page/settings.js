@@ -574,7 +574,7 @@
       const rulesErr = rules.startsWith('error');
       add(rulesErr ? 'red' : rules === 'installed' ? 'green' : n.mode === 'transparent' ? 'amber' : 'grey', 'Rules',
         h('span', { class: rulesErr ? 'rr-err' : null, 'data-test': 'network-rules' }, rules),
-        h('span', { class: 'muted' }, ' · nftables table inet busymate'));
+        h('span', { class: 'muted' }, ' · nftables table inet ' + (n.table || 'busymate')));
       for (const w of n.warnings || []) add('amber', 'Warning', h('span', { class: 'rr-warn' }, w));
     } else {
       rows.push(row('grey', 'Network', h('span', { class: 'muted' }, 'not reported (the tunnel is not running)')));
