@@ -32,18 +32,20 @@ struct SessionRoutes<Context: RequestContext> {
         }
         router.post("/api/har") { request, _ in
             let name = QueryItems(request.uri.query)["name"].map(Self.fileName) ?? "import.har"
-            let data: Data
-            do {
-                // One copy, the buffer then let go: the file is read an entry at a time.
-                data = Data(try await request.body.collect(upTo: Self.importLimit).readableBytesView)
-            } catch {
-                return WebJSON.error(.contentTooLarge, "a HAR file of at most \(Self.importLimit >> 20) MiB")
+            // The file once in memory (each part let go as it is appended); it is then read an entry at a time.
+            var data = Data()
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length <= Self.importLimit { data.reserveCapacity(length) }
+            for try await part in request.body {
+                guard data.count + part.readableBytes <= Self.importLimit else {
+                    return WebJSON.error(.contentTooLarge, "a HAR file of at most \(Self.importLimit >> 20) MiB")
+                }
+                data.append(contentsOf: part.readableBytesView)
             }
             let paths = reader.paths
             var importer: HARImporter
             do {
                 // Scanning a large file is CPU work: off the concurrency pool.
-                importer = try await reader.read(writing: true) { repos in
+                importer = try await reader.read(writing: true) { [data] repos in
                     let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
                     return try HARImporter(data, name: name, traffic: repos.traffic, retention: .init(settings))
                 }
