@@ -26,6 +26,8 @@ public struct AppSettings: Sendable, Equatable {
     public var maxExchanges = 100_000
     /// Retention: the oldest exchanges go while their bodies exceed this.
     public var maxBytes = 1 << 30
+    /// Retention of DNS rows, apart: a DNS flood never evicts exchanges.
+    public var maxDNSRows = 10_000
     /// What is stored of one body (never what is forwarded).
     public var bodyMax = 64 << 20
     /// In order; the first enabled match of each kind applies.
@@ -135,7 +137,7 @@ extension AppSettings {
         "timeouts": Set(Timeouts.keys),
         "breakpoints": ["request", "response", "timeout_seconds"],
         "upstream_proxy": ["host", "port", "username", "password", "bypass"],
-        "capture": ["max_exchanges", "max_bytes", "body_max"],
+        "capture": ["max_exchanges", "max_bytes", "body_max", "max_dns_rows"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust", "auto_pin", "pin_ttl"],
         "tunnel": ["drain_seconds"],
@@ -265,13 +267,16 @@ extension AppSettings {
             s.timeouts.drainIdleWait = max(1, s.drainSeconds - 0.5)
             if let capture = root["capture"] {
                 try object(capture, path: "capture")
-                if let node = capture["max_exchanges"] {
-                    let value = try number(node, path: "capture.max_exchanges")
+                func rows(_ key: String) throws(SettingsError) -> Int? {
+                    guard let node = capture[key] else { return nil }
+                    let value = try number(node, path: "capture.\(key)")
                     guard value >= 1, value <= 100_000_000, value == value.rounded() else {
-                        throw SettingsError(message: "must be a whole number from 1 to 100000000", position: node.position, keyPath: "capture.max_exchanges")
+                        throw SettingsError(message: "must be a whole number from 1 to 100000000", position: node.position, keyPath: "capture.\(key)")
                     }
-                    s.maxExchanges = Int(value)
+                    return Int(value)
                 }
+                if let value = try rows("max_exchanges") { s.maxExchanges = value }
+                if let value = try rows("max_dns_rows") { s.maxDNSRows = value }
                 if let node = capture["max_bytes"] { s.maxBytes = try byteCount(node, path: "capture.max_bytes", minimum: 1 << 20) }
                 if let node = capture["body_max"] { s.bodyMax = try byteCount(node, path: "capture.body_max", minimum: 0) }
             }

@@ -61,6 +61,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var rule: String?
     /// Not captured here: read from a HAR file of this name.
     public var imported: String?
+    /// A DNS query the forwarder answered: retention keeps these apart.
+    public var isDNS: Bool { scheme == "dns" }
     /// The device that sent it: a named device, else the client's address.
     public var device: String?
     /// How it arrived: `proxy`, `transparent`, `port` (a device's port) or `dns`.

@@ -9,17 +9,22 @@ public enum HARImport {
         public var description: String
     }
 
+    /// Every entry of `data` as a record (a small file: the web page's
+    /// import reads a large one a chunk at a time, `HARImporter`).
     public static func records(_ data: Data, name: String) throws -> [ExchangeRecord] {
-        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let log = root["log"] as? [String: Any],
-              let entries = log["entries"] as? [[String: Any]] else {
-            throw Failure(description: "not a HAR file: expected {\"log\": {\"entries\": [...]}}")
-        }
-        return try entries.enumerated().map { i, entry in
-            do {
-                return try record(entry, name: name)
-            } catch let failure as Failure {
-                throw Failure(description: "entry \(i + 1): \(failure.description)")
+        try HAREntryScanner.entries(in: data).enumerated().map { i, range in try record(data, range, number: i + 1, name: name) }
+    }
+
+    /// The entry at `range` of `data` (the scanner's), the `number`th.
+    static func record(_ data: Data, _ range: Range<Int>, number: Int, name: String) throws -> ExchangeRecord {
+        do {
+            let start = data.startIndex + range.lowerBound
+            guard let entry = try? JSONSerialization.jsonObject(with: data[start..<(start + range.count)]) as? [String: Any] else {
+                throw Failure(description: "not a JSON object")
             }
+            return try record(entry, name: name)
+        } catch let failure as Failure {
+            throw Failure(description: "entry \(number): \(failure.description)")
         }
     }
 
@@ -70,6 +75,8 @@ public enum HARImport {
             r.serverAddress = server.contains(":") ? "[\(server)]:\(r.port)" : "\(server):\(r.port)"
         }
         if let error = entry["_error"] as? String { r.error = error }
+        // Bodies live in the row: `capture.max_bytes` counts them.
+        r.storedBytes = (r.requestBody?.count ?? 0) + (r.responseBody?.count ?? 0)
         return r
     }
 

@@ -32,15 +32,23 @@ enum HostIndex {
             .execute(arguments: [mark, newest])
         try set("host_rows", newest, db)
         let oldest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT min(id) FROM exchanges")) ?? newest
+        // Retention trims exchanges and DNS rows apart: below the further of
+        // its marks only the other kind's newer rows are left (old DNS rows
+        // must not hold the sweep back for good).
+        let trimmed = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(value) FROM marks WHERE name IN ('retention_exchanges', 'retention_dns')"))
+        let passed = max(oldest, trimmed ?? 0)
         let swept = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM marks WHERE name = 'host_rows_swept'")) ?? 0
-        if oldest - swept >= max(every, (newest - oldest) / 4) { try sweep(below: oldest, db) }
+        if passed - swept >= max(every, (newest - oldest) / 4) { try sweep(below: passed, oldest: oldest, db) }
     }
 
-    /// Drops the entries of rows below `oldest` (gone), and hosts left with none.
-    static func sweep(below oldest: Int64, _ db: Database) throws {
-        try db.execute(sql: "DELETE FROM host_rows WHERE id < ?", arguments: [oldest])
+    /// Drops the entries of rows below `passed` that are gone (all below
+    /// `oldest` are), and hosts left with none.
+    static func sweep(below passed: Int64, oldest: Int64, _ db: Database) throws {
+        try db.execute(sql: """
+            DELETE FROM host_rows WHERE id < ? AND (id < ? OR NOT EXISTS (SELECT 1 FROM exchanges WHERE exchanges.id = host_rows.id))
+            """, arguments: [passed, oldest])
         try db.execute(sql: "DELETE FROM hosts WHERE NOT EXISTS (SELECT 1 FROM host_rows WHERE host_rows.host = hosts.host)")
-        try set("host_rows_swept", oldest, db)
+        try set("host_rows_swept", passed, db)
     }
 
     private static func set(_ name: String, _ value: Int64, _ db: Database) throws {

@@ -1,3 +1,4 @@
+import BusymateShared
 import Foundation
 import GRDB
 
@@ -23,16 +24,31 @@ public struct TrafficRepository: Sendable {
     /// The tunnel writer's commit: the batch (one cached statement bound
     /// directly, no ids read back), then retention in the same
     /// transaction. `size` is what the writer last knew of the store (nil:
-    /// measure it once); the answer carries the new size and the body
-    /// files to remove once the transaction is committed.
-    public func save(_ records: [ExchangeRecord], keeping retention: Retention, size: Size?) async throws -> Trimmed {
+    /// measure it once) when the last row was `lastID`: rows stored since by
+    /// someone else (a HAR import) have it measured again. The answer
+    /// carries the new size and the body files to remove once the
+    /// transaction is committed.
+    public func save(_ records: [ExchangeRecord], keeping retention: Retention, size: Size?, lastID: Int64? = nil) async throws -> Trimmed {
         try await database.pool.write { db in
-            var size = try size ?? Self.size(db)
+            let top = try Self.lastID(db)
+            var size = try size.flatMap { lastID == nil || lastID == top ? $0 : nil } ?? Self.size(db)
             try Self.insert(records, db)
-            size.exchanges += records.count
-            size.bytes += records.reduce(0) { $0 + $1.storedBytes }
-            return try Self.trim(db, retention, size)
+            for record in records {
+                if record.isDNS {
+                    size.dns += 1
+                } else {
+                    size.exchanges += 1
+                    size.bytes += record.storedBytes
+                }
+            }
+            var trimmed = try Self.trim(db, retention, size)
+            trimmed.lastID = try Self.lastID(db)
+            return trimmed
         }
+    }
+
+    static func lastID(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM exchanges")) ?? 0
     }
 
     private static func insert(_ records: [ExchangeRecord], _ db: Database) throws {
@@ -124,23 +140,33 @@ public struct TrafficRepository: Sendable {
         try database.pool.read { db in try ExchangeRecord.fetchCount(db) }
     }
 
-    /// How much the store keeps: `capture.max_exchanges` and `capture.max_bytes`.
+    /// How much the store keeps: `capture.max_exchanges` and
+    /// `capture.max_bytes` for exchanges, `capture.max_dns_rows` for DNS
+    /// rows, each kind trimmed apart (a DNS flood never evicts exchanges).
     public struct Retention: Sendable, Equatable {
         public var maxExchanges: Int
         public var maxBytes: Int
-        public init(maxExchanges: Int, maxBytes: Int) {
+        public var maxDNSRows: Int
+        public init(maxExchanges: Int, maxBytes: Int, maxDNSRows: Int = AppSettings().maxDNSRows) {
             self.maxExchanges = maxExchanges
             self.maxBytes = maxBytes
+            self.maxDNSRows = maxDNSRows
+        }
+
+        public init(_ settings: AppSettings) {
+            self.init(maxExchanges: settings.maxExchanges, maxBytes: settings.maxBytes, maxDNSRows: settings.maxDNSRows)
         }
     }
 
-    /// Exchanges and stored body bytes: what retention weighs.
+    /// Exchanges and their stored body bytes, and DNS rows: what retention weighs.
     public struct Size: Sendable, Equatable {
         public var exchanges: Int
         public var bytes: Int
-        public init(exchanges: Int, bytes: Int) {
+        public var dns: Int
+        public init(exchanges: Int, bytes: Int, dns: Int = 0) {
             self.exchanges = exchanges
             self.bytes = bytes
+            self.dns = dns
         }
     }
 
@@ -150,49 +176,91 @@ public struct TrafficRepository: Sendable {
         public var removed: Int
         /// Body files of removed exchanges, to delete after the commit.
         public var files: [String]
+        /// The last row stored when the commit ended.
+        public var lastID: Int64 = 0
     }
 
     /// One scan: the writer measures once, then counts what it adds and removes.
     static func size(_ db: Database) throws -> Size {
-        let row = try Row.fetchOne(db, sql: "SELECT count(*), total(stored_bytes) FROM exchanges")
-        return Size(exchanges: row?[0] ?? 0, bytes: Int(row?[1] as Double? ?? 0))
+        let row = try Row.fetchOne(db, sql: """
+            SELECT total(scheme <> 'dns'), total(CASE WHEN scheme <> 'dns' THEN stored_bytes END), total(scheme = 'dns') FROM exchanges
+            """)
+        return Size(exchanges: Int(row?[0] as Double? ?? 0), bytes: Int(row?[1] as Double? ?? 0), dns: Int(row?[2] as Double? ?? 0))
     }
 
-    /// Removes the first-stored exchanges while `size` is past either
-    /// limit; the newest stays, however big. Costs what it removes, never a
-    /// scan of the store (removal follows the rowid and every index's oldest end).
+    /// The store's size now (one scan).
+    public func size() throws -> Size {
+        try database.pool.read { db in try Self.size(db) }
+    }
+
+    /// Removes the first-stored rows of each kind while `size` is past its
+    /// limits: exchanges by count and bytes, DNS rows by count; the newest
+    /// of each stays, however big.
     static func trim(_ db: Database, _ retention: Retention, _ size: Size) throws -> Trimmed {
         var trimmed = Trimmed(size: size, removed: 0, files: [])
-        func over() -> Bool { trimmed.size.exchanges > retention.maxExchanges || trimmed.size.bytes > retention.maxBytes }
+        try trim(db, .exchanges, retention, &trimmed)
+        try trim(db, .dns, retention, &trimmed)
+        return trimmed
+    }
+
+    enum Kind: String {
+        case exchanges, dns
+        /// How far retention went: no row of the kind is left at or below it.
+        var mark: String { "retention_\(rawValue)" }
+        var condition: String { self == .dns ? "scheme = 'dns'" : "scheme <> 'dns'" }
+    }
+
+    /// One kind's oldest rows, read on from where retention last stopped
+    /// (a mark in `marks`): it costs what it removes and the other kind's
+    /// rows it steps over once, never a scan of the store.
+    private static func trim(_ db: Database, _ kind: Kind, _ retention: Retention, _ trimmed: inout Trimmed) throws {
+        func count() -> Int { kind == .dns ? trimmed.size.dns : trimmed.size.exchanges }
+        func over() -> Bool {
+            // The newest stays.
+            guard count() > 1 else { return false }
+            return kind == .dns ? trimmed.size.dns > retention.maxDNSRows
+                : trimmed.size.exchanges > retention.maxExchanges || trimmed.size.bytes > retention.maxBytes
+        }
         var measured = false
+        var mark = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM marks WHERE name = ?"), arguments: [kind.mark]) ?? 0
+        let start = mark
         while over() {
             // Over by bytes, a big body may outweigh a thousand small rows:
             // read ahead in large steps (reading is cheap; only what is needed goes).
-            let floor = trimmed.size.bytes > retention.maxBytes ? 1_000 : 64
-            let want = min(max(trimmed.size.exchanges - retention.maxExchanges, floor), 10_000)
+            let limit = kind == .dns ? retention.maxDNSRows : retention.maxExchanges
+            let floor = kind == .exchanges && trimmed.size.bytes > retention.maxBytes ? 1_000 : 64
+            let want = min(max(count() - limit, floor), 10_000, count() - 1)
             let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT id, stored_bytes, request_body_file, response_body_file FROM exchanges
-                WHERE id < (SELECT max(id) FROM exchanges) ORDER BY id LIMIT ?
-                """), arguments: [want])
+                WHERE id > ? AND \(kind.condition) ORDER BY id LIMIT ?
+                """), arguments: [mark, want])
             if rows.count < want && !measured {
                 // Fewer rows than the count says: something else changed the store. Measure, then go on.
                 trimmed.size = try Self.size(db)
                 measured = true
                 continue
             }
-            // Only the newest is left.
             guard !rows.isEmpty else { break }
             var last: Int64?
             for row in rows where over() {
                 last = row["id"]
-                trimmed.size.exchanges -= 1
-                trimmed.size.bytes -= row["stored_bytes"] as Int
+                if kind == .dns {
+                    trimmed.size.dns -= 1
+                } else {
+                    trimmed.size.exchanges -= 1
+                    trimmed.size.bytes -= row["stored_bytes"] as Int
+                }
                 trimmed.files += [row["request_body_file"], row["response_body_file"]].compactMap { $0 as String? }
                 trimmed.removed += 1
             }
-            if let last { try db.cachedStatement(sql: "DELETE FROM exchanges WHERE id <= ?").execute(arguments: [last]) }
+            guard let last else { break }
+            try db.cachedStatement(sql: "DELETE FROM exchanges WHERE id > ? AND id <= ? AND \(kind.condition)").execute(arguments: [mark, last])
+            mark = last
         }
-        return trimmed
+        if mark != start {
+            try db.cachedStatement(sql: "INSERT INTO marks (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+                .execute(arguments: [kind.mark, mark])
+        }
     }
 
     /// Drops the first-stored exchanges past `retention`, then their body

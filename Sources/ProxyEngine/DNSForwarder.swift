@@ -26,6 +26,11 @@ public final class DNSForwarder: Sendable {
     /// When a failure was last logged (monotonic seconds).
     private let lastFailureLog = Atomic<Int>(Int.min / 2)
     static let maxInFlight = 1_024
+    /// Per client: 100 queries a second, 200 at once (a page load asks a
+    /// few dozen names). Past that: REFUSED, not forwarded nor recorded.
+    let limit = DNSClientLimit(rate: 100, burst: 200)
+    private let refused = Atomic<Int>(0)
+    private let lastRefusalLog = Atomic<Int>(Int.min / 2)
     static let timeout = TimeAmount.seconds(4)
 
     public init(group: EventLoopGroup, capture: (any CaptureSink)?, devices: DeviceRegistry, names: DNSNames) {
@@ -36,6 +41,8 @@ public final class DNSForwarder: Sendable {
     }
 
     public var queries: Int { answered.load(ordering: .relaxed) }
+    /// Queries refused for their client's rate.
+    public var refusedQueries: Int { refused.load(ordering: .relaxed) }
 
     /// `dns.servers`, or the nameservers of /etc/resolv.conf.
     public func apply(_ settings: AppSettings, resolvConf: String = "/etc/resolv.conf") {
@@ -107,6 +114,10 @@ public final class DNSForwarder: Sendable {
             logger.debug("dropped a datagram that is not a DNS query", metadata: ["CLIENT": "\(client.map(ExchangeCapture.describe) ?? "?")"])
             return
         }
+        guard limit.admit(client?.ipAddress ?? "", now: DeviceRegistry.monotonic()) else {
+            refuse(bytes, question: question, from: client, reply: reply)
+            return
+        }
         let peer = devices.identify(client, frontEnd: .transparent)
         devices.touch(peer, address: client)
         let started = Date()
@@ -154,6 +165,20 @@ public final class DNSForwarder: Sendable {
                 servfail("\(error)")
             }
         }
+    }
+
+    /// A client past its rate: REFUSED (no bigger than the query), counted,
+    /// and said once in ten seconds.
+    private func refuse(_ query: [UInt8], question: DNSMessage.Question, from client: SocketAddress?, reply: @Sendable (ByteBuffer) -> Void) {
+        let count = refused.add(1, ordering: .relaxed).newValue
+        let now = Int(DeviceRegistry.monotonic())
+        let last = lastRefusalLog.load(ordering: .relaxed)
+        if now - last >= 10, lastRefusalLog.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged {
+            logger.notice("a DNS client is over its rate; answering REFUSED, not forwarding nor recording",
+                          metadata: ["CLIENT": "\(client.map(ExchangeCapture.describe) ?? "?")", "NAME": "\(question.name)",
+                                     "REFUSED_SO_FAR": "\(count)"])
+        }
+        if let answer = DNSMessage.reply(toQuery: query, rcode: 5) { reply(ByteBuffer(bytes: answer)) }
     }
 
     typealias Attempt = @Sendable ([UInt8], SocketAddress, EventLoopGroup) -> EventLoopFuture<[UInt8]>

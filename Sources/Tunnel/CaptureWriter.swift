@@ -35,12 +35,14 @@ public final class CaptureWriter: CaptureSink {
     private let maxExchanges = Atomic<Int>(AppSettings().maxExchanges)
     /// `capture.max_bytes`, likewise.
     private let maxBytes = Atomic<Int>(AppSettings().maxBytes)
+    /// `capture.max_dns_rows`: DNS rows, kept apart.
+    private let maxDNSRows = Atomic<Int>(AppSettings().maxDNSRows)
     /// `capture.body_max`: what is stored of one body.
     private let bodyMaxValue = Atomic<Int>(AppSettings().bodyMax)
     /// The store's size as last committed (nil: measure at the next commit),
-    /// and commits since it was measured: measured again now and then, in
-    /// case something besides this writer changed the store.
-    private let size = Mutex<(TrafficRepository.Size?, commits: Int)>((nil, 0))
+    /// the last row then, and commits since it was measured: measured again
+    /// now and then, in case something besides this writer changed the store.
+    private let size = Mutex<(TrafficRepository.Size?, lastID: Int64?, commits: Int)>((nil, nil, 0))
     static let commitsPerMeasure = 1_000
     static let maxPending = 100_000
 
@@ -131,6 +133,7 @@ public final class CaptureWriter: CaptureSink {
     public func apply(_ settings: AppSettings) {
         maxExchanges.store(settings.maxExchanges, ordering: .relaxed)
         maxBytes.store(settings.maxBytes, ordering: .relaxed)
+        maxDNSRows.store(settings.maxDNSRows, ordering: .relaxed)
         bodyMaxValue.store(settings.bodyMax, ordering: .relaxed)
         // An empty flush applies lowered limits at once.
         wakeUp.yield()
@@ -190,14 +193,17 @@ public final class CaptureWriter: CaptureSink {
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
-        let retention = TrafficRepository.Retention(maxExchanges: maxExchanges.load(ordering: .relaxed), maxBytes: maxBytes.load(ordering: .relaxed))
-        let known = size.withLock { $0.commits < Self.commitsPerMeasure ? $0.0 : nil }
-        if batch.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes { return }
+        let retention = TrafficRepository.Retention(maxExchanges: maxExchanges.load(ordering: .relaxed), maxBytes: maxBytes.load(ordering: .relaxed),
+                                                    maxDNSRows: maxDNSRows.load(ordering: .relaxed))
+        let (known, lastID) = size.withLock { s -> (TrafficRepository.Size?, Int64?) in s.commits < Self.commitsPerMeasure ? (s.0, s.lastID) : (nil, nil) }
+        if batch.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes, known.dns <= retention.maxDNSRows {
+            return
+        }
         var records: [ExchangeRecord] = []
         for entry in batch { records.append(await complete(entry)) }
         do {
-            let trimmed = try await traffic.save(records, keeping: retention, size: known)
-            size.withLock { $0 = (trimmed.size, known == nil ? 0 : $0.commits + 1) }
+            let trimmed = try await traffic.save(records, keeping: retention, size: known, lastID: lastID)
+            size.withLock { $0 = (trimmed.size, trimmed.lastID, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
             if problem.withLock({ current in defer { current = nil }; return current != nil }) {
@@ -212,7 +218,7 @@ public final class CaptureWriter: CaptureSink {
             }
         } catch {
             // Measure again next time: the failed transaction may have been half done.
-            size.withLock { $0 = (nil, 0) }
+            size.withLock { $0 = (nil, nil, 0) }
             pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
             if StoreHealth.isCorruption(error), replaceCorruptStore(error) {
                 wakeUp.yield()

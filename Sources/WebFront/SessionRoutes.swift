@@ -32,26 +32,48 @@ struct SessionRoutes<Context: RequestContext> {
         }
         router.post("/api/har") { request, _ in
             let name = QueryItems(request.uri.query)["name"].map(Self.fileName) ?? "import.har"
-            let buffer: ByteBuffer
-            do {
-                buffer = try await request.body.collect(upTo: Self.importLimit)
-            } catch {
-                return WebJSON.error(.contentTooLarge, "a HAR file of at most \(Self.importLimit >> 20) MiB")
+            // The file once in memory (each part let go as it is appended); it is then read an entry at a time.
+            var data = Data()
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length <= Self.importLimit { data.reserveCapacity(length) }
+            for try await part in request.body {
+                guard data.count + part.readableBytes <= Self.importLimit else {
+                    return WebJSON.error(.contentTooLarge, "a HAR file of at most \(Self.importLimit >> 20) MiB")
+                }
+                data.append(contentsOf: part.readableBytesView)
             }
-            let records: [ExchangeRecord]
+            let paths = reader.paths
+            var importer: HARImporter
             do {
-                // Parsing a large file is CPU work: off the concurrency pool.
-                records = try await NIOThreadPool.singleton.runIfActive { try HARImport.records(Data(buffer.readableBytesView), name: name) }
-            } catch {
-                return WebJSON.error(.unprocessableContent, "\(error)")
+                // Scanning a large file is CPU work: off the concurrency pool.
+                importer = try await reader.read(writing: true) { [data] repos in
+                    let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
+                    return try HARImporter(data, name: name, traffic: repos.traffic, retention: .init(settings))
+                }
+            } catch let refusal as HARImporter.Refusal {
+                return WebJSON.error(.conflict, refusal.description)
+            } catch let failure as HARImport.Failure {
+                return WebJSON.error(.unprocessableContent, failure.description)
             }
-            // Oldest first, so the newest imported is the newest id.
-            let sorted = records.sorted { $0.startedAt < $1.startedAt }
-            let stored = try await reader.read(writing: true) { repos in
-                try stride(from: 0, to: sorted.count, by: 1_000).reduce(0) { count, start in
-                    count + (try repos.traffic.insert(Array(sorted[start..<min(sorted.count, start + 1_000)])).count)
+            do {
+                while !importer.done {
+                    importer = try await reader.read(writing: true) { [importer] repos in
+                        var next = importer
+                        try next.step(repos.traffic)
+                        return next
+                    }
+                    // The tunnel's writer waits on the store's lock meanwhile: let it in.
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+            } catch {
+                let partial = importer
+                try? await reader.read(writing: true) { repos in try partial.undo(repos.traffic) }
+                switch error {
+                case let refusal as HARImporter.Refusal: return WebJSON.error(.conflict, refusal.description)
+                case let failure as HARImport.Failure: return WebJSON.error(.unprocessableContent, failure.description)
+                default: throw error
                 }
             }
+            let stored = importer.stored
             await feed.stored()
             return WebJSON.ok([("imported", ExchangeJSON.number(stored)), ("name", ExchangeJSON.string(name))])
         }

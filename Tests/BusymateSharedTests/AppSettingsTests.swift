@@ -22,9 +22,9 @@ import Testing
              "proxy": {"listen": ["127.0.0.1:8080", "[::1]:8081"]},
              "ssl_proxying": {"include": ["*.example.com"], "exclude": ["pinned.example.com"]},
              "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 1.5},
-             "capture": {"max_exchanges": 500, "max_bytes": "2GiB", "body_max": 1048576}}
+             "capture": {"max_exchanges": 500, "max_bytes": "2GiB", "body_max": 1048576, "max_dns_rows": 300}}
             """)
-        #expect(s.maxExchanges == 500 && s.maxBytes == 2 << 30 && s.bodyMax == 1 << 20)
+        #expect(s.maxExchanges == 500 && s.maxBytes == 2 << 30 && s.bodyMax == 1 << 20 && s.maxDNSRows == 300)
         #expect(s.logLevel == .debug)
         #expect(s.listen.map(\.description) == ["127.0.0.1:8080", "[::1]:8081"])
         #expect(s.sslInclude == ["*.example.com"])
@@ -32,6 +32,13 @@ import Testing
         // Whom the tunnel runs as is not the group-writable file's to say.
         #expect(unknown == ["tunnel.user", "tunnel.group"])
         #expect(s.drainSeconds == 1.5)
+    }
+
+    @Test func theDNSRowsCapIsAWholeNumberLikeTheExchangesCap() {
+        for bad in ["0", "1.5", "\"many\"", "100000001"] {
+            #expect(throws: SettingsError.self, "\(bad)") { try AppSettings.decode(#"{"capture": {"max_dns_rows": \#(bad)}}"#) }
+        }
+        #expect(AppSettings().maxDNSRows == 10_000)
     }
 
     @Test func syntaxErrorsCarryLineAndColumn() {

@@ -103,6 +103,53 @@ import GRDB
         #expect(try store.traffic.count() == 20)
     }
 
+    @Test func dnsRowsHaveARetentionOfTheirOwnAndNeverEvictExchanges() async throws {
+        let store = try Store()
+        func dns(_ i: Int) -> ExchangeRecord {
+            var r = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), scheme: "dns", method: "DNS",
+                                   host: "q\(i).example.com", port: 53, path: "/A", url: "dns://q\(i).example.com/A", tlsMode: .none)
+            r.storedBytes = 10
+            return r
+        }
+        var size: TrafficRepository.Size?
+        var lastID: Int64?
+        func save(_ records: [ExchangeRecord], _ retention: TrafficRepository.Retention) async throws {
+            let trimmed = try await store.traffic.save(records, keeping: retention, size: size, lastID: lastID)
+            (size, lastID) = (trimmed.size, trimmed.lastID)
+        }
+        // 20 exchanges, then a flood of 5,000 DNS rows: capture.max_exchanges (100) is the exchanges' alone.
+        try await save((0..<20).map { exchange("h\($0).example.com", at: Double($0)) }, .init(maxExchanges: 100, maxBytes: 1_000))
+        for batch in 0..<50 { try await save((0..<100).map { dns(batch * 100 + $0) }, .init(maxExchanges: 100, maxBytes: 1_000)) }
+        var all = TrafficRepository.Filter()
+        all.limit = 10_000
+        #expect(try store.traffic.list(all).filter { !$0.isDNS }.count == 20)
+        #expect(try store.traffic.count() == 5_020)
+        // capture.max_dns_rows: the oldest DNS rows go, every exchange stays.
+        try await save([dns(5_000)], .init(maxExchanges: 100, maxBytes: 1_000, maxDNSRows: 300))
+        let rows = try store.traffic.list(all)
+        #expect(rows.filter { !$0.isDNS }.count == 20)
+        #expect(rows.filter(\.isDNS).map(\.host) == (4_701...5_000).reversed().map { "q\($0).example.com" })
+        #expect(size == .init(exchanges: 20, bytes: 0, dns: 300))
+        // And exchanges past theirs go without touching DNS rows.
+        try await save((20..<130).map { exchange("h\($0).example.com", at: Double($0)) }, .init(maxExchanges: 100, maxBytes: 1_000, maxDNSRows: 300))
+        let after = try store.traffic.list(all)
+        #expect(after.filter { !$0.isDNS }.map(\.host) == (30..<130).reversed().map { "h\($0).example.com" })
+        #expect(after.filter(\.isDNS).count == 300)
+        #expect(try store.traffic.size() == .init(exchanges: 100, bytes: 0, dns: 300))
+    }
+
+    @Test func rowsStoredBehindTheWritersBackAreCountedAtItsNextCommit() async throws {
+        let store = try Store()
+        let retention = TrafficRepository.Retention(maxExchanges: 100, maxBytes: .max)
+        var trimmed = try await store.traffic.save((0..<90).map { exchange("live\($0).example.com", at: Double($0)) }, keeping: retention, size: nil)
+        // An import fills the store to its cap.
+        _ = try store.traffic.insert((0..<10).map { exchange("imported\($0).example.com", at: 100 + Double($0)) })
+        trimmed = try await store.traffic.save((90..<95).map { exchange("live\($0).example.com", at: 200 + Double($0)) }, keeping: retention,
+                                               size: trimmed.size, lastID: trimmed.lastID)
+        #expect(trimmed.removed == 5)
+        #expect(try store.traffic.count() == 100)
+    }
+
     @Test func requestIDsAreVersion7AndSortByTime() throws {
         // RFC 9562, appendix A.6.
         #expect(RequestID.make(milliseconds: 0x017F_22E2_79B0, random: 0xCC3, 0x18C4_DC0C_0C07_398F) == "017f22e2-79b0-7cc3-98c4-dc0c0c07398f")

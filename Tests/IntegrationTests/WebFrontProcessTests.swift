@@ -116,6 +116,98 @@ import Testing
     }
 }
 
+/// A large HAR import against the real web front and tunnel (issue 21:
+/// 300,000 entries took 4 GB, held the store's lock, and retention then
+/// removed the captured exchanges).
+extension WebFrontProcessTests {
+    /// A HAR file of `entries` small exchanges, as a browser writes one.
+    static func har(_ appliance: Appliance, entries: Int) throws -> URL {
+        var text = #"{"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "pages": [], "entries": ["#
+        for i in 0..<entries {
+            if i > 0 { text += ",\n" }
+            text += #"{"startedDateTime": "2026-01-01T00:00:00.000Z", "time": 12, "request": {"method": "GET", "#
+                + #""url": "https://imported.example.com/items/\#(i)", "httpVersion": "HTTP/1.1", "headers": [{"name": "Accept", "value": "*/*"}]}, "#
+                + #""response": {"status": 200, "statusText": "OK", "headers": [{"name": "Content-Type", "value": "application/json"}], "#
+                + #""content": {"size": 40, "mimeType": "application/json", "text": "{\"id\": \#(i), \"name\": \"item number \#(i)\"}"}}}"#
+        }
+        text += "]}}"
+        let url = appliance.base.appendingPathComponent("import-\(entries).har")
+        try Data(text.utf8).write(to: url)
+        return url
+    }
+
+    static func importHAR(_ appliance: Appliance, _ file: URL) throws -> (code: Int, json: [String: Any]) {
+        let token = try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let r = try Command.run("/usr/bin/curl", ["-s", "-X", "POST", "-H", "Authorization: Bearer \(token)", "--data-binary", "@\(file.path)",
+                                                  "-w", "\n%{http_code}", "--max-time", "120", try appliance.webBase + "/api/har?name=\(file.lastPathComponent)"])
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let json = (try? JSONSerialization.jsonObject(with: Data(lines.dropLast().joined(separator: "\n").utf8))) as? [String: Any] ?? [:]
+        return (Int(lines.last ?? "") ?? 0, json)
+    }
+
+    /// Rows in the store: captured and imported, read with Python's sqlite3.
+    static func storeCounts(_ appliance: Appliance, path: String = "%") throws -> (captured: Int, imported: Int) {
+        let script = """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1], timeout=10)
+            print(*c.execute("SELECT count(*) - count(imported), count(imported) FROM exchanges WHERE path LIKE ?", (sys.argv[2],)).fetchone())
+            """
+        let r = try Command.run("/usr/bin/python3", ["-c", script, appliance.group.appendingPathComponent("capture.sqlite").path, path])
+        let numbers = r.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        guard numbers.count == 2 else { throw Failure("cannot count the store's rows: \(r.stdout) \(r.stderr)") }
+        return (numbers[0], numbers[1])
+    }
+
+    static func kilobytes(_ value: String?) -> Int { Int(value?.split(separator: " ").first ?? "") ?? 0 }
+
+    @Test func aLargeHARImportIsBoundedLetsCaptureGoOnAndNeverEvictsCapturedExchanges() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: """
+            {"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}, "capture": {"max_exchanges": 50000}}
+            """)
+        try appliance.start()
+        try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
+        let pid = Int32(try #require(try appliance.status().int("web.pid")))
+        for i in 0..<5 { #expect(try appliance.curl("http://127.0.0.1:\(origin.port)/before/\(i)").code == 200) }
+        try waitUntil("5 captured rows", timeout: 5) { try Self.storeCounts(appliance) == (5, 0) }
+        let resident = Self.kilobytes(ProcessProbe.status(pid)["VmRSS"])
+
+        // More entries than the store has room for: refused, saying how many fit; nothing kept.
+        let tooMany = try Self.importHAR(appliance, try Self.har(appliance, entries: 60_000))
+        #expect(tooMany.code == 409)
+        #expect((tooMany.json["error"] as? String)?.contains("room for 49995 more") == true, "\(tooMany.json)")
+        #expect(try Self.storeCounts(appliance) == (5, 0))
+
+        // 40,000 entries (10 MB) while capture goes on: all stored, every captured row kept.
+        let file = try Self.har(appliance, entries: 40_000)
+        let live = try Command.start("/bin/sh", ["-c", """
+            for i in $(seq 1 20); do curl -s -o /dev/null -w '%{http_code}\\n' --max-time 10 -x http://127.0.0.1:\(try appliance.proxyPort) \
+              http://127.0.0.1:\(origin.port)/during/$i; sleep 0.1; done
+            """], in: appliance.base)
+        let started = Date()
+        let imported = try Self.importHAR(appliance, file)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(imported.code == 200 && imported.json["imported"] as? Int == 40_000, "\(imported)")
+        let codes = try live.finish(timeout: 60).stdout.split(separator: "\n")
+        #expect(codes.count == 20 && codes.allSatisfy { $0 == "200" }, "\(codes)")
+        try waitUntil("every captured row", timeout: 10) { try Self.storeCounts(appliance) == (25, 40_000) }
+        // The web front read it an entry at a time: its peak is far from the file's tree (75 times the file).
+        let peak = Self.kilobytes(ProcessProbe.status(pid)["VmHWM"])
+        let size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int ?? 0) / 1024
+        #expect(peak - resident < 160 * 1024, "peak \(peak) kB, \(resident) kB before, a file of \(size) kB, \(seconds) s")
+        print("HAR import: \(size) kB, 40000 entries in \(String(format: "%.1f", seconds)) s; web front \(resident) kB before, peak \(peak) kB")
+
+        // The store full to capture.max_exchanges by an import: capture goes on within it.
+        let rest = try Self.importHAR(appliance, try Self.har(appliance, entries: 9_975))
+        #expect(rest.code == 200, "\(rest)")
+        for i in 0..<10 { #expect(try appliance.curl("http://127.0.0.1:\(origin.port)/after/\(i)").code == 200) }
+        try waitUntil("the newest captured rows", timeout: 10) { try Self.storeCounts(appliance, path: "/after/%").captured == 10 }
+        let counts = try Self.storeCounts(appliance)
+        #expect(counts.captured + counts.imported == 50_000, "\(counts)")
+    }
+}
+
 /// The page's actions go through the same paths as the CLI's, against the
 /// real tunnel.
 extension WebFrontProcessTests {

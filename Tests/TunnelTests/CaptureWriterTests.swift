@@ -73,4 +73,55 @@ import Testing
         writer.whenCaughtUp(on: loop) { immediate.succeed() }
         try await immediate.futureResult.get()
     }
+
+    /// One client's flood of DNS queries: past its rate it is answered
+    /// REFUSED and nothing is recorded; what is recorded is trimmed within
+    /// `capture.max_dns_rows`, and the exchanges stay.
+    @Test func aDNSFloodIsRateLimitedAndNeverEvictsExchanges() async throws {
+        let (writer, traffic, dir) = try writer()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var settings = AppSettings()
+        settings.maxExchanges = 100
+        settings.maxDNSRows = 150
+        writer.apply(settings)
+        for i in 0..<20 { writer.submit(record(i)) }
+        await writer.flush()
+        // No DNS server: each query forwarded is answered SERVFAIL at once, and recorded.
+        let empty = dir.appendingPathComponent("resolv.conf")
+        try Data().write(to: empty)
+        let forwarder = DNSForwarder(group: MultiThreadedEventLoopGroup.singleton, capture: writer, devices: DeviceRegistry(), names: DNSNames())
+        forwarder.apply(settings, resolvConf: empty.path)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let rcodes = Mutex<[String: [UInt8]]>([:])
+        func ask(_ client: String, _ i: Int) throws {
+            var query: [UInt8] = [UInt8(truncatingIfNeeded: i >> 8), UInt8(truncatingIfNeeded: i), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
+            for label in ["q\(i)", "example", "com"] {
+                query.append(UInt8(label.utf8.count))
+                query.append(contentsOf: Array(label.utf8))
+            }
+            query.append(contentsOf: [0, 0, 1, 0, 1])
+            forwarder.forward(ByteBuffer(bytes: query), from: try SocketAddress(ipAddress: client, port: 40_000), transport: "tcp", on: loop) { answer in
+                let rcode = answer.getInteger(at: 3, as: UInt8.self).map { $0 & 0x0F } ?? 0xFF
+                rcodes.withLock { $0[client, default: []].append(rcode) }
+            }
+        }
+        let started = DeviceRegistry.monotonic()
+        for i in 0..<3_000 { try ask("10.0.0.9", i) }
+        let elapsed = DeviceRegistry.monotonic() - started
+        try ask("10.0.0.10", 1)
+        await writer.flush()
+        let flood = rcodes.withLock { $0["10.0.0.9"] ?? [] }
+        #expect(flood.count == 3_000)
+        let forwarded = flood.filter { $0 == 2 }.count
+        #expect(forwarded >= 200 && Double(forwarded) <= 201 + 100 * elapsed, "\(forwarded) in \(elapsed) s")
+        #expect(flood.filter { $0 == 5 }.count == 3_000 - forwarded)
+        #expect(forwarder.refusedQueries == 3_000 - forwarded)
+        // Another client is served as before.
+        #expect(rcodes.withLock { $0["10.0.0.10"] } == [2])
+        var all = TrafficRepository.Filter()
+        all.limit = 10_000
+        let rows = try traffic.list(all)
+        #expect(rows.filter { !$0.isDNS }.count == 20)
+        #expect(rows.filter(\.isDNS).count == 150)
+    }
 }

@@ -118,6 +118,43 @@ import Testing
         }
     }
 
+    @Test func aHARImportNeverPushesCapturedRowsOutAndAFailureKeepsNothing() async throws {
+        let fixture = try WebFixture()
+        try Data(#"{"capture": {"max_exchanges": 2000}}"#.utf8).write(to: fixture.paths.settings)
+        try fixture.insert(10)
+        @Sendable func har(_ count: Int, bad: Int? = nil) -> ByteBuffer {
+            let entries = (0..<count).map { i in
+                i == bad ? #"{"request": {"method": "GET", "url": "ftp://nope.example/"}}"#
+                    : #"{"request": {"method": "GET", "url": "https://imported.example.com/\#(i)"}, "response": {"status": 200, "content": {"text": "x"}}}"#
+            }
+            return ByteBuffer(string: #"{"log": {"version": "1.2", "entries": [\#(entries.joined(separator: ","))], "pages": []}}"#)
+        }
+        try await application(fixture).test(.router) { client in
+            var headers = page
+            headers[.cookie] = fixture.cookie
+            // 1,991 entries, room for 1,990: refused, saying so; nothing stored.
+            try await client.execute(uri: "/api/har?name=big.har", method: .post, headers: headers, body: har(1_991)) { response throws in
+                #expect(response.status == .conflict)
+                let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+                #expect((body["error"] as? String)?.contains("room for 1990 more") == true, "\(body)")
+            }
+            #expect(try fixture.traffic.count() == 10)
+            // A bad entry after the first chunk was stored: the chunks stored are taken back.
+            try await client.execute(uri: "/api/har?name=bad.har", method: .post, headers: headers, body: har(1_500, bad: 1_200)) { response throws in
+                #expect(response.status == .unprocessableContent)
+                #expect(String(buffer: response.body).contains("entry 1201"))
+            }
+            #expect(try fixture.traffic.count() == 10)
+            try await client.execute(uri: "/api/har?name=fits.har", method: .post, headers: headers, body: har(1_990)) { response throws in
+                #expect(response.status == .ok)
+            }
+            var all = TrafficRepository.Filter()
+            all.limit = 5_000
+            let rows = try fixture.traffic.list(all)
+            #expect(rows.count == 2_000 && rows.filter { $0.imported == nil }.count == 10)
+        }
+    }
+
     @Test func clearingTheCaptureNeedsAConfirmationAndIdsGoOn() async throws {
         let fixture = try WebFixture()
         try fixture.insert(10)
@@ -154,6 +191,22 @@ import Testing
         #expect(throws: HARImport.Failure.self) {
             try HARImport.records(har(#"{"request": {"method": "GET /x HTTP/1.1\r\nHost: evil", "url": "http://a.example/"}}"#), name: "evil.har")
         }
+    }
+
+    @Test func aHARFileIsReadAnEntryAtATimeWhateverItsLayout() throws {
+        // A BOM, keys in any order, strings that hold brackets and escaped quotes, numbers and literals to skip.
+        let text = "\u{FEFF}" + #"""
+             {"comment": "{[\"]}", "log": {"pages": [{"id": "p", "n": [1, -2.5e3, true, null]}], "version": "1.2",
+              "entries": [ {"request": {"method": "GET", "url": "https://a.example/{x}", "headers": [{"name": "X-Q", "value": "\"]}"}]}},
+                           {"request": {"method": "POST", "url": "http://b.example/"}} ], "creator": {}}, "z": 0}
+            """#
+        let records = try HARImport.records(Data(text.utf8), name: "odd.har")
+        #expect(records.map(\.host) == ["a.example", "b.example"])
+        #expect(ExchangeRecord.decodeHeaders(records[0].requestHeaders).first?.1 == "\"]}")
+        for broken in [#"{"log": {"entries": [{"request": {}}"#, #"{"log": {"entries": [1]}}"#, #"{"log": {}}"#, #"[]"#, #"{"log": {"entries": []}} x"#, ""] {
+            #expect(throws: HARImport.Failure.self, "\(broken)") { try HARImport.records(Data(broken.utf8), name: "bad.har") }
+        }
+        #expect(try HARImport.records(Data(#"{"log": {"entries": []}}"#.utf8), name: "empty.har").isEmpty)
     }
 
     @Test func aDecompressionBombIsNotDecodedPastTheLimit() throws {
