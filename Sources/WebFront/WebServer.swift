@@ -140,8 +140,8 @@ extension WebServer {
     }
 
     /// The onboarding listener: plain HTTP/1.1, its own routes, no token.
-    public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, group: any EventLoopGroup, logger: Logger) async throws {
-        let responder = OnboardingRoutes(paths: paths, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
+    public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, settings: OnboardingSettings, group: any EventLoopGroup, logger: Logger) async throws {
+        let responder = OnboardingRoutes(paths: paths, settings: settings, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
         let table = ConnectionTable(limit: maxConnections)
         let channel = HTTP1Channel(responder: { request, writer, channel in
             let context = OnboardingContext(source: .init(channel: channel, logger: logger))

@@ -137,4 +137,24 @@ import Glibc
     static let slowRows = 4_000
     static let slowLength = 200
     static let slowFilter = "~u a.*a.*a.*z"
+
+    @Test func thePACIsServedFromTheSettingsInForce() async throws {
+        let settings = #"{"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#
+        let appliance = try Appliance(settings: settings)
+        try appliance.start()
+        try waitUntil("the onboarding listener is up", timeout: 10) { try appliance.status().string("web.onboarding.bound") != nil }
+        let pac = "http://\(try #require(try appliance.status().string("web.onboarding.bound")))/proxy.pac"
+        func fetch() throws -> String { try Command.run("/usr/bin/curl", ["-sS", "--max-time", "5", pac]).stdout }
+        #expect(try fetch().contains(#"return "PROXY 127.0.0.1:0; DIRECT";"#))
+        // A save that does not parse: the settings in force still answer
+        // (not the defaults' 127.0.0.1:9090).
+        try Data("{\"proxy\": {\"listen\": [".utf8).write(to: appliance.settingsURL)
+        usleep(1_000_000)
+        let broken = try fetch()
+        #expect(broken.contains(#"return "PROXY 127.0.0.1:0; DIRECT";"#), "\(broken)")
+        // A good save is picked up: no listener on this address now.
+        try AtomicFile.write(Data(#"{"proxy": {"listen": ["127.0.0.2:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#.utf8),
+                             to: appliance.settingsURL, mode: 0o664)
+        try waitUntil("the new settings are served", timeout: 5) { try fetch().contains(#"return "DIRECT";"#) }
+    }
 }
