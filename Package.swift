@@ -128,6 +128,7 @@ let package = Package(
                 "ProxyClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -80,15 +80,20 @@ public enum HAR {
         return entry
     }
 
+    /// Tunnels have no HTTP to show.
+    public static func isExported(_ r: ExchangeRecord) -> Bool { r.tlsMode != .passthrough && r.method != "CONNECT" }
+
+    public static var creator: [String: Any] { ["name": "Busymate", "version": BusymateVersion.current] }
+
     /// A HAR file of `records` (newest first, as `list` gives them),
     /// oldest first as a browser records them; tunnels have no HTTP to
     /// show. Returns it and how many entries it has.
     public static func document(_ records: [ExchangeRecord], bodies: BodyStore, redact: Bool) throws -> (Data, Int) {
-        let entries = records.reversed().filter { $0.tlsMode != .passthrough && $0.method != "CONNECT" }.map { entry($0, bodies: bodies, redact: redact) }
+        let entries = records.reversed().filter(isExported).map { entry($0, bodies: bodies, redact: redact) }
         let document: [String: Any] = [
             "log": [
                 "version": "1.2",
-                "creator": ["name": "Busymate", "version": BusymateVersion.current],
+                "creator": creator,
                 "pages": [] as [Any],
                 "entries": entries,
             ] as [String: Any],

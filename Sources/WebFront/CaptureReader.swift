@@ -49,9 +49,13 @@ public final class CaptureReader: Sendable {
     }
 
     /// Runs `body` with the repositories on NIO's thread pool: SQLite
-    /// blocks, and the concurrency pool has one thread per core.
-    public func read<T: Sendable>(writing: Bool = false, _ body: @escaping @Sendable (Repositories) throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive { [self] in
+    /// blocks, and the concurrency pool has one thread per core. A `.slow`
+    /// read (`QueryLane`) runs on threads of its own on a handle of its own,
+    /// and is interrupted when its task is cancelled (the client left).
+    public func read<T: Sendable>(writing: Bool = false, lane: QueryLane = .cheap,
+                                  _ body: @escaping @Sendable (Repositories) throws -> T) async throws -> T {
+        if lane == .slow && !writing { return try await slowRead(body) }
+        return try await NIOThreadPool.singleton.runIfActive { [self] in
             let db = try open(readOnly: !writing)
             do {
                 return try body(Repositories(database: db))
@@ -59,6 +63,37 @@ public final class CaptureReader: Sendable {
                 reset()
                 throw error
             }
+        }
+    }
+
+    /// Slow reads at once; more wait for a thread (a cancelled one leaves
+    /// the queue). Their own threads: cheap reads never wait behind them.
+    static let slowThreads = 2
+    private static let slowPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: slowThreads)
+        pool.start()
+        return pool
+    }()
+
+    private func slowRead<T: Sendable>(_ body: @escaping @Sendable (Repositories) throws -> T) async throws -> T {
+        let running = RunningQuery()
+        return try await withTaskCancellationHandler {
+            try await Self.slowPool.runIfActive { [self] in
+                // A handle of its own: interrupting it stops this query alone.
+                var handle: (CaptureDatabase, UInt64)?
+                let db = try open(&handle, readOnly: true)
+                try running.start(db)
+                defer { running.finish() }
+                do {
+                    return try body(Repositories(database: db))
+                } catch {
+                    // Interrupted: SQLite says so with an error of its own.
+                    if running.isCancelled { throw CancellationError() }
+                    throw error
+                }
+            }
+        } onCancel: {
+            running.cancel()
         }
     }
 

@@ -56,7 +56,7 @@ struct ExchangeRoutes<Context: RequestContext> {
         }
         let page = filter
         do {
-            let (rows, last) = try await reader.read { repos in
+            let (rows, last) = try await reader.read(lane: QueryLane.of(page.expression)) { repos in
                 let records = try repos.traffic.list(page)
                 return (try WebRows.rows(records, repos), records.count == limit ? records.last?.id : nil)
             }

@@ -24,11 +24,11 @@ struct SessionRoutes<Context: RequestContext> {
             case let .success(f): filter = f
             case let .failure(failure): return failure.response
             }
-            let redact = query.flag("redact")
-            let data = try await reader.read { repos in try HAR.document(try repos.traffic.list(filter), bodies: repos.bodies, redact: redact).0 }
+            let export = HARExport(reader: reader, filter: filter, redact: query.flag("redact"))
+            let ids = try await export.ids()
             let stamp = DatabaseDateText.iso8601(Date()).prefix(19).replacingOccurrences(of: ":", with: "")
             return Response(status: .ok, headers: [.contentType: "application/json", .contentDisposition: "attachment; filename=\"busymate-\(stamp).har\""],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+                            body: export.body(ids))
         }
         router.post("/api/har") { request, _ in
             let name = QueryItems(request.uri.query)["name"].map(Self.fileName) ?? "import.har"

@@ -76,17 +76,26 @@ public enum WebMain {
         if prepared.supervised { await link.attachIfNeeded() }
         logger.info("serving the web page", metadata: ["LISTENER": "\(prepared.listener.bound)"])
 
+        // Read once here, and again when the file changes.
+        let onboardingSettings: OnboardingSettings?
+        if prepared.onboarding != nil { onboardingSettings = await OnboardingSettings.load(paths) } else { onboardingSettings = nil }
+
         var jobs: [DaemonJob] = []
         if let notifier {
-            jobs.append(.notifications(notifier) { note in await app.feed.notified(note.name) })
+            jobs.append(.notifications(notifier) { note in
+                if note.name == .settingsDidChange { await onboardingSettings?.reload() }
+                await app.feed.notified(note.name)
+            })
         }
         if let watcher = DaemonJob.groupWatcher(paths, { file in
             if file == .controlSocket { await link.attachIfNeeded() }
+            if file == .settings { await onboardingSettings?.reload() }
         }) { jobs.append(watcher) }
         jobs.append(DaemonJob("live tick") {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
                 await link.attachIfNeeded()
+                await onboardingSettings?.retryIfUnread()
                 await app.feed.tick()
             }
         })
@@ -96,11 +105,11 @@ public enum WebMain {
                 await app.feed.poll()
             }
         })
-        if let onboarding = prepared.onboarding {
+        if let onboarding = prepared.onboarding, let onboardingSettings {
             logger.info("serving the onboarding pages", metadata: ["LISTENER": "\(onboarding.bound)"])
             jobs.append(DaemonJob("onboarding server") {
                 do {
-                    try await WebServer.serveOnboarding(descriptor: onboarding.descriptor, paths: paths, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+                    try await WebServer.serveOnboarding(descriptor: onboarding.descriptor, paths: paths, settings: onboardingSettings, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
                 } catch {
                     logger.error("the onboarding server stopped", metadata: ["ERROR": "\(error)"])
                 }

@@ -5,7 +5,6 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
-import Synchronization
 import Logging
 import NIOCore
 import NIOExtras
@@ -16,16 +15,26 @@ import ServiceLifecycle
 /// over (Hummingbird binds its own; this takes a descriptor), HTTP/1.1 with
 /// the WebSocket upgrade.
 public enum WebServer {
-    /// Connections served at once; past it, new ones are closed at once.
+    /// Connections served at once; past it, a new one takes the place of
+    /// the one that has waited longest for a request (`ConnectionTable`).
     public static let maxConnections = 1_024
+    /// A connection waiting for a request, sending nothing, is closed after this.
+    static let silence = TimeAmount.seconds(30)
+    /// A request head must be whole within this of its first byte (`RequestClock`).
+    static let headTimeout = TimeAmount.seconds(10)
 
     public static func serve<Responder: HTTPResponder>(descriptor: Int32, responder: Responder, group: any EventLoopGroup, logger: Logger,
                                                        onShutdown: @escaping @Sendable () async -> Void) async throws
     where Responder.Context == WebApp.Context {
+        let table = ConnectionTable(limit: maxConnections)
         let channel = HTTP1WebSocketUpgradeChannel(
             responder: { request, writer, channel in
                 let context = WebApp.Context(source: .init(channel: channel, logger: logger))
-                try await respond(to: request, with: responder, context: context, writer: writer) { error in
+                try await respond(to: request, with: responder, context: context, writer: writer, channel: channel, table: table) { error in
+                    if error is CancellationError {
+                        logger.info("a request stopped: its client left", metadata: ["PATH": "\(request.uri.path)"])
+                        return WebJSON.error(.serviceUnavailable, "stopped: the client left")
+                    }
                     logger.error("a route failed", metadata: ["PATH": "\(request.uri.path)", "ERROR": "\(error)"])
                     // What SQLite said, never the statement (a filter's SQL was echoed to the page).
                     guard StoreHealth.isStoreError(error) else { return WebJSON.error(.internalServerError, "\(error)") }
@@ -33,21 +42,20 @@ public enum WebServer {
                 }
             },
             webSocketResponder: responder,
-            configuration: .init(http1: .init(idleTimeout: .seconds(75)),
-                                 // Pings keep a quiet page's socket under the silence limit below.
+            configuration: .init(http1: .init(additionalChannelHandlers: [RequestPhase()], idleTimeout: .seconds(75)),
+                                 // Pings keep a dead page's socket from staying for ever.
                                  ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(20)))))
-        try await serve(descriptor: descriptor, childChannel: channel, group: group, logger: logger, onShutdown: onShutdown)
+        try await serve(descriptor: descriptor, childChannel: channel, table: table, group: group, logger: logger, onShutdown: onShutdown)
     }
 
     /// Serves `childChannel` (an HTTP/1 channel, with or without the
     /// WebSocket upgrade) on a handed-over listening socket until graceful
     /// shutdown; shared by the page and the onboarding listener.
-    static func serve<Child: ServerChildChannel>(descriptor: Int32, childChannel channel: Child, group: any EventLoopGroup, logger: Logger,
-                                                 onShutdown: @escaping @Sendable () async -> Void) async throws {
+    static func serve<Child: ServerChildChannel>(descriptor: Int32, childChannel channel: Child, table: ConnectionTable, group: any EventLoopGroup,
+                                                 logger: Logger, onShutdown: @escaping @Sendable () async -> Void) async throws {
         // What clients get wrong is theirs, not this log's: Hummingbird logs a
         // bad request or a dropped upgrade at error level, once per connection.
         let connectionLogger = { var quiet = logger; quiet.logLevel = .critical; return quiet }()
-        let open = ConnectionCount()
         // Graceful shutdown as Hummingbird's own server does it: stop
         // accepting, let each connection finish the request it is on.
         let quiesce = ServerQuiescingHelper(group: group)
@@ -59,9 +67,19 @@ public enum WebServer {
             .bind(NIOBSDSocket.Handle(descriptor)) { child in
                 // Hummingbird times a connection out only once a request head
                 // is read: one that sends nothing (or a byte now and then)
-                // would stay for ever. Thirty seconds of silence close it.
+                // would stay for ever. A bound on connections: no one
+                // without the token fills the descriptor table, or keeps
+                // others out.
                 child.eventLoop.makeCompletedFuture {
-                    try child.pipeline.syncOperations.addHandlers([IdleStateHandler(readTimeout: .seconds(30)), CloseWhenSilent()])
+                    if let id = table.admit(child) {
+                        let clock = RequestClock(headTimeout: Self.headTimeout, silence: Self.silence, table: table, id: id)
+                        try child.pipeline.syncOperations.addHandler(clock)
+                    } else {
+                        // Every slot is answering a request. Closed at once, but still
+                        // finished through the channel's own handling: an async
+                        // channel dropped unfinished traps.
+                        child.close(promise: nil)
+                    }
                 }.flatMap { channel.setup(channel: child, logger: connectionLogger) }
             }
         await withTaskGroup(of: Void.self) { outer in
@@ -71,18 +89,7 @@ public enum WebServer {
                     do {
                         try await server.executeThenClose { inbound in
                             for try await child in inbound {
-                                // A bound on connections: no one without the token fills the descriptor table.
-                                guard open.enter(below: Self.maxConnections) else {
-                                    // Closed at once, but still finished through the channel's
-                                    // own handling: an async channel dropped unfinished traps.
-                                    child.channel.close(promise: nil)
-                                    tasks.addTask { await channel.handle(value: child, logger: connectionLogger) }
-                                    continue
-                                }
-                                tasks.addTask {
-                                    await channel.handle(value: child, logger: connectionLogger)
-                                    open.leave()
-                                }
+                                tasks.addTask { await channel.handle(value: child, logger: connectionLogger) }
                             }
                         }
                     } catch {
@@ -113,58 +120,38 @@ public enum WebServer {
     }
 }
 
-/// Closes a connection that has sent nothing for its read timeout.
-final class CloseWhenSilent: ChannelInboundHandler, RemovableChannelHandler, Sendable {
-    typealias InboundIn = NIOAny
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            context.close(promise: nil)
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-}
-
-/// How many connections are being served.
-final class ConnectionCount: Sendable {
-    private let count = Mutex(0)
-
-    func enter(below limit: Int) -> Bool {
-        count.withLock { n in
-            guard n < limit else { return false }
-            n += 1
-            return true
-        }
-    }
-
-    func leave() { count.withLock { $0 -= 1 } }
-}
-
 extension WebServer {
-    /// A route's response, its HTTP error's, or `failed`'s for any other error.
+    /// A route's response, its HTTP error's, or `failed`'s for any other
+    /// error. The route runs in a task of its own, cancelled if the client
+    /// leaves first: a slow query stops (`CaptureReader`).
     static func respond<Responder: HTTPResponder>(to request: Request, with responder: Responder, context: Responder.Context, writer: consuming ResponseWriter,
-                                                  failed: (Error) -> Response) async throws where Responder.Context: RequestContext {
-        let response: Response
-        do {
-            response = try await responder.respond(to: request, context: context)
-        } catch let error as any HTTPResponseError {
-            response = try error.response(from: request, context: context)
-        } catch {
-            response = failed(error)
+                                                  channel: any Channel, table: ConnectionTable,
+                                                  failed: @escaping @Sendable (Error) -> Response) async throws where Responder.Context: RequestContext {
+        let route = Task {
+            do {
+                return try await responder.respond(to: request, context: context)
+            } catch let error as any HTTPResponseError {
+                return try error.response(from: request, context: context)
+            } catch {
+                return failed(error)
+            }
         }
+        table.onLeave(channel) { route.cancel() }
+        defer { table.onLeave(channel, nil) }
+        let response = try await withTaskCancellationHandler { try await route.value } onCancel: { route.cancel() }
         try await writer.write(response: response.head, body: response.body)
     }
 
     /// The onboarding listener: plain HTTP/1.1, its own routes, no token.
-    public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, group: any EventLoopGroup, logger: Logger) async throws {
-        let responder = OnboardingRoutes(paths: paths, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
+    public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, settings: OnboardingSettings, group: any EventLoopGroup, logger: Logger) async throws {
+        let responder = OnboardingRoutes(paths: paths, settings: settings, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
+        let table = ConnectionTable(limit: maxConnections)
         let channel = HTTP1Channel(responder: { request, writer, channel in
             let context = OnboardingContext(source: .init(channel: channel, logger: logger))
-            try await respond(to: request, with: responder, context: context, writer: writer) { error in
+            try await respond(to: request, with: responder, context: context, writer: writer, channel: channel, table: table) { error in
                 OnboardingRoutes.response(.internalServerError, type: "text/plain; charset=utf-8", body: Data("\(error)\n".utf8))
             }
-        }, configuration: .init(idleTimeout: .seconds(30)))
-        try await serve(descriptor: descriptor, childChannel: channel, group: group, logger: logger) {}
+        }, configuration: .init(additionalChannelHandlers: [RequestPhase()], idleTimeout: .seconds(30)))
+        try await serve(descriptor: descriptor, childChannel: channel, table: table, group: group, logger: logger) {}
     }
 }

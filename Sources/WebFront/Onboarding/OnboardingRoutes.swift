@@ -9,12 +9,13 @@ import NIOCore
 /// nothing else is served: not the page, not the API.
 struct OnboardingRoutes {
     let paths: GroupPaths
+    let settings: OnboardingSettings
     let log: OnboardingLogWriter
 
     func router() -> Router<OnboardingContext> {
         let router = Router(context: OnboardingContext.self)
         router.get("/proxy.pac") { _, context in
-            let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
+            let settings = settings.current
             let proxy = Self.proxy(for: context.localAddress, in: settings)
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
             return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context)).utf8))
@@ -22,7 +23,7 @@ struct OnboardingRoutes {
         router.get("/ca.pem") { _, context in try await ca(paths.caPEM, name: "busymate-ca.pem", context: context) }
         router.get("/ca.der") { _, context in try await ca(paths.caDER, name: "busymate-ca.der", context: context) }
         router.get("/") { _, context in
-            let settings = SettingsFile.read(paths.settings).settings ?? AppSettings()
+            let settings = settings.current
             let reached = context.localAddress.map(Self.authority) ?? "this-machine"
             let page = OnboardingPage.html(pacURL: "http://\(reached)/proxy.pac", caURL: "http://\(reached)/ca.pem",
                                            proxy: Self.proxy(for: context.localAddress, in: settings), transparent: settings.mode == .transparent)
@@ -35,7 +36,7 @@ struct OnboardingRoutes {
         guard let data = try? GroupFileReader.read(file, limit: 1 << 20) else {
             return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data("the CA is not there yet\n".utf8))
         }
-        if let client = Self.counted(context, SettingsFile.read(paths.settings).settings ?? AppSettings()) { await log.count(.ca, by: client) }
+        if let client = Self.counted(context, settings.current) { await log.count(.ca, by: client) }
         var response = Self.response(.ok, type: "application/x-x509-ca-cert", body: data)
         response.headers[.contentDisposition] = "attachment; filename=\"\(name)\""
         return response
