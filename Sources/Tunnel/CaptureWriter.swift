@@ -50,7 +50,13 @@ public final class CaptureWriter: CaptureSink {
         self.init(store: StoreHandle(database), notifier: notifier)
     }
 
-    public init(store: StoreHandle, notifier: Notifier?) {
+    /// How often, while capture goes on, body files no row names are swept.
+    /// bodies/ is sticky: a web front's "clear" cannot remove the tunnel's
+    /// files, it drops their rows and leaves the files to this sweep.
+    let sweepInterval: Duration
+
+    public init(store: StoreHandle, notifier: Notifier?, sweepInterval: Duration = .seconds(300)) {
+        self.sweepInterval = sweepInterval
         self.store = store
         bodies = BodyStore(paths: store.database.paths)
         spares = SpareBodyFiles(store: bodies)
@@ -156,10 +162,16 @@ public final class CaptureWriter: CaptureSink {
     /// write throws, and the last batch would be lost at exit.
     public func run() async {
         sweepOrphans()
+        let clock = ContinuousClock()
+        var lastSweep = clock.now
         for await _ in wakes {
             // Let a burst gather into one transaction.
             try? await Task.sleep(for: .milliseconds(20))
             await flush()
+            if clock.now - lastSweep >= sweepInterval {
+                lastSweep = clock.now
+                sweepOrphans()
+            }
         }
         await flush()
     }

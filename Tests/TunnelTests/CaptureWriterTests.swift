@@ -20,6 +20,37 @@ import Testing
         ExchangeRecord(scheme: "http", method: "GET", host: "h", port: 80, path: "/\(i)", url: "http://h/\(i)", tlsMode: .none)
     }
 
+    @Test func bodyFilesNoRowNamesAreSweptWhileCaptureGoesOn() async throws {
+        let dir = URL(fileURLWithPath: "/tmp/bmw-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = try CaptureDatabase(paths: GroupPaths(root: dir))
+        let writer = CaptureWriter(store: StoreHandle(database), notifier: nil, sweepInterval: .zero)
+        let running = Task { await writer.run() }
+        // Past the sweep at start: a first exchange is stored.
+        writer.submit(record(0))
+        let clock = ContinuousClock()
+        let started = clock.now + .seconds(5)
+        while (try? TrafficRepository(database: database).count()) != 1 && clock.now < started {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        // What a web front's "clear" leaves in the sticky bodies/: files whose rows are gone.
+        let bodies = dir.appendingPathComponent("bodies")
+        try FileManager.default.createDirectory(at: bodies, withIntermediateDirectories: true)
+        let orphan = bodies.appendingPathComponent("cleared.response")
+        try Data("left behind".utf8).write(to: orphan)
+        var old = [timeval(tv_sec: time(nil) - 3600, tv_usec: 0), timeval(tv_sec: time(nil) - 3600, tv_usec: 0)]
+        #expect(utimes(orphan.path, &old) == 0)
+        writer.submit(record(1))
+        let deadline = clock.now + .seconds(5)
+        while FileManager.default.fileExists(atPath: orphan.path) && clock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(!FileManager.default.fileExists(atPath: orphan.path), "the orphan is still there")
+        writer.finish()
+        await running.value
+    }
+
     @Test func theProxyIsHeldBackWhileTheStoreIsBehindAndLetGoOnceItCatchesUp() async throws {
         let (writer, traffic, dir) = try writer()
         defer { try? FileManager.default.removeItem(at: dir) }
