@@ -26,8 +26,9 @@ round2=$(sed -n '/^<!-- round 2 -->$/,/^<!-- \/round 2 -->$/p' RELIABILITY.md 2>
 {
   echo "# Reliability"
   echo
-  echo "What was run against Busymate from outside, and what held. Every figure below"
-  echo "is copied from the suites' own output by \`scripts/reliability-report.sh\`"
+  echo "What was run against Busymate from outside, and what held. The round-2 table"
+  echo "is written by hand from each item's probe and test; every figure after it is"
+  echo "copied from the suites' own output by \`scripts/reliability-report.sh\`"
   echo "(commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores)."
   echo
   if [ -n "$round2" ]; then
