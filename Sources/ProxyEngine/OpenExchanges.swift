@@ -32,6 +32,11 @@ public final class OpenExchanges: Sendable {
         }
     }
 
+    /// The request ids open now (the body files they may be writing).
+    public func requestIDs() -> Set<String> {
+        table.withLock { Set($0.entries.keys) }
+    }
+
     /// The open exchanges, oldest first (the first `OpenExchangesFile.limit`),
     /// when anything changed since `since`; and the change count to pass next time.
     public func snapshot(since: Int?) -> (changes: Int, file: OpenExchangesFile?) {

@@ -170,7 +170,7 @@ public final class CaptureWriter: CaptureSink {
             await flush()
             if clock.now - lastSweep >= sweepInterval {
                 lastSweep = clock.now
-                sweepOrphans()
+                await sweepOrphansWhileCapturing()
             }
         }
         await flush()
@@ -315,6 +315,25 @@ public final class CaptureWriter: CaptureSink {
         return try? await NIOThreadPool.singleton.runIfActive {
             try bodies.body(of: record, direction).flatMap { BodyDecoder.decode($0, encoding: encoding)?.count }
         }
+    }
+
+    /// Body files no row names, untouched for an hour, of no exchange open
+    /// or waiting for its commit: what the page's "clear" left (it cannot
+    /// remove the tunnel's files in the sticky bodies/). Off the
+    /// cooperative pool: it lists the directory and reads the store.
+    private func sweepOrphansWhileCapturing() async {
+        var ids = open?.requestIDs() ?? []
+        pending.withLock { queue in for entry in queue { ids.insert(entry.record.requestID) } }
+        let busy = ids
+        let (traffic, bodies, logger) = (traffic, bodies, logger)
+        let removed = try? await NIOThreadPool.singleton.runIfActive { () -> Int in
+            let referenced = try traffic.bodyFiles()
+            let orphans = bodies.orphans(referenced: referenced, olderThan: 3600).filter { name in
+                !busy.contains(String(name.prefix { $0 != "." }))
+            }
+            return bodies.remove(orphans)
+        }
+        if let removed, removed > 0 { logger.notice("removed body files no exchange names", metadata: ["FILES": "\(removed)"]) }
     }
 
     /// Body files no row names, left by a tunnel that died between writing

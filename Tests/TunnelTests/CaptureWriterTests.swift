@@ -39,14 +39,21 @@ import Testing
         try FileManager.default.createDirectory(at: bodies, withIntermediateDirectories: true)
         let orphan = bodies.appendingPathComponent("cleared.response")
         try Data("left behind".utf8).write(to: orphan)
-        var old = [timeval(tv_sec: time(nil) - 3600, tv_usec: 0), timeval(tv_sec: time(nil) - 3600, tv_usec: 0)]
-        #expect(utimes(orphan.path, &old) == 0)
+        // And one of an exchange still open (a slow upload's body, as old).
+        let inFlight = bodies.appendingPathComponent("still-open.request")
+        try Data("uploading".utf8).write(to: inFlight)
+        writer.open?.opened(OpenExchangesFile.Entry(requestID: "still-open", startedAt: Date(), method: "POST", url: "http://h/up", client: nil))
+        for path in [orphan.path, inFlight.path] {
+            var old = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
+            #expect(utimes(path, &old) == 0)
+        }
         writer.submit(record(1))
         let deadline = clock.now + .seconds(5)
         while FileManager.default.fileExists(atPath: orphan.path) && clock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(!FileManager.default.fileExists(atPath: orphan.path), "the orphan is still there")
+        #expect(FileManager.default.fileExists(atPath: inFlight.path), "an open exchange's body file was swept")
         writer.finish()
         await running.value
     }
