@@ -27,7 +27,7 @@ struct CaptureFilterParser {
     /// Parentheses and `!` inside one another: the parser and the filter's
     /// tree recurse once per level, so a pasted wall of `(` must not take
     /// the stack (3,000 of them did).
-    static let maxDepth = 16
+    static let maxDepth = 12
     /// Clauses in one filter. Chains of `|` and `&` compile flat, and SQLite
     /// takes up to 1,000 terms in one expression (a `~h` is two).
     static let maxClauses = 300

@@ -213,6 +213,11 @@ import Testing
         #expect(try store.paths(String(repeating: "(!", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2)) == ["/users/9"])
         _ = try store.paths(String(repeating: "(~e | ~d a & !", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2))
         _ = try store.paths(String(repeating: "(~e | ~h a & !(~b x | ", count: depth / 3) + "~c 404" + String(repeating: "))", count: depth / 3))
+        // The dearest leaf to SQLite's parser (its SQL nests most) at the bottom of every shape.
+        for level in ["(~u a | ~u a & ", "!(~u a | ~h a & ", "(~e & !", "(~h a | !"] {
+            let count = depth / (level.filter { $0 == "(" || $0 == "!" }.count)
+            _ = try store.paths(String(repeating: level, count: count) + "~websocket" + String(repeating: ")", count: count * level.filter { $0 == "(" }.count))
+        }
         #expect(try store.paths(text) == ["/users/9"])
     }
 
