@@ -94,7 +94,8 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
     func sendAdded(_ connection: LiveConnection, _ outbound: WebSocketOutboundWriter) async throws {
         while true {
             let (filter, last, generation) = await connection.current()
-            let (rows, next, full) = try await reader.read { repos in
+            // A body search or a regular expression takes the slow lane here too: cheap reads keep theirs.
+            let (rows, next, full) = try await reader.read(lane: QueryLane.of(filter.expression)) { repos in
                 let (records, newest) = try repos.traffic.stored(after: last, filter)
                 let full = records.count == filter.limit
                 return (try WebRows.rows(records, repos), full ? records.last?.id ?? newest : newest, full)
