@@ -56,6 +56,11 @@ public enum GroupFileReader {
             }
         }
         defer { close(fd) }
+        // A hard link (of a file a group member could link) is no body the tunnel wrote.
+        var st = stat()
+        if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_nlink != 1 {
+            throw Failure(description: "\(path) has \(st.st_nlink) names (a hard link); refusing it")
+        }
         return try read(fd, path: path, limit: limit)
     }
 

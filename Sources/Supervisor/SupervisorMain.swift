@@ -7,7 +7,7 @@ import ServiceLifecycle
 public enum SupervisorMain {
     public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
                            webUser: String = TunnelIdentity.defaultWebUser, restartBackoffMax: Double = 30,
-                           privilegedPorts: PrivilegedPorts = PrivilegedPorts(), attachDeadline: Double = 15) async -> Int32 {
+                           privilegedPorts: PrivilegedPorts = PrivilegedPorts(), attachDeadline: Double = 30) async -> Int32 {
         // Another uid than the tunnel's (it cannot signal it, nor read its
         // secrets), in the tunnel's group (the store, settings, web-token).
         let webIdentity = TunnelIdentity(user: webUser, group: tunnelIdentity.group)

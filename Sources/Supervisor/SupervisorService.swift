@@ -59,7 +59,7 @@ public actor SupervisorService {
     let attachDeadline: TimeInterval
 
     init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
-         maxBackoff: Double = 30, attachDeadline: TimeInterval = 15) {
+         maxBackoff: Double = 30, attachDeadline: TimeInterval = 30) {
         backoff = RestartBackoff(max: maxBackoff)
         self.attachDeadline = attachDeadline
         self.paths = paths

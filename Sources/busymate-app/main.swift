@@ -13,7 +13,7 @@ var identity = TunnelIdentity.default
 var webUser = TunnelIdentity.defaultWebUser
 var backoffMax = 30.0
 var privileged = PrivilegedPorts()
-var attachDeadline = 15.0
+var attachDeadline = 30.0
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {

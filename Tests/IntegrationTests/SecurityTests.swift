@@ -120,8 +120,13 @@ import Glibc
         var st = stat()
         #expect(stat(bodies.path, &st) == 0 && st.st_mode & 0o7777 == 0o3770, "bodies/ is \(String(st.st_mode & 0o7777, radix: 8))")
         symlink(secret.path, bodies.appendingPathComponent("planted.request").path)
+        // A hard link too (where fs.protected_hardlinks lets one be made of a file one can read and write).
+        let linked = appliance.base.appendingPathComponent("linkable")
+        try Data("TOPSECRET-LINKED\n".utf8).write(to: linked)
+        #expect(link(linked.path, bodies.appendingPathComponent("linked.request").path) == 0)
         let relative = "../../" + secret.lastPathComponent
-        for (planted, why) in [(relative, "is not a file name"), ("planted.request", "symbolic link"), (secret.path, "is not a file name")] {
+        for (planted, why) in [(relative, "is not a file name"), ("planted.request", "symbolic link"), (secret.path, "is not a file name"),
+                               ("linked.request", "a hard link")] {
             try setColumn(appliance, id: id, "request_body_file", to: planted)
             for args in [["show", "\(id)", "--body", "request", "--no-pager"], ["show", "\(id)", "--save-body", "request", "-"],
                          ["curl", "\(id)"], ["resend", "\(id)"], ["show", "\(id)", "--json"]] {
