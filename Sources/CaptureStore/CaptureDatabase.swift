@@ -63,6 +63,15 @@ public final class CaptureDatabase: Sendable {
         }
     }
 
+    /// At a clean stop: every committed row into `capture.sqlite` and the
+    /// WAL emptied, so the one file is the whole capture (a user shares it
+    /// by copying it). Waits up to the busy timeout for readers.
+    public func checkpointAndTruncate() async throws {
+        try await pool.writeWithoutTransaction { db in
+            try db.checkpoint(.truncate)
+        }
+    }
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in

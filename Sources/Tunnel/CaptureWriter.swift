@@ -194,6 +194,17 @@ public final class CaptureWriter: CaptureSink {
         }
     }
 
+    /// After the last flush of a clean stop: the WAL into the store file.
+    public func checkpoint() async {
+        do {
+            try await store.database.checkpointAndTruncate()
+            logger.info("the capture store is checkpointed; capture.sqlite alone holds every exchange")
+        } catch {
+            logger.warning("cannot checkpoint the capture store at stop; its -wal file holds the latest exchanges",
+                           metadata: ["ERROR": "\(StoreHealth.describe(error))"])
+        }
+    }
+
     /// Ends `run()` after one last flush.
     public func finish() {
         wakeUp.finish()

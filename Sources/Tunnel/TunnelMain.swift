@@ -214,6 +214,7 @@ public enum TunnelMain {
         })
         await DaemonJob.runGroup(jobs, logger: logger) { await runtime.reloadSettings() }
         await capture?.flush()
+        await capture?.checkpoint()
         await runtime.finish()
         // The process ends here; the event loops go with it.
         logger.info("stopped")

@@ -301,6 +301,39 @@ def supervisor_kill(origin_port):
     a.stop()
 
 
+def clean_stop(origin_port):
+    say("")
+    say("## A clean stop leaves the whole capture in `capture.sqlite`")
+    a = Appliance(scratch("stop"))
+    a.start()
+    load = Load(a.port(), origin_port)
+    time.sleep(2)
+    load.stop()
+    answered = {r[0] for r in load.results if r[2]}
+    wait_until("every answered request is stored", lambda: answered <= a.store_ids(), 10)
+    a.process.terminate()
+    a.process.wait(30)
+    wal = os.path.join(a.group, "capture.sqlite-wal")
+    wal_size = os.path.getsize(wal) if os.path.exists(wal) else 0
+    # What a user sharing the capture copies: the one file.
+    copy = os.path.join(a.base, "shared-copy.sqlite")
+    shutil.copyfile(os.path.join(a.group, "capture.sqlite"), copy)
+    db = sqlite3.connect(copy, timeout=10)
+    try:
+        copied = {row[0].rsplit("/", 1)[-1] for row in db.execute("SELECT url FROM exchanges WHERE url LIKE '%/f/%'")}
+    except sqlite3.Error as e:
+        # Without a checkpoint even the schema can still be in the WAL.
+        say("- the copy cannot be read: %s" % e)
+        copied = set()
+    finally:
+        db.close()
+    say("- %d requests answered, then SIGTERM to the supervisor; the WAL left: %d bytes" % (len(answered), wal_size))
+    say("- `capture.sqlite` copied alone holds %d of them" % len(answered & copied))
+    must(wal_size == 0, "a clean stop left %d bytes of capture in capture.sqlite-wal" % wal_size)
+    must(answered <= copied, "capture.sqlite alone lacks %d of %d stored exchanges" % (len(answered - copied), len(answered)))
+    a.stop()
+
+
 def tunnel_restarts(origin_port):
     say("")
     say("## `busymate tunnel restart`, %d times under load" % ARGS.restarts)
@@ -579,7 +612,7 @@ def main():
     say("")
     say("From `make test-faults` (`tests/faults/run.py`), the real binaries in `%s`, %s." % (ARGS.bin, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     say("")
-    steps = (tunnel_kills, supervisor_kill, tunnel_restarts, broken_settings, disk_full, corrupt_store, locks, ca_files)
+    steps = (tunnel_kills, supervisor_kill, clean_stop, tunnel_restarts, broken_settings, disk_full, corrupt_store, locks, ca_files)
     if ARGS.only:
         steps = tuple(s for s in steps if s.__name__ == ARGS.only)
     failed_steps = 0
