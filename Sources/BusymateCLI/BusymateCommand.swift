@@ -9,7 +9,7 @@ public struct BusymateCommand: AsyncParsableCommand {
         commandName: "busymate",
         abstract: "Read and steer Busymate, the network debugger appliance.",
         version: BusymateVersion.current,
-        subcommands: [Status.self, List.self, Show.self, Tail.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
+        subcommands: [Status.self, List.self, Show.self, Tail.self, Mark.self, Comment.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
                       Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self])
 
     public init() {}

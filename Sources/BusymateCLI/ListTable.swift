@@ -5,7 +5,7 @@ import Foundation
 /// `busymate list` as a table: a header row; id, time (with the date when
 /// not today), method, status, response size and type, duration, flags
 /// (`R` a rule applied, `B` held at a breakpoint, `P` TLS passed through
-/// undecrypted), the URL and, for a failed exchange, why. Columns are as
+/// undecrypted, `M` marked), the URL and, for a failed exchange, why. Columns are as
 /// wide as their widest cell. On a terminal the URL is shortened to fit
 /// its width; to a pipe every line is whole.
 struct ListTable {
@@ -28,6 +28,7 @@ struct ListTable {
         time.dateFormat = dated ? "MM-dd HH:mm:ss" : "HH:mm:ss"
         let rows: [[String]] = records.map { r in
             let flags = (r.rule != nil ? "R" : "") + (held.contains(r.requestID) ? "B" : "") + (r.tlsMode == .passthrough ? "P" : "")
+                + (r.marker != nil ? "M" : "")
             return [String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r),
                     r.status == nil ? "-" : Self.size(r.responseBodySize), Self.kind(r.header("content-type", .response)),
                     r.durationMilliseconds.map(Self.duration) ?? "-", flags]

@@ -91,6 +91,9 @@ struct Show: AsyncParsableCommand {
                 out.append("resent from \(try StoreAccess.resentFrom(record, in: traffic).map { "\($0)" } ?? "an exchange no longer stored")")
             }
             if let rule = record.rule { out.append("rule: \(rule)") }
+            if let imported = record.imported { out.append("imported from \(imported)") }
+            if let marker = record.marker { out.append("marked: \(marker)") }
+            if let comment = record.comment { out.append("comment: \(comment)") }
             for event in (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [] {
                 let held = (event.resumedAt ?? Date()).timeIntervalSince(event.pausedAt)
                 out.append(String(format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held, event.outcome?.rawValue ?? "still held"))

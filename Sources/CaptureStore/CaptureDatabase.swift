@@ -193,6 +193,14 @@ public final class CaptureDatabase: Sendable {
                 t.add(column: "front_end", .text)
             }
         }
+        // A user's marks and comments (`busymate mark`, the page), as
+        // mitmproxy's; `~marked`, `~marker` and `~comment` scan.
+        migrator.registerMigration("v9: marks and comments") { db in
+            try db.alter(table: "exchanges") { t in
+                t.add(column: "marker", .text)
+                t.add(column: "comment", .text)
+            }
+        }
         return migrator
     }
 }

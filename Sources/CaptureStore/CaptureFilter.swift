@@ -46,10 +46,26 @@ public indirect enum CaptureFilter: Equatable, Sendable {
         case destination(String)
         /// `~websocket`: a WebSocket handshake that switched.
         case websocket
-        /// `~marked`
+        /// `~marked`: marked by a user (`busymate mark`, the page).
         case marked
-        /// `~replay`: resent from another exchange.
+        /// `~marker`: a mark that matches.
+        case marker(String)
+        /// `~comment`: a user's comment that matches.
+        case comment(String)
+        /// `~replay`, `~replayq`: resent from another exchange.
         case replay
+        /// `~replays`: a response replayed by the proxy; Busymate replays none.
+        case replayedResponse
+        /// `~s`: has a response.
+        case response
+        /// `~a`: the response is an asset (CSS, JavaScript, an image, a font), as mitmproxy's.
+        case asset
+        /// `~http`: an HTTP exchange (not a DNS query, not a passed-through or opaque tunnel).
+        case http
+        /// `~tcp`: a passed-through or opaque TCP tunnel.
+        case tcp
+        /// `~udp`: a UDP flow; Busymate records none but DNS (`~dns`).
+        case udp
         /// `~tls mitm|passthrough|none`
         case tls(TLS)
         /// `~rule NAME`: a rule that applied (a pattern over the names).

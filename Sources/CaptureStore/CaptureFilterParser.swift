@@ -149,7 +149,17 @@ struct CaptureFilterParser {
         case "q": return .noResponse
         case "websocket": return .websocket
         case "marked": return .marked
-        case "replay": return .replay
+        case "marker": return .marker(try pattern(needs()))
+        case "comment": return .comment(try pattern(needs()))
+        case "replay", "replayq": return .replay
+        case "replays": return .replayedResponse
+        case "s": return .response
+        case "a": return .asset
+        case "http": return .http
+        case "tcp": return .tcp
+        case "udp": return .udp
+        case "meta":
+            throw FilterError(position: start + 1, message: "~meta: Busymate keeps no flow metadata; ~comment and ~marker match what a user noted")
         case "d": return .domain(try pattern(needs()))
         case "u": return .url(try pattern(needs()))
         case "m": return .method(try pattern(needs()))

@@ -100,7 +100,14 @@ extension CaptureFilter {
         case let .source(pattern): return "busymate_match(\(pattern), client_address)"
         case let .destination(pattern): return "busymate_match(\(pattern), server_address)"
         case .websocket: return "coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0)"
-        case .marked: return "0"
+        case .marked: return "coalesce(marker <> '', 0)"
+        case let .marker(pattern): return "busymate_match(\(pattern), marker)"
+        case let .comment(pattern): return "busymate_match(\(pattern), comment)"
+        case .replayedResponse, .udp: return "0"
+        case .response: return "response_headers IS NOT NULL"
+        case .asset: return "busymate_match(\(Self.assetTypes), busymate_header(response_headers, 'content-type'))"
+        case .http: return "coalesce(scheme IN ('http', 'https') AND method <> 'CONNECT', 0)"
+        case .tcp: return "scheme = 'tcp'"
         case let .device(pattern): return "busymate_match(\(pattern), device)"
         case .dns: return "scheme = 'dns'"
         case .replay: return "resent_from IS NOT NULL"
@@ -110,6 +117,9 @@ extension CaptureFilter {
         case let .until(date): return "started_at <= \(DatabaseDateText.string(date))"
         }
     }
+
+    /// mitmproxy's assets: JavaScript, CSS, images, fonts.
+    static let assetTypes = #"^\s*(text/javascript|application/(x-)?javascript|text/css|image/|font/|application/(x-)?font)"#
 
     private static func either(_ side: Side, request: SQL, response: SQL) -> SQL {
         // Each side is one term (a function call): no parentheses needed.

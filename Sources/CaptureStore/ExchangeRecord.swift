@@ -67,6 +67,11 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var device: String?
     /// How it arrived: `proxy`, `transparent`, `port` (a device's port) or `dns`.
     public var frontEnd: String?
+    /// A user's mark (mitmproxy's marker: `default`, or a word or emoji of
+    /// theirs); nil when unmarked.
+    public var marker: String?
+    /// A user's note on the exchange.
+    public var comment: String?
 
     public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
@@ -99,7 +104,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
              storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end"
+             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end", marker, comment
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -148,6 +153,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         container["imported"] = imported
         container["device"] = device
         container["front_end"] = frontEnd
+        container["marker"] = marker
+        container["comment"] = comment
     }
 
     /// One prepared statement for every insert (the writer's hot path).
@@ -158,8 +165,9 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           request_headers, response_headers, request_body_size, response_body_size, request_body,
           response_body, request_body_truncated, response_body_truncated, request_body_file,
           response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
-          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported, device, front_end
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported, device, front_end,
+          marker, comment
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

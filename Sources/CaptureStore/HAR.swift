@@ -77,6 +77,9 @@ public enum HAR {
         ]
         if let server = r.serverAddress { entry["serverIPAddress"] = server.split(separator: ":").dropLast().joined(separator: ":").trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
         if let error = r.error { entry["_error"] = error }
+        // HAR 1.2's own field for a note; the mark as mitmproxy's `marked`.
+        if let comment = r.comment { entry["comment"] = comment }
+        if let marker = r.marker { entry["_marker"] = marker }
         return entry
     }
 

@@ -75,6 +75,11 @@ public enum HARImport {
             r.serverAddress = server.contains(":") ? "[\(server)]:\(r.port)" : "\(server):\(r.port)"
         }
         if let error = entry["_error"] as? String { r.error = error }
+        // A user's note and mark come back; one that would be refused from the CLI is left out.
+        let comment = (entry["comment"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+        if (try? AnnotationRepository.validate(.init(comment: .some(comment)))) != nil { r.comment = comment }
+        let marker = entry["_marker"] as? String
+        if marker != nil, (try? AnnotationRepository.validate(.init(marker: .some(marker)))) != nil { r.marker = marker }
         // Bodies live in the row: `capture.max_bytes` counts them.
         r.storedBytes = (r.requestBody?.count ?? 0) + (r.responseBody?.count ?? 0)
         return r

@@ -30,6 +30,7 @@ public struct WebApp: Sendable {
         LiveRoutes<Context>(reader: reader, feed: feed).register(on: router)
         HeldRoutes<Context>(reader: reader).register(on: router)
         ResendRoutes<Context>(reader: reader).register(on: router)
+        AnnotationRoutes<Context>(reader: reader).register(on: router)
         SettingsRoutes<Context>(reader: reader).register(on: router)
         SessionRoutes<Context>(reader: reader, feed: feed).register(on: router)
         return router

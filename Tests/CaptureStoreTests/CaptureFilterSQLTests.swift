@@ -34,6 +34,8 @@ import Testing
             row("/users/9", method: "POST", status: 404, minutesAgo: 50) {
                 $0.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/x-www-form-urlencoded"), ("X-Trace", "Abc-1")])
                 $0.requestBody = Data("name=needle".utf8)
+                $0.marker = "default"
+                $0.comment = "login bug, see ticket 42"
             }
             row("/img.png", host: "cdn.example.org", status: 503, minutesAgo: 40) {
                 $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "image/png"), ("Set-Cookie", "a=b")])
@@ -44,12 +46,14 @@ import Testing
                 $0.responseBodyFile = "big.response"
                 $0.responseBody = Data("only the first bytes".utf8)
                 $0.resentFrom = "some-request-id"
+                $0.marker = "🔥"
             }
             row("/ws", status: 101, minutesAgo: 5) {
                 $0.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WebSocket"), ("Connection", "Upgrade")])
             }
             row("", host: "pinned.example.com", status: nil, minutesAgo: 1) {
                 $0.method = "CONNECT"
+                $0.scheme = "tcp"
                 $0.url = "pinned.example.com:443"
                 $0.tlsMode = .passthrough
                 $0.requestHeaders = "[]"
@@ -99,7 +103,17 @@ import Testing
         ("~src ^127\\.", ["/users", "/users/9", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws", ""]),
         ("~dst :443$ & ~c 404", ["/users/9"]),
         ("~websocket", ["/ws"]),
-        ("~marked", []),
+        ("~marked", ["/users/9", "/big"]),
+        ("~marker 🔥", ["/big"]),
+        ("~marker ^default$ & ~comment ticket", ["/users/9"]),
+        ("!~marked", ["/users", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/ws", ""]),
+        ("~s", ["/users", "/users/9", "/img.png", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
+        ("~a", ["/img.png"]),
+        ("~http", ["/users", "/users/9", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
+        ("~tcp", [""]),
+        ("!~http & !~tcp", []),
+        ("~udp | ~replays", []),
+        ("~replayq", ["/big"]),
         ("~device phone", []),
         ("~replay", ["/big"]),
         ("~tls passthrough", [""]),
