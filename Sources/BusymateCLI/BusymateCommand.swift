@@ -25,8 +25,25 @@ public struct BusymateCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
-            exit(withError: StoreHealth.isStoreError(error) ? CLIError(description: StoreHealth.describe(error) + StoreHealth.advice(error)) : error)
+            exit(with: StoreHealth.isStoreError(error) ? CLIError(description: StoreHealth.describe(error) + StoreHealth.advice(error)) : error)
         }
+    }
+
+    /// ArgumentParser's exit, but every error starts `busymate:` as the
+    /// CLI's own do (it writes "Error:" for a usage error).
+    static func exit(with error: Error) -> Never {
+        let code = exitCode(for: error)
+        var message = fullMessage(for: error)
+        if code == .success {
+            if !message.isEmpty { print(message) }
+            Foundation.exit(code.rawValue)
+        }
+        // `status` ends with its exit code alone: nothing to say.
+        guard !message.isEmpty else { Foundation.exit(code.rawValue) }
+        if message.hasPrefix("Error: ") { message = String(message.dropFirst("Error: ".count)) }
+        if !message.hasPrefix("busymate: ") { message = "busymate: " + message }
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+        Foundation.exit(code.rawValue)
     }
 }
 
@@ -59,6 +76,23 @@ struct GroupOption: ParsableArguments {
     var group: String?
 
     var paths: GroupPaths { GroupPaths.resolve(explicit: group) }
+
+    /// Where the group came from, and how to name another: for a user whose
+    /// supervisor runs with a group this command did not pick.
+    var hint: String {
+        let chosen: String
+        if let group, !group.isEmpty {
+            chosen = "--group"
+        } else if let env = ProcessInfo.processInfo.environment[GroupPaths.environmentKey], !env.isEmpty {
+            chosen = "$\(GroupPaths.environmentKey)"
+        } else if paths.root.path == GroupPaths.installedRoot {
+            chosen = "the installed default"
+        } else {
+            chosen = "no --group, no $\(GroupPaths.environmentKey), no \(GroupPaths.installedRoot): ./shared-group here"
+        }
+        return "the group is \(paths.root.path) (\(chosen)); if Busymate runs with another, name it: "
+            + "--group DIR, or export \(GroupPaths.environmentKey)=DIR"
+    }
 }
 
 /// Errors the CLI prints as one line on stderr.

@@ -5,7 +5,7 @@ import Foundation
 /// `busymate list` as a table: a header row; id, time (with the date when
 /// not today), method, status, response size and type, duration, flags
 /// (`R` a rule applied, `B` held at a breakpoint, `P` TLS passed through
-/// undecrypted, `M` marked), the URL and, for a failed exchange, why. Columns are as
+/// undecrypted, `M` marked, `S` sent again, `I` imported), the URL and, for a failed exchange, why. Columns are as
 /// wide as their widest cell. On a terminal the URL is shortened to fit
 /// its width; to a pipe every line is whole.
 struct ListTable {
@@ -28,7 +28,7 @@ struct ListTable {
         time.dateFormat = dated ? "MM-dd HH:mm:ss" : "HH:mm:ss"
         let rows: [[String]] = records.map { r in
             let flags = (r.rule != nil ? "R" : "") + (held.contains(r.requestID) ? "B" : "") + (r.tlsMode == .passthrough ? "P" : "")
-                + (r.marker != nil ? "M" : "")
+                + (r.marker != nil ? "M" : "") + (r.resentFrom != nil ? "S" : "") + (r.imported != nil ? "I" : "")
             return [String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r),
                     r.status == nil ? "-" : Self.size(r.responseBodySize), Self.kind(r.header("content-type", .response)),
                     r.durationMilliseconds.map(Self.duration) ?? "-", flags]
@@ -56,22 +56,44 @@ struct ListTable {
         for (r, cells) in zip(records, rows) {
             let prefix = line(cells) + " "
             var url = Terminal.visible(r.url, keepNewlines: false)
-            var error = r.error.map { "  ! \(Terminal.visible($0, keepNewlines: false))" } ?? ""
+            let note = Self.note(r)
+            var trailing = note.map { "  \($0.text)" } ?? ""
+            var below: String?
             if let width = terminal.width {
-                // The URL gives way first, down to 24 characters; then the error.
+                // The URL keeps the line; a note that does not fit beside it
+                // goes on a line of its own, under the URL, cut to the width.
                 let room = width - prefix.count
-                if url.count + error.count > room {
-                    url = Self.shorten(url, to: max(24, room - min(error.count, 40)))
-                    error = Self.shorten(error, to: max(0, room - url.count))
+                if url.count + trailing.count > room {
+                    url = url.count > room ? Self.shorten(url, to: max(24, room)) : url
+                    if let note {
+                        let indent = String(repeating: " ", count: min(prefix.count, max(0, width - 24)))
+                        below = indent + Self.shorten(note.text, to: max(8, width - indent.count))
+                    }
+                    trailing = ""
                 }
             }
             // Colour the status in place: the cells before it are plain text.
             let statusAt = prefix.index(prefix.startIndex, offsetBy: widths[0...2].reduce(0, +) + 3)
             let statusEnd = prefix.index(statusAt, offsetBy: widths[3])
             let painted = String(prefix[..<statusAt]) + terminal.paint(String(prefix[statusAt..<statusEnd]), Self.colour(r)) + String(prefix[statusEnd...])
-            lines.append(painted + url + (error.isEmpty ? "" : terminal.paint(error, .red)))
+            let style: Terminal.Colour = note?.isError == true ? .red : .dim
+            lines.append(painted + url + (trailing.isEmpty ? "" : terminal.paint(trailing, style)))
+            if let below { lines.append(terminal.paint(below, style)) }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// What follows the URL: why it failed, else which rule applied, that
+    /// it was sent again or imported, and its comment.
+    static func note(_ r: ExchangeRecord) -> (text: String, isError: Bool)? {
+        if let error = r.error { return ("! " + Terminal.visible(error, keepNewlines: false), true) }
+        var parts: [String] = []
+        if let rule = r.rule { parts.append("rule \(rule)") }
+        if r.resentFrom != nil { parts.append("resent") }
+        if let imported = r.imported { parts.append("imported from \(imported)") }
+        if let comment = r.comment { parts.append("“\(comment)”") }
+        guard !parts.isEmpty else { return nil }
+        return (Terminal.visible("· " + parts.joined(separator: " · "), keepNewlines: false), false)
     }
 
     static func status(_ r: ExchangeRecord) -> String { r.status.map(String.init) ?? (r.error == nil ? "…" : "ERR") }

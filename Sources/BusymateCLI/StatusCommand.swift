@@ -59,6 +59,7 @@ struct Status: AsyncParsableCommand {
                                     Date().timeIntervalSince(oldest.startedAt), oldest.method, oldest.url))
             }
             if !problems.isEmpty { lines.append("problems: " + problems.joined(separator: "; ")) }
+            if !report.supervisor.running { lines.append("hint: no supervisor serves this group. \(options.hint); or start one: busymate-app --group DIR (make run)") }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
         if !report.supervisor.running { throw ExitCode(3) }

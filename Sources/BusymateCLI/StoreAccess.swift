@@ -6,7 +6,8 @@ enum StoreAccess {
     /// The capture store of `paths`, or a clear error when there is none yet.
     static func open(_ paths: GroupPaths, readOnly: Bool = true) throws -> CaptureDatabase {
         guard FileManager.default.fileExists(atPath: paths.captureDatabase.path) else {
-            throw CLIError(description: "no capture store at \(paths.captureDatabase.path) yet (the tunnel creates it when it starts)")
+            throw CLIError(description: "no capture store at \(paths.captureDatabase.path) yet (the tunnel creates it when it starts; "
+                + "another group? --group DIR or \(GroupPaths.environmentKey)=DIR)")
         }
         do {
             // The CLI never migrates or chmods the store: that is the tunnel's.
