@@ -200,6 +200,7 @@
   async function reload() {
     const gen = ++S.gen;
     const f = S.filter;
+    S.filterBad = false;
     sendFilter();
     S.loading = true;
     S.loadingFirst = true;
@@ -211,8 +212,10 @@
       if (gen !== S.gen) return;
       S.loading = false;
       S.loadingFirst = false;
-      if (e.status === 400) showInputError('filter', e.data.error || e.message, e.data.position);
-      else BM.toast('Could not load the list: ' + e.message, true);
+      if (e.status === 400) {
+        showInputError('filter', e.data.error || e.message, e.data.position);
+        emptyForBadFilter();
+      } else BM.toast('Could not load the list: ' + e.message, true);
       updateEmpty();
       return;
     }
@@ -236,6 +239,16 @@
     list.refresh(true);
     if (!S.newestFirst) scrollToEnd();
     refreshHighlight();
+    updateStatusbar();
+  }
+
+  /** A filter the API refused selects nothing: the rows of the last good one would pass for its answer. */
+  function emptyForBadFilter() {
+    S.filterBad = true;
+    S.head = []; S.body = []; S.ids = new Map(); S.next = null; S.newCount = 0;
+    S.started = true;
+    list.refresh(true);
+    updatePill();
     updateStatusbar();
   }
 
@@ -294,6 +307,7 @@
   }
 
   function onAdded(rows) {
+    if (S.filterBad) return;
     // Rows that arrive before the first page answered are kept too: reload() keeps the
     // ones newer than its page and drops the rest.
     const before = S.inflight.length + S.head.length;
@@ -357,6 +371,8 @@
     const empty = count() === 0 && S.started && !S.loadingFirst;
     $('#empty-state').hidden = !(empty && !S.filter.trim());
     $('#empty-filter').hidden = !(empty && !!S.filter.trim());
+    $('#empty-filter .empty-title').textContent = S.filterBad ? 'The filter is not valid' : 'Nothing matches the filter';
+    $('#empty-filter p').textContent = S.filterBad ? 'Fix it (the error is under the filter box) or clear it to see the list.' : 'New exchanges that match will appear here live.';
   }
 
   // ---------------------------------------------------------------- selection
@@ -444,11 +460,13 @@
     const box = $(which === 'filter' ? '#filter-error' : '#highlight-error');
     input.classList.toggle('invalid', !!msg);
     if (!msg) { box.hidden = true; return; }
-    box.querySelector('.msg').textContent = msg + (position !== undefined && position !== null ? '  (at character ' + (position + 1) + ')' : '');
+    // `position` counts characters from 1, as the API and the CLI say it ("position 12: …").
+    const at = typeof position === 'number' && position >= 1 ? position : null;
+    box.querySelector('.msg').textContent = at !== null ? 'position ' + at + ': ' + msg : msg;
     const caret = box.querySelector('.caret-mark');
-    if (position !== undefined && position !== null) {
+    if (at !== null) {
       const cs = getComputedStyle(input);
-      const x = parseFloat(cs.paddingLeft) + Math.min(position, input.value.length) * measureChar(input) - input.scrollLeft;
+      const x = parseFloat(cs.paddingLeft) + Math.min(at - 1, input.value.length) * measureChar(input) - input.scrollLeft;
       caret.style.left = Math.max(0, Math.min(input.clientWidth - 9, x - 4)) + 'px';
       caret.hidden = false;
     } else caret.hidden = true;
@@ -509,7 +527,7 @@
       if (gen !== S.hlGen) return false;
       if (e.status === 400) {
         const p = e.data.position;
-        showInputError('highlight', e.data.error || e.message, p !== undefined && p !== null && p >= q.offset ? p - q.offset : null);
+        showInputError('highlight', e.data.error || e.message, typeof p === 'number' && p > q.offset ? p - q.offset : null);
       }
       return false;
     }
@@ -670,6 +688,7 @@
         break;
       case 'error':
         showInputError('filter', m.error, m.position);
+        if (S.filter.trim()) { emptyForBadFilter(); updateEmpty(); }
         break;
       default: break;
     }
