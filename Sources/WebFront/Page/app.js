@@ -105,7 +105,8 @@
       setText(c.method, it.method || '');
       c.status.className = 'c-status st pending';
       setText(c.status, it.held ? 'held' : '…', it.held ? 'held at a breakpoint' : 'in flight');
-      setText(c.host, host, host);
+      const shownHost = BM.hostWithPort(it.url, null) || host;
+      setText(c.host, shownHost, shownHost);
       setText(c.path, path, it.url);
       for (const k of ['type', 'size', 'dur', 'tls']) setText(c[k], '');
       c.tls.className = 'c-tls tls';
@@ -120,7 +121,7 @@
       r._t = BM.fmtTime(r.started_at);
       r._dns = BM.dnsInfo(r);
       const parts = BM.splitUrl(r.url);
-      r._host = r._dns ? r._dns.name : r.host || parts[0];
+      r._host = r._dns ? r._dns.name : BM.hostWithPort(r.url, r.host);
       r._path = r._dns ? r._dns.name + ' ' + r._dns.type : parts[1];
       r._hostTitle = r._host + (r.device ? '\ndevice ' + r.device : '') + (r.front_end ? ' (via ' + r.front_end + ')' : '');
     }
@@ -719,6 +720,7 @@
     S.rps.push(rps);
     if (S.rps.length > 60) S.rps.shift();
     updateStatusbar();
+    updateSettingsBanner();
     if (currentView === 'status') BM.statusView.render(S.status, S.rps);
     if (currentView === 'devices') BM.devicesView.render(S.status);
     updateDevicesBadge();
@@ -754,16 +756,16 @@
     applyFilterInput();
   }
 
-  function tunnelDot(state) {
-    return state === 'ready' ? 'green' : (state === 'stopped' || state === 'failed') ? 'red' : state ? 'amber' : 'grey';
-  }
-
   function updateStatusbar() {
     const st = S.status;
     if (st) {
-      const t = (st.tunnel && st.tunnel.state) || 'unknown';
-      $('#sb-tunnel .dot').className = 'dot ' + tunnelDot(t);
-      $('#sb-tunnel .t').textContent = 'tunnel ' + t;
+      // The Status view's verdict, from the same function: the two never disagree.
+      const r = BM.statusView.readiness(st);
+      const item = $('#sb-tunnel');
+      item.setAttribute('data-state', r.state);
+      item.title = 'tunnel ' + ((st.tunnel && st.tunnel.state) || 'unknown') + ' · the Status view says why';
+      $('#sb-tunnel .dot').className = 'dot ' + r.state;
+      $('#sb-tunnel .t').textContent = r.headline;
       const rps = st.counters && st.counters.requests_per_second;
       $('#sb-rps').textContent = (typeof rps === 'number' ? rps.toFixed(rps < 10 ? 1 : 0) : '—') + ' req/s';
       $('#sb-stored').textContent = BM.fmtInt(st.store && st.store.exchanges) + ' stored';
@@ -780,14 +782,28 @@
     }
   }
 
+  /** settings.json that does not parse: said on every view from the first status, not only on a save. */
+  function updateSettingsBanner() {
+    const se = S.status && S.status.settings;
+    const el = $('#settings-banner');
+    const bad = !!se && se.valid === false;
+    el.hidden = !bad;
+    if (!bad) return;
+    const text = BM.settingsProblem(se.error) + ' The last good settings stay in force and proxying goes on with them; fix the file to apply a change.';
+    if (el.querySelector('.msg').textContent !== text) el.querySelector('.msg').textContent = text;
+  }
+  $('#settings-banner-show').addEventListener('click', () => setView('settings'));
+
   function updateEmptyCommand() {
     const st = S.status;
     const l = st && st.listeners && st.listeners.find(x => !x.error && (x.bound || x.address));
     if (!l) return;
     let addr = l.bound || l.address;
     addr = addr.replace(/^0\.0\.0\.0:/, '127.0.0.1:').replace(/^\[::\]:/, '127.0.0.1:');
-    $('#empty-cmd').textContent = 'curl -x http://' + addr + ' http://example.com';
-    $('#empty-cmd-tls').textContent = 'curl -x http://' + addr + ' --cacert busymate-ca.pem https://example.com';
+    $('#empty-cmd').textContent = 'curl -x http://' + addr + ' http://example.com/';
+    // The group's own ca.pem, as README's quick start has it.
+    const ca = st.group ? String(st.group).replace(/\/+$/, '') + '/ca.pem' : 'ca.pem';
+    $('#empty-cmd-tls').textContent = 'curl -x http://' + addr + ' --cacert ' + ca + ' https://example.com/';
   }
 
   // ---------------------------------------------------------------- held panel
@@ -825,7 +841,8 @@
       box.appendChild(h('div', { class: 'held-item' + (m.id === heldSel ? ' sel' : ''), 'data-held-id': m.id, onclick: () => selectHeld(m.id) },
         h('div', { class: 'hi-top' }, h('span', { class: 'hi-kind ' + m.kind }, m.kind), h('b', null, m.method || ''),
           h('span', { class: 'hi-time', title: m.paused_at }, BM.fmtTime(m.paused_at))),
-        h('div', { class: 'hi-url', title: m.url }, m.url || '')));
+        h('div', { class: 'hi-url', title: m.url }, m.url || ''),
+        heldExpiry(m)));
     }
     if (heldSel !== null && !S.held.some(x => x.id === heldSel)) {
       // Resolved elsewhere (CLI, another tab) or timed out.
@@ -836,6 +853,16 @@
     }
   }
 
+  /** When a held message goes on by itself, from its `expires_at` (null: it waits until resolved; absent: nothing said). */
+  function heldExpiry(m) {
+    if (!m || !('expires_at' in m)) return null;
+    return h('span', { class: 'hi-expires', 'data-expires': m.expires_at === null ? '' : String(m.expires_at) }, BM.heldCountdown(m.expires_at));
+  }
+  setInterval(() => {
+    if (!heldPanel.open) return;
+    for (const el of document.querySelectorAll('#held-panel .hi-expires')) el.textContent = BM.heldCountdown(el.getAttribute('data-expires') || null);
+  }, 1000);
+
   function selectHeld(id) {
     const m = S.held.find(x => x.id === id);
     if (!m) return;
@@ -845,8 +872,9 @@
     heldRaw.disabled = false;
     $('#held-continue').disabled = false;
     $('#held-abort').disabled = false;
+    const expiry = heldExpiry(m);
     clear($('#held-info')).append(h('b', null, m.kind === 'request' ? 'Request' : 'Response'), ' held ', BM.fmtAgo(m.paused_at),
-      ' · ', h('span', { class: 'mono' }, (m.method || '') + ' ' + (m.url || '')));
+      expiry ? ' · ' : '', expiry || '', ' · ', h('span', { class: 'mono' }, (m.method || '') + ' ' + (m.url || '')));
     setHeldError(null);
     renderHeldList();
     updateGutter();

@@ -423,11 +423,22 @@
     return c;
   }
 
+  /** A file that does not parse: what is shown instead, and why a save is refused until it is fixed. */
+  function inForceNotice() {
+    if (settings.valid !== false) return null;
+    const shown = settings.in_force === 'last_good'
+      ? 'Shown below: the last good settings, the ones in force.'
+      : 'No good version was read since the web front started; shown below: the defaults.';
+    return h('div', { class: 'notice error settings-invalid', 'data-test': 'settings-in-force' },
+      h('b', null, BM.settingsProblem(settings.error)), ' ', shown, ' Saving here is refused until the file is fixed (busymate status says the same).');
+  }
+
   function render() {
     clear(root);
     const page = h('div', { class: 'page' },
       h('div', { class: 'page-title' }, 'Settings',
         h('button', { type: 'button', class: 'btn small', onclick: load, title: 'Reload from the server' }, '↻ Reload')),
+      inForceNotice(),
       h('div', { class: 'cards' }, sslSection(), upstreamSection(), rulesSection(), breakpointsSection(), pinnedSection(), rawSection()));
     root.appendChild(page);
   }
@@ -465,12 +476,13 @@
 
   const stateColor = s => (s === 'ready' ? 'green' : s === 'stopped' || s === 'failed' ? 'red' : s ? 'amber' : 'grey');
 
-  function renderStatus(st, rps) {
-    clear(sroot);
-    const page = h('div', { class: 'page' });
-    sroot.appendChild(page);
-    page.appendChild(h('div', { class: 'page-title' }, 'Status', st ? h('span', { class: 'muted small' }, 'updated ' + BM.fmtTime(new Date().toISOString())) : null));
-    if (!st) { page.appendChild(h('div', { class: 'muted' }, 'Waiting for the status…')); return; }
+  /**
+   * The readiness card's rows and the one verdict both the Status view and the Traffic view's
+   * status bar show: red anywhere is "Not ready"; amber with the tunnel ready is "Ready, with
+   * warnings" (a broken settings.json is one: the last good settings stay in force and proxying
+   * goes on); the tunnel not ready yet is "Not ready" too.
+   */
+  function assess(st) {
     const rows = [];
     const colors = [];
     const add = (c, ...rest) => { colors.push(c); rows.push(row(c, ...rest)); };
@@ -504,8 +516,8 @@
       ca.subject ? h('div', { class: 'muted' }, ca.subject + (ca.not_after ? ' · valid until ' + String(ca.not_after).slice(0, 10) : '')) : null,
       ca.fingerprint_sha256 ? h('div', { class: 'mono muted', title: 'SHA-256 fingerprint' }, ca.fingerprint_sha256) : null);
     const se = st.settings || {};
-    add(se.valid === false ? 'red' : (se.unknown_keys && se.unknown_keys.length) ? 'amber' : 'green', 'Settings',
-      se.valid === false ? h('div', { class: 'rr-err' }, 'invalid: ' + (se.error || 'unknown error')) : 'valid',
+    add(se.valid === false || (se.unknown_keys && se.unknown_keys.length) ? 'amber' : 'green', 'Settings',
+      se.valid === false ? h('div', { class: 'rr-warn', 'data-test': 'settings-invalid' }, BM.settingsProblem(se.error) + ' The last good settings stay in force.') : 'valid',
       se.path ? h('div', { class: 'mono muted' }, se.path) : null,
       se.unknown_keys && se.unknown_keys.length ? h('div', { class: 'rr-warn' }, 'unknown keys: ' + se.unknown_keys.join(', ')) : null);
     const store = st.store || {};
@@ -514,7 +526,17 @@
     colors.push(...network.colors);
 
     const overall = colors.includes('red') ? 'red' : colors.includes('amber') ? 'amber' : 'green';
-    const headline = overall === 'green' ? 'Ready — capturing' : overall === 'amber' ? 'Running, with warnings' : 'Not ready';
+    const headline = overall === 'red' || tun.state !== 'ready' ? 'Not ready' : overall === 'amber' ? 'Ready, with warnings' : 'Ready — capturing';
+    return { rows, network, overall, headline, tun, ls };
+  }
+
+  function renderStatus(st, rps) {
+    clear(sroot);
+    const page = h('div', { class: 'page' });
+    sroot.appendChild(page);
+    page.appendChild(h('div', { class: 'page-title' }, 'Status', st ? h('span', { class: 'muted small' }, 'updated ' + BM.fmtTime(new Date().toISOString())) : null));
+    if (!st) { page.appendChild(h('div', { class: 'muted' }, 'Waiting for the status…')); return; }
+    const { rows, network, overall, headline, tun, ls } = assess(st);
     const readiness = h('section', { class: 'card', id: 'readiness', 'data-test': 'readiness', 'data-state': overall },
       h('div', { class: 'ready-head' }, h('span', { class: 'dot big-dot ' + overall }),
         h('div', null, h('div', { class: 'rh-title' }, headline),
@@ -756,5 +778,5 @@
 
   BM.devicesView = { render: renderDevices };
 
-  BM.statusView = { render: renderStatus };
+  BM.statusView = { render: renderStatus, readiness: st => { const a = assess(st); return { state: a.overall, headline: a.headline }; } };
 })();
