@@ -301,14 +301,13 @@
 
     // Test a URL against the saved rules.
     const testUrl = h('input', { class: 'field', type: 'text', placeholder: 'https://api.example.com/v1/users', spellcheck: 'false', 'data-test': 'rule-test-url' });
-    const testMethod = h('select', { class: 'field' }, ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].map(m => h('option', null, m)));
     const testOut = h('div', { class: 'test-result', 'data-test': 'rule-test-result' });
     const runTest = async () => {
       const url = testUrl.value.trim();
       if (!url) return;
       clear(testOut);
       try {
-        const res = await api('POST', '/api/rules/test', { url, method: testMethod.value });
+        const res = await api('POST', '/api/rules/test', { url });
         const m = res.matches || [];
         if (!m.length) testOut.appendChild(h('span', { class: 'muted' }, 'No rule matches this URL.'));
         // Every matching rule, and why it applies or not (RuleVerdict: applies, disabled, shadowed, blocked, answered_locally).
@@ -324,7 +323,7 @@
     drawTable();
     const c = card('rules', 'Rules', 'evaluated in order; the first enabled match of each kind applies',
       errEl, tableBox, form,
-      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test URL'), testMethod, testUrl,
+      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test URL'), testUrl,
         h('button', { type: 'button', class: 'btn', onclick: runTest, 'data-test': 'rule-test' }, 'Test')),
       testOut);
     c.classList.add('span2');
@@ -332,11 +331,11 @@
   }
 
   function breakpointsSection() {
-    // Contract: {"patterns": [...]}. settings.json itself has {"request": [...], "response": [...],
-    // "timeout_seconds": N}; every array-valued key is shown as a list, other keys are kept.
-    const bp = settings.breakpoints && typeof settings.breakpoints === 'object' ? { ...settings.breakpoints } : { patterns: [] };
-    let keys = Object.keys(bp).filter(k => Array.isArray(bp[k]));
-    if (!keys.length) { bp.patterns = []; keys = ['patterns']; }
+    // settings.json's {"request": [...], "response": [...], "timeout_seconds": N}: every array-valued
+    // key is shown as a list, other keys are kept (the API refuses a key breakpoints do not have).
+    const bp = settings.breakpoints && typeof settings.breakpoints === 'object' ? { ...settings.breakpoints } : {};
+    for (const k of ['request', 'response']) if (!Array.isArray(bp[k])) bp[k] = [];
+    const keys = Object.keys(bp).filter(k => Array.isArray(bp[k]));
     const bar = saveBar(async () => {
       await api('PUT', '/api/settings/breakpoints', bp);
       settings.breakpoints = { ...bp };
