@@ -105,6 +105,9 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
     public var message: String
     public var position: SourcePosition?
     public var keyPath: String?
+    /// Set when the error is a key that is not read there (a misspelling):
+    /// the web API refuses such a write as a bad request, naming the key.
+    public var unknownKey: String?
 
     public init(message: String, position: SourcePosition?, keyPath: String? = nil) {
         self.message = message

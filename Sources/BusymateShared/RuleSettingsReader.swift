@@ -37,8 +37,10 @@ extension AppSettings.Reader {
         }
         let allowed = Set(["name", "enabled", "match", "action"]).union(extra)
         if let unknown = members.first(where: { !allowed.contains($0.key) }) {
-            throw SettingsError(message: "\"\(unknown.key)\" is not a key of a \(actionName) rule (it takes \(allowed.sorted().joined(separator: ", ")))",
-                                position: unknown.node.position, keyPath: "\(path).\(unknown.key)")
+            var error = SettingsError(message: "\"\(unknown.key)\" is not a key of a \(actionName) rule (it takes \(allowed.sorted().joined(separator: ", ")))",
+                                      position: unknown.node.position, keyPath: "\(path).\(unknown.key)")
+            error.unknownKey = unknown.key
+            throw error
         }
         guard let nameNode = node["name"] else { throw SettingsError(message: "a rule needs a \"name\"", position: node.position, keyPath: path) }
         let name = try string(nameNode, path: "\(path).name")

@@ -23,6 +23,7 @@ struct HeldRoutes<Context: RequestContext> {
         guard let body = try await WebJSON.body(request), case let .string(action)? = body["action"]?.value, ["continue", "abort"].contains(action) else {
             return WebJSON.error(.badRequest, #"expected {"action": "continue"} (with "raw" for an edit) or {"action": "abort"}"#)
         }
+        if let refused = WebJSON.unknownKey(body, allowed: ["action", "raw"], in: "a held message's resolution") { return refused }
         let edited: Data? = if case let .string(raw)? = body["raw"]?.value { Data(raw.utf8) } else { nil }
         let paths = reader.paths
         do {

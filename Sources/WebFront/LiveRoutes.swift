@@ -65,6 +65,11 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
         guard let node = try? JSONParser.parse(text), case let .string(type)? = node["type"]?.value, type == "filter" else {
             return #"{"type":"error","error":"expected {\"type\":\"filter\",\"filter\":\"…\"}"}"#
         }
+        // A misspelled key would leave the list unfiltered without a word.
+        if case let .object(members) = node.value, let unknown = members.first(where: { !["type", "filter", "after"].contains($0.key) })?.key {
+            return JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("error")),
+                                                           ("error", ExchangeJSON.string("unknown key \"\(unknown)\" (a filter message takes type, filter, after)"))]))
+        }
         var filter = TrafficRepository.Filter()
         filter.limit = Self.batch
         if case let .string(source)? = node["filter"]?.value, !source.trimmingCharacters(in: .whitespaces).isEmpty {

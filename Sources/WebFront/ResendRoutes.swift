@@ -15,6 +15,7 @@ struct ResendRoutes<Context: RequestContext> {
             // Nothing, {} or the changes; anything else is refused, not resent as it was.
             guard let sent = try await WebJSON.optionalBody(request) else { return WebJSON.error(.badRequest, "the body is not JSON") }
             let changes = sent ?? JSONNode(.object([]))
+            if let refused = WebJSON.unknownKey(changes, allowed: Self.requestKeys, in: "a resend's edit") { return refused }
             let found = try await reader.read { repos -> (ExchangeRecord, Data)? in
                 guard let record = try repos.traffic.find(id: id) else { return nil }
                 return (record, try repos.bodies.body(of: record, .request) ?? Data())
@@ -34,11 +35,14 @@ struct ResendRoutes<Context: RequestContext> {
             guard let changes = try await WebJSON.body(request), changes["url"] != nil else {
                 return WebJSON.error(.badRequest, #"expected {"method": "GET", "url": "https://…", "headers": [["Name", "value"]], "body": "…"}"#)
             }
+            if let refused = WebJSON.unknownKey(changes, allowed: Self.requestKeys, in: "a composed request") { return refused }
             var outgoing = OutgoingRequest(method: "GET", url: "", headers: [("Accept", "*/*")], body: Data())
             if let problem = Self.apply(changes, to: &outgoing) { return WebJSON.error(.unprocessableContent, problem) }
             return try await send(outgoing, resentFrom: nil)
         }
     }
+
+    static var requestKeys: [String] { ["method", "url", "headers", "body"] }
 
     /// `method`, `url`, `headers` (all of them, in order) and `body` (text)
     /// from the page's JSON; the problem with them, or nil.

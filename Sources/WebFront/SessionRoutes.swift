@@ -81,6 +81,7 @@ struct SessionRoutes<Context: RequestContext> {
             guard let body = try await WebJSON.body(request), case .bool(true)? = body["confirm"]?.value else {
                 return WebJSON.error(.badRequest, #"clearing the capture needs {"confirm": true}"#)
             }
+            if let refused = WebJSON.unknownKey(body, allowed: ["confirm"], in: "clearing the capture") { return refused }
             let removed = try await reader.read(writing: true) { try $0.traffic.clear() }
             await feed.cleared()
             return WebJSON.ok([("removed", ExchangeJSON.number(removed))])

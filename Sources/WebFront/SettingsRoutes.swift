@@ -8,6 +8,7 @@ import Hummingbird
 /// not know are kept), announced so both processes apply them at once.
 struct SettingsRoutes<Context: RequestContext> {
     let reader: CaptureReader
+    let inForce: SettingsInForce
 
     /// The top-level keys the page may replace, by their route names, and
     /// what each is when the file does not have it.
@@ -24,15 +25,19 @@ struct SettingsRoutes<Context: RequestContext> {
         let paths = reader.paths
         router.get("/api/settings") { _, _ in
             let data = (try? GroupFileReader.read(paths.settings, limit: SettingsFile.sizeLimit)) ?? Data()
-            let snapshot = SettingsFile.parse(data)
+            // A file that does not parse leaves the last good settings in force: the parts show those.
+            let (snapshot, good, source) = inForce.current(data)
             // The upstream proxy's password stays in the file: the page gets a mask.
-            let (document, text) = Self.masked(try? JSONParser.parse(Array(data)), String(decoding: data, as: UTF8.self))
-            let ttl = snapshot.settings?.pinTTL ?? AppSettings().pinTTL
+            let (_, text) = Self.masked(try? JSONParser.parse(Array(data)), String(decoding: data, as: UTF8.self))
+            let (document, _) = Self.masked(try? JSONParser.parse(Array(good)), "")
+            let ttl = (snapshot.settings ?? SettingsFile.parse(good).settings)?.pinTTL ?? AppSettings().pinTTL
             let pins = (try? await reader.read { try $0.pinned.all() }) ?? []
             // Each part the page edits as the file has it, and the whole document.
             let parts = Self.editable.values.sorted { $0.key < $1.key }.map { part in (part.key, document?[part.key] ?? part.empty) }
             return WebJSON.response(ExchangeJSON.object(parts + [
                 ("valid", ExchangeJSON.bool(snapshot.error == nil)), ("error", ExchangeJSON.string(snapshot.error?.description)),
+                ("error_line", ExchangeJSON.number(snapshot.error?.position?.line)), ("error_column", ExchangeJSON.number(snapshot.error?.position?.column)),
+                ("in_force", ExchangeJSON.string(source.rawValue)),
                 ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(text)),
                 ("pinned", ExchangeJSON.array(pins.map { pin in
                     ExchangeJSON.object([("host", ExchangeJSON.string(pin.host)), ("count", ExchangeJSON.number(pin.count)),
@@ -49,7 +54,17 @@ struct SettingsRoutes<Context: RequestContext> {
                 return WebJSON.error(.badRequest, "expected the new value of \(key), as JSON")
             }
             do {
-                try SettingsFile.edit(paths.settings) { root in root.set(key, Self.unmasked(value, key: key, current: root)) }
+                try SettingsFile.edit(paths.settings) { root in
+                    // A key the part does not have would be kept and ignored: refused unless the file had it already.
+                    let before = Self.unknownKeys(root, under: key)
+                    root.set(key, Self.unmasked(value, key: key, current: root))
+                    if let added = Self.unknownKeys(root, under: key).first(where: { !before.contains($0) }) { throw UnknownKey(path: added) }
+                }
+            } catch let unknown as UnknownKey {
+                return WebJSON.refusedKey(unknown.key, in: key, allowed: Array(AppSettings.knownKeys[key] ?? []))
+            } catch let error as SettingsError where error.unknownKey != nil {
+                return WebJSON.error(.badRequest, "unknown key \"\(error.unknownKey ?? "")\": \(SettingsError(message: error.message, position: nil, keyPath: error.keyPath))",
+                                     [("key", ExchangeJSON.string(error.unknownKey)), ("key_path", ExchangeJSON.string(error.keyPath))])
             } catch let error as SettingsError {
                 if let before = SettingsFile.read(paths.settings).error {
                     return WebJSON.error(.conflict, "settings.json is invalid; fix it first: \(before)")
@@ -74,12 +89,23 @@ struct SettingsRoutes<Context: RequestContext> {
             guard let body = try await WebJSON.body(request), case let .string(url)? = body["url"]?.value else {
                 return WebJSON.error(.badRequest, #"expected {"url": "https://…"}"#)
             }
+            if let refused = WebJSON.unknownKey(body, allowed: ["url"], in: "a rule test") { return refused }
             guard let settings = SettingsFile.read(paths.settings).settings else { return WebJSON.error(.conflict, "settings.json is invalid") }
             return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url), url: url))
         }
     }
 
     static var passwordMask: String { "********" }
+
+    struct UnknownKey: Error {
+        let path: String
+        var key: String { path.split(separator: ".").last.map(String.init) ?? path }
+    }
+
+    /// The keys under `key` this version does not read (`breakpoints.patterns`).
+    static func unknownKeys(_ root: JSONNode, under key: String) -> [String] {
+        ((try? AppSettings.decode(root))?.unknownKeys ?? []).filter { $0 == key || $0.hasPrefix(key + ".") }
+    }
 
     /// The document and its text with `upstream_proxy.password` masked.
     static func masked(_ document: JSONNode?, _ text: String) -> (JSONNode?, String) {

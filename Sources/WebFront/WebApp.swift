@@ -13,11 +13,14 @@ public struct WebApp: Sendable {
     public let session: WebSession
     public let reader: CaptureReader
     public let feed: LiveFeed
+    /// The last good settings, shown while the file does not parse.
+    public let inForce: SettingsInForce
 
     public init(paths: GroupPaths, token: String, status: StatusSource? = nil) {
         self.paths = paths
         session = WebSession(token: token)
         reader = CaptureReader(paths: paths)
+        inForce = SettingsInForce(url: paths.settings)
         feed = LiveFeed(reader: reader, status: status ?? .supervisor(paths, reader: reader))
     }
 
@@ -31,7 +34,7 @@ public struct WebApp: Sendable {
         HeldRoutes<Context>(reader: reader).register(on: router)
         ResendRoutes<Context>(reader: reader).register(on: router)
         AnnotationRoutes<Context>(reader: reader).register(on: router)
-        SettingsRoutes<Context>(reader: reader).register(on: router)
+        SettingsRoutes<Context>(reader: reader, inForce: inForce).register(on: router)
         SessionRoutes<Context>(reader: reader, feed: feed).register(on: router)
         return router
     }

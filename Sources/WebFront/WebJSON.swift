@@ -36,6 +36,17 @@ enum WebJSON {
         return .some(node)
     }
 
+    /// A body key the route does not read is refused, named: a misspelled
+    /// one must not be answered 200 and then ignored.
+    static func unknownKey(_ node: JSONNode, allowed: [String], in what: String) -> Response? {
+        guard case let .object(members) = node.value, let unknown = members.first(where: { !allowed.contains($0.key) })?.key else { return nil }
+        return refusedKey(unknown, in: what, allowed: allowed)
+    }
+
+    static func refusedKey(_ key: String, in what: String, allowed: [String]) -> Response {
+        error(.badRequest, "unknown key \"\(key)\" in \(what) (it takes \(allowed.sorted().joined(separator: ", ")))", [("key", ExchangeJSON.string(key))])
+    }
+
     static func text(_ text: String, type: String = "text/plain; charset=utf-8") -> Response {
         Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }

@@ -79,17 +79,24 @@ public enum WebMain {
         // Read once here, and again when the file changes.
         let onboardingSettings: OnboardingSettings?
         if prepared.onboarding != nil { onboardingSettings = await OnboardingSettings.load(paths) } else { onboardingSettings = nil }
+        await app.inForce.reload()
 
         var jobs: [DaemonJob] = []
         if let notifier {
             jobs.append(.notifications(notifier) { note in
-                if note.name == .settingsDidChange { await onboardingSettings?.reload() }
+                if note.name == .settingsDidChange {
+                    await onboardingSettings?.reload()
+                    await app.inForce.reload()
+                }
                 await app.feed.notified(note.name)
             })
         }
         if let watcher = DaemonJob.groupWatcher(paths, { file in
             if file == .controlSocket { await link.attachIfNeeded() }
-            if file == .settings { await onboardingSettings?.reload() }
+            if file == .settings {
+                await onboardingSettings?.reload()
+                await app.inForce.reload()
+            }
         }) { jobs.append(watcher) }
         jobs.append(DaemonJob("live tick") {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {

@@ -45,6 +45,9 @@ import Testing
                 try await outbound.write(.text(#"{"type":"filter","filter":"~c 200 & ~bogus"}"#))
                 let error = try await next("error")
                 #expect(error["position"] as? Int == 10)
+                // A misspelled key is named, not ignored.
+                try await outbound.write(.text(#"{"type":"filter","filtr":"~c 200"}"#))
+                #expect((try await next("error")["error"] as? String)?.contains(#""filtr""#) == true)
                 try await outbound.write(.text(#"{"type":"filter","filter":"~d wanted.example"}"#))
                 // Let the filter land before the rows.
                 try await Task.sleep(for: .milliseconds(200))

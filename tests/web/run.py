@@ -23,6 +23,9 @@ FAILED = []
 RECEIVED = []  # bodies the origin got on /echo and /hold
 IDLE_SECONDS = 5  # devices.idle_seconds: a device goes offline this long after its last request
 JSON_BODY = b'{"zebra": 1, "apple": {"b": 2, "a": 1}, "big": 12345678901234567890, "list": [3, 1, 2]}'
+# 1 MiB whose last 16 bytes only a hex view scrolled to its end shows.
+BIG_TAIL = b"THE-LAST-BYTES!!"
+BIG_BODY = bytes(range(256)) * 4095 + bytes(240) + BIG_TAIL
 
 
 def check(ok, what):
@@ -46,6 +49,8 @@ class Origin(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.startswith("/data.json"):
             self.reply(gzip.compress(JSON_BODY), "application/json", [("Content-Encoding", "gzip")])
+        elif self.path.startswith("/big.bin"):
+            self.reply(BIG_BODY, "application/octet-stream")
         else:
             self.reply(("origin " + self.path).encode())
 
@@ -95,6 +100,7 @@ class Appliance:
         settings = {
             "log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"},
             "tunnel": {"drain_seconds": 2},
+            "ssl_proxying": {"include": ["secure.example.com"], "exclude": []},
             "breakpoints": {"request": ["127.0.0.1:%d/hold*" % origin], "timeout_seconds": 60},
             # Every client here is on loopback: it is the device "laptop", known by its address.
             "devices": {"list": [{"name": "laptop", "address": "127.0.0.1"}], "idle_seconds": IDLE_SECONDS},
@@ -209,6 +215,9 @@ def run(appliance, origin, page, downloads):
     page.d.get(url)
     check(page.wait("live", lambda: page.find("#live-state").text.strip() == "live", 15), "the token opens the page and its live feed connects")
     check("token=" not in page.d.current_url, "the token leaves the address bar")
+    empty = page.find("#empty-state").text if page.find("#empty-state").is_displayed() else ""
+    check("busymate ssl-proxying add" in empty and "ca.pem" in empty and "--cacert" in empty and "curl -x http://" in empty,
+          "the empty list says how to make a first capture, the decrypted HTTPS one included: %r" % empty[:400])
     page.shot("empty")
 
     # 1. Live: a request through the proxy appears while the page is open.
@@ -217,6 +226,8 @@ def run(appliance, origin, page, downloads):
     seen = page.wait("the row", lambda: page.row_for("/live/first") is not None, 10)
     latency = time.time() - started
     check(code == "200" and seen, "a curl through the proxy appears in the open page (%.2f s after curl started, curl included)" % latency)
+    host_cell = stable(lambda: page.row_for("/live/first").find_element(By.CSS_SELECTOR, ".c-host").text)
+    check(host_cell == "127.0.0.1:%d" % origin, "the Host column keeps a port that is not the scheme's default: %r" % host_cell)
     for i in range(5):
         curl(appliance, base + "/plain/%d" % i)
     curl(appliance, base + "/data.json", "--compressed")
@@ -227,8 +238,17 @@ def run(appliance, origin, page, downloads):
     page.set_filter("~u /plain/ & !~u /plain/0")
     check(page.wait("filtered", lambda: sorted(p.split("/")[-1] for p in page.row_paths()) == ["1", "2", "3", "4"]), "the filter narrows the list to what it keeps: %s" % page.row_paths())
     page.shot("filter")
-    page.set_filter("~u plain & ~nope")
+    bad = "~u plain & ~nope"
+    page.set_filter(bad)
     check(page.wait("the error", lambda: page.find("#filter-error").is_displayed() and "nope" in page.find("#filter-error").text), "a bad filter is shown with what is wrong")
+    cli = appliance.cli("list", bad)
+    cli_text = cli.stderr + cli.stdout
+    position = bad.index("~nope") + 1
+    shown = page.find("#filter-error").text
+    check("position %d" % position in cli_text and "position %d:" % position in shown,
+          "the page gives the bad filter's position as the CLI does (position %d): page %r, CLI %r" % (position, shown, cli_text.strip()[:120]))
+    check(page.wait("no rows", lambda: page.row_paths() == [] and page.find("#filter-error").is_displayed()),
+          "under a bad filter the list shows no rows it cannot vouch for: %s" % page.row_paths()[:5])
     page.shot("filter-error")
     page.set_filter("")
     page.wait("unfiltered", lambda: page.row_for("/data.json") is not None)
@@ -243,6 +263,28 @@ def run(appliance, origin, page, downloads):
     check(ok and top == ["zebra", "apple", "big", "list"], "the decoded gzip JSON body shows its keys in the order sent: %s" % keys)
     check("12345678901234567890" in page.find("#body-view").text, "a number no double holds is shown as written")
     page.shot("detail-json")
+    page.d.set_window_size(1280, 900)
+    visible = lambda css: page.find("#list-header " + css).is_displayed() and page.find("#list-header " + css).size["width"] > 20 \
+        and page.find("#list-header " + css).rect["x"] + page.find("#list-header " + css).size["width"] <= page.find("#list-pane").rect["x"] + page.find("#list-pane").size["width"]
+    check(page.wait("the columns", lambda: page.find("#detail").is_displayed() and visible(".c-type") and visible(".c-tls")),
+          "at 1280 px with the detail open the list keeps its Type and TLS columns")
+    page.shot("detail-1280")
+    page.d.set_window_size(1440, 900)
+
+    # 3b. A 1 MiB body in the hex view is reachable to its last byte by scrolling.
+    curl(appliance, base + "/big.bin")
+    page.wait("the big row", lambda: page.row_for("/big.bin") is not None)
+    page.row_for("/big.bin").click()
+    page.wait("detail", lambda: page.find("#detail").is_displayed())
+    page.find("[data-tab=response]").click()
+    page.wait("the hex view", lambda: len(page.all("#body-view .hex-scroll")) == 1 or len(page.all("#body-view [data-test=hex-more]")) == 1, 10)
+    reached = False
+    deadline = time.time() + 20
+    while time.time() < deadline and not reached:
+        page.d.execute_script("const el = document.querySelector('#body-view .hex-scroll'); if (el) el.scrollTop = el.scrollHeight;")
+        reached = page.wait("the last line", lambda: BIG_TAIL.decode() in page.find("#body-view").text, 1)
+    check(reached, "a 1 MiB body's hex view scrolls to its last byte")
+    page.shot("hex-end")
 
     # 4. A held request, edited in the page: the origin receives the edit.
     held = subprocess.Popen(["curl", "-s", "-x", appliance.proxy(), "--max-time", "60", "-H", "Content-Type: text/plain", "--data-binary", "original body", base + "/hold/1"],
@@ -296,6 +338,41 @@ def run(appliance, origin, page, downloads):
     check(page.wait("the network card", lambda: page.find("[data-test=live-mode]").text == "proxy" and page.find("[data-test=network-rules]").text == "off"),
           "the status view's Network card shows the live mode and the rules: %r" % page.find("#network-card").text.replace("\n", " · ")[:200])
     page.shot("status")
+
+    # 7b. A stray comma in settings.json: the page shows the settings in force, the error
+    #     with its line and column, and one readiness in the Traffic and Status views.
+    settings_path = os.path.join(appliance.group, "settings.json")
+    good_text = open(settings_path).read()
+    with open(settings_path, "w") as f:
+        f.write(good_text.rstrip().rstrip("}").rstrip() + ",\n}\n")
+    wait_until("the tunnel reports the bad file", lambda: appliance.status()["settings"]["valid"] is False, 10)
+    error = appliance.status()["settings"]["error"]
+    line, column = error.split(":")[0], error.split(":")[1]
+    page.d.refresh()
+    page.wait("live", lambda: page.find("#live-state").text.strip() == "live", 15)
+    banner_text = lambda: "".join(e.text for e in page.all("#settings-banner") if e.is_displayed())
+    check(page.wait("the banner", lambda: "line %s, column %s" % (line, column) in banner_text(), 10),
+          "on load, a banner says settings.json is invalid with its line and column (%s:%s): %r" % (line, column, stable(banner_text)[:200]))
+    page.find("[data-view=settings]").click()
+    page.wait("the settings", lambda: page.find("#ssl-proxying").is_displayed(), 10)
+    include = stable(lambda: page.find("[data-test=ssl-include]").text)
+    rules = stable(lambda: page.find("#rules").text)
+    check("secure.example.com" in include and "teapot" in rules,
+          "the Settings view still lists the SSL-proxying host and the rule in force: include %r, rules %r" % (include[:80], rules[:120]))
+    check(curl(appliance, base + "/teapot/2") == "418", "the last good settings are still in force (the teapot rule answers)")
+    page.shot("settings-broken")
+    page.find("[data-view=traffic]").click()
+    bar = stable(lambda: (page.find("#sb-tunnel").get_attribute("data-state"), page.find("#sb-tunnel").text.strip()))
+    page.find("[data-view=status]").click()
+    page.wait("the card", lambda: page.find("#readiness").is_displayed(), 10)
+    card = stable(lambda: (page.find("#readiness").get_attribute("data-state"), page.find("#readiness .rh-title").text.strip()))
+    check(bar[0] == card[0] and bar[1] == card[1] and card[0] == "amber",
+          "Traffic and Status agree on readiness (ready, with a warning): status bar %r, Status view %r" % (bar, card))
+    page.shot("status-broken")
+    with open(settings_path, "w") as f:
+        f.write(good_text)
+    wait_until("the tunnel takes the fixed file", lambda: appliance.status()["settings"]["valid"] is True, 10)
+    check(page.wait("the banner goes", lambda: banner_text() == "", 10), "the banner goes once the file is fixed")
 
     # 8. HAR export downloads a file that validates.
     page.find("[data-view=traffic]").click()

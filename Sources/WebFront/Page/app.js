@@ -105,7 +105,8 @@
       setText(c.method, it.method || '');
       c.status.className = 'c-status st pending';
       setText(c.status, it.held ? 'held' : '…', it.held ? 'held at a breakpoint' : 'in flight');
-      setText(c.host, host, host);
+      const shownHost = BM.hostWithPort(it.url, null) || host;
+      setText(c.host, shownHost, shownHost);
       setText(c.path, path, it.url);
       for (const k of ['type', 'size', 'dur', 'tls']) setText(c[k], '');
       c.tls.className = 'c-tls tls';
@@ -120,7 +121,7 @@
       r._t = BM.fmtTime(r.started_at);
       r._dns = BM.dnsInfo(r);
       const parts = BM.splitUrl(r.url);
-      r._host = r._dns ? r._dns.name : r.host || parts[0];
+      r._host = r._dns ? r._dns.name : BM.hostWithPort(r.url, r.host);
       r._path = r._dns ? r._dns.name + ' ' + r._dns.type : parts[1];
       r._hostTitle = r._host + (r.device ? '\ndevice ' + r.device : '') + (r.front_end ? ' (via ' + r.front_end + ')' : '');
     }
@@ -200,6 +201,7 @@
   async function reload() {
     const gen = ++S.gen;
     const f = S.filter;
+    S.filterBad = false;
     sendFilter();
     S.loading = true;
     S.loadingFirst = true;
@@ -211,8 +213,10 @@
       if (gen !== S.gen) return;
       S.loading = false;
       S.loadingFirst = false;
-      if (e.status === 400) showInputError('filter', e.data.error || e.message, e.data.position);
-      else BM.toast('Could not load the list: ' + e.message, true);
+      if (e.status === 400) {
+        showInputError('filter', e.data.error || e.message, e.data.position);
+        emptyForBadFilter();
+      } else BM.toast('Could not load the list: ' + e.message, true);
       updateEmpty();
       return;
     }
@@ -236,6 +240,16 @@
     list.refresh(true);
     if (!S.newestFirst) scrollToEnd();
     refreshHighlight();
+    updateStatusbar();
+  }
+
+  /** A filter the API refused selects nothing: the rows of the last good one would pass for its answer. */
+  function emptyForBadFilter() {
+    S.filterBad = true;
+    S.head = []; S.body = []; S.ids = new Map(); S.next = null; S.newCount = 0;
+    S.started = true;
+    list.refresh(true);
+    updatePill();
     updateStatusbar();
   }
 
@@ -294,6 +308,7 @@
   }
 
   function onAdded(rows) {
+    if (S.filterBad) return;
     // Rows that arrive before the first page answered are kept too: reload() keeps the
     // ones newer than its page and drops the rest.
     const before = S.inflight.length + S.head.length;
@@ -357,6 +372,8 @@
     const empty = count() === 0 && S.started && !S.loadingFirst;
     $('#empty-state').hidden = !(empty && !S.filter.trim());
     $('#empty-filter').hidden = !(empty && !!S.filter.trim());
+    $('#empty-filter .empty-title').textContent = S.filterBad ? 'The filter is not valid' : 'Nothing matches the filter';
+    $('#empty-filter p').textContent = S.filterBad ? 'Fix it (the error is under the filter box) or clear it to see the list.' : 'New exchanges that match will appear here live.';
   }
 
   // ---------------------------------------------------------------- selection
@@ -444,11 +461,13 @@
     const box = $(which === 'filter' ? '#filter-error' : '#highlight-error');
     input.classList.toggle('invalid', !!msg);
     if (!msg) { box.hidden = true; return; }
-    box.querySelector('.msg').textContent = msg + (position !== undefined && position !== null ? '  (at character ' + (position + 1) + ')' : '');
+    // `position` counts characters from 1, as the API and the CLI say it ("position 12: …").
+    const at = typeof position === 'number' && position >= 1 ? position : null;
+    box.querySelector('.msg').textContent = at !== null ? 'position ' + at + ': ' + msg : msg;
     const caret = box.querySelector('.caret-mark');
-    if (position !== undefined && position !== null) {
+    if (at !== null) {
       const cs = getComputedStyle(input);
-      const x = parseFloat(cs.paddingLeft) + Math.min(position, input.value.length) * measureChar(input) - input.scrollLeft;
+      const x = parseFloat(cs.paddingLeft) + Math.min(at - 1, input.value.length) * measureChar(input) - input.scrollLeft;
       caret.style.left = Math.max(0, Math.min(input.clientWidth - 9, x - 4)) + 'px';
       caret.hidden = false;
     } else caret.hidden = true;
@@ -509,7 +528,7 @@
       if (gen !== S.hlGen) return false;
       if (e.status === 400) {
         const p = e.data.position;
-        showInputError('highlight', e.data.error || e.message, p !== undefined && p !== null && p >= q.offset ? p - q.offset : null);
+        showInputError('highlight', e.data.error || e.message, typeof p === 'number' && p > q.offset ? p - q.offset : null);
       }
       return false;
     }
@@ -670,6 +689,7 @@
         break;
       case 'error':
         showInputError('filter', m.error, m.position);
+        if (S.filter.trim()) { emptyForBadFilter(); updateEmpty(); }
         break;
       default: break;
     }
@@ -700,6 +720,7 @@
     S.rps.push(rps);
     if (S.rps.length > 60) S.rps.shift();
     updateStatusbar();
+    updateSettingsBanner();
     if (currentView === 'status') BM.statusView.render(S.status, S.rps);
     if (currentView === 'devices') BM.devicesView.render(S.status);
     updateDevicesBadge();
@@ -735,16 +756,16 @@
     applyFilterInput();
   }
 
-  function tunnelDot(state) {
-    return state === 'ready' ? 'green' : (state === 'stopped' || state === 'failed') ? 'red' : state ? 'amber' : 'grey';
-  }
-
   function updateStatusbar() {
     const st = S.status;
     if (st) {
-      const t = (st.tunnel && st.tunnel.state) || 'unknown';
-      $('#sb-tunnel .dot').className = 'dot ' + tunnelDot(t);
-      $('#sb-tunnel .t').textContent = 'tunnel ' + t;
+      // The Status view's verdict, from the same function: the two never disagree.
+      const r = BM.statusView.readiness(st);
+      const item = $('#sb-tunnel');
+      item.setAttribute('data-state', r.state);
+      item.title = 'tunnel ' + ((st.tunnel && st.tunnel.state) || 'unknown') + ' · the Status view says why';
+      $('#sb-tunnel .dot').className = 'dot ' + r.state;
+      $('#sb-tunnel .t').textContent = r.headline;
       const rps = st.counters && st.counters.requests_per_second;
       $('#sb-rps').textContent = (typeof rps === 'number' ? rps.toFixed(rps < 10 ? 1 : 0) : '—') + ' req/s';
       $('#sb-stored').textContent = BM.fmtInt(st.store && st.store.exchanges) + ' stored';
@@ -761,14 +782,28 @@
     }
   }
 
+  /** settings.json that does not parse: said on every view from the first status, not only on a save. */
+  function updateSettingsBanner() {
+    const se = S.status && S.status.settings;
+    const el = $('#settings-banner');
+    const bad = !!se && se.valid === false;
+    el.hidden = !bad;
+    if (!bad) return;
+    const text = BM.settingsProblem(se.error) + ' The last good settings stay in force and proxying goes on with them; fix the file to apply a change.';
+    if (el.querySelector('.msg').textContent !== text) el.querySelector('.msg').textContent = text;
+  }
+  $('#settings-banner-show').addEventListener('click', () => setView('settings'));
+
   function updateEmptyCommand() {
     const st = S.status;
     const l = st && st.listeners && st.listeners.find(x => !x.error && (x.bound || x.address));
     if (!l) return;
     let addr = l.bound || l.address;
     addr = addr.replace(/^0\.0\.0\.0:/, '127.0.0.1:').replace(/^\[::\]:/, '127.0.0.1:');
-    $('#empty-cmd').textContent = 'curl -x http://' + addr + ' http://example.com';
-    $('#empty-cmd-tls').textContent = 'curl -x http://' + addr + ' --cacert busymate-ca.pem https://example.com';
+    $('#empty-cmd').textContent = 'curl -x http://' + addr + ' http://example.com/';
+    // The group's own ca.pem, as README's quick start has it.
+    const ca = st.group ? String(st.group).replace(/\/+$/, '') + '/ca.pem' : 'ca.pem';
+    $('#empty-cmd-tls').textContent = 'curl -x http://' + addr + ' --cacert ' + ca + ' https://example.com/';
   }
 
   // ---------------------------------------------------------------- held panel
@@ -806,7 +841,8 @@
       box.appendChild(h('div', { class: 'held-item' + (m.id === heldSel ? ' sel' : ''), 'data-held-id': m.id, onclick: () => selectHeld(m.id) },
         h('div', { class: 'hi-top' }, h('span', { class: 'hi-kind ' + m.kind }, m.kind), h('b', null, m.method || ''),
           h('span', { class: 'hi-time', title: m.paused_at }, BM.fmtTime(m.paused_at))),
-        h('div', { class: 'hi-url', title: m.url }, m.url || '')));
+        h('div', { class: 'hi-url', title: m.url }, m.url || ''),
+        heldExpiry(m)));
     }
     if (heldSel !== null && !S.held.some(x => x.id === heldSel)) {
       // Resolved elsewhere (CLI, another tab) or timed out.
@@ -817,6 +853,16 @@
     }
   }
 
+  /** When a held message goes on by itself, from its `expires_at` (null: it waits until resolved; absent: nothing said). */
+  function heldExpiry(m) {
+    if (!m || !('expires_at' in m)) return null;
+    return h('span', { class: 'hi-expires', 'data-expires': m.expires_at === null ? '' : String(m.expires_at) }, BM.heldCountdown(m.expires_at));
+  }
+  setInterval(() => {
+    if (!heldPanel.open) return;
+    for (const el of document.querySelectorAll('#held-panel .hi-expires')) el.textContent = BM.heldCountdown(el.getAttribute('data-expires') || null);
+  }, 1000);
+
   function selectHeld(id) {
     const m = S.held.find(x => x.id === id);
     if (!m) return;
@@ -826,8 +872,9 @@
     heldRaw.disabled = false;
     $('#held-continue').disabled = false;
     $('#held-abort').disabled = false;
+    const expiry = heldExpiry(m);
     clear($('#held-info')).append(h('b', null, m.kind === 'request' ? 'Request' : 'Response'), ' held ', BM.fmtAgo(m.paused_at),
-      ' · ', h('span', { class: 'mono' }, (m.method || '') + ' ' + (m.url || '')));
+      expiry ? ' · ' : '', expiry || '', ' · ', h('span', { class: 'mono' }, (m.method || '') + ' ' + (m.url || '')));
     setHeldError(null);
     renderHeldList();
     updateGutter();

@@ -301,14 +301,13 @@
 
     // Test a URL against the saved rules.
     const testUrl = h('input', { class: 'field', type: 'text', placeholder: 'https://api.example.com/v1/users', spellcheck: 'false', 'data-test': 'rule-test-url' });
-    const testMethod = h('select', { class: 'field' }, ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].map(m => h('option', null, m)));
     const testOut = h('div', { class: 'test-result', 'data-test': 'rule-test-result' });
     const runTest = async () => {
       const url = testUrl.value.trim();
       if (!url) return;
       clear(testOut);
       try {
-        const res = await api('POST', '/api/rules/test', { url, method: testMethod.value });
+        const res = await api('POST', '/api/rules/test', { url });
         const m = res.matches || [];
         if (!m.length) testOut.appendChild(h('span', { class: 'muted' }, 'No rule matches this URL.'));
         // Every matching rule, and why it applies or not (RuleVerdict: applies, disabled, shadowed, blocked, answered_locally).
@@ -324,7 +323,7 @@
     drawTable();
     const c = card('rules', 'Rules', 'evaluated in order; the first enabled match of each kind applies',
       errEl, tableBox, form,
-      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test URL'), testMethod, testUrl,
+      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test URL'), testUrl,
         h('button', { type: 'button', class: 'btn', onclick: runTest, 'data-test': 'rule-test' }, 'Test')),
       testOut);
     c.classList.add('span2');
@@ -332,11 +331,11 @@
   }
 
   function breakpointsSection() {
-    // Contract: {"patterns": [...]}. settings.json itself has {"request": [...], "response": [...],
-    // "timeout_seconds": N}; every array-valued key is shown as a list, other keys are kept.
-    const bp = settings.breakpoints && typeof settings.breakpoints === 'object' ? { ...settings.breakpoints } : { patterns: [] };
-    let keys = Object.keys(bp).filter(k => Array.isArray(bp[k]));
-    if (!keys.length) { bp.patterns = []; keys = ['patterns']; }
+    // settings.json's {"request": [...], "response": [...], "timeout_seconds": N}: every array-valued
+    // key is shown as a list, other keys are kept (the API refuses a key breakpoints do not have).
+    const bp = settings.breakpoints && typeof settings.breakpoints === 'object' ? { ...settings.breakpoints } : {};
+    for (const k of ['request', 'response']) if (!Array.isArray(bp[k])) bp[k] = [];
+    const keys = Object.keys(bp).filter(k => Array.isArray(bp[k]));
     const bar = saveBar(async () => {
       await api('PUT', '/api/settings/breakpoints', bp);
       settings.breakpoints = { ...bp };
@@ -423,11 +422,22 @@
     return c;
   }
 
+  /** A file that does not parse: what is shown instead, and why a save is refused until it is fixed. */
+  function inForceNotice() {
+    if (settings.valid !== false) return null;
+    const shown = settings.in_force === 'last_good'
+      ? 'Shown below: the last good settings, the ones in force.'
+      : 'No good version was read since the web front started; shown below: the defaults.';
+    return h('div', { class: 'notice error settings-invalid', 'data-test': 'settings-in-force' },
+      h('b', null, BM.settingsProblem(settings.error)), ' ', shown, ' Saving here is refused until the file is fixed (busymate status says the same).');
+  }
+
   function render() {
     clear(root);
     const page = h('div', { class: 'page' },
       h('div', { class: 'page-title' }, 'Settings',
         h('button', { type: 'button', class: 'btn small', onclick: load, title: 'Reload from the server' }, '↻ Reload')),
+      inForceNotice(),
       h('div', { class: 'cards' }, sslSection(), upstreamSection(), rulesSection(), breakpointsSection(), pinnedSection(), rawSection()));
     root.appendChild(page);
   }
@@ -465,12 +475,13 @@
 
   const stateColor = s => (s === 'ready' ? 'green' : s === 'stopped' || s === 'failed' ? 'red' : s ? 'amber' : 'grey');
 
-  function renderStatus(st, rps) {
-    clear(sroot);
-    const page = h('div', { class: 'page' });
-    sroot.appendChild(page);
-    page.appendChild(h('div', { class: 'page-title' }, 'Status', st ? h('span', { class: 'muted small' }, 'updated ' + BM.fmtTime(new Date().toISOString())) : null));
-    if (!st) { page.appendChild(h('div', { class: 'muted' }, 'Waiting for the status…')); return; }
+  /**
+   * The readiness card's rows and the one verdict both the Status view and the Traffic view's
+   * status bar show: red anywhere is "Not ready"; amber with the tunnel ready is "Ready, with
+   * warnings" (a broken settings.json is one: the last good settings stay in force and proxying
+   * goes on); the tunnel not ready yet is "Not ready" too.
+   */
+  function assess(st) {
     const rows = [];
     const colors = [];
     const add = (c, ...rest) => { colors.push(c); rows.push(row(c, ...rest)); };
@@ -504,8 +515,8 @@
       ca.subject ? h('div', { class: 'muted' }, ca.subject + (ca.not_after ? ' · valid until ' + String(ca.not_after).slice(0, 10) : '')) : null,
       ca.fingerprint_sha256 ? h('div', { class: 'mono muted', title: 'SHA-256 fingerprint' }, ca.fingerprint_sha256) : null);
     const se = st.settings || {};
-    add(se.valid === false ? 'red' : (se.unknown_keys && se.unknown_keys.length) ? 'amber' : 'green', 'Settings',
-      se.valid === false ? h('div', { class: 'rr-err' }, 'invalid: ' + (se.error || 'unknown error')) : 'valid',
+    add(se.valid === false || (se.unknown_keys && se.unknown_keys.length) ? 'amber' : 'green', 'Settings',
+      se.valid === false ? h('div', { class: 'rr-warn', 'data-test': 'settings-invalid' }, BM.settingsProblem(se.error) + ' The last good settings stay in force.') : 'valid',
       se.path ? h('div', { class: 'mono muted' }, se.path) : null,
       se.unknown_keys && se.unknown_keys.length ? h('div', { class: 'rr-warn' }, 'unknown keys: ' + se.unknown_keys.join(', ')) : null);
     const store = st.store || {};
@@ -514,7 +525,17 @@
     colors.push(...network.colors);
 
     const overall = colors.includes('red') ? 'red' : colors.includes('amber') ? 'amber' : 'green';
-    const headline = overall === 'green' ? 'Ready — capturing' : overall === 'amber' ? 'Running, with warnings' : 'Not ready';
+    const headline = overall === 'red' || tun.state !== 'ready' ? 'Not ready' : overall === 'amber' ? 'Ready, with warnings' : 'Ready — capturing';
+    return { rows, network, overall, headline, tun, ls };
+  }
+
+  function renderStatus(st, rps) {
+    clear(sroot);
+    const page = h('div', { class: 'page' });
+    sroot.appendChild(page);
+    page.appendChild(h('div', { class: 'page-title' }, 'Status', st ? h('span', { class: 'muted small' }, 'updated ' + BM.fmtTime(new Date().toISOString())) : null));
+    if (!st) { page.appendChild(h('div', { class: 'muted' }, 'Waiting for the status…')); return; }
+    const { rows, network, overall, headline, tun, ls } = assess(st);
     const readiness = h('section', { class: 'card', id: 'readiness', 'data-test': 'readiness', 'data-state': overall },
       h('div', { class: 'ready-head' }, h('span', { class: 'dot big-dot ' + overall }),
         h('div', null, h('div', { class: 'rh-title' }, headline),
@@ -756,5 +777,5 @@
 
   BM.devicesView = { render: renderDevices };
 
-  BM.statusView = { render: renderStatus };
+  BM.statusView = { render: renderStatus, readiness: st => { const a = assess(st); return { state: a.overall, headline: a.headline }; } };
 })();

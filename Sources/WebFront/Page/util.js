@@ -178,6 +178,35 @@ BM.shortType = function shortType(ct) {
 };
 
 /** [host, path] of a URL without new URL() (cheap, and never throws). */
+/** settings.json's error as the CLI gives it ("12:1: expected …") said with its line and column. */
+BM.settingsProblem = function settingsProblem(error) {
+  const m = /^(\d+):(\d+): ([\s\S]*)$/.exec(String(error || ''));
+  return m ? 'settings.json is invalid at line ' + m[1] + ', column ' + m[2] + ': ' + m[3] + ' (' + m[1] + ':' + m[2] + ').'
+    : 'settings.json is invalid: ' + (error || 'unknown error') + '.';
+};
+
+/** A row's host as a person reads it: with its port unless that is the scheme's default (localhost:8443, not localhost). */
+BM.hostWithPort = function hostWithPort(url, host) {
+  const auth = BM.splitUrl(url)[0].replace(/^[^@]*@/, '');
+  const scheme = String(url || '').split('://')[0].toLowerCase();
+  const m = /^(.*?)(?::(\d+))?$/.exec(auth);
+  let name = host || m[1];
+  const port = m[2];
+  if (!port || (scheme === 'http' && port === '80') || (scheme === 'https' && port === '443')) return name;
+  if (name.includes(':') && !name.startsWith('[')) name = '[' + name + ']';
+  return name + ':' + port;
+};
+
+/** A held message's countdown: "sent on in 42 s", or "waits until resolved" when it has no deadline (null). */
+BM.heldCountdown = function heldCountdown(expiresAt, now) {
+  if (expiresAt === null || expiresAt === undefined || expiresAt === '') return 'waits until resolved';
+  const at = Date.parse(expiresAt);
+  if (Number.isNaN(at)) return '';
+  const s = Math.ceil((at - (now === undefined ? Date.now() : now)) / 1000);
+  if (s <= 0) return 'sent on now';
+  return 'sent on in ' + (s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s');
+};
+
 BM.splitUrl = function splitUrl(url) {
   url = String(url || '');
   const s = url.indexOf('://');
