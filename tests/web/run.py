@@ -286,6 +286,29 @@ def run(appliance, origin, page, downloads):
     check(reached, "a 1 MiB body's hex view scrolls to its last byte")
     page.shot("hex-end")
 
+    # 3c. Mark and comment in the detail: the list shows them, the filter and the CLI find them.
+    page.row_for("/data.json").click()
+    page.wait("the mark button", lambda: page.find("#mark").is_displayed())
+    page.find("#mark").click()
+    marked_chips = lambda: [c for c in page.all("#list-body .row[data-id] .chip.marked")]
+    marked = page.wait("the mark", lambda: page.find("#mark").text.strip() == "★ Marked" and len(marked_chips()) == 1, 10)
+    if not marked:
+        print("   mark button %r, chips %d" % (page.find("#mark").text, len(marked_chips())))
+    comment = page.find("#comment")
+    comment.send_keys("flaky on the second load" + Keys.ENTER)
+    commented = page.wait("the comment", lambda: len(page.all("#list-body .row[data-id] .chip.comment")) == 1, 10)
+    listed = json.loads(appliance.cli("list", "--json", "~marked & ~comment flaky").stdout or "[]")
+    check(marked, "the detail's Mark button marks the row: the button says so and the list shows the mark")
+    check(commented, "a comment typed in the detail shows in the list")
+    check([r["url"].rsplit("/", 1)[-1] for r in listed] == ["data.json"] and listed[0]["marker"] == "default",
+          "`busymate list ~marked & ~comment flaky` finds the row the page marked (%s)" % listed)
+    page.set_filter("~comment flaky")
+    check(page.wait("filtered to the comment", lambda: [p.rsplit("/", 1)[-1] for p in page.row_paths()] == ["data.json"]),
+          "the page's filter ~comment finds it: %s" % page.row_paths())
+    page.shot("marked")
+    page.set_filter("")
+    page.wait("unfiltered", lambda: page.row_for("/echo") is not None or page.row_for("/data.json") is not None)
+
     # 4. A held request, edited in the page: the origin receives the edit.
     held = subprocess.Popen(["curl", "-s", "-x", appliance.proxy(), "--max-time", "60", "-H", "Content-Type: text/plain", "--data-binary", "original body", base + "/hold/1"],
                             stdout=subprocess.PIPE, text=True)

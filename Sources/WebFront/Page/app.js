@@ -165,6 +165,8 @@
       m.appendChild(chip('resent', '↻ from #' + r.resent_from, 'resent from #' + r.resent_from + ' (click to select it)', { 'data-origin': r.resent_from }));
     }
     if (r.imported) m.appendChild(chip('imported', 'imported', 'imported from a HAR file'));
+    if (r.marker) m.appendChild(chip('marked', r.marker === 'default' ? '★' : r.marker, 'marked' + (r.marker === 'default' ? '' : ': ' + r.marker), { 'data-test': 'mark-chip' }));
+    if (r.comment) m.appendChild(chip('comment', '✎', r.comment, { 'data-test': 'comment-chip' }));
   }
 
   function decorate(el, i, key) {
@@ -581,7 +583,10 @@
     ['~src ADDR', 'client address'], ['~dst ADDR', 'server address'], ['~websocket', 'WebSocket upgrades'],
     ['~device NAME', 'from the device (its name, a regex)'], ['~dns', 'DNS queries (transparent mode)'],
     ['~tls MODE', 'mitm | passthrough | none'],
-    ['~rule NAME', 'a rule applied'], ['!X', 'not'], ['X & Y', 'and (a space also means and)'], ['X | Y', 'or'],
+    ['~rule NAME', 'a rule applied'], ['~marked', 'marked (★ in the detail)'], ['~marker TEXT', 'marked with this marker'],
+    ['~comment TEXT', 'a comment contains'], ['~s', 'has a response'], ['~q', 'no response'], ['~a', 'asset: JS, CSS, image, font'],
+    ['~http', 'HTTP exchanges'], ['~tcp', 'passed-through TCP tunnels'], ['~replay', 'sent again (resend)'],
+    ['~since 10m', 'started since (10m, 2h, 1d, a time)'], ['!X', 'not'], ['X & Y', 'and (a space also means and)'], ['X | Y', 'or'],
     ['( … )', 'grouping'], ['word', 'a bare word matches the URL'],
   ];
   const helpRows = $('#filter-help-rows');
@@ -1230,6 +1235,11 @@
     openCompose, resendAsIs, selectId, openHeld, showDevice, showFilter,
     setView: v => setView(v),
     onDetailClosed() { list.render(); scrollEl.focus({ preventScroll: true }); },
+    /** The detail changed a row's mark or comment: the list shows it at once. */
+    annotated(id, marker, comment) {
+      const r = S.ids.get(id);
+      if (r) { r.marker = marker; r.comment = comment; list.refresh(true); }
+    },
     relayout() { list.render(); },
   };
 

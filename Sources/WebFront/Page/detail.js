@@ -72,6 +72,21 @@
       h('button', { type: 'button', class: 'tool icon', title: 'Close (Esc)', 'aria-label': 'Close detail', onclick: close }, '×'));
   }
 
+  /** A mark or comment, saved in the store; the list and this pane follow. */
+  async function annotate(ex, change) {
+    const g = gen;
+    try {
+      const saved = await api('PUT', '/api/exchanges/' + ex.id + '/annotation', change);
+      BM.app.annotated(ex.id, saved.marker, saved.comment);
+      if (g !== gen || cur !== ex) return;
+      ex.marker = saved.marker;
+      ex.comment = saved.comment;
+      render();
+    } catch (e) {
+      BM.toast('Could not save: ' + e.message, true);
+    }
+  }
+
   function renderLoading(id, row) {
     clear(pane);
     pane.appendChild(head(id, row, null));
@@ -105,7 +120,14 @@
     pane.appendChild(h('div', { class: 'd-actions' },
       h('button', { type: 'button', id: 'resend', 'data-test': 'resend', class: 'btn', title: 'Edit and resend', onclick: () => BM.app.openCompose(ex) }, '✎ Edit & resend…'),
       h('button', { type: 'button', id: 'resend-as-is', 'data-test': 'resend-as-is', class: 'btn', title: 'Send the same request again', onclick: () => BM.app.resendAsIs(ex.id) }, '↻ Resend'),
-      h('button', { type: 'button', id: 'copy-curl', 'data-test': 'copy-curl', class: 'btn', disabled: !ex.curl, onclick: copyCurl }, 'Copy as cURL')));
+      h('button', { type: 'button', id: 'copy-curl', 'data-test': 'copy-curl', class: 'btn', disabled: !ex.curl, onclick: copyCurl }, 'Copy as cURL'),
+      h('button', { type: 'button', id: 'mark', 'data-test': 'mark', class: 'btn' + (ex.marker ? ' on' : ''), 'aria-pressed': ex.marker ? 'true' : 'false',
+        title: ex.marker ? 'Remove the mark (~marked finds marked exchanges)' : 'Mark this exchange (~marked finds it)',
+        onclick: () => annotate(ex, { marker: ex.marker ? null : 'default' }) }, ex.marker ? '★ Marked' : '☆ Mark'),
+      h('input', { type: 'text', id: 'comment', 'data-test': 'comment', class: 'comment', maxlength: '4096', placeholder: 'Comment…',
+        value: ex.comment || '', title: 'A comment kept with the exchange (Enter saves; ~comment finds it)',
+        onkeydown: e => { if (e.key === 'Enter') e.target.blur(); },
+        onchange: e => annotate(ex, { comment: e.target.value }) })));
     const tabs = h('div', { class: 'tabs', role: 'tablist' });
     for (const [key, label] of TABS) {
       let extra = null;
