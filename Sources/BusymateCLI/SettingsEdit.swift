@@ -36,6 +36,24 @@ enum SettingsEdit {
             notifier.post(.settingsDidChange)
             notifier.close()
         }
+        awaitTunnel(paths)
+    }
+
+    /// A command that returns before the tunnel applied the edit lets the
+    /// user's next request meet the old settings (`ssl-proxying add HOST`,
+    /// then a curl at once, was passed through). Waits until the running
+    /// tunnel reports the file's new content in force, at most `timeout`.
+    static func awaitTunnel(_ paths: GroupPaths, timeout: Double = 3) {
+        let wanted = SettingsFile.read(paths.settings).sha256
+        guard !wanted.isEmpty else { return }
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            guard let status = TunnelStatus.read(paths.status), status.pid > 0,
+                  kill(status.pid, 0) == 0 || errno == EPERM else { return }
+            if status.settingsSha256 == wanted { return }
+            usleep(20_000)
+        }
+        FileHandle.standardError.write(Data("note: the tunnel has not applied this yet; it will once it reads settings.json (busymate status)\n".utf8))
     }
 
     /// Adds `pattern` to the list of strings at `keyPath`; a pattern
