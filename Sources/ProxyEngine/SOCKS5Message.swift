@@ -22,6 +22,21 @@ enum SOCKS5Message {
         case ttlExpired = 0x06
         case commandNotSupported = 0x07
         case addressTypeNotSupported = 0x08
+
+        /// RFC 1928's words for it.
+        var text: String {
+            switch self {
+            case .succeeded: "succeeded"
+            case .generalFailure: "general SOCKS server failure"
+            case .notAllowed: "connection not allowed by ruleset"
+            case .networkUnreachable: "network unreachable"
+            case .hostUnreachable: "host unreachable"
+            case .connectionRefused: "connection refused"
+            case .ttlExpired: "TTL expired"
+            case .commandNotSupported: "command not supported"
+            case .addressTypeNotSupported: "address type not supported"
+            }
+        }
     }
 
     enum Greeting: Equatable {
