@@ -74,6 +74,10 @@ import Testing
         let direct = try front.curl("http://bypass.invalid:\(origin.port)/direct")
         #expect(direct.code == 200 && direct.body == "origin GET /direct\n", "\(direct.result.stderr)")
 
+        // A SOCKS5 client of ours, chained on: its dial and its request go through the SOCKS5 server, by name.
+        let both = try SOCKSTests.curl(port, "http://localhost:\(origin.port)/socks-both-ways")
+        #expect(both.code == 200 && both.body == "origin GET /socks-both-ways\n", "\(both.result.stderr)")
+
         // The SOCKS5 server was asked for names as names (socks5h), never for the bypassed host.
         let seen = socks.seen
         #expect(seen.contains("CONNECT localhost:\(origin.port) domain auth=none"), "\(seen)")
