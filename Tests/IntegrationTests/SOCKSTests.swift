@@ -164,3 +164,26 @@ extension Data {
         self.init(bytes)
     }
 }
+
+extension SOCKSTests {
+    @Test func aDevicePortSpeaksSOCKS5TooAndItsRowsAreTheDevices() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        let first = Int.random(in: 20000...60000)
+        try appliance.writeSettings(Appliance.interceptionSettings(include: [], extra: #", "devices": {"port_pool": "\#(first)-\#(first + 9)", "host": "127.0.0.1"}"#))
+        try appliance.start()
+        let added = try appliance.cli(["devices", "add", "phone"])
+        let port = added.stdout.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.first { (first...first + 9).contains($0) }
+        #expect(added.status == 0 && port != nil, "\(added.stdout) \(added.stderr)")
+        guard let port else { return }
+        var fetched: (code: Int, body: String, result: CommandResult)?
+        try waitUntil("the device port serves SOCKS5", timeout: 5) {
+            fetched = try Self.curl(port, "http://127.0.0.1:\(origin.port)/from-phone")
+            return fetched?.code == 200
+        }
+        #expect(fetched?.body == "origin GET /from-phone\n")
+        let row = try Self.row(appliance, "/from-phone")
+        #expect(row["device"] as? String == "phone" && row["front_end"] as? String == "socks5", "\(row)")
+    }
+}
