@@ -139,7 +139,7 @@ extension AppSettings {
         "access.grants[]": ["address", "until"],
         "timeouts": Set(Timeouts.keys),
         "breakpoints": ["request", "response", "timeout_seconds"],
-        "upstream_proxy": ["host", "port", "username", "password", "bypass"],
+        "upstream_proxy": ["scheme", "host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max", "max_dns_rows"],
         "proxy": ["listen"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust", "auto_pin", "pin_ttl"],

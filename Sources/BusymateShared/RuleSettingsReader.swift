@@ -201,15 +201,30 @@ extension AppSettings.Reader {
         guard (1...65535).contains(port), port == port.rounded() else {
             throw SettingsError(message: "must be a port from 1 to 65535", position: portNode.position, keyPath: "upstream_proxy.port")
         }
+        var scheme = UpstreamProxySetting.Scheme.http
+        if let schemeNode = node["scheme"] {
+            let text = try string(schemeNode, path: "upstream_proxy.scheme")
+            guard let known = UpstreamProxySetting.Scheme(rawValue: text) else {
+                throw SettingsError(message: "\"\(text)\" is not a proxy scheme: \"http\" or \"socks5\"", position: schemeNode.position,
+                                    keyPath: "upstream_proxy.scheme")
+            }
+            scheme = known
+        }
         let username = try node["username"].map { n throws(SettingsError) in try string(n, path: "upstream_proxy.username") }
         let password = try node["password"].map { n throws(SettingsError) in try string(n, path: "upstream_proxy.password") }
         if (username == nil) != (password == nil) {
             throw SettingsError(message: "basic auth takes both \"username\" and \"password\"", position: node.position, keyPath: "upstream_proxy")
         }
-        if let username, username.contains(":") {
+        // RFC 1929: each 1 to 255 bytes.
+        for (key, value) in [("username", username), ("password", password)] where scheme == .socks5 {
+            if let value, !(1...255).contains(value.utf8.count) {
+                throw SettingsError(message: "a SOCKS5 \(key) is 1 to 255 bytes", position: node[key]?.position, keyPath: "upstream_proxy.\(key)")
+            }
+        }
+        if scheme == .http, let username, username.contains(":") {
             throw SettingsError(message: "a basic-auth user name cannot hold \":\"", position: node["username"]?.position, keyPath: "upstream_proxy.username")
         }
         let bypass = try node["bypass"].map { n throws(SettingsError) in try patterns(n, path: "upstream_proxy.bypass") } ?? []
-        return UpstreamProxySetting(host: host, port: Int(port), username: username, password: password, bypass: bypass)
+        return UpstreamProxySetting(scheme: scheme, host: host, port: Int(port), username: username, password: password, bypass: bypass)
     }
 }

@@ -1,16 +1,25 @@
 import Foundation
 
 /// `upstream_proxy` in `settings.json`: a proxy every upstream dial goes
-/// through (`CONNECT` for TLS and passthrough, absolute-form for plain
-/// HTTP), but for hosts on `bypass`.
+/// through (an HTTP proxy: `CONNECT` for TLS and passthrough, absolute-form
+/// for plain HTTP; a SOCKS5 proxy: a SOCKS5 CONNECT for everything), but
+/// for hosts on `bypass`.
 public struct UpstreamProxySetting: Sendable, Equatable {
+    /// What the proxy speaks (`scheme` in settings.json).
+    public enum Scheme: String, Sendable, CaseIterable {
+        case http
+        case socks5
+    }
+
+    public var scheme: Scheme
     public var host: String
     public var port: Int
     public var username: String?
     public var password: String?
     public var bypass: SSLProxyMatcher
 
-    public init(host: String, port: Int, username: String? = nil, password: String? = nil, bypass: [String] = []) {
+    public init(scheme: Scheme = .http, host: String, port: Int, username: String? = nil, password: String? = nil, bypass: [String] = []) {
+        self.scheme = scheme
         self.host = host
         self.port = port
         self.username = username
@@ -18,9 +27,9 @@ public struct UpstreamProxySetting: Sendable, Equatable {
         self.bypass = SSLProxyMatcher(include: bypass, exclude: [])
     }
 
-    /// `Proxy-Authorization` for basic auth, when credentials are set.
+    /// `Proxy-Authorization` for basic auth, when credentials are set (an HTTP proxy's).
     public var authorization: String? {
-        guard let username, let password else { return nil }
+        guard scheme == .http, let username, let password else { return nil }
         return "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
     }
 

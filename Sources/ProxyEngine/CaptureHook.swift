@@ -82,6 +82,18 @@ struct CaptureHook: Sendable {
         writer.submit(record)
     }
 
+    /// A SOCKS5 client refused before it was connected: a bare handshake,
+    /// or a CONNECT to `target` that could not be dialled.
+    func socksRefused(_ target: ProxyTarget?, client: SocketAddress?, why: String) {
+        var record = ExchangeRecord(scheme: "tcp", method: target == nil ? "" : "CONNECT", host: target?.host.lowercased() ?? "",
+                                    port: target?.port ?? 0, path: "", url: target?.description ?? "", tlsMode: target == nil ? .none : .passthrough)
+        record.clientAddress = client.map(ExchangeCapture.describe)
+        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        record.endedAt = Date()
+        record.error = why
+        writer.submit(record)
+    }
+
     /// A CONNECT that is passed through: one row, written when it fails or closes.
     func tunnel(_ head: HTTPRequestHead, target: ProxyTarget, client: SocketAddress?) -> TunnelCapture {
         var record = ExchangeRecord(scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,

@@ -106,13 +106,9 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     private func dial(context: ChannelHandlerContext) {
         tunnelCapture = hooks.tunnelOpened(head, target: target, client: context.channel.remoteAddress)
         // A passed-through tunnel matches rules as https://host:port/.
-        var override: String?
-        let rules = services.rules
-        if !rules.isEmpty, let rule = rules.first(.hostOverride, for: "https://\(target)/"), case let .hostOverride(address) = rule.action {
-            override = address
-            tunnelCapture?.rule(rule.name)
-        }
-        owner.dialPassThrough(target, override: override) { [self] result in
+        let override = owner.passThroughOverride(for: target)
+        if let override { tunnelCapture?.rule(override.rule) }
+        owner.dialPassThrough(target, override: override?.address) { [self] result in
             guard let context = self.context else { return }
             switch result {
             case let .success((peer, tunnel)): glue(peer, tunnel: tunnel, context: context)

@@ -209,6 +209,11 @@ extension ExchangeHooks {
         captureHook?.requestRefused(line: line, intercepted: target, client: client, status: status, why: why)
     }
 
+    /// A SOCKS5 handshake refused, broken off or whose target could not be dialled.
+    func socksRefused(_ target: ProxyTarget?, client: SocketAddress?, why: String) {
+        captureHook?.socksRefused(target, client: client, why: why)
+    }
+
     /// A request head that did not arrive whole in time.
     func requestHeadTimedOut(intercepted target: ProxyTarget?, client: SocketAddress?, why: String) {
         captureHook?.requestHeadTimedOut(intercepted: target, client: client, why: why)

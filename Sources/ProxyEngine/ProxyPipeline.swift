@@ -12,7 +12,8 @@ import NIOSSL
 /// Confined to the connection's event loop.
 final class ProxyPipeline {
     let channel: Channel
-    let services: ProxyServices
+    /// The connection's services; a SOCKS5 client changes its front end.
+    private(set) var services: ProxyServices
     /// The HTTP layer in place, if any.
     private var http: HTTPLayer?
     /// On an intercepted connection: the socket's side of TLS.
@@ -43,13 +44,18 @@ final class ProxyPipeline {
         }
     }
 
-    private var ops: ChannelPipeline.SynchronousOperations { channel.pipeline.syncOperations }
+    /// How the client came in, for the rows from here on.
+    func setFrontEnd(_ name: String) { services.peer.frontEnd = name }
+
+    var ops: ChannelPipeline.SynchronousOperations { channel.pipeline.syncOperations }
 
     /// The explicit proxy's front end: a new client connection starts with
     /// the HTTP layer, where each request names its host or asks to CONNECT.
     static func startExplicitProxy(_ channel: Channel, services: ProxyServices) throws {
         let owner = ProxyPipeline(channel: channel, services: services)
         try channel.pipeline.syncOperations.addHandler(ConnectionCounter(stats: services.stats))
+        // The first byte says HTTP or SOCKS5: the sniffer leaves once it has come.
+        try channel.pipeline.syncOperations.addHandler(FrontEndSniffer(owner: owner))
         _ = try owner.installHTTP(route: .absoluteForm, position: .last)
     }
 
@@ -69,13 +75,14 @@ final class ProxyPipeline {
             }
             let owner = ProxyPipeline(channel: channel, services: services)
             try channel.pipeline.syncOperations.addHandler(ConnectionCounter(stats: services.stats))
-            try channel.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: ProxyTarget(host: DeviceRegistry.normalized(ip), port: port)))
+            let destination = ProxyTarget(host: DeviceRegistry.normalized(ip), port: port)
+            try channel.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: destination, pinned: destination.host))
         }
     }
 
     /// Plain HTTP arrived on a transparent connection: the HTTP layer in
     /// place of the router, every request dialled to `original`.
-    func transparentHTTP(_ original: ProxyTarget, pinnedAddress: String, replacing router: some RemovableChannelHandler) throws {
+    func transparentHTTP(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
         let exchange = try installHTTP(route: .transparent(original), position: .after(router))
         exchange.pinnedAddress = pinnedAddress
         ops.removeHandler(router, promise: nil)
@@ -111,7 +118,7 @@ final class ProxyPipeline {
     /// on the bytes it holds beyond the last request, and they must meet a
     /// handler that takes bytes. `keepingEncoder` leaves the encoder for a
     /// reply still to come (the CONNECT router's).
-    private func removeHTTP(keepingEncoder: Bool) {
+    func removeHTTP(keepingEncoder: Bool) {
         guard let layer = http else { return }
         http = nil
         if !keepingEncoder { ops.removeHandler(layer.encoder, promise: nil) }
@@ -153,6 +160,16 @@ final class ProxyPipeline {
     /// The router refused or failed: its reply went out; nothing more to read.
     func connectRefused() {
         removeKeptEncoder()
+    }
+
+    /// The host_override rule for a passed-through tunnel to `target`
+    /// (matched as https://host:port/): its address and name.
+    func passThroughOverride(for target: ProxyTarget) -> (address: String, rule: String)? {
+        let rules = services.rules
+        guard !rules.isEmpty, let rule = rules.first(.hostOverride, for: "https://\(target)/"), case let .hostOverride(address) = rule.action else {
+            return nil
+        }
+        return (address, rule.name)
     }
 
     /// Dials `target` for bytes that are only passed through (pinned to

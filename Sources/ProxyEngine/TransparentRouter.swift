@@ -4,11 +4,13 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 
-/// The first handler of a redirected connection: holds the client's first
-/// bytes until they say what they are (a TLS ClientHello, an HTTP request
-/// line, anything else) and asks the owner for that layer, dialling the
-/// original destination itself when the bytes are only passed through.
-/// The layers after it are the explicit proxy's: nothing is written twice.
+/// The first handler of a redirected connection (and of a SOCKS5 one once
+/// its handshake is done): holds the client's first bytes until they say
+/// what they are (a TLS ClientHello, an HTTP request line, anything else)
+/// and asks the owner for that layer, dialling the original destination
+/// itself when the bytes are only passed through (SOCKS5 has dialled it
+/// already). The layers after it are the explicit proxy's: nothing is
+/// written twice.
 final class TransparentRouter {
     private enum State {
         /// Reading until the bytes say what they are.
@@ -24,8 +26,14 @@ final class TransparentRouter {
 
     private var state = State.peeking
     private let owner: ProxyPipeline
-    /// Where the client was going (the address, from conntrack).
+    /// Where the client was going (the address, from conntrack; SOCKS5's target).
     private let original: ProxyTarget
+    /// The address every dial goes to (nil: the name is resolved).
+    private let pinned: String?
+    /// SOCKS5's open connection to `original`, until it is glued or dropped.
+    private var dialled: (peer: Channel, tunnel: UpstreamDial.Tunnel)?
+    /// The host_override rule SOCKS5's dial followed.
+    private let rule: String?
     private var logger: Logger
     private var services: ProxyServices { owner.services }
     private var hooks: ExchangeHooks { ExchangeHooks(services: owner.services) }
@@ -40,9 +48,12 @@ final class TransparentRouter {
     /// A ClientHello larger than this is passed through unread.
     static let peekLimit = 16 * 1024
 
-    init(owner: ProxyPipeline, original: ProxyTarget) {
+    init(owner: ProxyPipeline, original: ProxyTarget, pinned: String?, dialled: (Channel, UpstreamDial.Tunnel)? = nil, rule: String? = nil) {
         self.owner = owner
         self.original = original
+        self.pinned = pinned
+        self.dialled = dialled.map { (peer: $0.0, tunnel: $0.1) }
+        self.rule = rule
         logger = owner.services.logger
         logger[metadataKey: "ORIGINAL_DST"] = "\(original)"
     }
@@ -73,6 +84,7 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         silence?.cancel()
+        dropDialled()
         self.context = nil
     }
 
@@ -151,8 +163,9 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
         case .http:
             state = .handingOver
             let target = ProxyTarget(host: learnedHost, port: original.port)
+            dropDialled()
             do {
-                try owner.transparentHTTP(target, pinnedAddress: original.host, replacing: self)
+                try owner.transparentHTTP(target, pinnedAddress: pinned, replacing: self)
             } catch {
                 logger.error("cannot set up HTTP on a transparent connection", metadata: ["ERROR": "\(error)"])
                 close(context)
@@ -183,8 +196,9 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
         }
         hooks.tunnelIntercepted()
         state = .handingOver
+        dropDialled()
         do {
-            try owner.intercept(target, serverContext: serverContext, upstream: upstream, pinnedAddress: original.host, replacing: self)
+            try owner.intercept(target, serverContext: serverContext, upstream: upstream, pinnedAddress: pinned, replacing: self)
         } catch {
             logger.error("cannot set up interception", metadata: ["ERROR": "\(error)"])
             close(context)
@@ -198,17 +212,17 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
         state = .dialling
         let head = HTTPRequestHead(version: .http1_1, method: .CONNECT, uri: target.description)
         tunnelCapture = hooks.tunnelOpened(head, target: target, client: context.channel.remoteAddress)
-        owner.dialPassThrough(target, override: original.host) { [self] result in
+        if let rule { tunnelCapture?.rule(rule) }
+        if let (peer, tunnel) = dialled {
+            dialled = nil
+            glue(peer, tunnel: tunnel, context: context)
+            return
+        }
+        owner.dialPassThrough(target, override: pinned) { [self] result in
             guard let context = self.context else { return }
             switch result {
             case let .success((peer, tunnel)):
-                state = .handingOver
-                do {
-                    try owner.passThrough(to: peer, tunnel: tunnel, row: tunnelCapture, replacing: self)
-                } catch {
-                    peer.close(mode: .all, promise: nil)
-                    close(context)
-                }
+                glue(peer, tunnel: tunnel, context: context)
             case let .failure(error):
                 logger.notice("cannot reach the original destination", metadata: ["ERROR": "\(error)"])
                 tunnelCapture?.failed(ProxyError.connectFailed(host: original.host, port: original.port, underlying: error).description)
@@ -216,6 +230,22 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
                 close(context)
             }
         }
+    }
+
+    private func glue(_ peer: Channel, tunnel: UpstreamDial.Tunnel, context: ChannelHandlerContext) {
+        state = .handingOver
+        do {
+            try owner.passThrough(to: peer, tunnel: tunnel, row: tunnelCapture, replacing: self)
+        } catch {
+            peer.close(mode: .all, promise: nil)
+            close(context)
+        }
+    }
+
+    /// SOCKS5's connection is not wanted: HTTP and interception dial per request.
+    private func dropDialled() {
+        dialled?.peer.close(promise: nil)
+        dialled = nil
     }
 
     private func close(_ context: ChannelHandlerContext) {

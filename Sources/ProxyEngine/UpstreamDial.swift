@@ -5,7 +5,7 @@ import NIOHTTP1
 import NIOPosix
 
 /// How one upstream connection is dialled: to the target itself, or to
-/// `upstream_proxy` with a CONNECT through it. A proxy resolves names
+/// `upstream_proxy` with a CONNECT through it (HTTP or SOCKS5). A proxy resolves names
 /// itself, so a host_override applies only to a direct dial.
 struct UpstreamDial {
     let target: ProxyTarget
@@ -28,6 +28,7 @@ struct UpstreamDial {
     /// tunnel's `early` handler for whatever reads the tunnel.
     func tunnel(_ channel: Channel) -> EventLoopFuture<Tunnel> {
         guard let proxy else { return channel.eventLoop.makeSucceededFuture(Tunnel(early: nil)) }
+        if proxy.scheme == .socks5 { return socksTunnel(channel, proxy: proxy) }
         let promise = channel.eventLoop.makePromise(of: Void.self)
         let headers = HTTPHeaders(proxy.authorization.map { [("Proxy-Authorization", $0)] } ?? [])
         let (target, deadline) = (target, NIODeadline.now() + Self.connectDeadline)

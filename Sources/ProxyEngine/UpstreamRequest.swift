@@ -106,10 +106,11 @@ struct UpstreamRequest {
             (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
             headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
         }
-        // Plain HTTP through upstream_proxy: absolute-form, with its credentials.
+        // Plain HTTP through an HTTP upstream_proxy: absolute-form, with its
+        // credentials (through SOCKS5 it is origin-form inside the tunnel).
         let chained = interception.upstreamProxy(for: destination.host)
         var uri = path
-        if let chained, !secure {
+        if let chained, !secure, chained.scheme == .http {
             uri = "http://\(destination.port == 80 ? ExchangeCapture.bracketed(destination.host) : destination.description)\(path)"
             if let authorization = chained.authorization { headers.replaceOrAdd(name: "Proxy-Authorization", value: authorization) }
         }

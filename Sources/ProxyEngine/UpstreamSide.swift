@@ -148,8 +148,8 @@ final class UpstreamSide {
             try layer.value.install(on: channel)
         }
         .flatMap { channel in
-            // Plain requests through a proxy need no tunnel: they go in absolute-form.
-            guard proxy != nil, tls != nil else { return channel.eventLoop.makeSucceededFuture(channel) }
+            // Plain requests through an HTTP proxy need no tunnel: they go in absolute-form.
+            guard let proxy, tls != nil || proxy.scheme == .socks5 else { return channel.eventLoop.makeSucceededFuture(channel) }
             return dial.tunnel(channel).flatMapThrowing { tunnel in
                 try addTLS(channel)
                 tunnel.finish()

@@ -46,6 +46,14 @@ import Testing
         #expect(s.upstreamProxy?.carries("printer.local") == false && s.upstreamProxy?.carries("api.test") == true)
         #expect(s.upstreamProxy?.authorization == "Basic dTpwOnc=")
         #expect(UpstreamProxySetting(host: "p", port: 1).authorization == nil)
+        #expect(s.upstreamProxy?.scheme == .http)
+        // A SOCKS5 proxy: its credentials go in RFC 1929's exchange, never as Proxy-Authorization.
+        let (socks, socksUnknown) = try AppSettings.decode("""
+            {"upstream_proxy": {"scheme": "socks5", "host": "127.0.0.1", "port": 1080, "username": "u:1", "password": "p"}}
+            """)
+        #expect(socksUnknown.isEmpty)
+        #expect(socks.upstreamProxy == UpstreamProxySetting(scheme: .socks5, host: "127.0.0.1", port: 1080, username: "u:1", password: "p"))
+        #expect(socks.upstreamProxy?.authorization == nil)
         // Nothing set: no rules, no breakpoints, a direct upstream.
         let (defaults, _) = try AppSettings.decode("{}")
         #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
@@ -83,6 +91,8 @@ import Testing
         (#"{"upstream_proxy": {"host": "*.test", "port": 1}}"#, "upstream_proxy.host", "not a host name"),
         (#"{"upstream_proxy": {"host": "p.test", "port": 1, "username": "u"}}"#, "upstream_proxy", "both"),
         (#"{"upstream_proxy": {"host": "p.test", "port": 1, "bypass": ["http://x"]}}"#, "upstream_proxy.bypass[0]", "without a scheme"),
+        (#"{"upstream_proxy": {"scheme": "socks4", "host": "p.test", "port": 1}}"#, "upstream_proxy.scheme", "\"http\" or \"socks5\""),
+        (#"{"upstream_proxy": {"scheme": "socks5", "host": "p.test", "port": 1, "username": "", "password": "p"}}"#, "upstream_proxy.username", "1 to 255 bytes"),
     ]
 
     @Test(arguments: refused)

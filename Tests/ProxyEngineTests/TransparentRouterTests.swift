@@ -30,7 +30,7 @@ import Testing
             services.peer = CapturePeer(device: "10.0.0.2", frontEnd: "transparent")
             services.dnsNames = names
             let owner = ProxyPipeline(channel: client, services: services)
-            try client.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: original))
+            try client.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: original, pinned: original.host))
             try client.connect(to: SocketAddress(ipAddress: "10.0.0.2", port: 40000)).wait()
         }
 

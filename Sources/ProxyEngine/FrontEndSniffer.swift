@@ -1,0 +1,63 @@
+import NIOCore
+
+/// The first handler of an explicit-proxy or device-port connection: its
+/// first byte says how the client speaks. 0x05 is SOCKS5 (RFC 1928); an
+/// HTTP method starts with a letter. It holds what it read until it has
+/// decided, then leaves, handing the bytes on to the layer that follows:
+/// the HTTP layer already in place, or the SOCKS5 handshake in its stead.
+final class FrontEndSniffer {
+    private enum State {
+        case waiting
+        case decided
+    }
+
+    private var state = State.waiting
+    private let owner: ProxyPipeline
+    private var held: [NIOAny] = []
+    private var inputClosed = false
+
+    init(owner: ProxyPipeline) { self.owner = owner }
+}
+
+extension FrontEndSniffer: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .waiting = state else {
+            held.append(data)
+            return
+        }
+        let bytes = unwrapInboundIn(data)
+        held.append(data)
+        guard let first = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self) else { return }
+        state = .decided
+        do {
+            if first == SOCKS5Message.version {
+                try owner.startSOCKS(replacing: self)
+            } else {
+                context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            }
+        } catch {
+            owner.services.logger.error("cannot set up SOCKS5", metadata: ["ERROR": "\(error)"])
+            context.close(promise: nil)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed, !held.isEmpty || state == .decided {
+            inputClosed = true
+            return
+        }
+        // Closed before a byte: the HTTP layer sees it as before.
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
+        let later = held
+        held = []
+        for data in later { context.fireChannelRead(data) }
+        if !later.isEmpty { context.fireChannelReadComplete() }
+        if inputClosed { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
+        context.leavePipeline(removalToken: removalToken)
+    }
+}
