@@ -317,10 +317,13 @@ private final class TCPQueries: ChannelDuplexHandler {
 
     private func answered(_ answer: ByteBuffer) {
         guard let context else { return }
-        context.writeAndFlush(wrapOutboundOut(answer)).whenComplete { [self] _ in
-            outstanding -= 1
-            if inputClosed, outstanding == 0 { self.context?.close(promise: nil) }
-            readIfHeld()
+        // The write completes on this loop: the handler stays confined to it.
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(answer)).whenComplete { _ in
+            let handler = bound.value
+            handler.outstanding -= 1
+            if handler.inputClosed, handler.outstanding == 0 { handler.context?.close(promise: nil) }
+            handler.readIfHeld()
         }
     }
 
