@@ -99,6 +99,15 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
+            // A client that stops sending while its request is held has
+            // left (a killed curl's FIN): the request must go nowhere, so
+            // the connection closes and channelInactive drops the hold.
+            if machine.request == .holding || machine.request == .paused {
+                logger.info("the client closed its side while its request was held; dropping the request")
+                context.close(promise: nil)
+                context.fireUserInboundEventTriggered(event)
+                return
+            }
             carryOut(machine.clientInputClosed(), context: context)
         }
         context.fireUserInboundEventTriggered(event)

@@ -117,7 +117,7 @@ enum HeldJSON {
     static func node(_ e: BreakpointEvent) -> JSONNode {
         ExchangeJSON.object([
             ("id", ExchangeJSON.number(e.id)), ("request_id", ExchangeJSON.string(e.requestID)), ("kind", ExchangeJSON.string(e.kind.rawValue)),
-            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
+            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("expires_at", ExchangeJSON.date(e.expiresAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
             ("raw", ExchangeJSON.string(String(decoding: e.rawHTTPInitial, as: UTF8.self))),
         ])
     }
