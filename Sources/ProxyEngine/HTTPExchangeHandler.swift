@@ -143,7 +143,10 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // (An EOF mid-message is the client leaving: channelInactive says so.)
         if let parse = error as? HTTPParserError, parse != .invalidEOFState, hooks.requestID != nil {
             let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-            hooks.answered(status)
+            // As ProtocolErrorResponder, before this handler, sent it.
+            let allocator = context.channel.allocator
+            hooks.answered(ProtocolErrorResponder.answer(status, ProtocolErrorResponder.explain(parse), allocator: allocator),
+                           headRequest: current?.request.head.method == .HEAD)
             submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
         }
         upstream.close()
@@ -227,8 +230,7 @@ extension HTTPExchangeHandler {
         case let .refuse(status, why):
             // Its framing is suspect: answered, recorded with why, and closed.
             logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
-            submitCapture(error: why)
-            answer(status, why, verdictClose: true, info: info, context: context)
+            answer(status, why, error: why, verdictClose: true, info: info, context: context)
         case let .block(rule):
             block(by: rule, info: info, context: context)
         case let .mapLocal(rule):
@@ -256,21 +258,22 @@ extension HTTPExchangeHandler {
             carryOut(machine.requestHead(info, verdict: .hangUp), context: context)
             return
         }
-        let status = HTTPResponseStatus(statusCode: code)
-        hooks.answered(status)
-        submitCapture()
-        answer(status, "blocked by the rule \"\(rule.name)\"", verdictClose: false, info: info, context: context)
+        answer(HTTPResponseStatus(statusCode: code), "blocked by the rule \"\(rule.name)\"", verdictClose: false, info: info, context: context)
     }
 
-    /// The proxy's own text answer to a request it will not forward.
-    private func answer(_ status: HTTPResponseStatus, _ text: String, verdictClose: Bool, info: ExchangeStateMachine.Request,
+    /// The proxy's own text answer to a request it will not forward; the
+    /// row (with `error`, if any) records it as sent and is stored now.
+    private func answer(_ status: HTTPResponseStatus, _ text: String, error: String? = nil, verdictClose: Bool, info: ExchangeStateMachine.Request,
                         context: ChannelHandlerContext) {
+        let local = LocalResponse.text(status, text, allocator: context.channel.allocator)
+        hooks.answered(local, headRequest: info.isHead)
+        submitCapture(error: error)
         if current == nil {
             current = Current(request: ClientRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: ""), target: ProxyTarget(host: "", port: 0),
                                                      originForm: ""))
         }
         carryOut(machine.requestHead(info, verdict: .answer(close: verdictClose)), context: context) { handler, context in
-            handler.respond(LocalResponse.text(status, text, allocator: context.channel.allocator), context: context)
+            handler.respond(local, context: context)
         }
     }
 
