@@ -111,6 +111,13 @@ struct TunnelCapture: Sendable {
     /// The host_override rule that chose the address.
     mutating func rule(_ name: String) { record.rule = name }
 
+    /// The client was told `200 Connection established` (explicit proxy).
+    mutating func established() {
+        record.firstByteAt = Date()
+        record.status = 200
+        record.reason = "Connection established"
+    }
+
     func failed(_ error: String) {
         var done = record
         done.endedAt = Date()
