@@ -88,6 +88,10 @@ struct ExchangeHooks {
     }
 
     var requestID: String? { capture?.record.requestID }
+
+    /// Something the proxy changed, for the row (its error column, which a
+    /// real error joins).
+    mutating func note(_ text: String) { capture?.notes.append(text) }
     var url: String? { capture?.record.url }
 
     mutating func requestBody(_ buffer: ByteBuffer) {
