@@ -46,7 +46,8 @@ extension Breakpoints {
                 return
             }
             for (name, list) in lists { print("\(name): \(list.isEmpty ? "(none)" : list.joined(separator: " "))") }
-            print("timeout: \(JSONWriter.write(SettingsJSON.seconds(breakpoints.timeoutSeconds)).dropLast())s")
+            print(breakpoints.timeoutSeconds > 0 ? "timeout: \(JSONWriter.write(SettingsJSON.seconds(breakpoints.timeoutSeconds)).dropLast())s"
+                                                 : "timeout: never (held until resolved)")
         }
     }
 }

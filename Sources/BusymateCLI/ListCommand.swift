@@ -78,7 +78,10 @@ struct List: AsyncParsableCommand {
         // In flight (not stored yet): on the first page of an unfiltered list.
         var open: [OpenExchangesFile.Entry] = []
         if before == nil, filters.isEmpty, let file = OpenExchangesFile.read(options.paths) {
-            open = file.entries
+            // The tunnel rewrites the file up to 4 times a second, after the
+            // row commits: an entry already stored is no longer in flight.
+            let stored = (try? traffic.storedRequestIDs(among: file.entries.map(\.requestID))) ?? []
+            open = file.entries.filter { !stored.contains($0.requestID) }
             held.formUnion(((try? breakpoints.held()) ?? []).map(\.requestID))
         }
         let table = ListTable(terminal: Terminal.standardOutput)

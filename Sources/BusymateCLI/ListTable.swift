@@ -96,7 +96,9 @@ struct ListTable {
         return (Terminal.visible("· " + parts.joined(separator: " · "), keepNewlines: false), false)
     }
 
-    static func status(_ r: ExchangeRecord) -> String { r.status.map(String.init) ?? (r.error == nil ? "…" : "ERR") }
+    /// `…` only while it is under way; a row that ended without a status
+    /// (a transparent tunnel, which no status line opened) shows `-`.
+    static func status(_ r: ExchangeRecord) -> String { r.status.map(String.init) ?? (r.error != nil ? "ERR" : r.endedAt == nil ? "…" : "-") }
 
     static func colour(_ r: ExchangeRecord) -> Terminal.Colour? {
         switch r.status {

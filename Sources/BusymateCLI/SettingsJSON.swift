@@ -34,6 +34,7 @@ enum SettingsJSON {
     static func breakpointMembers(_ event: BreakpointEvent) -> [J.Member] {
         [("id", J.number(event.id)), ("kind", J.string(event.kind.rawValue)), ("request_id", J.string(event.requestID)),
          ("method", J.string(event.method)), ("url", J.string(event.url)), ("paused_at", J.date(event.pausedAt)),
+         ("expires_at", J.date(event.expiresAt)),
          ("requested", J.string(event.requested?.rawValue)), ("resumed_at", J.date(event.resumedAt)),
          ("outcome", J.string(event.outcome?.rawValue)), ("tunnel_pid", J.number(event.tunnelPID))]
     }

@@ -20,6 +20,9 @@ public struct AppSettings: Sendable, Equatable {
     /// certificate for it (certificate pinning), for `pinTTL` seconds.
     public var autoPin = true
     public var pinTTL: Double = 86_400
+    /// Whether clients on loopback may pin a host: off, since every local
+    /// process shares 127.0.0.1 and one's trust says nothing of another's.
+    public var pinLoopback = false
     /// How long a replaced tunnel may finish requests in flight.
     public var drainSeconds: Double = 5
     /// Retention: the oldest exchanges go beyond this many.
@@ -142,7 +145,7 @@ extension AppSettings {
         "upstream_proxy": ["scheme", "host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max", "max_dns_rows"],
         "proxy": ["listen"],
-        "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust", "auto_pin", "pin_ttl"],
+        "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust", "auto_pin", "pin_ttl", "pin_loopback"],
         "tunnel": ["drain_seconds"],
     ]
 
@@ -230,6 +233,12 @@ extension AppSettings {
                         throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "ssl_proxying.auto_pin")
                     }
                     s.autoPin = on
+                }
+                if let node = ssl["pin_loopback"] {
+                    guard case let .bool(on) = node.value else {
+                        throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "ssl_proxying.pin_loopback")
+                    }
+                    s.pinLoopback = on
                 }
                 if let node = ssl["pin_ttl"] { s.pinTTL = try duration(node, path: "ssl_proxying.pin_ttl") }
                 if let node = ssl["upstream_trust"], node.value != .null {

@@ -180,11 +180,16 @@ extension AppSettings.Reader {
             if key == "request" { settings.request = patterns } else { settings.response = patterns }
         }
         if let timeout = node["timeout_seconds"] {
-            let value = try number(timeout, path: "breakpoints.timeout_seconds")
-            guard (1...3600).contains(value) else {
-                throw SettingsError(message: "must be between 1 and 3600", position: timeout.position, keyPath: "breakpoints.timeout_seconds")
+            // 0 or "never": held until resolved.
+            if case .string("never") = timeout.value {
+                settings.timeoutSeconds = 0
+            } else {
+                guard case let .number(text) = timeout.value, let value = Double(text), value == 0 || (1...3600).contains(value) else {
+                    throw SettingsError(message: "must be a number of seconds from 1 to 3600, or 0 or \"never\" to hold until resolved",
+                                        position: timeout.position, keyPath: "breakpoints.timeout_seconds")
+                }
+                settings.timeoutSeconds = value
             }
-            settings.timeoutSeconds = value
         }
         return settings
     }

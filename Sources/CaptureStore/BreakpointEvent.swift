@@ -39,6 +39,8 @@ public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, Mu
     /// The message as held: start line, headers, whole body.
     public var rawHTTPInitial: Data
     public var pausedAt: Date
+    /// When `breakpoints.timeout_seconds` sends it on as held; nil: never.
+    public var expiresAt: Date?
     /// The tunnel holding it.
     public var tunnelPID: Int32
     public var requested: Request?
@@ -50,7 +52,9 @@ public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, Mu
     /// What was forwarded, when something was.
     public var rawHTTPFinal: Data?
 
-    public init(kind: Kind, requestID: String, method: String, url: String, rawHTTPInitial: Data, pausedAt: Date = Date(), tunnelPID: Int32) {
+    public init(kind: Kind, requestID: String, method: String, url: String, rawHTTPInitial: Data, pausedAt: Date = Date(), expiresAt: Date? = nil,
+                tunnelPID: Int32) {
+        self.expiresAt = expiresAt
         self.kind = kind
         self.requestID = requestID
         self.method = method
@@ -61,7 +65,7 @@ public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, Mu
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, kind, requestID = "request_id", method, url, rawHTTPInitial = "raw_http_initial", pausedAt = "paused_at",
+        case id, kind, requestID = "request_id", method, url, rawHTTPInitial = "raw_http_initial", pausedAt = "paused_at", expiresAt = "expires_at",
              tunnelPID = "tunnel_pid", requested, rawHTTPRequested = "raw_http_requested", requestedAt = "requested_at",
              resumedAt = "resumed_at", outcome, rawHTTPFinal = "raw_http_final"
     }

@@ -201,6 +201,10 @@ public final class CaptureDatabase: Sendable {
                 t.add(column: "comment", .text)
             }
         }
+        // When a held message goes on by itself (nil: held until resolved), for the page's countdown.
+        migrator.registerMigration("v10: breakpoint deadlines") { db in
+            try db.alter(table: "breakpoint_events") { t in t.add(column: "expires_at", .datetime) }
+        }
         return migrator
     }
 }

@@ -72,6 +72,7 @@ public enum ExchangeJSON {
             ("request", object(request)), ("response", response),
             ("breakpoints", array(breakpoints.map { event in
                 object([("id", number(event.id)), ("kind", string(event.kind.rawValue)), ("paused_at", date(event.pausedAt)),
+                        ("expires_at", date(event.expiresAt)),
                         ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue))])
             })),
         ]

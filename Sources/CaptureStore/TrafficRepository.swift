@@ -127,6 +127,14 @@ public struct TrafficRepository: Sendable {
         try database.pool.read { db in try ExchangeRecord.filter(Column("request_id") == requestID).fetchOne(db) }
     }
 
+    /// Which of `requestIDs` have a stored row (one lookup each in the unique index).
+    public func storedRequestIDs(among requestIDs: [String]) throws -> Set<String> {
+        guard !requestIDs.isEmpty else { return [] }
+        return try database.pool.read { db in
+            Set(try String.fetchAll(db, ExchangeRecord.select(Column("request_id")).filter(requestIDs.contains(Column("request_id")))))
+        }
+    }
+
     /// Exchanges whose request id starts with `prefix` (lowercase), in id order.
     public func find(requestIDPrefix prefix: String, limit: Int) throws -> [ExchangeRecord] {
         try database.pool.read { db in

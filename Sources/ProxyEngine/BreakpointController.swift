@@ -82,10 +82,12 @@ public final class BreakpointController: Sendable {
             return promise.futureResult
         }
         waiters.withLock { $0[requestID] = Waiter(kind: kind, original: message, bodyless: bodyless, promise: promise) }
-        let timeout = settings.withLock { $0.timeoutSeconds }
+        let now = Date()
+        let (timeout, expiry) = settings.withLock { ($0.timeoutSeconds, $0.expiry(pausedAt: now)) }
         let raw = Data(message.rendered())
         NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) {
-            try repository.pause(BreakpointEvent(kind: kind, requestID: requestID, method: method, url: url, rawHTTPInitial: raw, tunnelPID: getpid()))
+            try repository.pause(BreakpointEvent(kind: kind, requestID: requestID, method: method, url: url, rawHTTPInitial: raw, pausedAt: now,
+                                                 expiresAt: expiry, tunnelPID: getpid()))
         }.whenComplete { result in
             switch result {
             case let .success(event):
@@ -118,6 +120,8 @@ public final class BreakpointController: Sendable {
         }
         logger.info("held a \(kind.rawValue) at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "REQUEST_ID": "\(requestID)", "URL": "\(url)"])
         notifier?.post(.breakpointPaused, payload: "\(id)")
+        // 0: held until someone resolves it (or the client leaves).
+        guard timeout > 0 else { return }
         eventLoop.scheduleTask(in: .milliseconds(Int64(timeout * 1000))) {
             self.timedOut(id: id)
         }

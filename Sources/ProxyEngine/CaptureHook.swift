@@ -25,7 +25,7 @@ struct CaptureHook: Sendable {
     /// A request the decoder refused before it parsed whole: `line` is its
     /// request line as sent, when there was one to read.
     func requestRefused(line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
-                        status: HTTPResponseStatus, why: String) {
+                        status: HTTPResponseStatus, why: String, answer: LocalResponse?) {
         var host = target?.host.lowercased() ?? ""
         var url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
         var (method, path, port) = ("", "", target?.port ?? 0)
@@ -49,6 +49,14 @@ struct CaptureHook: Sendable {
         record.reason = status.reasonPhrase
         record.endedAt = Date()
         record.error = "malformed request: \(why); answered \(status.code)"
+        // The answer as sent (nil: a response had begun, so none was).
+        if let answer {
+            record.responseHeaders = ExchangeRecord.encodeHeaders(answer.head.headers.map { ($0.name, $0.value) })
+            if let body = answer.body, body.readableBytes > 0 {
+                record.responseBody = Data(body.readableBytesView)
+                record.responseBodySize = body.readableBytes
+            }
+        }
         writer.submit(record)
     }
 
@@ -114,6 +122,13 @@ struct TunnelCapture: Sendable {
 
     /// The host_override rule that chose the address.
     mutating func rule(_ name: String) { record.rule = name }
+
+    /// The client was told `200 Connection established` (explicit proxy).
+    mutating func established() {
+        record.firstByteAt = Date()
+        record.status = 200
+        record.reason = "Connection established"
+    }
 
     func failed(_ error: String) {
         var done = record

@@ -68,12 +68,19 @@ final class ClientTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// From `RequestLineTap`: bytes came in.
     func bytesArrived() { carryOut(state.bytesArrived()) }
 
+    /// A request's head has been decoded and its end not yet: for
+    /// `RequestLineTap`, the next bytes are no request line.
+    private(set) var requestUnderway = false
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch Self.unwrapInboundIn(data) {
         case let .head(head):
+            requestUnderway = true
             carryOut(head.method == .CONNECT ? state.leftHTTP() : state.requestHead())
         case .body: carryOut(state.requestBody())
-        case .end: carryOut(state.requestEnd())
+        case .end:
+            requestUnderway = false
+            carryOut(state.requestEnd())
         }
         context.fireChannelRead(data)
     }

@@ -133,6 +133,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func glue(_ peer: Channel, tunnel: UpstreamDial.Tunnel, context: ChannelHandlerContext) {
         writeEstablished(context: context)
+        tunnelCapture?.established()
         state = .handingOver
         do {
             try owner.passThrough(to: peer, tunnel: tunnel, row: tunnelCapture, replacing: self)

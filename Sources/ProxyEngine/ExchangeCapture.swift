@@ -12,6 +12,8 @@ struct ExchangeCapture: Sendable {
     private let eventLoop: EventLoop
     private var requestBody: BodySink
     private var responseBody: BodySink
+    /// What the proxy changed and the row should say, though nothing failed.
+    var notes: [String] = []
 
     init(writer: any CaptureSink, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
          tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, peer: CapturePeer = .unknown, eventLoop: EventLoop) {
@@ -97,7 +99,7 @@ struct ExchangeCapture: Sendable {
     func submit(error: String? = nil) {
         var done = record
         done.endedAt = Date()
-        done.error = error
+        done.error = ([error] + notes).compactMap { $0 }.joined(separator: "; ").nilIfEmpty
         done.requestBody = requestBody.inline.isEmpty ? nil : Data(requestBody.inline)
         done.responseBody = responseBody.inline.isEmpty ? nil : Data(responseBody.inline)
         done.requestBodyTruncated = requestBody.truncated
@@ -109,4 +111,8 @@ struct ExchangeCapture: Sendable {
         writer.open?.closed(done.requestID)
         writer.submit(done, files: [requestBody.file, responseBody.file].compactMap { $0 })
     }
+}
+
+extension String {
+    fileprivate var nilIfEmpty: String? { isEmpty ? nil : self }
 }

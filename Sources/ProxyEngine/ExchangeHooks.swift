@@ -88,6 +88,10 @@ struct ExchangeHooks {
     }
 
     var requestID: String? { capture?.record.requestID }
+
+    /// Something the proxy changed, for the row (its error column, which a
+    /// real error joins).
+    mutating func note(_ text: String) { capture?.notes.append(text) }
     var url: String? { capture?.record.url }
 
     mutating func requestBody(_ buffer: ByteBuffer) {
@@ -131,6 +135,13 @@ struct ExchangeHooks {
 
     /// The proxy answered itself (a rule, a refusal, a breakpoint's abort).
     mutating func answered(_ status: HTTPResponseStatus) { capture?.answered(status) }
+
+    /// The proxy's own answer, recorded as it is sent: status, headers and
+    /// (but to a HEAD request) body.
+    mutating func answered(_ local: LocalResponse, headRequest: Bool) {
+        capture?.responseHead(local.head)
+        if !headRequest, let body = local.body { capture?.responseBodyPart(body) }
+    }
 
     mutating func responseBody(_ buffer: ByteBuffer) {
         services.stats.sent(toClient: buffer.readableBytes)
@@ -205,8 +216,8 @@ extension ExchangeHooks {
 
     /// A request the decoder refused before it parsed whole.
     func requestRefused(line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
-                        status: HTTPResponseStatus, why: String) {
-        captureHook?.requestRefused(line: line, intercepted: target, client: client, status: status, why: why)
+                        status: HTTPResponseStatus, why: String, answer: LocalResponse?) {
+        captureHook?.requestRefused(line: line, intercepted: target, client: client, status: status, why: why, answer: answer)
     }
 
     /// A SOCKS5 handshake refused, broken off or whose target could not be dialled.

@@ -73,17 +73,22 @@ extension HTTPExchangeHandler {
             return
         case let .abort(id):
             hooks.heldRequestBody(heldBody)
-            hooks.answered(.badGateway)
-            submitCapture(error: "aborted at breakpoint \(id)")
-            guard machine.heldRequestAnswered(close: false) == .answer else { return }
-            respond(LocalResponse.text(.badGateway, "the request was aborted at breakpoint \(id)", allocator: context.channel.allocator), context: context)
+            let local = LocalResponse.text(.badGateway, "the request was aborted at breakpoint \(id)", allocator: context.channel.allocator)
+            guard machine.heldRequestAnswered(close: false) == .answer else {
+                submitCapture(error: "aborted at breakpoint \(id)")
+                return
+            }
+            answerLocally(local, error: "aborted at breakpoint \(id)", context: context)
         case let .forward(message, edited):
             var (request, body) = (exchange.request, heldBody)
             if edited {
                 guard let editedHead = message.requestHead, let (editedTarget, editedOriginForm) = route.destination(of: editedHead) else {
-                    submitCapture(error: "the edited request has no destination")
-                    guard machine.heldRequestAnswered(close: true) == .answer else { return }
-                    respond(LocalResponse.text(.badRequest, "the edited request has no destination", allocator: context.channel.allocator), context: context)
+                    let why = "the edited request has no destination"
+                    guard machine.heldRequestAnswered(close: true) == .answer else {
+                        submitCapture(error: why)
+                        return
+                    }
+                    answerLocally(LocalResponse.text(.badRequest, why, allocator: context.channel.allocator), error: why, context: context)
                     return
                 }
                 request = ClientRequest(head: editedHead, target: editedTarget, originForm: editedOriginForm)

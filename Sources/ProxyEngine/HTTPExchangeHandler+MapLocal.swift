@@ -34,18 +34,13 @@ extension HTTPExchangeHandler {
                 var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(body.readableBytes)"), ("Via", "1.1 busymate")])
                 handler.hooks.plan.responseEdits?.apply(to: &headers)
                 let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: body)
-                handler.hooks.answered(.ok)
-                handler.hooks.responseHeadSent(local.head)
-                if exchange.request.head.method != .HEAD, let body = local.body { handler.hooks.responseBodyUnsent(body) }
-                handler.submitCapture()
-                handler.respond(local, context: context)
+                handler.answerLocally(local, context: context)
             case let .success(.failure(refusal)):
-                handler.submitCapture(error: "map_local rule \"\(rule.name)\": \(refusal)")
-                handler.respond(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), "map_local rule \"\(rule.name)\": \(refusal)",
-                                                   allocator: allocator), context: context)
+                let why = "map_local rule \"\(rule.name)\": \(refusal)"
+                handler.answerLocally(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), why, allocator: allocator), error: why, context: context)
             case let .failure(error):
-                handler.submitCapture(error: "map_local rule \"\(rule.name)\": \(error)")
-                handler.respond(LocalResponse.text(.internalServerError, "map_local rule \"\(rule.name)\": \(error)", allocator: allocator), context: context)
+                let why = "map_local rule \"\(rule.name)\": \(error)"
+                handler.answerLocally(LocalResponse.text(.internalServerError, why, allocator: allocator), error: why, context: context)
             }
         }
     }

@@ -80,6 +80,14 @@ extension HTTPExchangeHandler {
         }
     }
 
+    /// The proxy's own answer: recorded as sent in the exchange's row, which
+    /// goes to the store (with `error`, if any), then sent.
+    func answerLocally(_ local: LocalResponse, error: String? = nil, context: ChannelHandlerContext) {
+        hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
+        submitCapture(error: error)
+        respond(local, context: context)
+    }
+
     /// The proxy's own answer, head to end, framed like any other.
     func respond(_ local: LocalResponse, context: ChannelHandlerContext) {
         guard case let .writeHead(framing, close) = machine.responseHead(status: local.head.status, hasContentLength: true, isChunked: false) else {
@@ -96,12 +104,17 @@ extension HTTPExchangeHandler {
     /// The upstream failed: an error answer if nothing went out yet, else a close.
     func fail(_ error: ProxyError, context: ChannelHandlerContext) {
         logger.notice("request failed", metadata: ["ERROR": "\(error)"])
+        // Nothing went to the client yet: the error answer it will get is the row's response.
+        let local = LocalResponse.text(error.status, "\(error)", allocator: context.channel.allocator)
+        if machine.request != .idle, machine.response == .waiting || machine.response == .holding {
+            hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
+        }
         submitCapture(error: error.description)
         upstream.close()
         switch machine.upstreamFailed() {
         case .answerError:
             current?.heldResponse = nil
-            respond(LocalResponse.text(error.status, "\(error)", allocator: context.channel.allocator), context: context)
+            respond(local, context: context)
         case .closeMidResponse:
             // Part of the response is out already: only a close can say so.
             current = nil

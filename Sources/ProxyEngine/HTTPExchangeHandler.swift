@@ -99,6 +99,15 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
+            // A client that stops sending while its request is held has
+            // left (a killed curl's FIN): the request must go nowhere, so
+            // the connection closes and channelInactive drops the hold.
+            if machine.request == .holding || machine.request == .paused {
+                logger.info("the client closed its side while its request was held; dropping the request")
+                context.close(promise: nil)
+                context.fireUserInboundEventTriggered(event)
+                return
+            }
             carryOut(machine.clientInputClosed(), context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -134,7 +143,10 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // (An EOF mid-message is the client leaving: channelInactive says so.)
         if let parse = error as? HTTPParserError, parse != .invalidEOFState, hooks.requestID != nil {
             let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-            hooks.answered(status)
+            // As ProtocolErrorResponder, before this handler, sent it.
+            let allocator = context.channel.allocator
+            hooks.answered(ProtocolErrorResponder.answer(status, ProtocolErrorResponder.explain(parse), allocator: allocator),
+                           headRequest: current?.request.head.method == .HEAD)
             submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
         }
         upstream.close()
@@ -211,6 +223,9 @@ extension HTTPExchangeHandler {
         let origin = ExchangeHooks.Origin(client: context.channel.remoteAddress, clientSNI: clientSNI,
                                           reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
         let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: context.eventLoop)
+        if owner.tookEncodedTarget(received.uri) {
+            hooks.note("note: raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
+        }
         current = Current(request: ClientRequest(head: head, target: target, originForm: originForm))
         logger[metadataKey: "REQUEST_ID"] = "\(hooks.requestID ?? RequestID.make())"
         logger[metadataKey: "HOST"] = "\(target.host)"
@@ -218,8 +233,7 @@ extension HTTPExchangeHandler {
         case let .refuse(status, why):
             // Its framing is suspect: answered, recorded with why, and closed.
             logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
-            submitCapture(error: why)
-            answer(status, why, verdictClose: true, info: info, context: context)
+            answer(status, why, error: why, verdictClose: true, info: info, context: context)
         case let .block(rule):
             block(by: rule, info: info, context: context)
         case let .mapLocal(rule):
@@ -247,21 +261,22 @@ extension HTTPExchangeHandler {
             carryOut(machine.requestHead(info, verdict: .hangUp), context: context)
             return
         }
-        let status = HTTPResponseStatus(statusCode: code)
-        hooks.answered(status)
-        submitCapture()
-        answer(status, "blocked by the rule \"\(rule.name)\"", verdictClose: false, info: info, context: context)
+        answer(HTTPResponseStatus(statusCode: code), "blocked by the rule \"\(rule.name)\"", verdictClose: false, info: info, context: context)
     }
 
-    /// The proxy's own text answer to a request it will not forward.
-    private func answer(_ status: HTTPResponseStatus, _ text: String, verdictClose: Bool, info: ExchangeStateMachine.Request,
+    /// The proxy's own text answer to a request it will not forward; the
+    /// row (with `error`, if any) records it as sent and is stored now.
+    private func answer(_ status: HTTPResponseStatus, _ text: String, error: String? = nil, verdictClose: Bool, info: ExchangeStateMachine.Request,
                         context: ChannelHandlerContext) {
+        let local = LocalResponse.text(status, text, allocator: context.channel.allocator)
+        hooks.answered(local, headRequest: info.isHead)
+        submitCapture(error: error)
         if current == nil {
             current = Current(request: ClientRequest(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: ""), target: ProxyTarget(host: "", port: 0),
                                                      originForm: ""))
         }
         carryOut(machine.requestHead(info, verdict: .answer(close: verdictClose)), context: context) { handler, context in
-            handler.respond(LocalResponse.text(status, text, allocator: context.channel.allocator), context: context)
+            handler.respond(local, context: context)
         }
     }
 

@@ -26,14 +26,16 @@ public final class Interception: Sendable {
         var upstreamProxy: UpstreamProxySetting?
         var autoPin = true
         var pinTTL: Double = 86_400
+        var pinLoopback = false
+        /// The group's ca.pem, named in a refused row's advice.
+        var caFile: String?
     }
 
     private let state = Mutex(Snapshot())
     /// Host → when its pin expires.
     private let pinned = Mutex([String: Date]())
-    /// Client IP → when it last completed an intercepted handshake: a
-    /// client that trusts our CA. Bounded: the oldest go first.
-    private let trusting = Mutex([String: Date]())
+    /// Which clients trust our CA for which hosts, and their refusals.
+    private let evidence = Mutex(PinEvidence())
     private let logger = Logger(label: "busymate.mitm")
     /// Persists a new pin (the capture store's pinned_domains).
     private let onPin: (@Sendable (String, String) -> Void)?
@@ -45,6 +47,7 @@ public final class Interception: Sendable {
     /// Loads the CA; a missing or broken CA turns interception off, with
     /// one clear error, and never stops the tunnel.
     public func reloadCA(_ paths: GroupPaths) {
+        state.withLock { $0.caFile = paths.caPEM.path }
         do {
             let authority = try CertificateAuthority.load(paths)
             state.withLock {
@@ -83,10 +86,13 @@ public final class Interception: Sendable {
             $0.upstreamProxy = settings.upstreamProxy
             $0.autoPin = settings.autoPin
             $0.pinTTL = settings.pinTTL
+            $0.pinLoopback = settings.pinLoopback
         }
     }
 
     public var caError: String? { state.withLock { $0.caError } }
+    /// The group's ca.pem, for advice on how to trust it.
+    var caFile: String? { state.withLock { $0.caFile } }
     /// For requests a map_remote rule sends to https:// from plain HTTP.
     var upstreamTLS: UpstreamTLS? { state.withLock { $0.upstream } }
 
@@ -112,37 +118,51 @@ public final class Interception: Sendable {
         case pinned(until: Date)
         /// `ssl_proxying.auto_pin` is off.
         case autoPinOff
-        /// The client never completed a handshake with us: it most likely
-        /// does not trust our CA (a first curl run, a new device), and
-        /// pinning would hide that.
+        /// The client has not completed an intercepted handshake with any
+        /// other host lately: it most likely lacks our CA (a first curl run,
+        /// a new device), and pinning would hide that.
         case clientDoesNotTrustUs
+        /// A process on this machine: they all share the address, so one's
+        /// trust says nothing of another's (`ssl_proxying.pin_loopback`).
+        case loopbackClient
+        /// It trusts our CA elsewhere and refused this host once: another
+        /// refusal within the window pins it.
+        case firstRefusal
     }
 
-    /// A client completed an intercepted handshake: it trusts our CA.
-    func noteTrusted(client ip: String?) {
+    /// A client completed an intercepted handshake for `host`: it trusts our CA.
+    func noteTrusted(client ip: String?, host: String) {
         guard let ip else { return }
-        trusting.withLock { table in
-            if table[ip] == nil, table.count >= 4_096, let oldest = table.min(by: { $0.value < $1.value })?.key { table[oldest] = nil }
-            table[ip] = Date()
-        }
+        evidence.withLock { $0.trusted(client: ip, host: host.lowercased()) }
     }
 
-    /// A client refused our certificate for `host`. Certificate pinning is
-    /// a refusal from a client that trusts our CA elsewhere: then the host
-    /// is passed through for `pin_ttl`.
+    /// A client refused our certificate for `host`. That is certificate
+    /// pinning only when the same client completed intercepted handshakes
+    /// with other hosts within `PinEvidence.window` and refused this host
+    /// `PinEvidence.strikesToPin` times within it; loopback clients never
+    /// pin unless `ssl_proxying.pin_loopback` says so. Then the host is
+    /// passed through for `pin_ttl`.
     func refused(_ host: String, reason: String, client ip: String?) -> PinOutcome {
-        let (autoPin, ttl) = state.withLock { ($0.autoPin, $0.pinTTL) }
+        let (autoPin, ttl, pinLoopback) = state.withLock { ($0.autoPin, $0.pinTTL, $0.pinLoopback) }
         guard autoPin else { return .autoPinOff }
-        guard let ip, trusting.withLock({ $0[ip] }) != nil else { return .clientDoesNotTrustUs }
+        guard let ip else { return .clientDoesNotTrustUs }
+        guard pinLoopback || !PinEvidence.isLoopback(ip) else { return .loopbackClient }
+        let host = host.lowercased()
+        let strikes = evidence.withLock { e -> Int? in
+            guard e.trustsUsElsewhere(client: ip, besides: host) else { return nil }
+            return e.strike(client: ip, host: host)
+        }
+        guard let strikes else { return .clientDoesNotTrustUs }
+        guard strikes >= PinEvidence.strikesToPin else { return .firstRefusal }
         let until = Date().addingTimeInterval(ttl)
         let fresh = pinned.withLock { table -> Bool in
-            defer { table[host.lowercased()] = until }
-            return (table[host.lowercased()] ?? .distantPast) <= Date()
+            defer { table[host] = until }
+            return (table[host] ?? .distantPast) <= Date()
         }
-        onPin?(host.lowercased(), reason)
+        onPin?(host, reason)
         if fresh {
-            logger.notice("a client that trusts our CA refused our certificate (pinning); passing this host through",
-                          metadata: ["HOST": "\(host)", "REASON": "\(reason)", "UNTIL": "\(until)"])
+            logger.notice("a client that trusts our CA for other hosts refused our certificate again (pinning); passing this host through",
+                          metadata: ["HOST": "\(host)", "REASON": "\(reason)", "UNTIL": "\(until)", "CLIENT": "\(ip)"])
         }
         return .pinned(until: until)
     }
@@ -151,8 +171,12 @@ public final class Interception: Sendable {
     /// lasts `pin_ttl` from then.
     public func setPinned(_ lastRefused: [String: Date]) {
         let ttl = state.withLock { $0.pinTTL }
-        pinned.withLock { table in
+        let removed = pinned.withLock { table -> Set<String> in
+            let old = Set(table.keys)
             table = Dictionary(lastRefused.map { ($0.key.lowercased(), $0.value.addingTimeInterval(ttl)) }, uniquingKeysWith: max)
+            return old.subtracting(table.keys)
         }
+        // A removed pin starts from no refusals: it takes two again.
+        if !removed.isEmpty { evidence.withLock { e in removed.forEach { e.forget(host: $0) } } }
     }
 }

@@ -10,8 +10,8 @@ import NIOTLS
 /// Sits right behind the TLS server handler of an intercepted tunnel and
 /// watches the handshake. A client that refuses our leaf (an `unknown_ca`,
 /// `bad_certificate` or `certificate_unknown` alert, or a hang-up mid-
-/// handshake) has pinned its server: the host is passed through from then
-/// on, as ProxyApp's auto-pinning does. After the handshake it leaves.
+/// handshake) may have pinned its server; `Interception.refused` weighs the
+/// evidence before the host is passed through. After the handshake it leaves.
 final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
 
@@ -62,7 +62,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             handshakeTimer = nil
             state = .done
             logger.debug("client handshake done", metadata: ["HOST": "\(host)"])
-            services.interception.noteTrusted(client: context.channel.remoteAddress?.ipAddress)
+            services.interception.noteTrusted(client: context.channel.remoteAddress?.ipAddress, host: host)
             context.fireUserInboundEventTriggered(event)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
             return
@@ -77,7 +77,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             let why: String
             if let rejection = Self.rejection(error) {
                 let outcome = services.interception.refused(host, reason: rejection, client: context.channel.remoteAddress?.ipAddress)
-                why = Self.explain(rejection, host: host, outcome)
+                why = Self.explain(rejection, host: host, outcome, caFile: services.interception.caFile)
             } else {
                 why = "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
             }
@@ -88,18 +88,26 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The row's error for a refused certificate: what happened, what
     /// Busymate does about it, and how to change that.
-    static func explain(_ rejection: String, host: String, _ outcome: Interception.PinOutcome) -> String {
+    static func explain(_ rejection: String, host: String, _ outcome: Interception.PinOutcome, caFile: String?) -> String {
         let refused = "the client refused the interception certificate (\(rejection))"
+        let ca = caFile ?? "<group directory>/ca.pem"
+        let trust = "To have it decrypted, make that client trust Busymate's CA: `curl --cacert \(ca)`, "
+            + "`busymate ca export` for a system or browser store, or a device's onboarding page (/ca.pem)"
         switch outcome {
         case let .pinned(until):
             let hours = until.timeIntervalSinceNow / 3600
             let span = hours >= 1 ? String(format: "%.0f h", hours) : String(format: "%.0f min", max(1, hours * 60))
-            return "\(refused), though it trusts our CA for other hosts: certificate pinning. \(host) is passed through undecrypted for \(span) "
+            return "\(refused) again, though it trusts our CA for other hosts: certificate pinning. \(host) is passed through undecrypted for \(span) "
                 + "(ssl_proxying.pin_ttl); `busymate pinned remove \(host)` intercepts it again"
         case .clientDoesNotTrustUs:
-            return "\(refused): it has not trusted our CA for any host yet; install the CA on it (`busymate ca export`). Not pinned"
+            return "\(refused): it has not trusted our CA for other hosts lately, so it most likely lacks it. Not pinned. \(trust)"
+        case .loopbackClient:
+            return "\(refused). Not pinned: it runs on this machine, where every process shares the address (ssl_proxying.pin_loopback). \(trust)"
+        case .firstRefusal:
+            return "\(refused), though it trusts our CA for other hosts. Not pinned yet: if it refuses \(host) again within "
+                + "\(Int(PinEvidence.window / 60)) min, that is certificate pinning and the host is passed through. \(trust)"
         case .autoPinOff:
-            return "\(refused); ssl_proxying.auto_pin is off, so the host stays intercepted"
+            return "\(refused); ssl_proxying.auto_pin is off, so the host stays intercepted. \(trust)"
         }
     }
 

@@ -55,18 +55,25 @@ final class ProtocolErrorResponder: ChannelDuplexHandler, RemovableChannelHandle
         let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
         let why = Self.explain(parse)
         logger.notice("refused a malformed request", metadata: ["STATUS": "\(status.code)", "ERROR": "\(parse)"])
-        if !responseOpen {
-            let body = context.channel.allocator.buffer(string: "Busymate: \(why)\n")
-            let headers = HTTPHeaders([("Connection", "close"), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(body.readableBytes)")])
-            context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-            context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        let answer = responseOpen ? nil : Self.answer(status, why, allocator: context.channel.allocator)
+        if let answer {
+            context.write(Self.wrapOutboundOut(.head(answer.head)), promise: nil)
+            if let body = answer.body { context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
         }
         // A request under way is the forward handler's row; this one never parsed.
         if request == .between {
-            hooks.requestRefused(line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why)
+            hooks.requestRefused(line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why,
+                                 answer: answer)
         }
         context.fireErrorCaught(error)
+    }
+
+    /// The answer to a request the decoder refused (the connection closes after it).
+    static func answer(_ status: HTTPResponseStatus, _ why: String, allocator: ByteBufferAllocator) -> LocalResponse {
+        let body = allocator.buffer(string: "Busymate: \(why)\n")
+        let headers = HTTPHeaders([("Connection", "close"), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(body.readableBytes)")])
+        return LocalResponse(head: HTTPResponseHead(version: .http1_1, status: status, headers: headers), body: body)
     }
 
     /// What the client did wrong, in words it can act on.

@@ -88,6 +88,9 @@ final class ProxyPipeline {
         ops.removeHandler(router, promise: nil)
     }
 
+    /// Whether the HTTP layer's tap percent-encoded `target` (raw bytes outside ASCII).
+    func tookEncodedTarget(_ target: String) -> Bool { http?.tap.takeEncoded(target) ?? false }
+
     /// Adds the HTTP layer at `position`; returns its exchange handler.
     @discardableResult
     func installHTTP(route: ForwardRoute, position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTPExchangeHandler {

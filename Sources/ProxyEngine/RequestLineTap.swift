@@ -5,6 +5,9 @@ import NIOCore
 /// bytes being decoded, only while they are: when the decoder refuses a
 /// request, `ProtocolErrorResponder` reads the refused request line from
 /// here, so its row still says which method and URL were refused.
+/// Between requests it percent-encodes raw bytes outside ASCII in a request
+/// line's target (`RequestTargetEncoder`), which the decoder would refuse,
+/// and keeps the targets it changed for the exchange's row.
 final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -13,13 +16,30 @@ final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     /// Told when bytes arrive: a request head's clock starts at its first byte.
     private let clock: ClientTimeoutHandler?
 
+    /// Targets percent-encoded here, oldest first, until their exchange takes its note.
+    private var encodedTargets: [String] = []
+
     init(clock: ClientTimeoutHandler? = nil) { self.clock = clock }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         clock?.bytesArrived()
-        decoding = Self.unwrapInboundIn(data)
-        context.fireChannelRead(data)
+        var buffer = Self.unwrapInboundIn(data)
+        // Only where a request line may begin: no request is being read.
+        if clock?.requestUnderway != true, let (encoded, target) = RequestTargetEncoder.encode(buffer) {
+            buffer = encoded
+            if encodedTargets.count >= 16 { encodedTargets.removeFirst() }
+            encodedTargets.append(target)
+        }
+        decoding = buffer
+        context.fireChannelRead(Self.wrapInboundOut(buffer))
         decoding = nil
+    }
+
+    /// Whether `target` is one this tap percent-encoded (then it is taken).
+    func takeEncoded(_ target: String) -> Bool {
+        guard let i = encodedTargets.firstIndex(of: target) else { return false }
+        encodedTargets.remove(at: i)
+        return true
     }
 
     /// The last line in the bytes under decoding that reads as a request

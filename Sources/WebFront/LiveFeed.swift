@@ -88,8 +88,13 @@ public actor LiveFeed {
 
     func refreshOpen() async {
         let paths = reader.paths
-        let entries = OpenExchangesFile.read(paths)?.entries ?? []
-        let held = (try? await reader.read { repos in try repos.breakpoints.held(among: entries.map(\.requestID)) }) ?? []
+        let all = OpenExchangesFile.read(paths)?.entries ?? []
+        let ids = all.map(\.requestID)
+        // The file lags the store by up to 0.25 s: an exchange already stored is no longer in flight.
+        let (held, stored) = (try? await reader.read { repos in
+            (try repos.breakpoints.held(among: ids), try repos.traffic.storedRequestIDs(among: ids))
+        }) ?? ([], [])
+        let entries = all.filter { !stored.contains($0.requestID) }
         let message = JSONWriter.compact(ExchangeJSON.object([
             ("type", ExchangeJSON.string("open")),
             ("entries", ExchangeJSON.array(entries.map { e in
@@ -117,7 +122,7 @@ enum HeldJSON {
     static func node(_ e: BreakpointEvent) -> JSONNode {
         ExchangeJSON.object([
             ("id", ExchangeJSON.number(e.id)), ("request_id", ExchangeJSON.string(e.requestID)), ("kind", ExchangeJSON.string(e.kind.rawValue)),
-            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
+            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("expires_at", ExchangeJSON.date(e.expiresAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
             ("raw", ExchangeJSON.string(String(decoding: e.rawHTTPInitial, as: UTF8.self))),
         ])
     }

@@ -79,6 +79,7 @@ import Testing
         #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"auto_pin\": \"yes\"}}")?.keyPath == "ssl_proxying.auto_pin")
         #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"pin_ttl\": \"1y\"}}")?.keyPath == "ssl_proxying.pin_ttl")
         #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"pin_ttl\": 0}}")?.keyPath == "ssl_proxying.pin_ttl")
+        #expect(AppSettings.decodeError("{\"ssl_proxying\": {\"pin_loopback\": 1}}")?.keyPath == "ssl_proxying.pin_loopback")
     }
 
     @Test func theTunnelIdleTimeoutIsGenerousAndValidated() throws {
@@ -94,6 +95,7 @@ import Testing
         #expect(settings.autoPin == false && settings.pinTTL == 1800)
         #expect(try AppSettings.decode(#"{"ssl_proxying": {"pin_ttl": 90}}"#).settings.pinTTL == 90)
         #expect(try AppSettings.decode("{}").settings.autoPin && AppSettings().pinTTL == 86_400)
+        #expect(try !AppSettings.decode("{}").settings.pinLoopback && AppSettings.decode(#"{"ssl_proxying": {"pin_loopback": true}}"#).settings.pinLoopback)
     }
 
     @Test func columnsCountCharactersNotBytes() {

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import BusymateShared
 
@@ -41,6 +42,12 @@ import Testing
         #expect(s.rules[0].pattern.matches("https://x.ads.test/banner.js"))
         #expect(s.breakpoints.request.map(\.text) == ["api.test/v1/*"] && s.breakpoints.response.map(\.text) == ["api.test/v1/orders"])
         #expect(s.breakpoints.timeoutSeconds == 30)
+        // 0 or "never": held until resolved, no deadline.
+        for never in ["0", #""never""#] {
+            let b = try AppSettings.decode(#"{"breakpoints": {"timeout_seconds": \#(never)}}"#).settings.breakpoints
+            #expect(b.timeoutSeconds == 0 && b.expiry(pausedAt: Date()) == nil)
+        }
+        #expect(s.breakpoints.expiry(pausedAt: Date(timeIntervalSince1970: 0)) == Date(timeIntervalSince1970: 30))
         #expect(s.upstreamProxy == UpstreamProxySetting(host: "proxy.corp.test", port: 3128, username: "u", password: "p:w", bypass: ["*.local"]))
         #expect(s.upstreamProxy?.bypass.shouldIntercept(host: "printer.local") == true)
         #expect(s.upstreamProxy?.carries("printer.local") == false && s.upstreamProxy?.carries("api.test") == true)
@@ -84,7 +91,9 @@ import Testing
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "response": {"remove": ["Content-Length"]}}]}"#, "rules[0].response.remove[0]", "frames the message"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "block"}, {"name": "a", "match": "y.test", "action": "drop"}]}"#, "rules[1].name", "another rule"),
         (#"{"breakpoints": {"request": ["https://"]}}"#, "breakpoints.request[0]", "starts with a host"),
-        (#"{"breakpoints": {"timeout_seconds": 0}}"#, "breakpoints.timeout_seconds", "between 1 and 3600"),
+        (#"{"breakpoints": {"timeout_seconds": 0.5}}"#, "breakpoints.timeout_seconds", "from 1 to 3600, or 0 or \"never\""),
+        (#"{"breakpoints": {"timeout_seconds": 3601}}"#, "breakpoints.timeout_seconds", "from 1 to 3600"),
+        (#"{"breakpoints": {"timeout_seconds": "soon"}}"#, "breakpoints.timeout_seconds", "or 0 or \"never\" to hold until resolved"),
         (#"{"upstream_proxy": {"port": 3128}}"#, "upstream_proxy", "needs \"host\""),
         (#"{"upstream_proxy": {"host": "p.test"}}"#, "upstream_proxy", "needs \"port\""),
         (#"{"upstream_proxy": {"host": "p.test", "port": 0}}"#, "upstream_proxy.port", "1 to 65535"),

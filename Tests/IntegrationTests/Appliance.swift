@@ -144,6 +144,31 @@ final class Appliance: @unchecked Sendable {
         return appliance
     }
 
+    /// Settings for tests of pinning: `localhost` and 127.0.0.1 intercepted
+    /// (the second only to show a client trusts our CA for another host),
+    /// and loopback clients allowed to pin (`ssl_proxying.pin_loopback`).
+    static func pinningSettings(trust: URL, extra: String = "") -> String {
+        interceptionSettings(include: ["localhost", "127.0.0.1"], trust: trust, insecure: ["127.0.0.1"], extra: extra)
+            .replacingOccurrences(of: #""ssl_proxying": {"#, with: #""ssl_proxying": {"pin_loopback": true, "#)
+    }
+
+    /// A started appliance with `pinningSettings`.
+    static func pinning(_ origin: Origin) throws -> Appliance {
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings(pinningSettings(trust: try appliance.trust(origin)))
+        try appliance.start()
+        return appliance
+    }
+
+    /// A loopback client that trusts our CA completes an intercepted
+    /// handshake with another host (127.0.0.1): the evidence that makes
+    /// its refusals of `localhost` count as pinning.
+    func trustUsElsewhere(_ origin: Origin) throws {
+        let r = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--cacert", caFile.path,
+                                                  "-x", "http://127.0.0.1:\(try proxyPort)", "https://127.0.0.1:\(origin.port)/elsewhere"])
+        guard r.status == 0 else { throw Failure("an intercepted handshake with 127.0.0.1 failed: \(r.stderr)") }
+    }
+
     /// `busymate list --json` (newest first).
     func rows() throws -> [[String: Any]] {
         let r = try cli(["list", "--json", "--limit", "1000"])

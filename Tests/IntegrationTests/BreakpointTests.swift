@@ -272,6 +272,51 @@ extension ApplianceTests {
     }
 }
 
+extension ApplianceTests {
+    /// Issue 22: a held POST whose client has gone is dropped, never sent
+    /// upstream (not by the timeout, not by a late continue), and recorded
+    /// as `client_closed`; each held message says when it expires.
+    @Test func aHeldRequestWhoseClientLeftIsNeverSent() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held*"], timeout: 1))
+        try appliance.start()
+        let client = try appliance.startCurl(["-d", "side effect", "http://127.0.0.1:\(origin.port)/echo-body/held"])
+        let held = try appliance.held(1)[0]
+        // The deadline, for the page's countdown: paused_at + timeout_seconds.
+        let paused = (held["paused_at"] as? String).flatMap(Self.date)
+        let expires = (held["expires_at"] as? String).flatMap(Self.date)
+        #expect(paused != nil && expires != nil && abs((expires ?? .distantPast).timeIntervalSince(paused ?? .distantFuture) - 1) < 0.01, "\(held)")
+
+        kill(client.process.processIdentifier, SIGKILL)
+        _ = try? client.finish()
+        try waitUntil("the event says client_closed", timeout: 3) { try appliance.breakpointEvents().last?["outcome"] as? String == "client_closed" }
+        // Well past the timeout: nothing reached the origin.
+        try await Task.sleep(for: .seconds(2))
+        #expect(!origin.received.all.contains { $0.hasPrefix("POST ") }, "\(origin.received.all)")
+        #expect(try appliance.breakpointEvents().last?["outcome"] as? String == "client_closed")
+        let row = try #require(try appliance.rows("the exchange is stored") { !$0.isEmpty }.first)
+        #expect((row["error"] as? String)?.contains("client closed") == true && row["status"] is NSNull, "\(row)")
+
+        // timeout_seconds 0: held until resolved, with no deadline.
+        try appliance.writeSettings(Self.breakpointSettings(request: ["*/echo-body/held*"], timeout: 0))
+        try appliance.waitUntilTunnelApplied()
+        let waiting = try appliance.startCurl(["http://127.0.0.1:\(origin.port)/echo-body/held-forever"])
+        let forever = try appliance.held(1)[0]
+        #expect(forever["expires_at"] is NSNull, "\(forever)")
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(try waiting.isRunning && appliance.held(1).count == 1)
+        #expect(try appliance.cli(["breakpoints", "continue", "\(forever["id"] as? Int ?? 0)"]).status == 0)
+        #expect(try waiting.finish().stdout.hasSuffix("\n200"))
+    }
+
+    private static func date(_ text: String) -> Date? {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.date(from: text)
+    }
+}
+
 extension Appliance {
     /// Waits until the tunnel runs on settings.json as it is now.
     func waitUntilTunnelApplied(timeout: Double = 3) throws {

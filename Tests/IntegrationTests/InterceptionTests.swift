@@ -123,22 +123,58 @@ extension ApplianceTests {
         #expect(try appliance.status().int("tunnel.pid") == tunnel)
     }
 
+    /// A client that trusts our CA for another host and refuses this one
+    /// twice is pinning: the host is passed through, with no action by the
+    /// user (`pin_loopback` lets this loopback client stand in for a device).
     @Test func aClientThatRejectsTheCAPinsItsHost() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance.intercepting(origin)
+        let appliance = try Appliance.pinning(origin)
         let originCA = try appliance.trust(origin)
         let port = try appliance.proxyPort
 
-        // A client from this address trusted our CA once: a refusal now is pinning.
-        #expect(try fetch("https://localhost:\(origin.port)/trusted", port: port, trusting: appliance.caFile).code == 200)
-        // A pinning client: it trusts only the origin's certificate.
-        let first = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
-        #expect(first.result.status != 0, "the first attempt should see our leaf and refuse it")
-        try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("refused our certificate (pinning); passing this host through") }
-        let second = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
-        #expect(second.code == 200, "\(second.result.stderr)")
-        #expect(second.issuer?.contains("CN=localhost") == true)
+        try appliance.trustUsElsewhere(origin)
+        // A pinning client: it trusts only the origin's certificate, and refuses ours each time.
+        for attempt in 1...2 {
+            let refused = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
+            #expect(refused.result.status != 0, "attempt \(attempt) should see our leaf and refuse it")
+        }
+        try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("refused our certificate again (pinning); passing this host through") }
+        let through = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
+        #expect(through.code == 200, "\(through.result.stderr)")
+        #expect(through.issuer?.contains("CN=localhost") == true)
+    }
+
+    /// Issue 22: one curl without our CA must not turn interception off.
+    /// Every local process shares 127.0.0.1: a loopback client's refusal
+    /// never pins (by default), and its row says how to trust the CA.
+    @Test func aCurlWithoutTheCADoesNotStopInterception() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance.intercepting(origin)
+        let port = try appliance.proxyPort
+        let ours = try fetch("https://localhost:\(origin.port)/first", port: port, trusting: appliance.caFile)
+        #expect(ours.code == 200 && ours.issuer?.contains("Busymate") == true, "\(ours.issuer ?? ours.result.stderr)")
+
+        // The same curl without --cacert (the system store): refused, not pinned, and told how to trust the CA.
+        let bare = ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(port)", "https://localhost:\(origin.port)/bare"]
+        #expect(try Command.run("/usr/bin/curl", bare).status != 0)
+        let rows = try appliance.rows("the refusal is stored") { $0.contains { ($0["error"] as? String)?.contains("refused the interception") == true } }
+        let why = rows.compactMap { $0["error"] as? String }.first { $0.contains("refused the interception") } ?? ""
+        #expect(why.contains("Not pinned") && why.contains("`curl --cacert \(appliance.caFile.path)`") && why.contains("busymate ca export"), "\(why)")
+
+        // The correct curl is still decrypted: it sees our leaf.
+        let again = try fetch("https://localhost:\(origin.port)/again", port: port, trusting: appliance.caFile)
+        #expect(again.code == 200 && again.issuer?.contains("Busymate") == true, "\(again.issuer ?? again.result.stderr)")
+        #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
+
+        // However often a local client refuses: never pinned by default.
+        #expect(try Command.run("/usr/bin/curl", bare).status != 0)
+        #expect(try Command.run("/usr/bin/curl", bare).status != 0)
+        let still = try fetch("https://localhost:\(origin.port)/still", port: port, trusting: appliance.caFile)
+        #expect(still.code == 200 && still.issuer?.contains("Busymate") == true, "\(still.issuer ?? still.result.stderr)")
+        #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
+        #expect(!appliance.log.contains("(pinning)"))
     }
 
     @Test func withoutAUsableCAHTTPSIsPassedThroughAndTheTunnelKeepsServing() async throws {

@@ -7,6 +7,7 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import SwiftASN1
+import Synchronization
 import X509
 
 /// A real origin on loopback, port 0: answers `origin <method> <path>` with
@@ -17,6 +18,8 @@ final class Origin: @unchecked Sendable {
     private var channel: Channel?
     /// The TLS origin's certificate (PEM), for `curl --cacert`.
     private(set) var certificatePEM: String?
+    /// Every request head received, as "METHOD target" (the raw target as it came).
+    let received = RequestLog()
 
     static func plain() async throws -> Origin {
         let origin = Origin()
@@ -53,7 +56,7 @@ final class Origin: @unchecked Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     // `/ws` is a WebSocket echo server.
-                    let http = OriginHandler()
+                    let http = OriginHandler(log: self.received)
                     let websocket = NIOWebSocketServerUpgrader(
                         shouldUpgrade: { channel, head in
                             channel.eventLoop.makeSucceededFuture(head.uri == "/ws" ? HTTPHeaders() : nil)
@@ -80,9 +83,18 @@ final class Origin: @unchecked Sendable {
     }
 }
 
+/// The request heads an origin received, in order.
+final class RequestLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
 private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
+    private let log: RequestLog
+    init(log: RequestLog) { self.log = log }
     private var head: HTTPRequestHead?
     /// The request's body, for `/echo-body`.
     private var body = ByteBuffer()
@@ -126,6 +138,7 @@ private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandle
         switch Self.unwrapInboundIn(data) {
         case let .head(h):
             head = h
+            log.append("\(h.method.rawValue) \(h.uri)")
             // NIO leaves Expect: 100-continue to the application.
             if h.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)

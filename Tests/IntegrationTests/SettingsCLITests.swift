@@ -91,7 +91,7 @@ extension ApplianceTests {
         let tlsOrigin = try await Origin.tls()
         let untrusted = try await Origin.tls()
         defer { Task { await origin.stop(); await tlsOrigin.stop(); await untrusted.stop() } }
-        let appliance = try Appliance.intercepting(tlsOrigin)
+        let appliance = try Appliance.pinning(tlsOrigin)
         let pattern = "127.0.0.1:\(origin.port)/echo-body/held*"
         let added = try appliance.cli(["breakpoints", "add", "request", pattern])
         #expect(added.status == 0, "\(added.stderr)")
@@ -124,9 +124,11 @@ extension ApplianceTests {
         #expect(try appliance.cli(["ssl-proxying", "add", "--insecure-upstream", "localhost"]).status == 0)
         try waitUntil("the unverified origin is served", timeout: 3) { try Command.run("/usr/bin/curl", viaUs).stdout == "200" }
 
-        // A client that refuses our certificate pins its host: `pinned list --json`.
+        // A client that trusts our CA elsewhere and refuses our certificate twice pins its host: `pinned list --json`.
         let pinning = ["-sS", "--cacert", try appliance.trust(tlsOrigin).path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
                        "https://localhost:\(tlsOrigin.port)/"]
+        try appliance.trustUsElsewhere(tlsOrigin)
+        #expect(try Command.run("/usr/bin/curl", pinning).status != 0)
         #expect(try Command.run("/usr/bin/curl", pinning).status != 0)
         var pins: [[String: Any]] = []
         try waitUntil("the pin is stored", timeout: 3) {

@@ -241,6 +241,12 @@ extension WebFrontProcessTests {
         let id = held[0]["id"] as? Int ?? 0
         let raw = held[0]["raw"] as? String ?? ""
         #expect(raw.hasPrefix("POST \(base)/held/a HTTP/1.1\r\n") && raw.hasSuffix("hello=1"))
+        // Its deadline, for a countdown: paused_at + timeout_seconds (60).
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let paused = (held[0]["paused_at"] as? String).flatMap { iso.date(from: $0) }
+        let expires = (held[0]["expires_at"] as? String).flatMap { iso.date(from: $0) }
+        #expect(paused != nil && expires.map { abs($0.timeIntervalSince(paused ?? .distantPast) - 60) < 0.01 } == true, "\(held[0])")
         // A header line that is no header: refused with its line, still held.
         let broken = raw.replacingOccurrences(of: "\r\n\r\n", with: "\r\nnot a header\r\n\r\n")
         let refused = try Self.api(appliance, "POST", "/api/held/\(id)", body: try Self.json(["action": "continue", "raw": broken]))

@@ -63,6 +63,34 @@ import Testing
         }
     }
 
+    /// Issue 22: open-exchanges.json lags the store; an exchange already
+    /// stored is not sent as in flight beside its row.
+    @Test func anExchangeAlreadyStoredIsNotSentAsInFlight() async throws {
+        let fixture = try WebFixture()
+        let stored = try fixture.insert(1)[0]
+        let entries = [stored.requestID, "still-open"].map {
+            OpenExchangesFile.Entry(requestID: $0, startedAt: fixture.base, method: "GET", url: "https://api.example.com/x", client: nil)
+        }
+        try OpenExchangesFile(pid: getpid(), count: 2, entries: entries).encoded().write(to: fixture.paths.openExchanges)
+        try await application(fixture).test(.live) { client in
+            let headers: HTTPFields = [.cookie: fixture.cookie, .secFetchSite: "same-origin"]
+            try await client.ws("/api/live", configuration: .init(additionalHeaders: headers)) { inbound, outbound, _ in
+                var messages = inbound.messages(maxSize: 1 << 20).makeAsyncIterator()
+                _ = try await messages.next()
+                await fixture.app.feed.notified(.openExchangesChanged)
+                while let message = try await messages.next() {
+                    guard case let .text(text) = message, Self.object(text)["type"] as? String == "open" else { continue }
+                    let open = (Self.object(text)["entries"] as? [[String: Any]] ?? []).compactMap { $0["request_id"] as? String }
+                    // The first may be the empty set from before the file was read.
+                    if open.isEmpty { continue }
+                    #expect(open == ["still-open"])
+                    break
+                }
+                try await outbound.close(.normalClosure, reason: nil)
+            }
+        }
+    }
+
     @Test func noCookieNoUpgrade() async throws {
         let fixture = try WebFixture()
         try await application(fixture).test(.live) { client in

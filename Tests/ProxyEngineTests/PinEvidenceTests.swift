@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+@testable import ProxyEngine
+
+/// A refusal counts as pinning only from a client that trusts our CA for
+/// other hosts, and only the second time within the window.
+@Suite struct PinEvidenceTests {
+    @Test func trustForTheSameHostIsNoEvidence() {
+        var e = PinEvidence()
+        let now = Date()
+        e.trusted(client: "10.0.0.2", host: "pinned.test", at: now)
+        #expect(!e.trustsUsElsewhere(client: "10.0.0.2", besides: "pinned.test", at: now))
+        e.trusted(client: "10.0.0.2", host: "other.test", at: now)
+        #expect(e.trustsUsElsewhere(client: "10.0.0.2", besides: "pinned.test", at: now))
+        #expect(!e.trustsUsElsewhere(client: "10.0.0.3", besides: "pinned.test", at: now))
+        // Trust goes stale after the window.
+        #expect(!e.trustsUsElsewhere(client: "10.0.0.2", besides: "pinned.test", at: now.addingTimeInterval(PinEvidence.window + 1)))
+    }
+
+    @Test func strikesCountWithinTheWindowAndAreForgotten() {
+        var e = PinEvidence()
+        let now = Date()
+        #expect(e.strike(client: "10.0.0.2", host: "pinned.test", at: now) == 1)
+        #expect(e.strike(client: "10.0.0.9", host: "pinned.test", at: now) == 1)
+        #expect(e.strike(client: "10.0.0.2", host: "pinned.test", at: now.addingTimeInterval(5)) == 2)
+        // An old strike no longer counts.
+        #expect(e.strike(client: "10.0.0.2", host: "late.test", at: now) == 1)
+        #expect(e.strike(client: "10.0.0.2", host: "late.test", at: now.addingTimeInterval(PinEvidence.window + 1)) == 1)
+        e.forget(host: "pinned.test")
+        #expect(e.strike(client: "10.0.0.2", host: "pinned.test", at: now.addingTimeInterval(6)) == 1)
+    }
+
+    @Test func loopbackIsEveryLocalProcess() {
+        for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] { #expect(PinEvidence.isLoopback(ip)) }
+        for ip in ["10.0.0.2", "192.168.1.20", "fe80::1", "::ffff:10.0.0.2"] { #expect(!PinEvidence.isLoopback(ip)) }
+    }
+}
