@@ -92,6 +92,7 @@ struct ListTable {
         if r.resentFrom != nil { parts.append("resent") }
         if let imported = r.imported { parts.append("imported from \(imported)") }
         if let comment = r.comment { parts.append("“\(comment)”") }
+        if let note = r.note { parts.append("note: \(note)") }
         guard !parts.isEmpty else { return nil }
         return (Terminal.visible("· " + parts.joined(separator: " · "), keepNewlines: false), false)
     }

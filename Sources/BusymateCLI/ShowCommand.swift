@@ -94,6 +94,7 @@ struct Show: AsyncParsableCommand {
             if let imported = record.imported { out.append("imported from \(imported)") }
             if let marker = record.marker { out.append("marked: \(marker)") }
             if let comment = record.comment { out.append("comment: \(comment)") }
+            if let note = record.note { out.append("note: \(note)") }
             for event in (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [] {
                 let held = (event.resumedAt ?? Date()).timeIntervalSince(event.pausedAt)
                 out.append(String(format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held, event.outcome?.rawValue ?? "still held"))

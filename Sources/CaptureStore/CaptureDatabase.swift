@@ -194,11 +194,13 @@ public final class CaptureDatabase: Sendable {
             }
         }
         // A user's marks and comments (`busymate mark`, the page), as
-        // mitmproxy's; `~marked`, `~marker` and `~comment` scan.
-        migrator.registerMigration("v9: marks and comments") { db in
+        // mitmproxy's; `~marked`, `~marker` and `~comment` scan. And
+        // Busymate's own notes on a row that did not fail.
+        migrator.registerMigration("v9: marks, comments and notes") { db in
             try db.alter(table: "exchanges") { t in
                 t.add(column: "marker", .text)
                 t.add(column: "comment", .text)
+                t.add(column: "note", .text)
             }
         }
         // When a held message goes on by itself (nil: held until resolved), for the page's countdown.

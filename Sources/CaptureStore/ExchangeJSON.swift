@@ -35,7 +35,7 @@ public enum ExchangeJSON {
             ("response_content_type", string(r.header("content-type", .response))),
             ("imported", string(r.imported)),
             ("device", string(r.device)), ("front_end", string(r.frontEnd)),
-            ("marker", string(r.marker)), ("comment", string(r.comment)),
+            ("marker", string(r.marker)), ("comment", string(r.comment)), ("note", string(r.note)),
         ]
     }
 

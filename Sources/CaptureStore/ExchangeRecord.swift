@@ -72,6 +72,9 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var marker: String?
     /// A user's note on the exchange.
     public var comment: String?
+    /// What Busymate changed or noticed that is no failure (a request
+    /// target it percent-encoded): not `error`, so `~e` keeps meaning failed.
+    public var note: String?
 
     public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
@@ -104,7 +107,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
              storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end", marker, comment
+             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end", marker, comment, note
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -155,6 +158,7 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         container["front_end"] = frontEnd
         container["marker"] = marker
         container["comment"] = comment
+        container["note"] = note
     }
 
     /// One prepared statement for every insert (the writer's hot path).
@@ -166,8 +170,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           response_body, request_body_truncated, response_body_truncated, request_body_file,
           response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
           sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported, device, front_end,
-          marker, comment
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          marker, comment, note
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

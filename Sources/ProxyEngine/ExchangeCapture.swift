@@ -99,7 +99,8 @@ struct ExchangeCapture: Sendable {
     func submit(error: String? = nil) {
         var done = record
         done.endedAt = Date()
-        done.error = ([error] + notes).compactMap { $0 }.joined(separator: "; ").nilIfEmpty
+        done.error = error
+        done.note = notes.joined(separator: "; ").nilIfEmpty
         done.requestBody = requestBody.inline.isEmpty ? nil : Data(requestBody.inline)
         done.responseBody = responseBody.inline.isEmpty ? nil : Data(responseBody.inline)
         done.requestBodyTruncated = requestBody.truncated

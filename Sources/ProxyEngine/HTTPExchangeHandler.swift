@@ -224,7 +224,7 @@ extension HTTPExchangeHandler {
                                           reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
         let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: context.eventLoop)
         if owner.tookEncodedTarget(received.uri) {
-            hooks.note("note: raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
+            hooks.note("raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
         }
         current = Current(request: ClientRequest(head: head, target: target, originForm: originForm))
         logger[metadataKey: "REQUEST_ID"] = "\(hooks.requestID ?? RequestID.make())"
