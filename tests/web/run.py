@@ -315,6 +315,12 @@ def run(appliance, origin, page, downloads):
     check(page.wait("held", lambda: page.find("#held-count").text.strip() == "1", 10), "the held request is counted in the toolbar")
     page.find("#held-button").click()
     page.wait("the held message", lambda: not page.find("#held-raw").get_property("disabled") and "original body" in page.find("#held-raw").get_property("value"), 10)
+    # The panel counts down to when the held message goes on by itself (breakpoints.timeout_seconds 60).
+    countdown = lambda: [e.text for e in page.all("#held-panel .hi-expires")]
+    first = page.wait("the countdown", lambda: any(t.startswith("sent on in ") for t in countdown()), 5) and countdown()[0]
+    ticked = first and page.wait("it ticks", lambda: countdown() and countdown()[0] != first, 4)
+    check(bool(first) and ticked and ("1 min" in first or any(("%d s" % n) in first for n in range(50, 61))),
+          "the held panel counts down to when the message goes on by itself: %r, then %r" % (first, countdown()[:1]))
     raw = page.find("#held-raw")
     text = raw.get_property("value").replace("original body", "edited in the page")
     page.d.execute_script("arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'));", raw, text)
