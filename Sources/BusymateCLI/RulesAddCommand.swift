@@ -8,7 +8,8 @@ extension Rules {
             abstract: "Add a rule at the end (or --at N).",
             discussion: """
                 With flags: busymate rules add NAME --match 'api.example.com/*' --action block [--status 451]
-                (--file, --directory, --to, --address for the other actions). Or whole, as in settings.json:
+                (--file, --directory, --to, --address for the other actions; for headers, --set-header 'Name: value',
+                --add-header 'Name: value' and --remove-header Name, on the request unless --on response). Or whole, as in settings.json:
                 busymate rules add --json '{"name": "trace", "match": "*/*", "action": "headers", "request": {"add": {"X-Trace": "1"}}}'
                 """)
         @OptionGroup var options: GroupOption
@@ -20,6 +21,13 @@ extension Rules {
         @Option(help: "map_local: the directory to serve from (likewise).") var directory: String?
         @Option(help: "map_remote: the URL to send to.") var to: String?
         @Option(help: "host_override: the IP address to dial.") var address: String?
+        @Option(name: .customLong("set-header"), help: ArgumentHelp("headers: replace (or add) this header: 'Name: value'.", valueName: "header"))
+        var setHeaders: [String] = []
+        @Option(name: .customLong("add-header"), help: ArgumentHelp("headers: add this header beside any of the name: 'Name: value'.", valueName: "header"))
+        var addHeaders: [String] = []
+        @Option(name: .customLong("remove-header"), help: ArgumentHelp("headers: remove every header of this name.", valueName: "name"))
+        var removeHeaders: [String] = []
+        @Option(help: "headers: the message the header flags change: request (default) or response.") var on: HeaderSide?
         @Option(help: "The whole rule as a JSON object, instead of the flags.") var json: String?
         @Option(help: "Put it at this position (1 is first).") var at: Int?
         @Flag(help: "Add it disabled.") var disabled = false
@@ -63,7 +71,36 @@ extension Rules {
             for (key, value) in [("to", to), ("address", address)] {
                 if let value { members.append((key, JSONNode(.string(value)))) }
             }
+            if let edits = try headerEdits() { members.append((on?.rawValue ?? HeaderSide.request.rawValue, edits)) }
             return JSONNode(.object(members))
+        }
+
+        enum HeaderSide: String, ExpressibleByArgument, CaseIterable { case request, response }
+
+        /// `--set-header`, `--add-header`, `--remove-header` as the rule's
+        /// `{"remove": […], "set": {…}, "add": {…}}`; the tunnel's check then
+        /// refuses what a header cannot be.
+        private func headerEdits() throws -> JSONNode? {
+            if on != nil && setHeaders.isEmpty && addHeaders.isEmpty && removeHeaders.isEmpty {
+                throw CLIError(description: "--on: give --set-header, --add-header or --remove-header too")
+            }
+            func pairs(_ values: [String], flag: String) throws -> [(key: String, node: JSONNode)] {
+                var seen: Set<String> = []
+                return try values.map { value in
+                    guard let colon = value.firstIndex(of: ":") else { throw CLIError(description: "\(flag) \(value): give 'Name: value'") }
+                    let name = value[..<colon].trimmingCharacters(in: .whitespaces)
+                    guard !name.isEmpty else { throw CLIError(description: "\(flag) \(value): the header has no name") }
+                    guard seen.insert(name.lowercased()).inserted else { throw CLIError(description: "\(flag) \(name) twice: one value per name") }
+                    return (name, JSONNode(.string(value[value.index(after: colon)...].trimmingCharacters(in: .whitespaces))))
+                }
+            }
+            var edits: [(key: String, node: JSONNode)] = []
+            if !removeHeaders.isEmpty { edits.append(("remove", JSONNode(.array(removeHeaders.map { JSONNode(.string($0)) })))) }
+            let set = try pairs(setHeaders, flag: "--set-header")
+            if !set.isEmpty { edits.append(("set", JSONNode(.object(set)))) }
+            let add = try pairs(addHeaders, flag: "--add-header")
+            if !add.isEmpty { edits.append(("add", JSONNode(.object(add)))) }
+            return edits.isEmpty ? nil : JSONNode(.object(edits))
         }
 
         /// The absolute path the tunnel needs, of something that is there:

@@ -6,7 +6,7 @@ struct SSLProxying: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssl-proxying",
         abstract: "The hosts whose HTTPS is intercepted, and those whose upstream certificate is not verified (settings.json, applied live).",
-        subcommands: [Add.self, Remove.self, ListPatterns.self])
+        subcommands: [Add.self, Remove.self, ListPatterns.self, TrustUpstream.self])
 
     /// Which list an edit goes to.
     struct Which: ParsableArguments {
