@@ -31,17 +31,20 @@ public struct AnnotationRepository: Sendable {
     /// `:name:`); a comment a note. Bounded: rows are read by the page.
     public static let maxMarker = 64
     public static let maxComment = 4_096
+    /// Characters can be any number of combining scalars: bytes bound too.
+    public static let maxMarkerBytes = 256
+    public static let maxCommentBytes = 16_384
 
     public static func validate(_ change: Change) throws(Invalid) {
         if case let .some(.some(marker)) = change.marker {
             guard !marker.isEmpty else { throw Invalid(description: "a marker cannot be empty (remove the mark instead)") }
-            guard marker.count <= maxMarker else { throw Invalid(description: "a marker is at most \(maxMarker) characters") }
+            guard marker.count <= maxMarker, marker.utf8.count <= maxMarkerBytes else { throw Invalid(description: "a marker is at most \(maxMarker) characters (\(maxMarkerBytes) bytes)") }
             guard !marker.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
                 throw Invalid(description: "a marker cannot hold control characters")
             }
         }
         if case let .some(.some(comment)) = change.comment {
-            guard comment.count <= maxComment else { throw Invalid(description: "a comment is at most \(maxComment) characters") }
+            guard comment.count <= maxComment, comment.utf8.count <= maxCommentBytes else { throw Invalid(description: "a comment is at most \(maxComment) characters (\(maxCommentBytes) bytes)") }
             guard !comment.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && $0 != "\n" && $0 != "\t" }) else {
                 throw Invalid(description: "a comment cannot hold control characters other than newlines and tabs")
             }

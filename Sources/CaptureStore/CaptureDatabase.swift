@@ -65,9 +65,13 @@ public final class CaptureDatabase: Sendable {
 
     /// At a clean stop: every committed row into `capture.sqlite` and the
     /// WAL emptied, so the one file is the whole capture (a user shares it
-    /// by copying it). Waits up to the busy timeout for readers.
+    /// by copying it). A truncating checkpoint holds other writers back
+    /// while it waits for readers: at a hand-over the next tunnel already
+    /// writes, so this waits one second at most, then leaves the WAL to it.
     public func checkpointAndTruncate() async throws {
         try await pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA busy_timeout = 1000")
+            defer { try? db.execute(sql: "PRAGMA busy_timeout = 5000") }
             try db.checkpoint(.truncate)
         }
     }

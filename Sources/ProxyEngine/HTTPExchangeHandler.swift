@@ -143,11 +143,16 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         // (An EOF mid-message is the client leaving: channelInactive says so.)
         if let parse = error as? HTTPParserError, parse != .invalidEOFState, hooks.requestID != nil {
             let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-            // As ProtocolErrorResponder, before this handler, sent it.
-            let allocator = context.channel.allocator
-            hooks.answered(ProtocolErrorResponder.answer(status, ProtocolErrorResponder.explain(parse), allocator: allocator),
-                           headRequest: current?.request.head.method == .HEAD)
-            submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse)); answered \(status.code)")
+            // As ProtocolErrorResponder, before this handler, sent it: only
+            // when no response had begun (it sends nothing then, and the
+            // origin's answer already in the row stays as it was).
+            let answered = machine.response == .waiting || machine.response == .holding || machine.response == .paused
+            if answered {
+                let allocator = context.channel.allocator
+                hooks.answered(ProtocolErrorResponder.answer(status, ProtocolErrorResponder.explain(parse), allocator: allocator),
+                               headRequest: current?.request.head.method == .HEAD)
+            }
+            submitCapture(error: "malformed request: \(ProtocolErrorResponder.explain(parse))" + (answered ? "; answered \(status.code)" : "; the response had begun, so none was sent"))
         }
         upstream.close()
         context.close(promise: nil)

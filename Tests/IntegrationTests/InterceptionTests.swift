@@ -138,6 +138,12 @@ extension ApplianceTests {
         for attempt in 1...2 {
             let refused = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
             #expect(refused.result.status != 0, "attempt \(attempt) should see our leaf and refuse it")
+            // One refusal is no evidence: still intercepted after the first.
+            if attempt == 1 {
+                _ = try appliance.rows("the first refusal is stored") { $0.contains { ($0["error"] as? String)?.contains("refused the interception") == true } }
+                #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
+                #expect(!appliance.log.contains("refused our certificate again (pinning)"))
+            }
         }
         try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("refused our certificate again (pinning); passing this host through") }
         let through = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
