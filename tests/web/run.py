@@ -51,6 +51,8 @@ class Origin(BaseHTTPRequestHandler):
             self.reply(gzip.compress(JSON_BODY), "application/json", [("Content-Encoding", "gzip")])
         elif self.path.startswith("/big.bin"):
             self.reply(BIG_BODY, "application/octet-stream")
+        elif self.path.startswith("/hdr"):
+            self.reply("".join("%s: %s\n" % (k, v) for k, v in self.headers.items()).encode())
         else:
             self.reply(("origin " + self.path).encode())
 
@@ -360,6 +362,43 @@ def run(appliance, origin, page, downloads):
     wait_until("the rule is applied", lambda: codes.append(curl(appliance, base + "/teapot/1")) or codes[-1] == "418", 10) if applied else None
     check(applied and codes and codes[-1] == "418", "a rule added in the page answers the next curl (%s)" % codes)
     check("future_key" in open(os.path.join(appliance.group, "settings.json")).read(), "settings.json keeps the keys the page does not know")
+
+    # 6b. Header edits as a form: set one header and remove another, no JSON typed.
+    form = page.find("#rule-form")
+    form.find_element(By.NAME, "name").send_keys("tagger")
+    form.find_element(By.NAME, "match").send_keys("127.0.0.1:%d/hdr*" % origin)
+    page.d.execute_script("const s = arguments[0]; s.value = 'headers'; s.dispatchEvent(new Event('change'));", form.find_element(By.NAME, "action"))
+    page.wait("the header form", lambda: page.find("[data-test=he-add-request]").is_displayed())
+    page.find("[data-test=he-add-request]").click()
+    page.find("[data-test=he-add-request]").click()
+    rows = page.all("[data-test=header-editor-request] .he-row")
+    rows[0].find_element(By.CSS_SELECTOR, ".he-name").send_keys("X-From-Page")
+    rows[0].find_element(By.CSS_SELECTOR, ".he-value").send_keys("yes")
+    page.d.execute_script("const s = arguments[0]; s.value = 'remove'; s.dispatchEvent(new Event('change'));", rows[1].find_element(By.CSS_SELECTOR, ".he-op"))
+    rows[1].find_element(By.CSS_SELECTOR, ".he-name").send_keys("User-Agent")
+    page.shot("rule-headers")
+    page.find("#rule-save").click()
+    saved = page.wait("the header rule", lambda: any(r.get("name") == "tagger" for r in settings_rules(appliance)), 10)
+    rule = next((r for r in settings_rules(appliance) if r.get("name") == "tagger"), {})
+    echoed = []
+    wait_until("the header rule applies", lambda: echoed.append(subprocess.run(["curl", "-s", "-x", appliance.proxy(), base + "/hdr"], capture_output=True, text=True).stdout)
+               or "X-From-Page: yes" in echoed[-1], 10) if saved else None
+    check(saved and rule.get("request") == {"remove": ["User-Agent"], "set": {"X-From-Page": "yes"}}
+          and echoed and "X-From-Page: yes" in echoed[-1] and "User-Agent" not in echoed[-1],
+          "a header rule made with the form (no JSON typed) sets and removes request headers: %s; the origin got %r" % (rule.get("request"), echoed[-1:]))
+
+    # 6c. The SSL card edits pin_loopback and upstream_trust.
+    card = page.find("#ssl-proxying")
+    card.find_element(By.CSS_SELECTOR, "[data-test=ssl-pin-loopback]").click()
+    card.find_element(By.CSS_SELECTOR, "[data-test=ssl-upstream-trust]").send_keys("/etc/ssl/certs/ca-certificates.crt")
+    card.find_element(By.CSS_SELECTOR, ".card-foot .btn.primary").click()
+    def ssl_part():
+        try:
+            return json.load(open(os.path.join(appliance.group, "settings.json"))).get("ssl_proxying", {})
+        except ValueError:
+            return {}
+    check(page.wait("ssl saved", lambda: ssl_part().get("pin_loopback") is True and ssl_part().get("upstream_trust") == "/etc/ssl/certs/ca-certificates.crt", 10),
+          "the SSL card writes pin_loopback and upstream_trust: %s" % {k: ssl_part().get(k) for k in ("pin_loopback", "upstream_trust")})
 
     # 7. Status: the readiness card, the network and the devices.
     page.find("[data-view=status]").click()

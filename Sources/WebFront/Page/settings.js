@@ -69,6 +69,60 @@
     return box;
   }
 
+  /**
+   * Header edits as a form: rows of (set | add | remove, name, value). Its `value` is the
+   * rule's JSON text ({"remove": [...], "set": {...}, "add": {...}}), so the rule form reads
+   * and writes it as it did the old text box; an object it cannot show stays JSON text.
+   */
+  function headerEditor(side) {
+    const box = h('div', { class: 'header-editor', 'data-test': 'header-editor-' + side });
+    const rowsBox = h('div', { class: 'he-rows' });
+    const raw = h('textarea', { class: 'field', spellcheck: 'false', hidden: true });
+    let rawMode = false;
+    const addRow = (op, name, value) => {
+      const opSel = h('select', { class: 'field he-op', 'data-test': 'he-op' }, ['set', 'add', 'remove'].map(o => h('option', { value: o }, o)));
+      opSel.value = op || 'set';
+      const nameIn = h('input', { class: 'field he-name', type: 'text', spellcheck: 'false', placeholder: 'X-Debug', value: name || '', 'data-test': 'he-name' });
+      const valueIn = h('input', { class: 'field he-value', type: 'text', spellcheck: 'false', placeholder: 'value', value: value || '', 'data-test': 'he-value' });
+      const sync = () => { valueIn.hidden = opSel.value === 'remove'; };
+      opSel.addEventListener('change', sync);
+      sync();
+      const row = h('div', { class: 'he-row' }, opSel, nameIn, valueIn,
+        h('button', { type: 'button', class: 'icon-btn del', title: 'Remove this edit', 'aria-label': 'Remove this edit', onclick: () => row.remove() }, '×'));
+      rowsBox.appendChild(row);
+      return row;
+    };
+    box.appendChild(rowsBox);
+    box.appendChild(raw);
+    box.appendChild(h('button', { type: 'button', class: 'btn small', 'data-test': 'he-add-' + side, onclick: () => addRow('set').querySelector('.he-name').focus() }, '+ Header edit'));
+    const text = () => {
+      if (rawMode) return raw.value;
+      const edits = {};
+      for (const row of rowsBox.children) {
+        const op = row.querySelector('.he-op').value;
+        const name = row.querySelector('.he-name').value.trim();
+        if (!name) continue;
+        if (op === 'remove') (edits.remove = edits.remove || []).push(name);
+        else (edits[op] = edits[op] || {})[name] = row.querySelector('.he-value').value;
+      }
+      return Object.keys(edits).length ? JSON.stringify(edits) : '';
+    };
+    const show = t => {
+      clear(rowsBox);
+      rawMode = false;
+      raw.hidden = true;
+      let e = null;
+      try { e = t ? JSON.parse(t) : {}; } catch (_) { e = null; }
+      const known = e && typeof e === 'object' && !Array.isArray(e) && Object.keys(e).every(k => ['set', 'add', 'remove'].includes(k))
+        && (!e.remove || Array.isArray(e.remove)) && ['set', 'add'].every(k => !e[k] || (typeof e[k] === 'object' && !Array.isArray(e[k])));
+      if (!known) { rawMode = true; raw.hidden = false; raw.value = t; return; }
+      for (const n of e.remove || []) addRow('remove', String(n), '');
+      for (const op of ['set', 'add']) for (const [n, v] of Object.entries(e[op] || {})) addRow(op, n, String(v));
+    };
+    Object.defineProperty(box, 'value', { get: text, set: show });
+    return box;
+  }
+
   function saveBar(onSave, label) {
     const err = h('div', { class: 'section-error', hidden: true });
     const ok = h('span', { class: 'section-ok' });
@@ -100,13 +154,20 @@
     });
     const autoPin = h('input', { type: 'checkbox', checked: ssl.auto_pin !== false, 'data-test': 'ssl-auto-pin' });
     autoPin.addEventListener('change', () => { work.auto_pin = autoPin.checked; bar.markDirty(); });
+    const pinLoopback = h('input', { type: 'checkbox', checked: ssl.pin_loopback === true, 'data-test': 'ssl-pin-loopback' });
+    pinLoopback.addEventListener('change', () => { work.pin_loopback = pinLoopback.checked; bar.markDirty(); });
+    const trust = h('input', { class: 'field', type: 'text', spellcheck: 'false', placeholder: '/etc/ssl/staging-ca.pem', value: ssl.upstream_trust || '',
+      'data-test': 'ssl-upstream-trust', title: "An origin's own CA (PEM, absolute path on the appliance), trusted beside the system store" });
+    trust.addEventListener('input', () => { const v = trust.value.trim(); if (v) work.upstream_trust = v; else delete work.upstream_trust; bar.markDirty(); });
     return card('ssl-proxying', 'SSL proxying', 'which hosts are decrypted (MITM); exclude wins',
       h('div', { class: 'card-body' },
         listEditor('Include', work.include, '*.example.com', v => { work.include = v; bar.markDirty(); }, 'ssl-include'),
         listEditor('Exclude', work.exclude, 'bank.example.com', v => { work.exclude = v; bar.markDirty(); }, 'ssl-exclude'),
         listEditor('Upstream certificate not verified', work.insecure_upstream || [], 'self-signed.internal',
           v => { work.insecure_upstream = v; bar.markDirty(); }, 'ssl-insecure'),
-        h('label', { class: 'check' }, autoPin, 'Pass a host through when its client refuses our certificate (auto-pin)')),
+        h('label', { class: 'check' }, autoPin, 'Pass a host through when its client refuses our certificate (auto-pin)'),
+        h('label', { class: 'check' }, pinLoopback, 'Let clients on this machine (127.0.0.1) pin too (off: a local curl without the CA never pins)'),
+        h('label', { class: 'stack' }, h('span', null, 'Upstream CA (trusted beside the system store)'), trust)),
       bar.err, bar.foot);
   }
 
@@ -201,8 +262,8 @@
       directory: h('input', { class: 'field', name: 'directory', type: 'text', spellcheck: 'false', placeholder: '/srv/mock/' }),
       to: h('input', { class: 'field', name: 'to', type: 'text', spellcheck: 'false', placeholder: 'https://staging.example.com/' }),
       address: h('input', { class: 'field', name: 'address', type: 'text', spellcheck: 'false', placeholder: '10.0.0.5' }),
-      request: h('textarea', { class: 'field', name: 'request', spellcheck: 'false', placeholder: '{"set": {"X-Debug": "1"}, "remove": ["Cookie"]}' }),
-      response: h('textarea', { class: 'field', name: 'response', spellcheck: 'false', placeholder: '{"add": {"Access-Control-Allow-Origin": "*"}}' }),
+      request: headerEditor('request'),
+      response: headerEditor('response'),
     };
     const rowsByKey = {};
     const formTitle = h('div', { class: 'rf-title' }, 'Add a rule');
