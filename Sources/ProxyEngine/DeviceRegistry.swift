@@ -35,8 +35,6 @@ public final class DeviceRegistry: Sendable {
         var refused = 0
         var lastRefusalLog: Double = -.infinity
         var unsaidRefusals = 0
-        var ownAddresses: Set<String> = []
-        var ownAddressesAt: Double = -.infinity
         var transparentSeenAt: Double?
         var proxySeenAt: Double?
     }
@@ -90,8 +88,9 @@ public final class DeviceRegistry: Sendable {
         if listenerIsLoopback { return .admitted }
         guard let ip = remote?.ipAddress.map(Self.normalized) else { return .refused }
         if IPNetwork.isLoopback(ip) { return .admitted }
+        let own = Self.ownAddress(ip)
         let (admission, log): (Admission, Int?) = state.withLock { s in
-            let admission = Self.admission(ip, &s, now: now)
+            let admission = Self.admission(ip, own: own, &s, now: now)
             if admission != .refused { return (admission, nil) }
             s.refused += 1
             guard now - s.lastRefusalLog >= 10 else {
@@ -114,15 +113,17 @@ public final class DeviceRegistry: Sendable {
     /// A granted client's connection asks again (its grant may have been
     /// extended, removed, or the address allowed meanwhile); not counted.
     func readmission(_ ip: String, now: Double = monotonic()) -> Admission {
-        state.withLock { Self.admission(ip, &$0, now: now) }
+        let own = Self.ownAddress(ip)
+        return state.withLock { Self.admission(ip, own: own, &$0, now: now) }
     }
 
-    private static func admission(_ ip: String, _ s: inout State, now: Double) -> Admission {
-        if now - s.ownAddressesAt > 5 {
-            s.ownAddresses = Set(LoopGuard.localAddresses().map(Self.normalized))
-            s.ownAddressesAt = now
-        }
-        if s.ownAddresses.contains(ip) || s.access.allow.contains(where: { $0.contains(ip) }) { return .admitted }
+    /// One of this machine's own addresses (read outside the registry's lock).
+    private static func ownAddress(_ ip: String) -> Bool {
+        LocalAddresses.shared.current().contains { normalized($0) == ip }
+    }
+
+    private static func admission(_ ip: String, own: Bool, _ s: inout State, now: Double) -> Admission {
+        if own || s.access.allow.contains(where: { $0.contains(ip) }) { return .admitted }
         return s.access.grantedUntil(ip).map { .granted(until: $0) } ?? .refused
     }
 

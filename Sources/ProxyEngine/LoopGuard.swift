@@ -51,7 +51,7 @@ final class LoopGuard: Sendable {
         guard !own.isEmpty, let ip = address.ipAddress else { return false }
         if own.contains(where: { $0.ipAddress == ip }) { return true }
         guard own.contains(where: { Self.isUnspecified($0) }) else { return false }
-        return Self.isLoopbackOrUnspecified(address) || Self.localAddresses().contains(ip)
+        return Self.isLoopbackOrUnspecified(address) || LocalAddresses.shared.current().contains(ip)
     }
 
     private static func isUnspecified(_ address: SocketAddress) -> Bool {
@@ -63,8 +63,8 @@ final class LoopGuard: Sendable {
         return ip.hasPrefix("127.") || ip == "::1" || ip == "0.0.0.0" || ip == "::" || ip.hasPrefix("::ffff:127.")
     }
 
-    /// The machine's own interface addresses (only asked for when a dial
-    /// goes to the port of a wildcard listener).
+    /// The machine's own interface addresses, read now (it blocks: callers
+    /// on an event loop go through `LocalAddresses`).
     static func localAddresses() -> Set<String> {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0 else { return [] }

@@ -121,6 +121,8 @@ public enum TunnelMain {
             interception.setPinned(capture.pinnedHosts())
             capture.apply(prepared.snapshot.settings ?? AppSettings())
         }
+        // Read once here, off the event loops: admission and the loop guard use it on accept.
+        LocalAddresses.shared.refresh()
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
         server.timeouts.apply(prepared.snapshot.settings ?? AppSettings())

@@ -51,7 +51,7 @@ enum WebBench {
             }
             tasks.cancelAll()
             return results
-        }.flatMap { $0 }
+        }.compactMap { $0 }
     }
 
     /// curl's `time_total` and the body.
