@@ -14,7 +14,7 @@ extension Rules {
                 """)
         @OptionGroup var options: GroupOption
         @Argument(help: "The rule's name (unique).") var name: String?
-        @Option(help: "A URL pattern.") var match: String?
+        @Option(help: "A URL pattern (api.example.com/v1/*), or a filter in list's language (~m POST & ~d api).") var match: String?
         @Option(help: "block, drop, map_local, map_remote, host_override or headers.") var action: String?
         @Option(help: "block: the status to answer (default 403).") var status: Int?
         @Option(help: "map_local: the file to serve (a relative path is taken from the current directory).") var file: String?

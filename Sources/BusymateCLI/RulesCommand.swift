@@ -42,7 +42,7 @@ struct Rules: AsyncParsableCommand {
             func count(_ e: Rule.HeaderEdits) -> Int { e.remove.count + e.set.count + e.add.count }
             what = "headers (\(count(request)) request, \(count(response)) response edits)"
         }
-        return "\(rule.name)\(rule.enabled ? "" : " (disabled)"): \(rule.pattern.text) → \(what)"
+        return "\(rule.name)\(rule.enabled ? "" : " (disabled)"): \(rule.match.text) → \(what)"
     }
 
     struct ListRules: AsyncParsableCommand {

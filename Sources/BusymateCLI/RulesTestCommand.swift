@@ -5,15 +5,30 @@ import Foundation
 
 extension Rules {
     struct TestURL: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "test", abstract: "Show which rules match a URL, and which of them apply.")
+        static let configuration = CommandConfiguration(commandName: "test", abstract: "Show which rules match a request for a URL, and which of them apply.")
         @OptionGroup var options: GroupOption
         @Argument(help: "An absolute URL, e.g. https://api.example.com/v1/users?page=2.") var url: String
+        @Option(help: "The request's method, for rules that match with a filter (~m).") var method = "GET"
+        @Option(name: .customLong("header"), help: ArgumentHelp("A request header, for rules that match with a filter (~h, ~t); repeatable.",
+                                                                  valueName: "NAME: VALUE")) var headers: [String] = []
         @Flag(help: "Print a JSON object: the URL, the matching rules with why each applies or not, the names of those that apply.") var json = false
 
         typealias Verdict = RuleVerdict
 
+        func validate() throws {
+            for header in headers where !header.contains(":") {
+                throw ValidationError("--header \"\(header)\": write it as \"Name: value\"")
+            }
+        }
+
         func run() async throws {
-            let verdicts = RuleVerdict.verdicts(try SettingsEdit.current(options.paths).settings.rules, url: url)
+            var exchange = FilterSubject(url: url, method: method.uppercased())
+            exchange.requestHeaders = headers.map { line in
+                let colon = line.firstIndex(of: ":") ?? line.endIndex
+                return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
+                        String(line[colon...].dropFirst()).trimmingCharacters(in: .whitespaces))
+            }
+            let verdicts = RuleVerdict.verdicts(try SettingsEdit.current(options.paths).settings.rules, exchange: exchange)
             if json {
                 SettingsJSON.write(RuleVerdict.json(verdicts, url: url))
                 return

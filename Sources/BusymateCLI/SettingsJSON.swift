@@ -19,7 +19,7 @@ enum SettingsJSON {
     /// A `rules list --json` entry: where it stands, and the rule as written.
     static func rule(_ rule: Rule, index: Int, node: JSONNode) -> JSONNode {
         J.object([("index", J.number(index)), ("name", J.string(rule.name)), ("enabled", J.bool(rule.enabled)),
-                  ("action", J.string(rule.actionName)), ("match", J.string(rule.pattern.text)), ("rule", node)])
+                  ("action", J.string(rule.actionName)), ("match", J.string(rule.match.text)), ("rule", node)])
     }
 
     /// A pin, and when it ends: `ssl_proxying.pin_ttl` after its last refusal.

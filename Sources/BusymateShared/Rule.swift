@@ -1,5 +1,5 @@
 /// One entry of `settings.json`'s `rules` (seed 002's RulesEngine): a URL
-/// pattern and what to do with the requests it matches. Rules are
+/// pattern or a filter, and what to do with the requests it matches. Rules are
 /// evaluated in order; the first enabled match of each kind applies.
 public struct Rule: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
@@ -38,18 +38,25 @@ public struct Rule: Sendable, Equatable {
     /// Unique among the rules: what the CLI and the capture row call it.
     public var name: String
     public var enabled: Bool
-    public var pattern: URLPattern
+    public var match: RuleMatch
     public var action: Action
 
-    public init(name: String, enabled: Bool = true, pattern: URLPattern, action: Action) {
+    public init(name: String, enabled: Bool = true, match: RuleMatch, action: Action) {
         self.name = name
         self.enabled = enabled
-        self.pattern = pattern
+        self.match = match
         self.action = action
     }
 
-    public var kind: Kind {
-        switch action {
+    public var kind: Kind { action.kind }
+
+    /// The action names `settings.json` uses.
+    public static let actionNames = ["block", "drop", "map_local", "map_remote", "host_override", "headers"]
+}
+
+extension Rule.Action {
+    public var kind: Rule.Kind {
+        switch self {
         case .block, .drop: return .block
         case .mapLocal: return .mapLocal
         case .mapRemote: return .mapRemote
@@ -57,7 +64,4 @@ public struct Rule: Sendable, Equatable {
         case .headers: return .headers
         }
     }
-
-    /// The action names `settings.json` uses.
-    public static let actionNames = ["block", "drop", "map_local", "map_remote", "host_override", "headers"]
 }

@@ -54,12 +54,18 @@ extension AppSettings.Reader {
             }
             enabled = flag
         }
-        guard let matchNode = node["match"] else { throw SettingsError(message: "a rule needs \"match\": a URL pattern", position: node.position, keyPath: path) }
-        let text = try string(matchNode, path: "\(path).match")
-        guard let pattern = URLPattern(text) else {
-            throw SettingsError(message: "\"\(text)\": \(URLPattern.problem(with: text) ?? "not a URL pattern")", position: matchNode.position, keyPath: "\(path).match")
+        guard let matchNode = node["match"] else {
+            throw SettingsError(message: "a rule needs \"match\": a URL pattern, or a filter (~d api & ~m POST)", position: node.position, keyPath: path)
         }
-        return Rule(name: name, enabled: enabled, pattern: pattern, action: try action(actionName, node, path: path))
+        let text = try string(matchNode, path: "\(path).match")
+        let action = try action(actionName, node, path: path)
+        switch RuleMatch.parse(text, for: action.kind) {
+        case let .success(match):
+            return Rule(name: name, enabled: enabled, match: match, action: action)
+        case let .failure(why):
+            let at = why.position.map { "position \($0): " } ?? ""
+            throw SettingsError(message: "\"\(text)\": \(at)\(why.message)", position: matchNode.position, keyPath: "\(path).match")
+        }
     }
 
     private func action(_ name: String, _ node: JSONNode, path: String) throws(SettingsError) -> Rule.Action {

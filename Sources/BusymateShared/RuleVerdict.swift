@@ -12,8 +12,14 @@ public struct RuleVerdict: Sendable {
     /// The rule that decides, when another does.
     public var by: String?
 
-    public static func verdicts(_ rules: [Rule], url: String) -> [RuleVerdict] {
-        let matching = rules.enumerated().filter { $0.element.pattern.matches(url) }
+    public static func verdicts(_ rules: [Rule], url: String, method: String = "GET") -> [RuleVerdict] {
+        verdicts(rules, exchange: FilterSubject(url: url, method: method))
+    }
+
+    /// A filter rule is tested on the request alone: a headers rule that
+    /// also reads the response is shown for the request's edits.
+    public static func verdicts(_ rules: [Rule], exchange: FilterSubject) -> [RuleVerdict] {
+        let matching = rules.enumerated().filter { $0.element.match.matches(exchange) }
         var first: [Rule.Kind: String] = [:]
         for (_, rule) in matching where rule.enabled && first[rule.kind] == nil { first[rule.kind] = rule.name }
         return matching.map { i, rule in

@@ -1,3 +1,4 @@
+import BusymateShared
 import Foundation
 import GRDB
 
@@ -117,9 +118,6 @@ extension CaptureFilter {
         case let .until(date): return "started_at <= \(DatabaseDateText.string(date))"
         }
     }
-
-    /// mitmproxy's assets: JavaScript, CSS, images, fonts.
-    static let assetTypes = #"^\s*(text/javascript|application/(x-)?javascript|text/css|image/|font/|application/(x-)?font)"#
 
     private static func either(_ side: Side, request: SQL, response: SQL) -> SQL {
         // Each side is one term (a function call): no parentheses needed.

@@ -18,6 +18,9 @@ struct ExchangeHooks {
     private(set) var capture: ExchangeCapture?
     /// The rules' decisions for the exchange under way.
     private(set) var plan = RulePlan()
+    /// The request as the rules' filters saw it, kept when a headers
+    /// rule's filter reads the response.
+    private var ruleSubject: FilterSubject?
 
     init(services: ProxyServices) {
         self.services = services
@@ -56,7 +59,15 @@ struct ExchangeHooks {
         services.presence?.touch()
         let rules = services.rules
         let url = ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm)
-        plan = rules.isEmpty ? RulePlan() : rules.plan(for: url)
+        if rules.isEmpty {
+            plan = RulePlan()
+            ruleSubject = nil
+        } else {
+            let exchange = rules.usesFilters ? Self.ruleSubject(head, url: url, target: target, route: route, origin: origin, device: services.peer.device) : nil
+            let later = rules.choosesAtResponse
+            plan = rules.plan(for: url, exchange: exchange, responseLater: later)
+            ruleSubject = later ? exchange : nil
+        }
         plan.requestEdits?.apply(to: &head.headers)
         if let captureHook {
             var row = captureHook.exchange(head, target: target, originForm: originForm, scheme: route.scheme, tlsMode: route.tlsMode,
@@ -88,6 +99,39 @@ struct ExchangeHooks {
     }
 
     var requestID: String? { capture?.record.requestID }
+
+    /// A request as a rule's filter reads it, before any rule edits it.
+    private static func ruleSubject(_ head: HTTPRequestHead, url: String, target: ProxyTarget, route: ForwardRoute, origin: Origin,
+                                    device: String?) -> FilterSubject {
+        var exchange = FilterSubject(method: head.method.rawValue, url: url, host: target.host.lowercased(), scheme: route.scheme,
+                                     tls: CaptureFilter.TLS(rawValue: route.tlsMode.rawValue) ?? .none)
+        exchange.requestHeaders = head.headers.map { ($0.name, $0.value) }
+        exchange.client = origin.client.map(ExchangeCapture.describe)
+        exchange.device = device
+        exchange.resent = origin.resentFrom != nil
+        return exchange
+    }
+
+    /// The response edits for a response with `head`: the plan's, or, when
+    /// a headers rule's filter reads the response, the first headers rule
+    /// that matches the exchange now (named on the row once it applies).
+    mutating func responseEdits(for head: HTTPResponseHead) -> Rule.HeaderEdits? {
+        guard var exchange = ruleSubject else { return plan.responseEdits }
+        ruleSubject = nil
+        exchange.status = Int(head.status.code)
+        exchange.responseHeaders = head.headers.map { ($0.name, $0.value) }
+        guard let rule = services.rules.responseRule(for: exchange), case let .headers(_, edits) = rule.action, !edits.isEmpty else {
+            plan.responseEdits = nil
+            return nil
+        }
+        plan.responseEdits = edits
+        if !plan.applied.contains(rule.name) {
+            plan.applied.append(rule.name)
+            let earlier = capture?.record.rule
+            capture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
+        }
+        return edits
+    }
 
     /// Something the proxy changed, for the row (its error column, which a
     /// real error joins).
@@ -125,7 +169,7 @@ struct ExchangeHooks {
     /// A final response head from the upstream: the rules edit it (it is
     /// recorded as the client gets it); true when a breakpoint holds it.
     mutating func responseHead(_ head: inout HTTPResponseHead) -> Bool {
-        plan.responseEdits?.apply(to: &head.headers)
+        responseEdits(for: head)?.apply(to: &head.headers)
         let breakpoints = services.breakpoints
         return !breakpoints.isEmpty && capture.map { breakpoints.holds(.response, $0.record.url) } == true
     }

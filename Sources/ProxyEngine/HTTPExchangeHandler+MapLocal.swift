@@ -32,7 +32,7 @@ extension HTTPExchangeHandler {
             switch result {
             case let .success(.success((real, body))):
                 var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(body.readableBytes)"), ("Via", "1.1 busymate")])
-                handler.hooks.plan.responseEdits?.apply(to: &headers)
+                handler.hooks.responseEdits(for: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))?.apply(to: &headers)
                 let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: body)
                 handler.answerLocally(local, context: context)
             case let .success(.failure(refusal)):

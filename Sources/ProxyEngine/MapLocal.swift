@@ -32,7 +32,7 @@ enum MapLocal {
             return .failure(Refusal(status: 400, description: "the request path does not decode"))
         }
         var rest = Substring(decoded)
-        let prefix = patternPathPrefix(rule.pattern.text)
+        let prefix = rule.match.pathPrefix
         if rest.hasPrefix(prefix) { rest = rest.dropFirst(prefix.count) }
         let segments = rest.split(separator: "/", omittingEmptySubsequences: true)
         if segments.contains(where: { $0 == ".." }) {
@@ -73,14 +73,6 @@ enum MapLocal {
         } catch {
             return .failure(Refusal(status: 403, description: "\(path) cannot be read"))
         }
-    }
-
-    /// The pattern's path up to its first `*`: what a directory rule strips.
-    static func patternPathPrefix(_ pattern: String) -> String {
-        var text = Substring(pattern)
-        if let scheme = text.range(of: "://") { text = text[scheme.upperBound...] }
-        guard let slash = text.firstIndex(of: "/") else { return "" }
-        return String(text[slash...].prefix { $0 != "*" })
     }
 
     static func contentType(_ path: String) -> String {

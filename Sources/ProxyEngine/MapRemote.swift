@@ -24,7 +24,7 @@ struct MapRemote {
         if toPath.isEmpty {
             self.originForm = originForm
         } else {
-            let prefix = MapLocal.patternPathPrefix(rule.pattern.text)
+            let prefix = rule.match.pathPrefix
             var remainder = originForm.hasPrefix(prefix) ? String(originForm.dropFirst(prefix.count)) : originForm
             if toPath.hasSuffix("/"), remainder.hasPrefix("/") { remainder.removeFirst() }
             self.originForm = toPath + remainder

@@ -166,10 +166,19 @@ final class ProxyPipeline {
     }
 
     /// The host_override rule for a passed-through tunnel to `target`
-    /// (matched as https://host:port/): its address and name.
+    /// (matched as https://host:port/, and by a filter as a tunnel): its
+    /// address and name.
     func passThroughOverride(for target: ProxyTarget) -> (address: String, rule: String)? {
         let rules = services.rules
-        guard !rules.isEmpty, let rule = rules.first(.hostOverride, for: "https://\(target)/"), case let .hostOverride(address) = rule.action else {
+        guard !rules.isEmpty else { return nil }
+        let url = "https://\(target)/"
+        var exchange: FilterSubject?
+        if rules.usesFilters {
+            exchange = FilterSubject(method: "CONNECT", url: url, host: target.host.lowercased(), scheme: "tcp", tls: .passthrough)
+            exchange?.client = channel.remoteAddress.map(ExchangeCapture.describe)
+            exchange?.device = services.peer.device
+        }
+        guard let rule = rules.first(.hostOverride, for: url, exchange: exchange), case let .hostOverride(address) = rule.action else {
             return nil
         }
         return (address, rule.name)

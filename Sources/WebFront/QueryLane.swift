@@ -1,3 +1,4 @@
+import BusymateShared
 import CaptureStore
 
 /// Which threads a read of the store takes. A body search or a regular

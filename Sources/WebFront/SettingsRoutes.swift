@@ -89,9 +89,16 @@ struct SettingsRoutes<Context: RequestContext> {
             guard let body = try await WebJSON.body(request), case let .string(url)? = body["url"]?.value else {
                 return WebJSON.error(.badRequest, #"expected {"url": "https://…"}"#)
             }
-            if let refused = WebJSON.unknownKey(body, allowed: ["url"], in: "a rule test") { return refused }
+            if let refused = WebJSON.unknownKey(body, allowed: ["url", "method"], in: "a rule test") { return refused }
+            var method = "GET"
+            if let node = body["method"] {
+                guard case let .string(text) = node.value, !text.isEmpty, text.allSatisfy({ $0.isLetter }) else {
+                    return WebJSON.error(.badRequest, "\"method\" is a method name such as GET or POST")
+                }
+                method = text.uppercased()
+            }
             guard let settings = SettingsFile.read(paths.settings).settings else { return WebJSON.error(.conflict, "settings.json is invalid") }
-            return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url), url: url))
+            return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url, method: method), url: url))
         }
     }
 

@@ -39,7 +39,7 @@ import Testing
         var response = Rule.HeaderEdits()
         response.remove = ["Set-Cookie"]
         #expect(s.rules[7].action == .headers(request: request, response: response))
-        #expect(s.rules[0].pattern.matches("https://x.ads.test/banner.js"))
+        #expect(s.rules[0].match.matches(FilterSubject(url: "https://x.ads.test/banner.js")))
         #expect(s.breakpoints.request.map(\.text) == ["api.test/v1/*"] && s.breakpoints.response.map(\.text) == ["api.test/v1/orders"])
         #expect(s.breakpoints.timeoutSeconds == 30)
         // 0 or "never": held until resolved, no deadline.
@@ -90,6 +90,18 @@ import Testing
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"rename": {}}}]}"#, "rules[0].request.rename", "remove, set or add"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "response": {"remove": ["Content-Length"]}}]}"#, "rules[0].response.remove[0]", "frames the message"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "block"}, {"name": "a", "match": "y.test", "action": "drop"}]}"#, "rules[1].name", "another rule"),
+        // A match that starts with ~, ! or ( is a filter, refused as the filter language refuses it.
+        (#"{"rules": [{"name": "a", "match": "~c 4x5", "action": "headers", "response": {"add": {"X": "1"}}}]}"#, "rules[0].match", "position 4: a status is"),
+        (#"{"rules": [{"name": "a", "match": "(~d x", "action": "block"}]}"#, "rules[0].match", "never closed"),
+        (#"{"rules": [{"name": "a", "match": "!~zz", "action": "block"}]}"#, "rules[0].match", "unknown filter ~zz"),
+        // ... and where the rule cannot know the answer when it acts.
+        (#"{"rules": [{"name": "a", "match": "~d x & ~c 404", "action": "block"}]}"#, "rules[0].match", "~c reads the response, and a block rule acts before"),
+        (#"{"rules": [{"name": "a", "match": "~ts json", "action": "map_remote", "to": "http://y.test/"}]}"#, "rules[0].match", "~ts reads the response"),
+        (#"{"rules": [{"name": "a", "match": "~b secret", "action": "headers", "request": {"add": {"X": "1"}}}]}"#, "rules[0].match", "before the body streams"),
+        (#"{"rules": [{"name": "a", "match": "~since 1h", "action": "block"}]}"#, "rules[0].match", "read once"),
+        (#"{"rules": [{"name": "a", "match": "~marked", "action": "block"}]}"#, "rules[0].match", "no mark or comment yet"),
+        (#"{"rules": [{"name": "a", "match": "~dst :443", "action": "block"}]}"#, "rules[0].match", "match its name with ~d"),
+        (#"{"rules": [{"name": "a", "match": "~rule x", "action": "block"}]}"#, "rules[0].match", "other rules"),
         (#"{"breakpoints": {"request": ["https://"]}}"#, "breakpoints.request[0]", "starts with a host"),
         (#"{"breakpoints": {"timeout_seconds": 0.5}}"#, "breakpoints.timeout_seconds", "from 1 to 3600, or 0 or \"never\""),
         (#"{"breakpoints": {"timeout_seconds": 3601}}"#, "breakpoints.timeout_seconds", "from 1 to 3600"),

@@ -1,4 +1,4 @@
-import BusymateShared
+@testable import BusymateShared
 import Foundation
 import Testing
 @testable import CaptureStore

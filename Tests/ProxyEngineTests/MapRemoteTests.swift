@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct MapRemoteTests {
     private func map(_ pattern: String, _ to: String, _ originForm: String) throws -> MapRemote {
-        let rule = Rule(name: "r", pattern: try #require(URLPattern(pattern)), action: .mapRemote(to: to))
+        let rule = Rule(name: "r", match: .url(try #require(URLPattern(pattern))), action: .mapRemote(to: to))
         return try #require(MapRemote(rule: rule, to: to, originForm: originForm))
     }
 

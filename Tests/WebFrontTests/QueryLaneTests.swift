@@ -1,3 +1,4 @@
+import BusymateShared
 import CaptureStore
 import Testing
 @testable import WebFront

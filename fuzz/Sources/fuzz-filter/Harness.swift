@@ -9,7 +9,7 @@
 //   parser's limits say;
 // - its SQL runs in SQLite over a small store: no parser stack overflow,
 //   no error but a regular expression stopped for running too long.
-import BusymateShared
+@testable import BusymateShared
 import FuzzSupport
 import Foundation
 @testable import CaptureStore

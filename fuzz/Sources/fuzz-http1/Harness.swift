@@ -229,7 +229,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         Fuzz.check(target.host.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F } && (1...65535).contains(target.port),
                    "CONNECT \(Fuzz.show(head.uri)): host \(Fuzz.show(target.host)) port \(target.port)")
         _ = interception.decide(host: target.host)
-        if let rule = stageRules.first(.hostOverride, for: "https://\(target)/") {
+        if let rule = stageRules.first(.hostOverride, for: "https://\(target)/", exchange: nil) {
             Fuzz.check(rule.kind == .hostOverride, "first(.hostOverride) gave a \(rule.kind) rule")
         }
         _ = interception.upstreamProxy(for: target.host)
@@ -270,7 +270,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
                 Fuzz.check(false, "\(Fuzz.show(head.uri)): URL \(Fuzz.show(url)) does not parse back")
             }
         }
-        let plan = stageRules.plan(for: url)
+        let plan = stageRules.plan(for: url, exchange: nil)
         plan.requestEdits?.apply(to: &head.headers)
         if let edits = plan.requestEdits { checkEdits(edits, head.headers) }
         checkRecordedHeaders(head.headers)
@@ -282,7 +282,7 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         } else if plan.block == nil {
             upstreamHead(head, target: target, originForm: originForm, plan: plan)
         }
-        if forwardRules.plan(for: url).block != nil {
+        if forwardRules.plan(for: url, exchange: nil).block != nil {
             context.fireChannelRead(NIOAny(HTTPServerRequestPart.head(received)))
         } else {
             // No rule of the real handler's answers this URL: it would dial.

@@ -95,8 +95,9 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             Fuzz.check(ListenAddress(address.description) == address, "listen address \(Fuzz.show(address.description)) does not parse back")
         }
         for rule in settings.rules {
-            Fuzz.check(URLPattern(rule.pattern.text) == rule.pattern, "rule \(Fuzz.show(rule.name)): pattern does not compile again")
-            for url in sampleURLs { _ = rule.pattern.matches(url) }
+            let again = try? RuleMatch.parse(rule.match.text, for: rule.kind).get()
+            Fuzz.check(again == rule.match, "rule \(Fuzz.show(rule.name)): its match does not compile again")
+            for url in sampleURLs { _ = rule.match.matches(FilterSubject(url: url)) }
         }
         for pattern in settings.breakpoints.request + settings.breakpoints.response {
             for url in sampleURLs { _ = pattern.matches(url) }

@@ -7,14 +7,15 @@ public struct FilterPatternTimeout: Error, CustomStringConvertible, Sendable {
     static let prefix = "the filter's regular expression "
 
     public var pattern: String
+    public var limit: Duration = FilterPattern.timeLimit
 
     public var description: String {
-        let limit = FilterPattern.timeLimit.components
+        let limit = limit.components
         let seconds = Double(limit.seconds) + Double(limit.attoseconds) / 1e18
         return "\(Self.prefix)\"\(pattern)\" ran over \(seconds) s on one value and was stopped: "
             + "it backtracks too much (nested repetition such as (a+)+); simplify it, or search for plain text"
     }
 
     /// Whether SQLite's message for a failed query is this error's.
-    static func isOurs(_ message: String?) -> Bool { message?.hasPrefix(prefix) ?? false }
+    public static func isOurs(_ message: String?) -> Bool { message?.hasPrefix(prefix) ?? false }
 }

@@ -6,7 +6,7 @@ import Synchronization
 /// patterns people type are plain text (`api`, `example\.com`): those are a
 /// case-insensitive substring search, many times cheaper per row than a
 /// regular expression; the rest go to ICU (`NSRegularExpression`).
-struct FilterPattern: @unchecked Sendable {
+public struct FilterPattern: @unchecked Sendable {
     // @unchecked: NSRegularExpression is immutable once made, and safe to use from any thread.
     private enum Matcher {
         /// ASCII text, lowercased: compared byte by byte.
@@ -16,7 +16,7 @@ struct FilterPattern: @unchecked Sendable {
 
     private let matcher: Matcher
 
-    init(_ pattern: String) throws {
+    public init(_ pattern: String) throws {
         if let literal = Self.literal(pattern) {
             matcher = .ascii(Array(literal.utf8))
         } else {
@@ -26,7 +26,7 @@ struct FilterPattern: @unchecked Sendable {
 
     /// Plain text (no regular expression) with none of `characters` and
     /// no control character in it (what JSON would escape).
-    func isPlainText(without characters: String) -> Bool {
+    public func isPlainText(without characters: String) -> Bool {
         guard case let .ascii(needle) = matcher else { return false }
         return !needle.contains { $0 < 0x20 || $0 == 0x7F || characters.utf8.contains($0) }
     }
@@ -34,18 +34,18 @@ struct FilterPattern: @unchecked Sendable {
     /// How long one regular expression may run over one value. ICU
     /// backtracks: `(a+)+b` over thirty `a`s runs for seconds, and a
     /// filter runs it over every row.
-    static let timeLimit: Duration = .milliseconds(500)
+    public static let timeLimit: Duration = .milliseconds(500)
 
     /// Throws `FilterPatternTimeout` when a regular expression runs past
-    /// `timeLimit` on `text` (ICU calls back every few thousand steps).
-    func matches(_ text: String) throws(FilterPatternTimeout) -> Bool {
+    /// `limit` on `text` (ICU calls back every few thousand steps).
+    public func matches(_ text: String, within limit: Duration = timeLimit) throws(FilterPatternTimeout) -> Bool {
         switch matcher {
         case let .ascii(needle):
             var text = text
             return text.withUTF8 { Self.contains($0, needle) }
         case let .regex(regex):
             let clock = ContinuousClock()
-            let deadline = clock.now.advanced(by: Self.timeLimit)
+            let deadline = clock.now.advanced(by: limit)
             var found = false
             var timedOut = false
             regex.enumerateMatches(in: text, options: [.reportProgress], range: NSRange(text.startIndex..., in: text)) { match, _, stop in
@@ -57,7 +57,7 @@ struct FilterPattern: @unchecked Sendable {
                     stop.pointee = true
                 }
             }
-            if timedOut && !found { throw FilterPatternTimeout(pattern: regex.pattern) }
+            if timedOut && !found { throw FilterPatternTimeout(pattern: regex.pattern, limit: limit) }
             return found
         }
     }
@@ -88,7 +88,7 @@ struct FilterPattern: @unchecked Sendable {
     }
 
     /// Whether `text` contains `needle`, ignoring ASCII case.
-    static func mentions(_ text: String, _ needle: String) -> Bool {
+    public static func mentions(_ text: String, _ needle: String) -> Bool {
         var text = text
         let wanted = Array(needle.lowercased().utf8)
         return text.withUTF8 { contains($0, wanted) }
@@ -115,7 +115,7 @@ struct FilterPattern: @unchecked Sendable {
     /// Patterns made once per text, for the SQL functions (rows are many, patterns few).
     private static let cache = Mutex<[String: FilterPattern]>([:])
 
-    static func cached(_ pattern: String) -> FilterPattern? {
+    public static func cached(_ pattern: String) -> FilterPattern? {
         if let known = cache.withLock({ $0[pattern] }) { return known }
         guard let made = try? FilterPattern(pattern) else { return nil }
         cache.withLock { table in

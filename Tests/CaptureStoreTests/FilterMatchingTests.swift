@@ -1,0 +1,58 @@
+import BusymateShared
+import Foundation
+import Testing
+@testable import CaptureStore
+
+/// The in-memory matcher (what rules use on a live exchange) selects the
+/// same exchanges as the store's SQL, over the rows `CaptureFilterSQLTests` builds.
+@Suite struct FilterMatchingTests {
+    private func inMemory(_ text: String, _ store: CaptureFilterSQLTests.Store) throws -> [String] {
+        let filter = try CaptureFilter.parse(text, now: CaptureFilterSQLTests.base)
+        var all = TrafficRepository.Filter()
+        all.limit = 100
+        let bodies = BodyStore(paths: GroupPaths(root: store.dir))
+        return try store.traffic.list(all).reversed().filter { try filter.matches(FilterSubject($0, bodies: bodies)) }.map(\.path)
+    }
+
+    @Test func everyClauseSelectsTheRowsItsSQLSelects() throws {
+        let store = try CaptureFilterSQLTests.Store()
+        for (filter, expected) in CaptureFilterSQLTests.cases {
+            let got = try inMemory(filter, store)
+            #expect(got == expected, "\(filter): \(got)")
+        }
+    }
+
+    @Test func combinationsAgreeWithSQL() throws {
+        let store = try CaptureFilterSQLTests.Store()
+        let filters = CaptureFilterSQLTests.cases.map(\.0)
+        for (i, a) in filters.enumerated() {
+            let b = filters[(i * 7 + 3) % filters.count]
+            for text in ["(\(a)) & (\(b))", "(\(a)) | !(\(b))", "!(\(a)) (\(b))"] {
+                let sql = try store.paths(text)
+                let memory = try inMemory(text, store)
+                #expect(sql == memory, "\(text): SQL \(sql), in memory \(memory)")
+            }
+        }
+    }
+
+    @Test func aGzippedBodyMatchesDecodedAsInSQL() throws {
+        let store = try CaptureFilterSQLTests.Store()
+        var row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "gz.example.com", port: 443,
+                                 path: "/gz", url: "https://gz.example.com/gz", tlsMode: .mitm)
+        row.status = 200
+        row.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Encoding", "gzip"), ("Content-Type", "text/plain")])
+        // "hello gzip-word" gzipped (RFC 1952), made by Python's gzip.compress with mtime 0.
+        row.responseBody = Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0x48, 0xaf,
+                                 0xca, 0x2c, 0xd0, 0x2d, 0xcf, 0x2f, 0x4a, 0x01, 0x00, 0xbf, 0x6c, 0x00, 0xac, 0x0f, 0x00, 0x00, 0x00])
+        _ = try store.traffic.insert([row])
+        #expect(try store.paths("~bs gzip-word") == ["/gz"])
+        #expect(try inMemory("~bs gzip-word", store) == ["/gz"])
+    }
+
+    @Test func aBacktrackingPatternIsStoppedInMemoryToo() throws {
+        let filter = try CaptureFilter.parse("~u \"(a+)+b\"")
+        var subject = FilterSubject(url: "https://x.test/" + String(repeating: "a", count: 40))
+        subject.host = "x.test"
+        #expect(throws: FilterPatternTimeout.self) { try filter.matches(subject, within: .milliseconds(20)) }
+    }
+}
