@@ -387,6 +387,39 @@ def run(appliance, origin, page, downloads):
           and echoed and "X-From-Page: yes" in echoed[-1] and "User-Agent" not in echoed[-1],
           "a header rule made with the form (no JSON typed) sets and removes request headers: %s; the origin got %r" % (rule.get("request"), echoed[-1:]))
 
+    # 6d. A rule matched with a filter: refused with the filter's position when it cannot
+    #     work, in force on the next request when it can, and the Test box takes a method.
+    form = page.find("#rule-form")
+    form.find_element(By.NAME, "name").send_keys("posts-only")
+    match = form.find_element(By.NAME, "match")
+    match.send_keys("~m POST & ~c 4x5")
+    page.d.execute_script("const s = arguments[0]; s.value = 'block'; s.dispatchEvent(new Event('change'));", form.find_element(By.NAME, "action"))
+    status = form.find_element(By.NAME, "status")
+    page.wait("the status field", lambda: status.is_displayed())
+    status.send_keys("409")
+    page.find("#rule-save").click()
+    said = page.wait("the form's error", lambda: "position 14" in form.text, 10)
+    check(said and not any(r.get("name") == "posts-only" for r in settings_rules(appliance)),
+          "a rule whose filter is invalid is refused in the form with its position: %r" % form.text[-200:])
+    match.clear()
+    match.send_keys("~m POST & ~u /filtered")
+    page.find("#rule-save").click()
+    saved = page.wait("the filter rule", lambda: any(r.get("match") == "~m POST & ~u /filtered" for r in settings_rules(appliance)), 10)
+    codes = []
+    wait_until("the filter rule applies", lambda: codes.append(curl(appliance, base + "/filtered", "-d", "x=1")) or codes[-1] == "409", 10) if saved else None
+    check(saved and codes and codes[-1] == "409" and curl(appliance, base + "/filtered") == "200",
+          "a rule with a filter added in the page blocks the POST and lets the GET through (%s)" % codes)
+    test_url = page.find("[data-test=rule-test-url]")
+    test_url.send_keys(base + "/filtered")
+    page.d.execute_script("const s = arguments[0]; s.value = 'POST'; s.dispatchEvent(new Event('change'));", page.find("[data-test=rule-test-method]"))
+    page.find("[data-test=rule-test]").click()
+    tested_post = page.wait("the POST test", lambda: "posts-only" in page.find("[data-test=rule-test-result]").text, 10)
+    page.shot("rule-filter")
+    page.d.execute_script("const s = arguments[0]; s.value = 'GET'; s.dispatchEvent(new Event('change'));", page.find("[data-test=rule-test-method]"))
+    page.find("[data-test=rule-test]").click()
+    tested_get = page.wait("the GET test", lambda: "No rule matches" in page.find("[data-test=rule-test-result]").text, 10)
+    check(tested_post and tested_get, "the page's rule test applies the filter rule to a POST and not to a GET")
+
     # 6c. The SSL card edits pin_loopback and upstream_trust.
     card = page.find("#ssl-proxying")
     card.find_element(By.CSS_SELECTOR, "[data-test=ssl-pin-loopback]").click()

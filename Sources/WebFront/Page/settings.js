@@ -218,7 +218,7 @@
     function drawTable() {
       clear(tableBox);
       if (!rules.length) {
-        tableBox.appendChild(h('div', { class: 'card-body muted' }, 'No rules. Rules block, map or rewrite requests whose URL matches a pattern; the first enabled match of each kind applies.'));
+        tableBox.appendChild(h('div', { class: 'card-body muted' }, 'No rules. Rules block, map or rewrite requests whose URL matches a pattern, or that a filter (~m POST & ~d api) matches; the first enabled match of each kind applies.'));
         return;
       }
       const tb = h('tbody');
@@ -280,7 +280,7 @@
       rowsByKey[key] = [l, wrap];
     };
     addRow('name', 'Name', f.name);
-    addRow('match', 'Match', f.match, 'URL pattern, * wildcards');
+    addRow('match', 'Match', f.match, 'URL pattern (* wildcards), or a filter: ~m POST & ~d api');
     addRow('action', 'Action', f.action);
     addRow('status', 'Status', f.status, '400–599, default 403');
     addRow('file', 'File', f.file, 'absolute path; file or directory');
@@ -352,7 +352,7 @@
         }
       } catch (e) { formErr.textContent = e.message; formErr.hidden = false; return; }
       if (!rule.name) { formErr.textContent = 'A rule needs a name.'; formErr.hidden = false; f.name.focus(); return; }
-      if (!rule.match) { formErr.textContent = 'A rule needs a URL pattern to match.'; formErr.hidden = false; f.match.focus(); return; }
+      if (!rule.match) { formErr.textContent = 'A rule needs a URL pattern or a filter to match.'; formErr.hidden = false; f.match.focus(); return; }
       const next = editing >= 0 ? rules.map((x, k) => (k === editing ? rule : x)) : rules.concat([rule]);
       saveBtn.disabled = true;
       const ok = await save(next, formErr);
@@ -362,13 +362,16 @@
 
     // Test a URL against the saved rules.
     const testUrl = h('input', { class: 'field', type: 'text', placeholder: 'https://api.example.com/v1/users', spellcheck: 'false', 'data-test': 'rule-test-url' });
+    // The method, for rules whose filter reads it (~m).
+    const testMethod = h('select', { class: 'field', 'data-test': 'rule-test-method', title: 'Method' },
+      ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].map(m => h('option', { value: m }, m)));
     const testOut = h('div', { class: 'test-result', 'data-test': 'rule-test-result' });
     const runTest = async () => {
       const url = testUrl.value.trim();
       if (!url) return;
       clear(testOut);
       try {
-        const res = await api('POST', '/api/rules/test', { url });
+        const res = await api('POST', '/api/rules/test', { url, method: testMethod.value });
         const m = res.matches || [];
         if (!m.length) testOut.appendChild(h('span', { class: 'muted' }, 'No rule matches this URL.'));
         // Every matching rule, and why it applies or not (RuleVerdict: applies, disabled, shadowed, blocked, answered_locally).
@@ -384,7 +387,7 @@
     drawTable();
     const c = card('rules', 'Rules', 'evaluated in order; the first enabled match of each kind applies',
       errEl, tableBox, form,
-      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test URL'), testUrl,
+      h('div', { class: 'test-box' }, h('span', { class: 'muted' }, 'Test'), testMethod, testUrl,
         h('button', { type: 'button', class: 'btn', onclick: runTest, 'data-test': 'rule-test' }, 'Test')),
       testOut);
     c.classList.add('span2');
