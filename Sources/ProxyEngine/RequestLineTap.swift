@@ -7,12 +7,17 @@ import NIOCore
 /// here, so its row still says which method and URL were refused.
 /// Between requests it percent-encodes raw bytes outside ASCII in a request
 /// line's target (`RequestTargetEncoder`), which the decoder would refuse,
-/// and keeps the targets it changed for the exchange's row.
+/// and keeps the targets it changed for the exchange's row. A request line
+/// that comes in pieces is held until it ends (the decoder could do nothing
+/// with it before), up to `holdLimit`.
 final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     private var decoding: ByteBuffer?
+    /// The start of a request line whose end has not come.
+    private var held: ByteBuffer?
+    static let holdLimit = 64 << 10
     /// Told when bytes arrive: a request head's clock starts at its first byte.
     private let clock: ClientTimeoutHandler?
 
@@ -24,15 +29,53 @@ final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         clock?.bytesArrived()
         var buffer = Self.unwrapInboundIn(data)
-        // Only where a request line may begin: no request is being read.
-        if clock?.requestUnderway != true, let (encoded, target) = RequestTargetEncoder.encode(buffer) {
-            buffer = encoded
-            if encodedTargets.count >= 16 { encodedTargets.removeFirst() }
-            encodedTargets.append(target)
+        if var start = held {
+            held = nil
+            start.writeBuffer(&buffer)
+            buffer = start
         }
+        // Only where a request line may begin: no request is being read.
+        if clock?.requestUnderway == false {
+            if buffer.readableBytes < Self.holdLimit, RequestTargetEncoder.awaitsRestOfLine(buffer) {
+                held = buffer
+                return
+            }
+            if let (encoded, target) = RequestTargetEncoder.encode(buffer) {
+                buffer = encoded
+                if encodedTargets.count >= 16 { encodedTargets.removeFirst() }
+                encodedTargets.append(target)
+            }
+        }
+        pass(buffer, context: context)
+    }
+
+    private func pass(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
         decoding = buffer
         context.fireChannelRead(Self.wrapInboundOut(buffer))
         decoding = nil
+    }
+
+    /// What is held goes to the decoder before the end of input, so it
+    /// refuses or times out the partial line as it would have.
+    private func release(context: ChannelHandlerContext) {
+        guard let buffer = held else { return }
+        held = nil
+        pass(buffer, context: context)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent { release(context: context) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        release(context: context)
+        context.fireChannelInactive()
+    }
+
+    func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
+        release(context: context)
+        context.leavePipeline(removalToken: removalToken)
     }
 
     /// Whether `target` is one this tap percent-encoded (then it is taken).

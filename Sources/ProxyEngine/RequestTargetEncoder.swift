@@ -48,5 +48,35 @@ enum RequestTargetEncoder {
         return (out, String(decoding: encoded, as: UTF8.self))
     }
 
+    /// Whether the bytes are the start of a request line still to end (no
+    /// LF yet), shaped as one so far: then they are held until it ends, so
+    /// a raw byte in a line split across reads is encoded too. Anything
+    /// else goes to the decoder as it comes.
+    static func awaitsRestOfLine(_ buffer: ByteBuffer) -> Bool {
+        let view = buffer.readableBytesView
+        guard !view.isEmpty, !view.contains(0x0A) else { return false }
+        var i = view.startIndex
+        while i < view.endIndex, view[i] == 0x0D { i += 1 }
+        let methodStart = i
+        while i < view.endIndex, (0x41...0x5A).contains(view[i]) { i += 1 }
+        guard i < view.endIndex else { return i > methodStart || methodStart > view.startIndex }
+        guard i > methodStart, view[i] == 0x20 else { return false }
+        i += 1
+        // The target: anything but a space or a control byte.
+        while i < view.endIndex, view[i] > 0x20, view[i] != 0x7F { i += 1 }
+        guard i < view.endIndex else { return true }
+        guard view[i] == 0x20 else { return false }
+        // The version so far, and the CR that ends the line.
+        let rest = view[(i + 1)...]
+        let version = Array("HTTP/1.".utf8)
+        let known = rest.prefix(version.count)
+        guard known.elementsEqual(version.prefix(known.count)) else { return false }
+        let after = rest.dropFirst(version.count)
+        guard let digit = after.first else { return true }
+        guard digit == 0x30 || digit == 0x31 else { return false }
+        let end = after.dropFirst()
+        return end.isEmpty || (end.count == 1 && end.first == 0x0D)
+    }
+
     private static let hex = Array("0123456789ABCDEF".utf8)
 }

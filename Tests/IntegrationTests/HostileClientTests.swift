@@ -18,11 +18,13 @@ import Glibc
     static let scripts = Command.repoRoot.appendingPathComponent("tests/hostile")
 
     /// Sends `request` as raw bytes (CRLFs and all) and reads one reply.
-    static func raw(_ port: Int, _ request: String, timeout: Double = 5) throws -> RawReply {
+    /// `splits`: byte offsets where the request is cut into segments sent 100 ms apart.
+    static func raw(_ port: Int, _ request: String, timeout: Double = 5, splits: [Int] = []) throws -> RawReply {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("bm-raw-\(UInt32.random(in: 0...UInt32.max))")
         try Data(request.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let r = try Command.run("/usr/bin/python3", [scripts.appendingPathComponent("raw.py").path, "\(port)", "@" + file.path, "\(timeout)"], timeout: timeout + 10)
+        let r = try Command.run("/usr/bin/python3", [scripts.appendingPathComponent("raw.py").path, "\(port)", "@" + file.path, "\(timeout)",
+                                                         splits.map(String.init).joined(separator: ",")], timeout: timeout + 10)
         return try JSONDecoder().decode(RawReply.self, from: Data(r.stdout.utf8))
     }
 

@@ -43,4 +43,29 @@ extension ApplianceTests {
         let cleanRow = try appliance.rows("the clean exchange is stored") { $0.contains { $0["url"] as? String == cleanURL } }.first { $0["url"] as? String == cleanURL }
         #expect(cleanRow?["status"] as? Int == 200 && cleanRow?["error"] is NSNull, "\(cleanRow ?? [:])")
     }
+
+    @Test func aRawTargetSplitAcrossReadsIsForwardedToo() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try appliance.start()
+        let port = try appliance.proxyPort
+        let line = "GET http://127.0.0.1:\(origin.port)/caf\u{e9}/x HTTP/1.1\r\n"
+        let request = line + "Host: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        let bytes = Array(request.utf8)
+        // Cut inside the method, inside the two bytes of é, and before the version.
+        let e = try #require(bytes.firstIndex(of: 0xC3))
+        let split = try HostileClientTests.raw(port, request, splits: [2, e + 1, bytes.count - 40])
+        #expect(split.status == 200 && split.text.contains("origin GET /caf%C3%A9/x\n"), "\(split.text)")
+        // A request line longer than a first read (NIO starts at 2 KiB), its raw byte past it.
+        let long = "GET http://127.0.0.1:\(origin.port)/" + String(repeating: "a", count: 6000) + "/na\u{ef}ve HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        let reply = try HostileClientTests.raw(port, long, splits: [1000, 3000, 5000])
+        #expect(reply.status == 200 && reply.text.contains("/na%C3%AFve\n"), "\(reply.text.prefix(300))")
+        // An ASCII request line cut anywhere goes on as before; a partial line left unfinished times out as before.
+        let plain = try HostileClientTests.raw(port, "GET http://127.0.0.1:\(origin.port)/plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                               splits: [5, 20, 30])
+        #expect(plain.status == 200, "\(plain.text)")
+        let rows = try appliance.rows("the exchanges are stored") { rows in rows.filter { $0["status"] as? Int == 200 }.count >= 3 }
+        #expect(rows.contains { ($0["note"] as? String)?.contains("percent-encoded") == true && ($0["url"] as? String)?.hasSuffix("/caf%C3%A9/x") == true })
+    }
 }

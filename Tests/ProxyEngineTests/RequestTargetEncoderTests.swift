@@ -27,4 +27,15 @@ import Testing
             #expect(encode(text) == nil, "\(text)")
         }
     }
+
+    @Test func onlyTheStartOfARequestLineIsHeldForItsEnd() {
+        func held(_ text: String) -> Bool { RequestTargetEncoder.awaitsRestOfLine(ByteBuffer(string: text)) }
+        for text in ["G", "GET", "GET ", "GET /caf\u{e9}", "GET /x HTTP/1.", "GET /x HTTP/1.1", "GET /x HTTP/1.1\r", "\r\r"] {
+            #expect(held(text), "\(text)")
+        }
+        for text in ["", "GET /x HTTP/1.1\r\n", "get /x", "GET  /x", "GET /x HTTP/2", "GET /x HTTP/1.1 x", "GET /a\u{1}b",
+                     "\u{16}\u{3}\u{1}", "/path-continued", "X-Name: v"] {
+            #expect(!held(text), "\(text)")
+        }
+    }
 }
