@@ -11,12 +11,14 @@ extension Breakpoints {
     }
 
     struct AddPattern: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "add", abstract: "Hold requests (or responses) whose URL matches PATTERN.")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Hold requests (or responses) that PATTERN matches.")
         @OptionGroup var options: GroupOption
         @Argument(help: "request or response.") var side: Side
-        @Argument(help: "A URL pattern, as rules take: api.example.com/v1/*, */graphql.") var pattern: String
+        @Argument(help: "A URL pattern or a filter, as rules take: api.example.com/v1/*, */graphql, '~m POST & ~d api'.") var pattern: String
         func run() async throws {
-            if let problem = URLPattern.problem(with: pattern) { throw CLIError(description: "\"\(pattern)\": \(problem)") }
+            if case let .failure(why) = RuleMatch.parse(breakpoint: pattern, response: side == .response) {
+                throw CLIError(description: "\"\(pattern)\": \(why.position.map { "position \($0): " } ?? "")\(why.message)")
+            }
             try SettingsEdit.add(pattern, to: side.keyPath, options.paths)
             print("added \(pattern) to \(side.keyPath.joined(separator: "."))")
         }

@@ -4,8 +4,9 @@ import Foundation
 /// go upstream, which responses before they reach the client, and for how
 /// long before the original goes on by itself.
 public struct BreakpointSettings: Sendable, Equatable {
-    public var request: [URLPattern] = []
-    public var response: [URLPattern] = []
+    /// URL patterns or filters (`RuleMatch`), as rules take.
+    public var request: [RuleMatch] = []
+    public var response: [RuleMatch] = []
     /// 0 ("never"): held until someone resolves it, as mitmproxy's intercept.
     public var timeoutSeconds: Double = 60
 

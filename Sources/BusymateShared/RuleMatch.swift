@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a rule matches: a URL pattern (`api.example.com/v1/*`), or an
+/// What a rule or a breakpoint matches: a URL pattern (`api.example.com/v1/*`), or an
 /// expression of the filter language (`~d api & ~m POST`, as mitmproxy's
 /// `modify_headers` and `map_remote` take), told apart by the first
 /// character: `~`, `!` or `(` start a filter; a bare word is a URL pattern.
@@ -26,6 +26,22 @@ public enum RuleMatch: Sendable, Equatable {
 
     /// Why a rule of `kind` cannot match with `text`, or what it matches.
     public static func parse(_ text: String, for kind: Rule.Kind) -> Result<RuleMatch, RuleMatchError> {
+        parse(text, at: kind == .headers ? nil : Moment(actor: "a \(kind.rawValue) rule", instead: "a headers rule's response edits"))
+    }
+
+    /// What a breakpoint on `side` holds: a request breakpoint decides before any response.
+    public static func parse(breakpoint text: String, response: Bool) -> Result<RuleMatch, RuleMatchError> {
+        parse(text, at: response ? nil : Moment(actor: "a request breakpoint", instead: "breakpoints.response"))
+    }
+
+    /// Who decides before the response, and where a response clause belongs instead.
+    struct Moment {
+        var actor: String
+        var instead: String
+    }
+
+    /// `beforeResponse`: the match is decided before any response (nil: at the response head too).
+    static func parse(_ text: String, at beforeResponse: Moment?) -> Result<RuleMatch, RuleMatchError> {
         guard isFilter(text) else {
             guard let pattern = URLPattern(text) else { return .failure(RuleMatchError(message: URLPattern.problem(with: text) ?? "not a URL pattern")) }
             return .success(.url(pattern))
@@ -37,19 +53,19 @@ public enum RuleMatch: Sendable, Equatable {
             return .failure(RuleMatchError(message: error.message, position: error.position))
         }
         for clause in filter.clauses {
-            if let why = problem(with: clause, for: kind) { return .failure(RuleMatchError(message: why)) }
+            if let why = problem(with: clause, beforeResponse: beforeResponse) { return .failure(RuleMatchError(message: why)) }
         }
         return .success(.filter(filter, text: text))
     }
 
-    /// Clauses a rule cannot test when it acts.
-    private static func problem(with clause: CaptureFilter.Clause, for kind: Rule.Kind) -> String? {
+    /// Clauses a rule (or a breakpoint) cannot test when it acts.
+    private static func problem(with clause: CaptureFilter.Clause, beforeResponse: Moment?) -> String? {
         let name = clause.name
         switch clause {
         case .body:
-            return "\(name): a rule decides before the body streams; match the URL, method or headers"
+            return "\(name): this match is decided before the body streams; match the URL, method or headers"
         case .since, .until:
-            return "\(name): a rule's filter is read once, so a time in it would not move; enable and disable the rule instead"
+            return "\(name): this filter is read once, so a time in it would not move; enable and disable it instead"
         case .marked, .marker, .comment:
             return "\(name): a live exchange has no mark or comment yet"
         case .destination:
@@ -57,10 +73,10 @@ public enum RuleMatch: Sendable, Equatable {
         case .error:
             return "\(name): an exchange fails after the rules decide"
         case .rule:
-            return "\(name): a rule's match cannot depend on other rules; order the rules instead"
+            return "\(name): this match cannot depend on which rules applied; order the rules instead"
         default:
-            guard clause.readsResponse, kind != .headers else { return nil }
-            return "\(name) reads the response, and a \(kind.rawValue) rule acts before there is one; use it in a headers rule's response edits"
+            guard clause.readsResponse, let moment = beforeResponse else { return nil }
+            return "\(name) reads the response, and \(moment.actor) acts before there is one; use it in \(moment.instead)"
         }
     }
 

@@ -176,12 +176,15 @@ extension AppSettings.Reader {
         var settings = BreakpointSettings()
         for (key, keyPath) in [("request", "breakpoints.request"), ("response", "breakpoints.response")] {
             guard let list = node[key] else { continue }
-            var patterns: [URLPattern] = []
+            var patterns: [RuleMatch] = []
             for (i, item) in try strings(list, path: keyPath).enumerated() {
-                guard let pattern = URLPattern(item.text) else {
-                    throw SettingsError(message: "\"\(item.text)\": \(URLPattern.problem(with: item.text) ?? "not a URL pattern")", position: item.position, keyPath: "\(keyPath)[\(i)]")
+                switch RuleMatch.parse(breakpoint: item.text, response: key == "response") {
+                case let .success(match):
+                    patterns.append(match)
+                case let .failure(why):
+                    let at = why.position.map { "position \($0): " } ?? ""
+                    throw SettingsError(message: "\"\(item.text)\": \(at)\(why.message)", position: item.position, keyPath: "\(keyPath)[\(i)]")
                 }
-                patterns.append(pattern)
             }
             if key == "request" { settings.request = patterns } else { settings.response = patterns }
         }

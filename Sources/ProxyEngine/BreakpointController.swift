@@ -35,6 +35,7 @@ public final class BreakpointController: Sendable {
 
     private let settings = Mutex(BreakpointSettings())
     private let any = Atomic<Bool>(false)
+    private let filters = Atomic<Bool>(false)
     private let store: StoreHandle?
     /// Taken at each use: the store may be replaced (a corrupt file).
     private var repository: BreakpointRepository? { store.map { BreakpointRepository(database: $0.database) } }
@@ -55,6 +56,7 @@ public final class BreakpointController: Sendable {
     public func apply(_ settings: AppSettings) {
         self.settings.withLock { $0 = settings.breakpoints }
         any.store(!settings.breakpoints.isEmpty, ordering: .relaxed)
+        filters.store((settings.breakpoints.request + settings.breakpoints.response).contains(where: \.isFilter), ordering: .relaxed)
         if !settings.breakpoints.isEmpty && store == nil {
             logger.error("breakpoints are set but the capture store is not open: nothing will be held")
         }
@@ -66,10 +68,21 @@ public final class BreakpointController: Sendable {
     /// No patterns: the data path does not look further.
     public var isEmpty: Bool { !any.load(ordering: .relaxed) }
 
-    public func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool {
+    /// Some pattern is a filter: the exchange is described whole for it (`FilterSubject`).
+    public var usesFilters: Bool { filters.load(ordering: .relaxed) }
+
+    /// Whether a `kind` pattern matches `url` (a URL pattern) or `exchange` (a filter; none without it).
+    public func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool {
         guard any.load(ordering: .relaxed), store != nil else { return false }
         let subject = URLPattern.Subject(url)
-        return settings.withLock { s in (kind == .request ? s.request : s.response).contains { $0.matches(subject) } }
+        return settings.withLock { s in
+            (kind == .request ? s.request : s.response).contains { match in
+                switch match {
+                case let .url(pattern): return pattern.matches(subject)
+                case .filter: return exchange.map(match.matches) ?? false
+                }
+            }
+        }
     }
 
     /// Holds `message`: records it, posts `breakpointPaused`, and completes

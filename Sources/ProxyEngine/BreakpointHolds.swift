@@ -9,7 +9,10 @@ import NIOCore
 protocol BreakpointHolds: Sendable {
     /// No patterns: nothing is held, and nothing more is asked.
     var isEmpty: Bool { get }
-    func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool
+    /// Some pattern is a filter: the hooks describe the exchange for it.
+    var usesFilters: Bool { get }
+    /// `exchange`: the exchange as a filter reads it, when `usesFilters`.
+    func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool
     /// Completes on `eventLoop` once the held message is resolved.
     func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
                on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>

@@ -18,9 +18,9 @@ struct ExchangeHooks {
     private(set) var capture: ExchangeCapture?
     /// The rules' decisions for the exchange under way.
     private(set) var plan = RulePlan()
-    /// The request as the rules' filters saw it, kept when a headers
-    /// rule's filter reads the response.
-    private var ruleSubject: FilterSubject?
+    /// The exchange under way as filters (rules', breakpoints') read it;
+    /// nil when none is set.
+    private var liveExchange: FilterSubject?
 
     init(services: ProxyServices) {
         self.services = services
@@ -58,17 +58,16 @@ struct ExchangeHooks {
         services.stats.requestStarted()
         services.presence?.touch()
         let rules = services.rules
+        let breakpoints = services.breakpoints
         let url = ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm)
-        if rules.isEmpty {
-            plan = RulePlan()
-            ruleSubject = nil
-        } else {
-            let exchange = rules.usesFilters ? Self.ruleSubject(head, url: url, target: target, route: route, origin: origin, device: services.peer.device) : nil
-            let later = rules.choosesAtResponse
-            plan = rules.plan(for: url, exchange: exchange, responseLater: later)
-            ruleSubject = later ? exchange : nil
+        liveExchange = rules.usesFilters || breakpoints.usesFilters
+            ? Self.describe(head, url: url, target: target, route: route, origin: origin, device: services.peer.device) : nil
+        plan = rules.isEmpty ? RulePlan() : rules.plan(for: url, exchange: liveExchange, responseLater: rules.choosesAtResponse)
+        if let edits = plan.requestEdits {
+            edits.apply(to: &head.headers)
+            // Breakpoints see the request as it goes on.
+            liveExchange?.requestHeaders = head.headers.map { ($0.name, $0.value) }
         }
-        plan.requestEdits?.apply(to: &head.headers)
         if let captureHook {
             var row = captureHook.exchange(head, target: target, originForm: originForm, scheme: route.scheme, tlsMode: route.tlsMode,
                                            client: origin.client, eventLoop: eventLoop)
@@ -93,15 +92,14 @@ struct ExchangeHooks {
             capture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
             return .mapLocal(rule)
         }
-        let breakpoints = services.breakpoints
-        if !breakpoints.isEmpty, let url = capture?.record.url, breakpoints.holds(.request, url) { return .hold }
+        if !breakpoints.isEmpty, let url = capture?.record.url, breakpoints.holds(.request, url, exchange: liveExchange) { return .hold }
         return .forward
     }
 
     var requestID: String? { capture?.record.requestID }
 
-    /// A request as a rule's filter reads it, before any rule edits it.
-    private static func ruleSubject(_ head: HTTPRequestHead, url: String, target: ProxyTarget, route: ForwardRoute, origin: Origin,
+    /// A request as a filter reads it, before any rule edits it.
+    private static func describe(_ head: HTTPRequestHead, url: String, target: ProxyTarget, route: ForwardRoute, origin: Origin,
                                     device: String?) -> FilterSubject {
         var exchange = FilterSubject(method: head.method.rawValue, url: url, host: target.host.lowercased(), scheme: route.scheme,
                                      tls: CaptureFilter.TLS(rawValue: route.tlsMode.rawValue) ?? .none)
@@ -112,14 +110,19 @@ struct ExchangeHooks {
         return exchange
     }
 
+    /// The exchange as filters read it once its response head came.
+    private func described(with head: HTTPResponseHead) -> FilterSubject? {
+        guard var exchange = liveExchange else { return nil }
+        exchange.status = Int(head.status.code)
+        exchange.responseHeaders = head.headers.map { ($0.name, $0.value) }
+        return exchange
+    }
+
     /// The response edits for a response with `head`: the plan's, or, when
     /// a headers rule's filter reads the response, the first headers rule
     /// that matches the exchange now (named on the row once it applies).
     mutating func responseEdits(for head: HTTPResponseHead) -> Rule.HeaderEdits? {
-        guard var exchange = ruleSubject else { return plan.responseEdits }
-        ruleSubject = nil
-        exchange.status = Int(head.status.code)
-        exchange.responseHeaders = head.headers.map { ($0.name, $0.value) }
+        guard services.rules.choosesAtResponse, let exchange = described(with: head) else { return plan.responseEdits }
         guard let rule = services.rules.responseRule(for: exchange), case let .headers(_, edits) = rule.action, !edits.isEmpty else {
             plan.responseEdits = nil
             return nil
@@ -156,6 +159,13 @@ struct ExchangeHooks {
     /// A breakpoint's edit: the row shows the request that went upstream.
     mutating func requestEdited(_ request: ClientRequest) {
         capture?.requestEdited(request.head, target: request.target, originForm: request.originForm)
+        if var exchange = liveExchange {
+            exchange.method = request.head.method.rawValue
+            exchange.host = request.target.host.lowercased()
+            exchange.url = ExchangeCapture.url(scheme: exchange.scheme, target: request.target, originForm: request.originForm)
+            exchange.requestHeaders = request.head.headers.map { ($0.name, $0.value) }
+            liveExchange = exchange
+        }
     }
 
     // MARK: the upstream
@@ -171,7 +181,8 @@ struct ExchangeHooks {
     mutating func responseHead(_ head: inout HTTPResponseHead) -> Bool {
         responseEdits(for: head)?.apply(to: &head.headers)
         let breakpoints = services.breakpoints
-        return !breakpoints.isEmpty && capture.map { breakpoints.holds(.response, $0.record.url) } == true
+        guard !breakpoints.isEmpty, let url = capture?.record.url else { return false }
+        return breakpoints.holds(.response, url, exchange: described(with: head))
     }
 
     /// The head as it goes to the client (after a hold, as released).

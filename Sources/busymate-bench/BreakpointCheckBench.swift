@@ -23,11 +23,11 @@ enum BreakpointCheckBench {
         let url = "https://localhost:8443/1k"
         var settings = AppSettings()
         controller.apply(settings)
-        let none = time(10_000_000) { controller.isEmpty ? 0 : (controller.holds(.request, url) ? 1 : 0) }
-        settings.breakpoints.request = [URLPattern("elsewhere.test/*")].compactMap { $0 }
-        settings.breakpoints.response = [URLPattern("elsewhere.test/*")].compactMap { $0 }
+        let none = time(10_000_000) { controller.isEmpty ? 0 : (controller.holds(.request, url, exchange: nil) ? 1 : 0) }
+        settings.breakpoints.request = [URLPattern("elsewhere.test/*")].compactMap { $0 }.map(RuleMatch.url)
+        settings.breakpoints.response = [URLPattern("elsewhere.test/*")].compactMap { $0 }.map(RuleMatch.url)
         controller.apply(settings)
-        let unmatched = time(1_000_000) { controller.isEmpty ? 0 : (controller.holds(.request, url) ? 1 : 0) }
+        let unmatched = time(1_000_000) { controller.isEmpty ? 0 : (controller.holds(.request, url, exchange: nil) ? 1 : 0) }
         return Result(noneNanoseconds: none, unmatchedNanoseconds: unmatched)
     }
 

@@ -86,7 +86,8 @@ import CaptureStore
         var left: [String] = []
         init(holding pattern: String) { self.pattern = pattern }
         var isEmpty: Bool { pattern.isEmpty }
-        func holds(_ kind: BreakpointEvent.Kind, _ url: String) -> Bool { kind == .request && url.contains(pattern) }
+        var usesFilters: Bool { false }
+        func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool { kind == .request && url.contains(pattern) }
         func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
                    on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> {
             let promise = eventLoop.makePromise(of: BreakpointResolution.self)

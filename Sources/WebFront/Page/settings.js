@@ -405,7 +405,7 @@
       settings.breakpoints = { ...bp };
     });
     const body = h('div', { class: 'card-body' },
-      h('div', { class: 'muted small' }, 'Exchanges whose URL matches a pattern pause here; continue, edit or abort them from the Held panel.'));
+      h('div', { class: 'muted small' }, 'Exchanges that a URL pattern or a filter (~m POST & ~d api) matches pause here; continue, edit or abort them from the Held panel.'));
     for (const k of keys) {
       const title = k === 'patterns' ? 'URL patterns' : k === 'request' ? 'Pause requests matching' : k === 'response' ? 'Pause responses matching' : k;
       body.appendChild(listEditor(title, bp[k].map(String), 'https://api.example.com/v1/*', v => { bp[k] = v; bar.markDirty(); }, 'bp-' + k));

@@ -100,7 +100,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             for url in sampleURLs { _ = rule.match.matches(FilterSubject(url: url)) }
         }
         for pattern in settings.breakpoints.request + settings.breakpoints.response {
-            for url in sampleURLs { _ = pattern.matches(url) }
+            for url in sampleURLs { _ = pattern.matches(FilterSubject(url: url)) }
         }
         for host in sampleHosts {
             _ = settings.sslProxying.shouldIntercept(host: host)
