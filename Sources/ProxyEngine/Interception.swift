@@ -146,7 +146,7 @@ public final class Interception: Sendable {
         let (autoPin, ttl, pinLoopback) = state.withLock { ($0.autoPin, $0.pinTTL, $0.pinLoopback) }
         guard autoPin else { return .autoPinOff }
         guard let ip else { return .clientDoesNotTrustUs }
-        guard pinLoopback || !PinEvidence.isLoopback(ip) else { return .loopbackClient }
+        guard pinLoopback || !IPNetwork.isLoopback(ip) else { return .loopbackClient }
         let host = host.lowercased()
         let strikes = evidence.withLock { e -> Int? in
             guard e.trustsUsElsewhere(client: ip, besides: host) else { return nil }

@@ -55,10 +55,4 @@ struct PinEvidence {
     }
 
     private func latest(_ hosts: [String: Date]) -> Date { hosts.values.max() ?? .distantPast }
-
-    /// 127.0.0.0/8, ::1 and their IPv4-mapped forms: every local process.
-    static func isLoopback(_ ip: String) -> Bool {
-        let ip = ip.lowercased()
-        return ip.hasPrefix("127.") || ip == "::1" || ip.hasPrefix("::ffff:127.")
-    }
 }

@@ -1,3 +1,4 @@
+import BusymateShared
 import Foundation
 import Testing
 @testable import ProxyEngine
@@ -31,7 +32,7 @@ import Testing
     }
 
     @Test func loopbackIsEveryLocalProcess() {
-        for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] { #expect(PinEvidence.isLoopback(ip)) }
-        for ip in ["10.0.0.2", "192.168.1.20", "fe80::1", "::ffff:10.0.0.2"] { #expect(!PinEvidence.isLoopback(ip)) }
+        for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] { #expect(IPNetwork.isLoopback(ip)) }
+        for ip in ["10.0.0.2", "192.168.1.20", "fe80::1", "::ffff:10.0.0.2"] { #expect(!IPNetwork.isLoopback(ip)) }
     }
 }
