@@ -17,7 +17,7 @@ public enum GroupFileReader {
 
     public static func read(_ url: URL, limit: Int) throws(Failure) -> Data {
         let path = url.path
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             let e = errno
             switch e {
@@ -35,11 +35,47 @@ public enum GroupFileReader {
     /// group-writable row gave: one plain name, opened beneath the directory
     /// (itself not a link) with no link on the way, a regular file.
     public static func read(beneath directory: URL, name: String, limit: Int) throws(Failure) -> Data {
+        let fd = try open(beneath: directory, name: name)
+        defer { close(fd) }
+        return try read(fd, path: directory.appendingPathComponent(name).path, limit: limit)
+    }
+
+    /// `length` bytes from `offset` of `name` beneath `directory` (opened as
+    /// `read(beneath:)` opens it), and the file's whole size: a window of a
+    /// large body without reading the rest.
+    public static func read(beneath directory: URL, name: String, offset: Int, length: Int) throws(Failure) -> (data: Data, total: Int) {
+        let path = directory.appendingPathComponent(name).path
+        let fd = try open(beneath: directory, name: name)
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { throw Failure(description: "\(path) is not a regular file") }
+        let total = Int(st.st_size)
+        let wanted = max(0, min(length, total - offset))
+        var data = Data(count: wanted)
+        var got = 0
+        while got < wanted {
+            let (n, failed): (Int, Int32?) = data.withUnsafeMutableBytes { raw in
+                guard let base = raw.baseAddress else { return (0, nil) }
+                while true {
+                    let n = pread(fd, base.advanced(by: got), wanted - got, off_t(offset + got))
+                    if n < 0 && errno == EINTR { continue }
+                    return n < 0 ? (0, errno) : (n, nil)
+                }
+            }
+            if let failed { throw Failure(description: "cannot read \(path): \(String(cString: strerror(failed)))") }
+            if n == 0 { break }
+            got += n
+        }
+        data.count = got
+        return (data, total)
+    }
+
+    private static func open(beneath directory: URL, name: String) throws(Failure) -> Int32 {
         let path = directory.appendingPathComponent(name).path
         guard isPlainName(name) else {
             throw Failure(description: "\"\(name)\" is not a file name in \(directory.path) (it leaves the directory)")
         }
-        let dir = open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let dir = Glibc.open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard dir >= 0 else {
             let e = errno
             throw Failure(description: e == ELOOP || e == ENOTDIR ? "\(directory.path) is not a directory (a link?); refusing it"
@@ -55,13 +91,13 @@ public enum GroupFileReader {
             default: throw Failure(description: "cannot open \(path): \(String(cString: strerror(e)))")
             }
         }
-        defer { close(fd) }
         // A hard link (of a file a group member could link) is no body the tunnel wrote.
         var st = stat()
         if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_nlink != 1 {
+            close(fd)
             throw Failure(description: "\(path) has \(st.st_nlink) names (a hard link); refusing it")
         }
-        return try read(fd, path: path, limit: limit)
+        return fd
     }
 
     /// One path component, not `.` or `..`, no NUL.

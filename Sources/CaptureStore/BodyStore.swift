@@ -39,6 +39,11 @@ public struct BodyStore: Sendable {
         try GroupFileReader.read(beneath: directory, name: name, limit: Self.readLimit)
     }
 
+    /// A window of a body file, and the file's size.
+    public func read(_ name: String, offset: Int, length: Int) throws(GroupFileReader.Failure) -> (data: Data, total: Int) {
+        try GroupFileReader.read(beneath: directory, name: name, offset: offset, length: length)
+    }
+
     /// Removes body files; a file already gone is not an error, and a name
     /// that is not one plain name is not removed.
     @discardableResult

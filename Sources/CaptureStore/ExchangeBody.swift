@@ -40,6 +40,26 @@ public struct ExchangeBody: Sendable {
         }
     }
 
+    /// `length` bytes from `offset` of what the views show, and the shown
+    /// size: read from the body file alone when the file's bytes are what
+    /// is shown (raw, or no Content-Encoding), else decoded whole.
+    public static func window(of record: ExchangeRecord, _ direction: BodyStore.Direction, bodies: BodyStore, raw: Bool,
+                              offset: Int, length: Int) throws -> (data: Data, total: Int) {
+        let file = direction == .request ? record.requestBodyFile : record.responseBodyFile
+        let encoding = record.header("content-encoding", direction)?.lowercased()
+        if let file, raw || encoding == nil || encoding == "identity" {
+            do {
+                return try bodies.read(file, offset: offset, length: length)
+            } catch {
+                let row = record.id.map { "exchange \($0)" } ?? "an exchange"
+                throw BodyStoreError(description: "\(row)'s \(direction.rawValue) body file: \(error.description)")
+            }
+        }
+        let shown = try ExchangeBody(record, direction, bodies: bodies, raw: raw).shown ?? Data()
+        guard offset < shown.count else { return (Data(), shown.count) }
+        return (Data(shown[(shown.startIndex + offset)..<(shown.startIndex + min(shown.count, offset + length))]), shown.count)
+    }
+
     /// The shown bytes as text, or nil when they are binary: not UTF-8, or
     /// holding control characters text does not have.
     public var text: String? {

@@ -133,19 +133,24 @@ struct ExchangeRoutes<Context: RequestContext> {
         let offset = max(0, query.int("offset") ?? 0) & ~15
         let length = max(16, min(64 << 10, query.int("length") ?? 4096))
         let raw = query.flag("raw")
-        let found = try await reader.read { repos -> ExchangeBody? in
-            guard let record = try repos.traffic.find(id: id) else { return nil }
-            return try ExchangeBody(record, side == .request ? .request : .response, bodies: repos.bodies, raw: raw)
+        let found: (data: Data, total: Int)?
+        do {
+            found = try await reader.read { repos -> (data: Data, total: Int)? in
+                guard let record = try repos.traffic.find(id: id) else { return nil }
+                return try ExchangeBody.window(of: record, side == .request ? .request : .response, bodies: repos.bodies, raw: raw, offset: offset,
+                                               length: length)
+            }
+        } catch let error as BodyStoreError {
+            // The row names a body file that is gone, or is no plain file (a link planted in bodies/).
+            return WebJSON.error(.internalServerError, error.description)
         }
-        guard let body = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
-        let bytes = body.shown ?? Data()
-        let window = offset < bytes.count ? bytes[(bytes.startIndex + offset)..<(bytes.startIndex + min(bytes.count, offset + length))] : Data()
-        let lines = HexDump.lines(Data(window)).map { line in
+        guard let (window, total) = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
+        let lines = HexDump.lines(window).map { line in
             // Offsets are of the whole body, not of the window.
             String(offset + (Int(line.prefix(8), radix: 16) ?? 0), radix: 16).leftPadded(8) + line.dropFirst(8)
         }
         return WebJSON.response(ExchangeJSON.object([("lines", ExchangeJSON.array(lines.map { ExchangeJSON.string($0) })),
-                                                     ("offset", ExchangeJSON.number(offset)), ("total", ExchangeJSON.number(bytes.count))]))
+                                                     ("offset", ExchangeJSON.number(offset)), ("total", ExchangeJSON.number(total))]))
     }
 
     /// One side as an HTTP/1.1 message: its head, then the body decoded

@@ -219,6 +219,44 @@ import Testing
             }
         }
     }
+
+    @Test func theHexViewReadsAWindowOfABodyFileAndRefusesALink() async throws {
+        let fixture = try WebFixture()
+        // 3 MiB where each 16-byte line holds its own index.
+        var bytes = Data(capacity: 3 << 20)
+        for line in 0..<((3 << 20) / 16) { bytes.append(contentsOf: withUnsafeBytes(of: UInt64(line).bigEndian) { Array($0) } + Array(repeating: 0xAB, count: 8)) }
+        let bodies = fixture.dir.appendingPathComponent("bodies")
+        try bytes.write(to: bodies.appendingPathComponent("big.response"))
+        try FileManager.default.createSymbolicLink(atPath: bodies.appendingPathComponent("link.response").path, withDestinationPath: "big.response")
+        func insert(_ file: String) throws -> Int64 {
+            var r = ExchangeRecord(startedAt: fixture.base, scheme: "http", method: "GET", host: "dl.example", port: 80, path: "/", url: "http://dl.example/", tlsMode: .none)
+            r.status = 200
+            r.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/octet-stream")])
+            r.responseBodyFile = file
+            r.responseBodySize = bytes.count
+            return try #require(try fixture.traffic.insert([r])[0].id)
+        }
+        let big = try insert("big.response")
+        let linked = try insert("link.response")
+        try await application(fixture).test(.router) { client in
+            try await client.execute(uri: "/api/exchanges/\(big)/hex?side=response&offset=\(2 << 20)&length=65536", method: .get, headers: [.cookie: fixture.cookie]) { response in
+                let object = try Self.json(response.body)
+                let lines = try #require(object["lines"] as? [String])
+                #expect(object["total"] as? Int == 3 << 20 && lines.count == 4096)
+                // Line 131072 (2 MiB / 16) at offset 0x200000.
+                #expect(lines.first?.hasPrefix("00200000  00 00 00 00  00 02 00 00  ab") == true || lines.first?.hasPrefix("00200000  00 00 00 00 00 02 00 00  ab") == true, "\(lines.first ?? "")")
+            }
+            // Past the end: no lines, the size still told.
+            try await client.execute(uri: "/api/exchanges/\(big)/hex?side=response&offset=\(4 << 20)", method: .get, headers: [.cookie: fixture.cookie]) { response in
+                let object = try Self.json(response.body)
+                #expect((object["lines"] as? [String])?.isEmpty == true && object["total"] as? Int == 3 << 20)
+            }
+            try await client.execute(uri: "/api/exchanges/\(linked)/hex?side=response", method: .get, headers: [.cookie: fixture.cookie]) { response in
+                #expect(response.status != .ok)
+                #expect(String(buffer: response.body).contains("symbolic link"), "\(response.status) \(String(buffer: response.body))")
+            }
+        }
+    }
 }
 
 extension HTTPField.Name {
