@@ -79,8 +79,8 @@ class Mitmdump:
                    "--set", "confdir=" + self.confdir, "--flow-detail", "0"] + args
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        self.port = wait_until(self.bound_port, 20)
-        if not self.port:
+        self.port = wait_until(lambda: self.bound_port() or (-1 if self.process.poll() is not None else None), 20)
+        if not self.port or self.port < 0:
             raise RuntimeError("mitmdump did not listen: %s" % open(self.log).read()[-2000:])
         self.ca = os.path.join(self.confdir, "mitmproxy-ca-cert.pem")
 
