@@ -52,3 +52,28 @@ extension ApplianceTests {
         #expect(r.stdout.contains("X-Plain: 1\r\n"), "\(r.stdout)")
     }
 }
+
+extension ApplianceTests {
+    /// A passed-through tunnel's row holds the CONNECT's headers, and `list`
+    /// matches `~hq` on them; the host_override rule's filter is given none
+    /// (`ProxyPipeline.passThroughOverride`), so the same filter does not
+    /// pick the tunnel. FAILS on the code under review.
+    @Test func aHostOverrideFilterOnTheConnectsHeadersPicksThePassedThroughTunnel() async throws {
+        let origin = try await Origin.tls()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance(settings: nil)
+        try appliance.writeSettings("""
+            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2},
+             "rules": [{"name": "to origin", "match": "~hq \\"x-route: origin\\"", "action": "host_override", "address": "127.0.0.1"}]}
+            """)
+        try appliance.start()
+        // nowhere.invalid does not resolve: only the override can reach the origin.
+        let r = try Command.run("/usr/bin/curl", ["-sS", "-k", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                                                  "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "--proxy-header", "X-Route: origin",
+                                                  "https://nowhere.invalid:\(origin.port)/plain"])
+        let rows = try appliance.rows("the tunnel row is stored", timeout: 8) { $0.contains { ($0["host"] as? String) == "nowhere.invalid" } }
+        let listed = try appliance.cli(["list", "--json", "~hq \"x-route: origin\""]).stdout
+        #expect(listed.contains("nowhere.invalid"), "\(listed)")
+        #expect(r.stdout == "200", "curl: \(r.stdout) \(r.stderr); rows: \(rows.map { $0["rule"] ?? "nil" })")
+    }
+}
