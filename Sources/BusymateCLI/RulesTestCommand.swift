@@ -16,6 +16,9 @@ extension Rules {
         typealias Verdict = RuleVerdict
 
         func validate() throws {
+            guard HTTPToken.isToken(method) else {
+                throw ValidationError("--method \"\(method)\" is not a method name (letters and the characters an HTTP token takes)")
+            }
             for header in headers where !header.contains(":") {
                 throw ValidationError("--header \"\(header)\": write it as \"Name: value\"")
             }
@@ -30,7 +33,7 @@ extension Rules {
             }
             let verdicts = RuleVerdict.verdicts(try SettingsEdit.current(options.paths).settings.rules, exchange: exchange)
             if json {
-                SettingsJSON.write(RuleVerdict.json(verdicts, url: url))
+                SettingsJSON.write(RuleVerdict.json(verdicts, url: url, method: method.uppercased()))
                 return
             }
             for v in verdicts {
@@ -41,6 +44,7 @@ extension Rules {
                 case .shadowed: text = "matches, shadowed by the earlier \(v.rule.kind.rawValue) rule \"\(v.by ?? "")\""
                 case .blocked: text = "matches, not reached: the request is blocked"
                 case .answeredLocally: text = "matches, not used: a map_local rule answers"
+                case .atResponse: text = "decided when the response comes (its filter may read the response)"
                 }
                 print("\(Rules.describe(v.rule)) — \(text)")
             }

@@ -7,16 +7,20 @@ import Foundation
 extension CaptureFilter {
     /// Throws when a regular expression runs past `limit` on one value.
     public func matches(_ subject: FilterSubject, within limit: Duration = FilterPattern.timeLimit) throws(FilterPatternTimeout) -> Bool {
+        try matches(subject, budget: .perValue(limit))
+    }
+
+    package func matches(_ subject: FilterSubject, budget: FilterBudget) throws(FilterPatternTimeout) -> Bool {
         switch self {
-        case let .clause(clause): return try clause.matches(subject, within: limit)
-        case let .not(inner): return try !inner.matches(subject, within: limit)
+        case let .clause(clause): return try clause.matches(subject, budget)
+        case let .not(inner): return try !inner.matches(subject, budget: budget)
         // Not `&&` and `||`: their autoclosures rethrow untyped.
         case let .and(left, right):
-            guard try left.matches(subject, within: limit) else { return false }
-            return try right.matches(subject, within: limit)
+            guard try left.matches(subject, budget: budget) else { return false }
+            return try right.matches(subject, budget: budget)
         case let .or(left, right):
-            if try left.matches(subject, within: limit) { return true }
-            return try right.matches(subject, within: limit)
+            if try left.matches(subject, budget: budget) { return true }
+            return try right.matches(subject, budget: budget)
         }
     }
 
@@ -36,11 +40,10 @@ extension CaptureFilter {
 }
 
 extension CaptureFilter.Clause {
-    func matches(_ s: FilterSubject, within limit: Duration) throws(FilterPatternTimeout) -> Bool {
-        func match(_ pattern: String, _ text: String?) throws(FilterPatternTimeout) -> Bool {
-            guard let text, let compiled = FilterPattern.cached(pattern) else { return false }
-            return try compiled.matches(text, within: limit)
-        }
+    func matches(_ s: FilterSubject, _ budget: FilterBudget) throws(FilterPatternTimeout) -> Bool {
+        func match(_ pattern: String, _ text: String?) throws(FilterPatternTimeout) -> Bool { try budget.match(pattern, text) }
+        // As the store compares them: to the millisecond.
+        func ms(_ date: Date) -> Double { (date.timeIntervalSince1970 * 1000).rounded() }
         func either(_ side: CaptureFilter.Side, _ test: (Bool) throws(FilterPatternTimeout) -> Bool) throws(FilterPatternTimeout) -> Bool {
             switch side {
             case .request: return try test(true)
@@ -68,7 +71,8 @@ extension CaptureFilter.Clause {
             }
         case let .body(pattern, side):
             return try either(side) { (request: Bool) throws(FilterPatternTimeout) in
-                guard let body = request ? s.requestBody : s.responseBody, !body.isEmpty else { return false }
+                // An empty body is none; one that decodes to nothing is "" (as in SQL).
+                guard let body = request ? s.requestBody : s.responseBody else { return false }
                 return try match(pattern, body)
             }
         case let .contentType(pattern, side):
@@ -93,8 +97,8 @@ extension CaptureFilter.Clause {
         case .replay: return s.resent
         case let .tls(mode): return s.tls == mode
         case let .rule(pattern): return try match(pattern, s.rules)
-        case let .since(date): return s.startedAt >= date
-        case let .until(date): return s.startedAt <= date
+        case let .since(date): return ms(s.startedAt) >= ms(date)
+        case let .until(date): return ms(s.startedAt) <= ms(date)
         }
     }
 
@@ -140,12 +144,33 @@ extension CaptureFilter.Clause {
         }
     }
 
-    /// Whether it reads the response (a rule can test it only once one came).
+    /// Its regular expression, for a clause that has one.
+    public var pattern: String? {
+        switch self {
+        case let .domain(p), let .url(p), let .method(p), let .header(p, _), let .body(p, _), let .contentType(p, _), let .source(p),
+             let .destination(p), let .marker(p), let .comment(p), let .rule(p), let .device(p):
+            return p
+        case .asset: return CaptureFilter.assetTypes
+        default: return nil
+        }
+    }
+
+    /// Whether it reads only the response, or its absence: what a rule
+    /// deciding before any response cannot test.
     public var readsResponse: Bool {
         switch self {
-        case .status, .websocket, .response, .asset: return true
+        case .status, .websocket, .response, .asset, .noResponse: return true
         case let .header(_, side), let .contentType(_, side): return side == .response
         default: return false
+        }
+    }
+
+    /// Whether it may read the response (`~h`, `~t` read either message):
+    /// a headers rule with it is decided again at the response head.
+    public var mayReadResponse: Bool {
+        switch self {
+        case let .header(_, side), let .contentType(_, side): return side != .request
+        default: return readsResponse
         }
     }
 }

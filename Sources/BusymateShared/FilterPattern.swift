@@ -16,7 +16,7 @@ public struct FilterPattern: @unchecked Sendable {
 
     private let matcher: Matcher
 
-    public init(_ pattern: String) throws {
+    package init(_ pattern: String) throws {
         if let literal = Self.literal(pattern) {
             matcher = .ascii(Array(literal.utf8))
         } else {
@@ -26,7 +26,7 @@ public struct FilterPattern: @unchecked Sendable {
 
     /// Plain text (no regular expression) with none of `characters` and
     /// no control character in it (what JSON would escape).
-    public func isPlainText(without characters: String) -> Bool {
+    package func isPlainText(without characters: String) -> Bool {
         guard case let .ascii(needle) = matcher else { return false }
         return !needle.contains { $0 < 0x20 || $0 == 0x7F || characters.utf8.contains($0) }
     }
@@ -38,14 +38,20 @@ public struct FilterPattern: @unchecked Sendable {
 
     /// Throws `FilterPatternTimeout` when a regular expression runs past
     /// `limit` on `text` (ICU calls back every few thousand steps).
-    public func matches(_ text: String, within limit: Duration = timeLimit) throws(FilterPatternTimeout) -> Bool {
+    package func matches(_ text: String, within limit: Duration = timeLimit) throws(FilterPatternTimeout) -> Bool {
+        try matches(text, until: ContinuousClock.now.advanced(by: limit), limit: limit)
+    }
+
+    /// The same, against a deadline shared by several values (a rule's
+    /// filter over one request); `limit` is what the error reports.
+    package func matches(_ text: String, until deadline: ContinuousClock.Instant, limit: Duration) throws(FilterPatternTimeout) -> Bool {
         switch matcher {
         case let .ascii(needle):
             var text = text
             return text.withUTF8 { Self.contains($0, needle) }
         case let .regex(regex):
             let clock = ContinuousClock()
-            let deadline = clock.now.advanced(by: limit)
+            guard clock.now < deadline else { throw FilterPatternTimeout(pattern: regex.pattern, limit: limit) }
             var found = false
             var timedOut = false
             regex.enumerateMatches(in: text, options: [.reportProgress], range: NSRange(text.startIndex..., in: text)) { match, _, stop in
@@ -88,7 +94,7 @@ public struct FilterPattern: @unchecked Sendable {
     }
 
     /// Whether `text` contains `needle`, ignoring ASCII case.
-    public static func mentions(_ text: String, _ needle: String) -> Bool {
+    package static func mentions(_ text: String, _ needle: String) -> Bool {
         var text = text
         let wanted = Array(needle.lowercased().utf8)
         return text.withUTF8 { contains($0, wanted) }
@@ -114,12 +120,14 @@ public struct FilterPattern: @unchecked Sendable {
 
     /// Patterns made once per text, for the SQL functions (rows are many, patterns few).
     private static let cache = Mutex<[String: FilterPattern]>([:])
+    /// Emptied whole when full: a store's filters are a few patterns at a time.
+    private static let cacheSize = 256
 
-    public static func cached(_ pattern: String) -> FilterPattern? {
+    package static func cached(_ pattern: String) -> FilterPattern? {
         if let known = cache.withLock({ $0[pattern] }) { return known }
         guard let made = try? FilterPattern(pattern) else { return nil }
         cache.withLock { table in
-            if table.count > 256 { table.removeAll() }
+            if table.count > cacheSize { table.removeAll() }
             table[pattern] = made
         }
         return made

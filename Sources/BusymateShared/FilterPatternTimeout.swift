@@ -17,5 +17,5 @@ public struct FilterPatternTimeout: Error, CustomStringConvertible, Sendable {
     }
 
     /// Whether SQLite's message for a failed query is this error's.
-    public static func isOurs(_ message: String?) -> Bool { message?.hasPrefix(prefix) ?? false }
+    package static func isOurs(_ message: String?) -> Bool { message?.hasPrefix(prefix) ?? false }
 }

@@ -1,21 +1,31 @@
 import Foundation
 
-/// What a rule or a breakpoint matches: a URL pattern (`api.example.com/v1/*`), or an
-/// expression of the filter language (`~d api & ~m POST`, as mitmproxy's
-/// `modify_headers` and `map_remote` take), told apart by the first
-/// character: `~`, `!` or `(` start a filter; a bare word is a URL pattern.
+/// What a rule or a breakpoint matches: a URL pattern (`api.example.com/v1/*`),
+/// or an expression of the filter language (`~d api & ~m POST`, as
+/// mitmproxy's `modify_headers` and `map_remote` take), told apart by the
+/// first character: `~`, `!` or `(` start a filter; a bare word is a URL
+/// pattern. A filter's regular expressions are compiled when settings are
+/// read, not per request.
 public enum RuleMatch: Sendable, Equatable {
     case url(URLPattern)
-    case filter(CaptureFilter, text: String)
+    case filter(CaptureFilter, text: String, patterns: [String: FilterPattern])
 
-    /// How long a rule's regular expression may run over one value: it
-    /// runs on the connection's event loop, per request.
+    /// How long a filter's regular expressions may run over one request,
+    /// all values together: it runs on the connection's event loop.
     public static let timeLimit: Duration = .milliseconds(20)
+
+    public static func == (lhs: RuleMatch, rhs: RuleMatch) -> Bool {
+        switch (lhs, rhs) {
+        case let (.url(l), .url(r)): return l == r
+        case let (.filter(l, lt, _), .filter(r, rt, _)): return l == r && lt == rt
+        default: return false
+        }
+    }
 
     public var text: String {
         switch self {
         case let .url(pattern): return pattern.text
-        case let .filter(_, text): return text
+        case let .filter(_, text, _): return text
         }
     }
 
@@ -52,10 +62,12 @@ public enum RuleMatch: Sendable, Equatable {
         } catch {
             return .failure(RuleMatchError(message: error.message, position: error.position))
         }
+        var patterns: [String: FilterPattern] = [:]
         for clause in filter.clauses {
             if let why = problem(with: clause, beforeResponse: beforeResponse) { return .failure(RuleMatchError(message: why)) }
+            if let pattern = clause.pattern, patterns[pattern] == nil { patterns[pattern] = try? FilterPattern(pattern) }
         }
-        return .success(.filter(filter, text: text))
+        return .success(.filter(filter, text: text, patterns: patterns))
     }
 
     /// Clauses a rule (or a breakpoint) cannot test when it acts.
@@ -74,24 +86,41 @@ public enum RuleMatch: Sendable, Equatable {
             return "\(name): an exchange fails after the rules decide"
         case .rule:
             return "\(name): this match cannot depend on which rules applied; order the rules instead"
+        case .websocket:
+            return "\(name): a 101 switch is neither edited nor held; match the handshake with ~hq \"upgrade: websocket\""
         default:
             guard clause.readsResponse, let moment = beforeResponse else { return nil }
             return "\(name) reads the response, and \(moment.actor) acts before there is one; use it in \(moment.instead)"
         }
     }
 
-    /// Whether the rule matches `url` (a URL pattern), or the request
-    /// `exchange` (a filter). A regular expression that runs too long
-    /// does not match.
-    func matches(url: URLPattern.Subject, exchange: () -> FilterSubject) -> Bool {
-        switch self {
-        case let .url(pattern): return pattern.matches(url)
-        case let .filter(filter, _): return (try? filter.matches(exchange(), within: Self.timeLimit)) ?? false
+    /// Whether a filter matches `exchange`, within `deadline`'s budget; nil
+    /// when its regular expressions ran out of it (then it is no match).
+    func evaluate(_ filter: CaptureFilter, _ patterns: [String: FilterPattern], _ exchange: FilterSubject,
+                  until deadline: ContinuousClock.Instant) -> Bool? {
+        let budget = FilterBudget(deadline: deadline, limit: Self.timeLimit, patterns: patterns)
+        do {
+            return try filter.matches(exchange, budget: budget)
+        } catch {
+            return nil
         }
     }
 
+    /// Whether the rule matches `url` (a URL pattern) or the request
+    /// `exchange` (a filter; none without it); nil: its filter ran past
+    /// the request's budget.
+    package func matches(url: URLPattern.Subject, exchange: FilterSubject?, until deadline: ContinuousClock.Instant) -> Bool? {
+        switch self {
+        case let .url(pattern): return pattern.matches(url)
+        case let .filter(filter, _, patterns):
+            guard let exchange else { return false }
+            return evaluate(filter, patterns, exchange, until: deadline)
+        }
+    }
+
+    /// One exchange alone (`rules test`, a breakpoint): a timed-out filter is no match.
     public func matches(_ subject: FilterSubject) -> Bool {
-        matches(url: URLPattern.Subject(subject.url)) { subject }
+        matches(url: URLPattern.Subject(subject.url), exchange: subject, until: ContinuousClock.now.advanced(by: Self.timeLimit)) ?? false
     }
 
     public var isFilter: Bool {
@@ -99,10 +128,11 @@ public enum RuleMatch: Sendable, Equatable {
         return false
     }
 
-    /// Whether a filter tests the response (a headers rule's response edits then wait for it).
+    /// Whether a filter may test the response: a headers rule's response
+    /// edits then wait for it (`~h` and `~t` read either message).
     public var readsResponse: Bool {
-        guard case let .filter(filter, _) = self else { return false }
-        return filter.clauses.contains { $0.readsResponse || $0 == .noResponse }
+        guard case let .filter(filter, _, _) = self else { return false }
+        return filter.clauses.contains(where: \.mayReadResponse)
     }
 
     /// The fixed path a URL pattern starts with (`/v1/` of `api.test/v1/*`),
@@ -114,10 +144,4 @@ public enum RuleMatch: Sendable, Equatable {
         guard let slash = text.firstIndex(of: "/") else { return "" }
         return String(text[slash...].prefix { $0 != "*" })
     }
-}
-
-/// Why a rule's `match` was refused; `position` (from 1) is in the filter.
-public struct RuleMatchError: Error, Sendable {
-    public var message: String
-    public var position: Int?
 }

@@ -4,7 +4,11 @@ import Foundation
 /// the first enabled match of each kind; a block ends it; a local answer
 /// is never dialled. (`busymate rules test`, the page's "test a URL".)
 public struct RuleVerdict: Sendable {
-    public enum Reason: String, Sendable { case applies, disabled, shadowed, blocked, answeredLocally = "answered_locally" }
+    public enum Reason: String, Sendable {
+        case applies, disabled, shadowed, blocked, answeredLocally = "answered_locally"
+        /// A headers rule whose filter may read the response: decided when it comes.
+        case atResponse = "at_response"
+    }
     /// 1-based, as `rules list` numbers them.
     public var index: Int
     public var rule: Rule
@@ -16,26 +20,34 @@ public struct RuleVerdict: Sendable {
         verdicts(rules, exchange: FilterSubject(url: url, method: method))
     }
 
-    /// A filter rule is tested on the request alone: a headers rule that
-    /// also reads the response is shown for the request's edits.
+    /// A filter rule is tested on the request alone; a headers rule whose
+    /// filter may read the response and does not match the request is
+    /// listed as decided at the response.
     public static func verdicts(_ rules: [Rule], exchange: FilterSubject) -> [RuleVerdict] {
-        let matching = rules.enumerated().filter { $0.element.match.matches(exchange) }
+        var pending: [RuleVerdict] = []
+        let matching = rules.enumerated().filter { i, rule in
+            if rule.match.matches(exchange) { return true }
+            if rule.kind == .headers, rule.match.readsResponse { pending.append(RuleVerdict(index: i + 1, rule: rule, reason: .atResponse)) }
+            return false
+        }
         var first: [Rule.Kind: String] = [:]
         for (_, rule) in matching where rule.enabled && first[rule.kind] == nil { first[rule.kind] = rule.name }
-        return matching.map { i, rule in
+        let decided = matching.map { i, rule in
             if !rule.enabled { return RuleVerdict(index: i + 1, rule: rule, reason: .disabled) }
             if first[rule.kind] != rule.name { return RuleVerdict(index: i + 1, rule: rule, reason: .shadowed, by: first[rule.kind]) }
             if let block = first[.block], rule.kind != .block { return RuleVerdict(index: i + 1, rule: rule, reason: .blocked, by: block) }
             if let local = first[.mapLocal], rule.kind == .hostOverride { return RuleVerdict(index: i + 1, rule: rule, reason: .answeredLocally, by: local) }
             return RuleVerdict(index: i + 1, rule: rule, reason: .applies)
         }
+        return (decided + pending).sorted { $0.index < $1.index }
     }
 
-    /// `rules test --json`: the URL, each matching rule with its verdict, the names of those that apply.
-    public static func json(_ verdicts: [RuleVerdict], url: String) -> JSONNode {
+    /// `rules test --json`: the request tested, each matching rule with its verdict, the names of those that apply.
+    public static func json(_ verdicts: [RuleVerdict], url: String, method: String = "GET") -> JSONNode {
         func string(_ s: String?) -> JSONNode { JSONNode(s.map { .string($0) } ?? .null) }
         return JSONNode(.object([
             ("url", string(url)),
+            ("method", string(method)),
             ("matches", JSONNode(.array(verdicts.map { v in
                 JSONNode(.object([("index", JSONNode(.number(String(v.index)))), ("name", string(v.rule.name)), ("action", string(v.rule.actionName)),
                                   ("enabled", JSONNode(.bool(v.rule.enabled))), ("applies", JSONNode(.bool(v.reason == .applies))),

@@ -105,8 +105,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func dial(context: ChannelHandlerContext) {
         tunnelCapture = hooks.tunnelOpened(head, target: target, client: context.channel.remoteAddress)
-        // A passed-through tunnel matches rules as https://host:port/.
-        let override = owner.passThroughOverride(for: target)
+        let override = owner.passThroughOverride(for: target, headers: head.headers)
         if let override { tunnelCapture?.rule(override.rule) }
         owner.dialPassThrough(target, override: override?.address) { [self] result in
             guard let context = self.context else { return }

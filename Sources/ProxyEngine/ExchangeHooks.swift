@@ -21,6 +21,9 @@ struct ExchangeHooks {
     /// The exchange under way as filters (rules', breakpoints') read it;
     /// nil when none is set.
     private var liveExchange: FilterSubject?
+    /// The rules the request was decided by, kept when a headers rule's
+    /// filter may read the response (decided again at its head).
+    private var rulesAtResponse: RuleEngine.Snapshot?
 
     init(services: ProxyServices) {
         self.services = services
@@ -57,12 +60,14 @@ struct ExchangeHooks {
                               on eventLoop: EventLoop) -> RequestDecision {
         services.stats.requestStarted()
         services.presence?.touch()
-        let rules = services.rules
+        let rules = services.rules.isEmpty ? nil : services.rules.snapshot
         let breakpoints = services.breakpoints
         let url = ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm)
-        liveExchange = rules.usesFilters || breakpoints.usesFilters
+        liveExchange = rules?.usesFilters == true || breakpoints.usesFilters
             ? Self.describe(head, url: url, target: target, route: route, origin: origin, device: services.peer.device) : nil
-        plan = rules.isEmpty ? RulePlan() : rules.plan(for: url, exchange: liveExchange, responseLater: rules.choosesAtResponse)
+        let later = rules?.choosesAtResponse == true
+        plan = rules?.plan(for: url, exchange: liveExchange, responseLater: later) ?? RulePlan()
+        rulesAtResponse = later ? rules : nil
         if let edits = plan.requestEdits {
             edits.apply(to: &head.headers)
             // Breakpoints see the request as it goes on.
@@ -79,6 +84,7 @@ struct ExchangeHooks {
             }
             capture = row
         }
+        for name in plan.timedOut { note(Self.timedOut(name)) }
         if let (status, why) = RequestHeadCheck.problem(head) {
             capture?.answered(status)
             return .refuse(status, why)
@@ -122,8 +128,14 @@ struct ExchangeHooks {
     /// a headers rule's filter reads the response, the first headers rule
     /// that matches the exchange now (named on the row once it applies).
     mutating func responseEdits(for head: HTTPResponseHead) -> Rule.HeaderEdits? {
-        guard services.rules.choosesAtResponse, let exchange = described(with: head) else { return plan.responseEdits }
-        guard let rule = services.rules.responseRule(for: exchange), case let .headers(_, edits) = rule.action, !edits.isEmpty else {
+        guard let rules = rulesAtResponse, let exchange = described(with: head) else { return plan.responseEdits }
+        rulesAtResponse = nil
+        let (found, timedOut) = rules.responseRule(for: exchange)
+        for name in timedOut where !plan.timedOut.contains(name) {
+            plan.timedOut.append(name)
+            note(Self.timedOut(name))
+        }
+        guard let rule = found, case let .headers(_, edits) = rule.action, !edits.isEmpty else {
             plan.responseEdits = nil
             return nil
         }
@@ -134,6 +146,11 @@ struct ExchangeHooks {
             capture?.record.rule = [earlier, rule.name].compactMap { $0 }.joined(separator: ", ")
         }
         return edits
+    }
+
+    /// The note for a rule whose filter ran out of the request's budget.
+    static func timedOut(_ rule: String) -> String {
+        "the filter of rule \"\(rule)\" ran past \(RuleMatch.timeLimit) on this request and was taken as no match (simplify its regular expression)"
     }
 
     /// Something the proxy changed, for the row (its error column, which a

@@ -165,20 +165,22 @@ final class ProxyPipeline {
         removeKeptEncoder()
     }
 
-    /// The host_override rule for a passed-through tunnel to `target`
-    /// (matched as https://host:port/, and by a filter as a tunnel): its
-    /// address and name.
-    func passThroughOverride(for target: ProxyTarget) -> (address: String, rule: String)? {
-        let rules = services.rules
-        guard !rules.isEmpty else { return nil }
-        let url = "https://\(target)/"
+    /// The host_override rule for a passed-through tunnel to `target`: a
+    /// URL pattern matches it as https://host:port/, a filter as its row
+    /// reads (`host:port`, the CONNECT's headers when it had some).
+    func passThroughOverride(for target: ProxyTarget, headers: HTTPHeaders?) -> (address: String, rule: String)? {
+        guard !services.rules.isEmpty else { return nil }
+        let rules = services.rules.snapshot
         var exchange: FilterSubject?
         if rules.usesFilters {
-            exchange = FilterSubject(method: "CONNECT", url: url, host: target.host.lowercased(), scheme: "tcp", tls: .passthrough)
-            exchange?.client = channel.remoteAddress.map(ExchangeCapture.describe)
-            exchange?.device = services.peer.device
+            var tunnel = FilterSubject(method: "CONNECT", url: target.description, host: target.host.lowercased(), scheme: "tcp", tls: .passthrough)
+            tunnel.requestHeaders = headers.map { $0.map { ($0.name, $0.value) } } ?? []
+            tunnel.client = channel.remoteAddress.map(ExchangeCapture.describe)
+            tunnel.device = services.peer.device
+            exchange = tunnel
         }
-        guard let rule = rules.first(.hostOverride, for: url, exchange: exchange), case let .hostOverride(address) = rule.action else {
+        guard let rule = rules.firstOfEachKind(for: "https://\(target)/", exchange: exchange, only: .hostOverride).found[.hostOverride],
+              case let .hostOverride(address) = rule.action else {
             return nil
         }
         return (address, rule.name)

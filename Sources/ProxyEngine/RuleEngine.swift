@@ -6,81 +6,78 @@ import Synchronization
 /// rules the check is one atomic load; with URL patterns alone, no
 /// request is described beyond its URL.
 public final class RuleEngine: Sendable {
-    private let rules = Mutex<[Rule]>([])
+    /// The enabled rules and what they need, replaced together.
+    struct Snapshot: Sendable {
+        var rules: [Rule] = []
+        /// Some rule matches with a filter: requests are described whole (`FilterSubject`).
+        var usesFilters = false
+        /// Some headers rule's filter may read the response: its response
+        /// edits are chosen again when the response comes.
+        var choosesAtResponse = false
+    }
+
+    private let current = Mutex(Snapshot())
     private let any = Atomic<Bool>(false)
-    private let filters = Atomic<Bool>(false)
-    private let responseFilters = Atomic<Bool>(false)
 
     public init() {}
 
     public func apply(_ settings: AppSettings) {
         let enabled = settings.rules.filter(\.enabled)
-        rules.withLock { $0 = enabled }
+        let next = Snapshot(rules: enabled, usesFilters: enabled.contains { $0.match.isFilter },
+                            choosesAtResponse: enabled.contains { $0.kind == .headers && $0.match.readsResponse })
+        current.withLock { $0 = next }
         any.store(!enabled.isEmpty, ordering: .relaxed)
-        filters.store(enabled.contains { $0.match.isFilter }, ordering: .relaxed)
-        responseFilters.store(enabled.contains { $0.kind == .headers && $0.match.readsResponse }, ordering: .relaxed)
     }
 
     /// No enabled rules: the data path skips building a URL to match.
     var isEmpty: Bool { !any.load(ordering: .relaxed) }
 
-    /// Some enabled rule matches with a filter: requests are described whole (`FilterSubject`).
-    var usesFilters: Bool { filters.load(ordering: .relaxed) }
-
-    /// Some enabled headers rule's filter reads the response: the response
-    /// edits are chosen again when the response comes.
-    var choosesAtResponse: Bool { responseFilters.load(ordering: .relaxed) }
+    /// The rules in force now; matched outside the lock (a filter may take
+    /// its whole budget, and other loops must not wait for it).
+    var snapshot: Snapshot { current.withLock { $0 } }
 
     /// The first enabled rule of `kind` that matches `url` (a URL pattern)
     /// or `exchange` (a filter; none without it).
     func first(_ kind: Rule.Kind, for url: String, exchange: FilterSubject?) -> Rule? {
-        guard any.load(ordering: .relaxed) else { return nil }
-        let subject = URLPattern.Subject(url)
-        return rules.withLock { $0.first { $0.kind == kind && Self.matches($0, subject, exchange) } }
+        guard !isEmpty else { return nil }
+        return snapshot.firstOfEachKind(for: url, exchange: exchange, only: kind).found[kind]
     }
 
-    /// The first enabled rule of each kind that matches: one pass, the URL
-    /// taken apart once.
-    func firstOfEachKind(for url: String, exchange: FilterSubject?) -> [Rule.Kind: Rule] {
-        let subject = URLPattern.Subject(url)
-        return rules.withLock { rules in
-            var found: [Rule.Kind: Rule] = [:]
-            for rule in rules where found[rule.kind] == nil && Self.matches(rule, subject, exchange) {
-                found[rule.kind] = rule
-            }
-            return found
-        }
-    }
-
-    private static func matches(_ rule: Rule, _ url: URLPattern.Subject, _ exchange: FilterSubject?) -> Bool {
-        switch rule.match {
-        case let .url(pattern): return pattern.matches(url)
-        case .filter: return exchange.map(rule.match.matches) ?? false
-        }
-    }
-}
-
-/// What the rules decide for one request: the first enabled match of each
-/// kind. A block wins over everything; a local answer over dialling.
-struct RulePlan {
-    var block: Rule?
-    var mapLocal: Rule?
-    var mapRemote: Rule?
-    var hostOverride: String?
-    var requestEdits: Rule.HeaderEdits?
-    var responseEdits: Rule.HeaderEdits?
-    /// The rules that applied, for the capture row (block and map_local
-    /// add theirs where they act).
-    var applied: [String] = []
-}
-
-extension RuleEngine {
-    /// With `responseLater`, a headers rule's response edits are left to
-    /// `responseRule` (its filter reads the response).
     func plan(for url: String, exchange: FilterSubject?, responseLater: Bool = false) -> RulePlan {
+        guard !isEmpty else { return RulePlan() }
+        return snapshot.plan(for: url, exchange: exchange, responseLater: responseLater)
+    }
+
+    func responseRule(for exchange: FilterSubject) -> (rule: Rule?, timedOut: [String]) {
+        snapshot.responseRule(for: exchange)
+    }
+}
+
+extension RuleEngine.Snapshot {
+    /// The first enabled rule of each kind (or of `only`) that matches: one
+    /// pass, the URL taken apart once, every filter within one budget. The
+    /// filters that ran out of it count as no match, and are named.
+    func firstOfEachKind(for url: String, exchange: FilterSubject?, only: Rule.Kind? = nil) -> (found: [Rule.Kind: Rule], timedOut: [String]) {
+        let subject = URLPattern.Subject(url)
+        let deadline = exchange == nil ? ContinuousClock.Instant.now : ContinuousClock.now.advanced(by: RuleMatch.timeLimit)
+        var found: [Rule.Kind: Rule] = [:]
+        var timedOut: [String] = []
+        for rule in rules where found[rule.kind] == nil && (only == nil || rule.kind == only) {
+            switch rule.match.matches(url: subject, exchange: exchange, until: deadline) {
+            case true?: found[rule.kind] = rule
+            case false?: break
+            case nil: timedOut.append(rule.name)
+            }
+        }
+        return (found, timedOut)
+    }
+
+    /// With `responseLater`, a headers rule's response edits are left to
+    /// `responseRule` (its filter may read the response).
+    func plan(for url: String, exchange: FilterSubject?, responseLater: Bool) -> RulePlan {
         var plan = RulePlan()
-        guard !isEmpty else { return plan }
-        let first = firstOfEachKind(for: url, exchange: exchange)
+        let (first, timedOut) = firstOfEachKind(for: url, exchange: exchange)
+        plan.timedOut = timedOut
         plan.block = first[.block]
         guard plan.block == nil else { return plan }
         plan.mapLocal = first[.mapLocal]
@@ -102,7 +99,8 @@ extension RuleEngine {
 
     /// The headers rule whose response edits apply to `exchange`, its
     /// response come: the first enabled headers rule that matches it now.
-    func responseRule(for exchange: FilterSubject) -> Rule? {
-        first(.headers, for: exchange.url, exchange: exchange)
+    func responseRule(for exchange: FilterSubject) -> (rule: Rule?, timedOut: [String]) {
+        let (found, timedOut) = firstOfEachKind(for: exchange.url, exchange: exchange, only: .headers)
+        return (found[.headers], timedOut)
     }
 }

@@ -145,7 +145,7 @@ extension SOCKS5Handshake: ChannelDuplexHandler, RemovableChannelHandler {
         state = .dialling
         deadline?.cancel()
         logger[metadataKey: "HOST"] = "\(target.host)"
-        let override = owner.passThroughOverride(for: target)
+        let override = owner.passThroughOverride(for: target, headers: nil)
         owner.dialPassThrough(target, override: override?.address) { [self] result in
             guard let context = self.context, state == .dialling else {
                 if case let .success((peer, _)) = result { peer.close(promise: nil) }

@@ -92,13 +92,13 @@ struct SettingsRoutes<Context: RequestContext> {
             if let refused = WebJSON.unknownKey(body, allowed: ["url", "method"], in: "a rule test") { return refused }
             var method = "GET"
             if let node = body["method"] {
-                guard case let .string(text) = node.value, !text.isEmpty, text.allSatisfy({ $0.isLetter }) else {
-                    return WebJSON.error(.badRequest, "\"method\" is a method name such as GET or POST")
+                guard case let .string(text) = node.value, HTTPToken.isToken(text) else {
+                    return WebJSON.error(.badRequest, "\"method\" is a method name such as GET or POST (an HTTP token)")
                 }
                 method = text.uppercased()
             }
             guard let settings = SettingsFile.read(paths.settings).settings else { return WebJSON.error(.conflict, "settings.json is invalid") }
-            return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url, method: method), url: url))
+            return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url, method: method), url: url, method: method))
         }
     }
 

@@ -4,7 +4,7 @@ import Testing
 @testable import CaptureStore
 
 /// Review (helper R): rows on which the in-memory matcher and the store's
-/// SQL select differently. Each test FAILS on the code under review.
+/// SQL once selected differently; each failed before its fix.
 @Suite struct FilterMatchingDivergenceTests {
     private static func row(_ path: String, _ edit: (inout ExchangeRecord) -> Void) -> ExchangeRecord {
         var r = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "d.example.com", port: 443,

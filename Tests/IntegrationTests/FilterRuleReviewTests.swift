@@ -1,39 +1,35 @@
 import Foundation
 import Testing
 
-/// Review (helper R): headers rules whose filter the README says reads the
-/// response, or that `list` matches on the response, through the real
-/// binaries. Both FAIL on the code under review.
+/// Review (helper R): filter rules against what `list` selects with the
+/// same filter, through the real binaries; each failed before its fix.
 extension ApplianceTests {
-    /// README: a headers rule's filter may read the response (`~websocket`
-    /// listed), its response edits apply "when it matches the exchange with
-    /// its response head". A 101 never reaches the rules (only a status of
-    /// 200 and up does), so a `~websocket` headers rule never applies.
-    @Test func aWebSocketHeadersRuleEditsThe101() async throws {
+    /// A 101 switch never reaches the rules' response edits (nor a breakpoint):
+    /// a `~websocket` rule could never apply, so it is refused with what to
+    /// write instead, and a handshake rule on the request does apply.
+    @Test func aWebSocketRuleIsRefusedAndAHandshakeRuleApplies() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings("""
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2},
-             "rules": [{"name": "ws tag", "match": "~websocket", "action": "headers", "response": {"set": {"X-WS": "1"}}}]}
-            """)
         try appliance.start()
+        let refused = try appliance.cli(["rules", "add", "ws tag", "--match", "~websocket", "--action", "headers", "--set-header", "X-WS: 1",
+                                         "--on", "response"])
+        #expect(refused.status != 0 && refused.stderr.contains("a 101 switch is neither edited nor held"), "\(refused.stderr)")
+        let added = try appliance.cli(["rules", "add", "ws tag", "--match", #"~hq "upgrade: websocket""#, "--action", "headers",
+                                       "--set-header", "X-WS: 1"])
+        #expect(added.status == 0, "\(added.stderr)")
         let client = Command.repoRoot.appendingPathComponent("tests/websocket/client.py").path
         let r = try Command.run("/usr/bin/python3", [client, "\(try appliance.proxyPort)", "ws://127.0.0.1:\(origin.port)/ws", "hi"], timeout: 20)
         #expect(r.status == 0, "\(r.stderr)")
         let rows = try appliance.rows("the handshake row is stored") { $0.contains { ($0["url"] as? String)?.hasSuffix("/ws") == true } }
         let row = try appliance.row(rows.first { ($0["url"] as? String)?.hasSuffix("/ws") == true }?["id"])
-        // `list` says the row is a WebSocket: the rule's filter matches it.
-        let listed = try appliance.cli(["list", "--json", "~websocket"]).stdout
-        #expect(listed.contains("/ws"), "\(listed)")
-        #expect(row.headerLines("response").contains("X-WS: 1"), "\(row.headerLines("response"))")
+        #expect(row.headerLines("request").contains("X-WS: 1"), "\(row.headerLines("request"))")
         #expect(row["rule"] as? String == "ws tag", "\(row["rule"] ?? "nil")")
     }
 
     /// `~h` and `~t` read either message in `list` (and in mitmproxy's
-    /// response hook); in a headers rule they are decided on the request
-    /// alone, so a rule on the response's Content-Type written `~t`/`~h`
-    /// never applies, while `list` with the same filter selects the row.
+    /// response hook): a headers rule with them is decided again at the
+    /// response head, so one on the response's Content-Type applies.
     @Test func aHeadersRuleWithAnEitherSideHeaderClauseSeesTheResponse() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
@@ -55,9 +51,7 @@ extension ApplianceTests {
 
 extension ApplianceTests {
     /// A passed-through tunnel's row holds the CONNECT's headers, and `list`
-    /// matches `~hq` on them; the host_override rule's filter is given none
-    /// (`ProxyPipeline.passThroughOverride`), so the same filter does not
-    /// pick the tunnel. FAILS on the code under review.
+    /// matches `~hq` on them; the host_override rule's filter reads them too.
     @Test func aHostOverrideFilterOnTheConnectsHeadersPicksThePassedThroughTunnel() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }

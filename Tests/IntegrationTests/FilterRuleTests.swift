@@ -16,7 +16,8 @@ extension ApplianceTests {
               {"name": "posts", "match": "~m POST & ~u /echo-headers", "action": "headers", "request": {"set": {"X-Posted": "yes"}}},
               {"name": "json tag", "match": "~ts json", "action": "headers", "response": {"set": {"X-Json": "1"}}},
               {"name": "moved", "match": "~d 127.0.0.1 & ~u ^http://[^/]+/old", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/echo-body"},
-              {"name": "glob", "match": "*/glob-blocked", "action": "block", "status": 410}
+              {"name": "glob", "match": "*/glob-blocked", "action": "block", "status": 410},
+              {"name": "slow", "match": "~u \\"(a+)+b\\"", "action": "block"}
             ]
             """))
         try appliance.start()
@@ -47,6 +48,9 @@ extension ApplianceTests {
         #expect(try curl(["http://127.0.0.1:\(origin.port)/old/page"]).stdout.contains("origin GET /echo-body/old/page"))
         // URL patterns still work beside filters.
         #expect(status(try curl(["http://127.0.0.1:\(origin.port)/glob-blocked"])).hasPrefix("HTTP/1.1 410"))
+
+        // A regular expression that backtracks past the request's budget is no match, and the row says so.
+        #expect(status(try curl(["http://127.0.0.1:\(origin.port)/" + String(repeating: "a", count: 40)])).hasPrefix("HTTP/1.1 200"))
 
         // A rule added from the CLI with a filter is in force for the next request.
         let added = try appliance.cli(["rules", "add", "puts", "--match", "~m PUT", "--action", "block", "--status", "405"])
@@ -79,6 +83,8 @@ extension ApplianceTests {
         // The row keeps what the client asked for.
         #expect(rule("/old/page") == "moved")
         #expect(rule("/plain", "PUT") == "puts")
+        let slow = rows.first { ($0["url"] as? String)?.hasSuffix(String(repeating: "a", count: 40)) == true }
+        #expect((slow?["note"] as? String)?.contains("the filter of rule \"slow\" ran past") == true, "\(slow ?? [:])")
         // And the filter finds them by it.
         let listed = try appliance.cli(["list", "--json", "~rule \"json tag\""]).stdout
         #expect(listed.contains("/gzip") && !listed.contains("/plain"), "\(listed)")

@@ -2,13 +2,11 @@ import BusymateShared
 import Testing
 @testable import ProxyEngine
 
-/// Review (helper R): what one request costs the event loop with a filter
-/// rule. README: "a regular expression that runs past 20 ms on one value
-/// ... does not match"; the limit is per value and the first value past it
-/// ends the match, but values just under it add up: a request with many
-/// headers stalls its loop (and, since the rules are matched inside the
-/// engine's Mutex, every other loop's requests) for up to headers × 20 ms.
-/// FAILS on the code under review.
+/// What one request costs the event loop with a filter rule: the 20 ms
+/// budget is the whole request's, not each value's (100 headers each just
+/// under it once held a loop, and every other loop's rule checks, for
+/// half a second). The bound is ten times the budget: a stall guard, not
+/// a speed measurement.
 @Suite struct RuleFilterCostTests {
     @Test func aBacktrackingHeaderFilterCostsOneRequestAtMostAFewTimesTheLimit() throws {
         let rules = RuleEngine()
@@ -26,33 +24,21 @@ import Testing
     }
 }
 
-/// Review (helper R): the rules' patterns live in `FilterPattern`'s shared
-/// cache, which is emptied whole past 256 patterns: with more distinct
-/// patterns than that in the rules, every request compiles each regular
-/// expression again, on the event loop. FAILS on the code under review.
+/// A rule's regular expressions are compiled when settings are read and
+/// kept with the rule, not looked up in the store's shared pattern cache
+/// (which is emptied whole past 256 patterns): 300 filter rules compile
+/// nothing per request.
 @Suite struct RulePatternCacheTests {
-    private func perRequest(rules count: Int) throws -> Duration {
-        let rules = RuleEngine()
-        let list = (0..<count).map { #"{"name": "r\#($0)", "match": "~d ^h\#($0)\\\\.test$", "action": "block"}"# }.joined(separator: ",")
-        rules.apply(try AppSettings.decode("{\"rules\": [\(list)]}").settings)
-        let url = "https://other.test/"
-        let exchange = FilterSubject(url: url)
-        _ = rules.plan(for: url, exchange: exchange)
-        // The best of five rounds: what the rules cost, not the machine's other work.
-        let clock = ContinuousClock()
-        var best = Duration.seconds(60)
-        for _ in 0..<5 {
-            let start = clock.now
-            for _ in 0..<20 { _ = rules.plan(for: url, exchange: exchange) }
-            best = min(best, (clock.now - start) / 20)
+    @Test func eachFilterRuleCarriesItsCompiledPatterns() throws {
+        let list = (0..<300).map { #"{"name": "r\#($0)", "match": "~d ^h\#($0)\\.test$ & ~hq \"x-\#($0): 1\"", "action": "block"}"# }
+        let rules = try AppSettings.decode("{\"rules\": [\(list.joined(separator: ","))]}").settings.rules
+        #expect(rules.count == 300)
+        for (i, rule) in rules.enumerated() {
+            guard case let .filter(_, _, patterns) = rule.match else {
+                Issue.record("rule \(i) is not a filter")
+                continue
+            }
+            #expect(Set(patterns.keys) == ["^h\(i)\\.test$", "x-\(i): 1"], "\(patterns.keys)")
         }
-        return best
-    }
-
-    @Test func aRequestCostsAboutTheSameWith250And300FilterRules() throws {
-        let few = try perRequest(rules: 250)
-        let many = try perRequest(rules: 300)
-        // 300 rules should cost about 1.2 times 250 rules; give it 1.7 (past 256 patterns it is over 2).
-        #expect(many < few * 1.7, "250 rules: \(few) a request; 300 rules: \(many)")
     }
 }
