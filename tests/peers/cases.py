@@ -81,13 +81,12 @@ RULE_DIFFERENCES = {
 }
 RULE_FILTERS.append("~u café")
 
-# Failures that are Busymate's, said with the failure: README (Rules) has a
-# headers rule's response edits apply "when it matches the exchange with its
-# response head", and `~t`/`~h` read either message as in `list`.
+# Failures once found here, said with the failure should they come back:
+# README (Rules) has a headers rule's response edits apply "when it matches
+# the exchange with its response head", and `~t`/`~h` read either message.
 RULE_BUGS = {
-    "~t json": "Busymate bug: ~t (either message) is not tested again on the response, so a JSON response of a request "
-               "without a JSON body is not edited, though `busymate list '~t json'` selects it",
-    '~h "content-type: text/css"': "Busymate bug: ~h (either message) is not tested again on the response head",
+    "~t json": "~t (either message) must be tested again on the response, as `busymate list '~t json'` selects it",
+    '~h "content-type: text/css"': "~h (either message) must be tested again on the response head",
 }
 
 # Filters over the captured traffic: the rule filters, and what only a
