@@ -88,6 +88,8 @@ import Testing
         ("~c 100-299", ["/users", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
         ("~h \"x-trace: abc\"", ["/users/9"]),
         ("~hq set-cookie", []),
+        // A header line is `Name: value`: the space after the colon is part of it (found by fuzz-filter).
+        ("~h \" application/\"", ["/users", "/users/9", "/caf%C3%A9?q=a%20b", "/big"]),
         ("~hs set-cookie", ["/img.png"]),
         ("~h \"^user-agent: curl\"", ["/users", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
         ("~b needle", ["/users/9"]),
