@@ -161,8 +161,9 @@ enum FilterFunctions {
     /// `busymate_match_headers(pattern, headers_json)`: any `Name: value` line.
     static let matchHeaders = DatabaseFunction("busymate_match_headers", argumentCount: 2, pure: true) { values in
         guard let pattern = pattern(values[0]), let json = String.fromDatabaseValue(values[1]) else { return false }
-        // Plain text with no colon or quote is in the JSON wherever it is in a header: skip the rest cheaply.
-        if pattern.isPlainText(without: ":\"\\"), try !pattern.matches(json) { return false }
+        // Plain text with no colon, space or quote is in the JSON wherever it is in a header line: skip the
+        // rest cheaply. Not a space: the line's `: ` is `","` in the JSON.
+        if pattern.isPlainText(without: ": \"\\"), try !pattern.matches(json) { return false }
         return try ExchangeRecord.decodeHeaders(json).contains { try pattern.matches("\($0.0): \($0.1)") }
     }
 
