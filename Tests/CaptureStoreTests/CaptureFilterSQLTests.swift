@@ -192,6 +192,19 @@ import Testing
         }
     }
 
+    /// Found by fuzz-filter: ICU's date parser (behind ISO8601DateFormatter)
+    /// died of SIGFPE on a fraction of a second of 35 digits or more.
+    @Test(arguments: ["~until 2027-01-15T08:00:00." + String(repeating: "1", count: 35) + "Z",
+                      "~since 2027-01-15T08:00:00." + String(repeating: "0", count: 60)])
+    func aDateWithAHugeFractionIsRefusedNotACrash(_ text: String) {
+        do {
+            _ = try CaptureFilter.parse(text, now: Self.base)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.position == 8 && error.message.contains("ISO 8601"), "\(error)")
+        }
+    }
+
     @Test func aDateFarOutIsClampedNotTrapped() {
         #expect(DatabaseDateText.string(Date(timeIntervalSince1970: -1e15)) == "0001-01-01 00:00:00.000")
         #expect(DatabaseDateText.string(Date(timeIntervalSince1970: 1e15)) == "9999-12-31 23:59:59.999")
