@@ -93,10 +93,14 @@ extension CaptureFilter.Clause {
         case .replay: return s.resent
         case let .tls(mode): return s.tls == mode
         case let .rule(pattern): return try match(pattern, s.rules)
-        case let .since(date): return s.startedAt >= date
-        case let .until(date): return s.startedAt <= date
+        case let .since(date): return Self.milliseconds(s.startedAt) >= Self.milliseconds(date)
+        case let .until(date): return Self.milliseconds(s.startedAt) <= Self.milliseconds(date)
         }
     }
+
+    /// A time as the store keeps it, and its SQL compares it: in whole
+    /// milliseconds, rounded as `DatabaseDateText` rounds.
+    static func milliseconds(_ date: Date) -> Double { (date.timeIntervalSince1970 * 1000).rounded() }
 
     /// How the filter text names this clause (`~hs`, `~c`), for messages.
     public var name: String {
