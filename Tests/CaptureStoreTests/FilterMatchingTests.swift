@@ -64,6 +64,20 @@ import Testing
         #expect(try inMemory("~until 0.0005s & ~d ^ms\\.", store) == ["/a-millisecond-ago", "/now"])
     }
 
+    /// SQLite's lower() folds ASCII only; Swift's lowercased() folds the
+    /// Kelvin sign (U+212A) to k: a server's `Upgrade: WEBSOC\u{212A}ET`
+    /// was a WebSocket to a rule and not in the list.
+    @Test func websocketReadsTheUpgradeHeaderAsSQLDoes() throws {
+        let store = try CaptureFilterSQLTests.Store()
+        var row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "ws.example.com", port: 443,
+                                 path: "/kelvin", url: "https://ws.example.com/kelvin", tlsMode: .mitm)
+        row.status = 101
+        row.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WEBSOC\u{212A}ET")])
+        _ = try store.traffic.insert([row])
+        #expect(try inMemory("~websocket", store) == store.paths("~websocket"))
+        #expect(try inMemory("~websocket", store) == ["/ws"])
+    }
+
     @Test func aBacktrackingPatternIsStoppedInMemoryToo() throws {
         let filter = try CaptureFilter.parse("~u \"(a+)+b\"")
         var subject = FilterSubject(url: "https://x.test/" + String(repeating: "a", count: 40))
