@@ -79,7 +79,7 @@ extension CaptureFilter.Clause {
         case .noResponse: return s.responseHeaders == nil
         case let .source(pattern): return try match(pattern, s.client)
         case let .destination(pattern): return try match(pattern, s.server)
-        case .websocket: return s.status == 101 && s.header("upgrade", in: s.responseHeaders)?.lowercased() == "websocket"
+        case .websocket: return s.status == 101 && s.header("upgrade", in: s.responseHeaders).map(Self.asciiLowercased) == "websocket"
         case .marked: return !(s.marker ?? "").isEmpty
         case let .marker(pattern): return try match(pattern, s.marker)
         case let .comment(pattern): return try match(pattern, s.comment)
@@ -96,6 +96,12 @@ extension CaptureFilter.Clause {
         case let .since(date): return Self.milliseconds(s.startedAt) >= Self.milliseconds(date)
         case let .until(date): return Self.milliseconds(s.startedAt) <= Self.milliseconds(date)
         }
+    }
+
+    /// Lowercased as SQLite's lower() does, ASCII only (Swift's lowercased()
+    /// also folds, say, the Kelvin sign to k).
+    static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { $0 &- 65 < 26 ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// A time as the store keeps it, and its SQL compares it: in whole
