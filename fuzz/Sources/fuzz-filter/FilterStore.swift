@@ -80,6 +80,10 @@ final class FilterStore: @unchecked Sendable {
         row("/ws-no", status: 101, seconds: -299.999) {
             $0.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "h2c"), ("Connection", "Upgrade")])
         }
+        // A Kelvin sign: SQLite's lower() leaves it, Swift's lowercased() makes it a k.
+        row("/ws-kelvin", status: 101, seconds: -298) {
+            $0.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WEBSOC\u{212A}ET"), ("Connection", "Upgrade")])
+        }
         row("", host: "pinned.example.com", method: "CONNECT", status: nil, seconds: -60) {
             $0.scheme = "tcp"
             $0.url = "pinned.example.com:443"
