@@ -56,5 +56,12 @@ let package = Package(
             .product(name: "CaptureStore", package: "Busymate"),
             .product(name: "BusymateShared", package: "Busymate"),
         ]),
+        harness("socks5", [
+            .product(name: "ProxyEngine", package: "Busymate"),
+            .product(name: "CaptureStore", package: "Busymate"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
     ]
 )

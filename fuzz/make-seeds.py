@@ -260,4 +260,67 @@ seeds("filter", {
     "headers": "~hq \"^user-agent: curl\" | ~hs set-cookie",
     "nested": "((~u a | (~u b & !~u c)) ~t json)",
     "bare-words": "users \"q=a b\" café",
+    # Clauses the in-memory matcher must agree with SQL on, over FilterStore's rows.
+    "no-response-error": "~q | ~e & !~s",
+    "websocket": "~websocket | ~c 101 & !~websocket",
+    "tcp-http-dns": "~tcp | ~dns & ~c 0-3 | !~http",
+    "marks": "~marked | ~marker ^:star: | ~comment ticket",
+    "replay-rule": "~replay & ~rule . | !~rule mock",
+    "gzip-body": "~bs gzip-word | ~bq haystack | ~b Zürich",
+    "body-file": "~bs haystack-word | ~bq in-the-file",
+    "header-space": "~h \" application\" | ~hq \"x-quote: say\"",
+    "escaped-header": "~hq '\\\\ back' | ~hq 'a\\tb'",
+    "content-type": "~t ^$ | ~ts html | ~tq form | ~a",
+    "src-dst-device": "~src ::1 | ~dst :443$ | ~device laptop",
+    "tls-modes": "~tls none | ~tls passthrough & !~tcp",
+    "url-decoded": "~u é | ~u %zz | ~u /A$ | ~d ^intranet",
+    "millisecond": "~since 0.0005s | ~until 2027-01-15T08:00:00.000Z",
+    "replays-udp": "~replays | ~udp | ~all & !~all",
+    "status-edges": "~c 0 | ~c 999 | ~c 100-199",
 })
+dictionary("filter", [
+    "~all", "~d ", "~u ", "~m ", "~c ", "~h ", "~hq ", "~hs ", "~b ", "~bq ", "~bs ", "~t ", "~tq ", "~ts ", "~e", "~q", "~src ",
+    "~dst ", "~websocket", "~marked", "~marker ", "~comment ", "~replay", "~replayq", "~replays", "~s", "~a", "~http", "~tcp",
+    "~udp", "~tls ", "mitm", "passthrough", "none", "~rule ", "~device ", "~dns", "~since ", "~until ", " & ", " | ", "!", "(", ")",
+    "\"", "'", "\\", "4xx", "500-599", "101", "30s", "10m", "0.0005s", "2027-01-15T08:00:00Z", "2027-01-15", "^", "$", ".*",
+    ": ", " ", "%", "%C3%A9", "\xc3\xa9", "\xc3\xbc", "gzip", "deflate", "websocket", "CONNECT", "DNS", "json", "[::1]",
+])
+
+# --- socks5: a client's bytes to the explicit proxy's port (first byte 0x05),
+# or (any other first byte: bit 0 credentials, the rest the target) an
+# upstream SOCKS5 proxy's answers to Busymate's client.
+def socks_name(name, port):
+    return bytes([5, 1, 0, 3, len(name)]) + name + struct.pack(">H", port)
+seeds("socks5", {
+    "connect-ipv4": bytes([5, 1, 0, 5, 1, 0, 1, 93, 184, 216, 34, 0, 80]),
+    "connect-name": bytes([5, 1, 0]) + socks_name(b"example.com", 443),
+    "connect-name-then-hello": bytes([5, 2, 0, 2]) + socks_name(b"API.Example.com", 443) + hello[:64],
+    "connect-ipv6": bytes([5, 1, 0, 5, 1, 0, 4]) + bytes(15) + bytes([1]) + struct.pack(">H", 8443),
+    "connect-mapped": bytes([5, 1, 0, 5, 1, 0, 4]) + bytes(10) + bytes([255, 255, 127, 0, 0, 1]) + struct.pack(">H", 22),
+    "connect-then-http": bytes([5, 1, 0]) + socks_name(b"example.com", 80) + crlf("GET / HTTP/1.1\nHost: example.com\n\n"),
+    "auth-only": bytes([5, 1, 2]),
+    "no-methods": bytes([5, 0]),
+    "bind": bytes([5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 80]),
+    "udp-associate": bytes([5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0]),
+    "bad-atyp": bytes([5, 1, 0, 5, 1, 0, 9, 1, 2]),
+    "empty-name": bytes([5, 1, 0, 5, 1, 0, 3, 0, 0, 80]),
+    "port-zero": bytes([5, 1, 0]) + socks_name(b"example.com", 0),
+    "url-in-name": bytes([5, 1, 0]) + socks_name(b"a.test/@b", 443),
+    "socks4": bytes([4, 1, 0, 80, 127, 0, 0, 1, 0]),
+    "short-request": bytes([5, 1, 0, 5, 1]),
+    "upstream-open": bytes([0x00, 5, 0, 5, 0, 0, 1, 10, 0, 0, 1, 0x1f, 0x90]) + b"HTTP/1.1 200 OK\r\n",
+    "upstream-open-v6": bytes([0x04, 5, 0, 5, 0, 0, 4]) + bytes(16) + bytes([0, 80]),
+    "upstream-open-name": bytes([0x02, 5, 0, 5, 0, 0, 3, 9]) + b"localhost" + bytes([0, 80]),
+    "upstream-auth": bytes([0x01, 5, 2, 1, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0]),
+    "upstream-auth-refused": bytes([0x03, 5, 2, 1, 1]),
+    "upstream-wants-auth": bytes([0x00, 5, 2]),
+    "upstream-no-method": bytes([0x01, 5, 0xff]),
+    "upstream-refused": bytes([0x06, 5, 0, 5, 5, 0, 1, 0, 0, 0, 0, 0, 0]),
+    "upstream-bad-atyp": bytes([0x00, 5, 0, 5, 0, 0, 7]),
+    "upstream-socks4": bytes([0x00, 0, 90, 0, 0, 0, 0, 0, 0]),
+})
+dictionary("socks5", [
+    "\x05\x01\x00", "\x05\x02\x00\x02", "\x05\x01\x00\x01", "\x05\x01\x00\x03", "\x05\x01\x00\x04", "\x05\x00",
+    "\x05\xff", "\x01\x00", "\x00\x50", "\x01\xbb", "\x7f\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff",
+    "\x0bexample.com", "\x16\x03\x01", "GET / HTTP/1.1\r\n",
+])

@@ -42,8 +42,6 @@ extension CaptureFilter {
 extension CaptureFilter.Clause {
     func matches(_ s: FilterSubject, _ budget: FilterBudget) throws(FilterPatternTimeout) -> Bool {
         func match(_ pattern: String, _ text: String?) throws(FilterPatternTimeout) -> Bool { try budget.match(pattern, text) }
-        // As the store compares them: to the millisecond.
-        func ms(_ date: Date) -> Double { (date.timeIntervalSince1970 * 1000).rounded() }
         func either(_ side: CaptureFilter.Side, _ test: (Bool) throws(FilterPatternTimeout) -> Bool) throws(FilterPatternTimeout) -> Bool {
             switch side {
             case .request: return try test(true)
@@ -83,7 +81,7 @@ extension CaptureFilter.Clause {
         case .noResponse: return s.responseHeaders == nil
         case let .source(pattern): return try match(pattern, s.client)
         case let .destination(pattern): return try match(pattern, s.server)
-        case .websocket: return s.status == 101 && s.header("upgrade", in: s.responseHeaders)?.lowercased() == "websocket"
+        case .websocket: return s.status == 101 && s.header("upgrade", in: s.responseHeaders).map(Self.asciiLowercased) == "websocket"
         case .marked: return !(s.marker ?? "").isEmpty
         case let .marker(pattern): return try match(pattern, s.marker)
         case let .comment(pattern): return try match(pattern, s.comment)
@@ -97,10 +95,20 @@ extension CaptureFilter.Clause {
         case .replay: return s.resent
         case let .tls(mode): return s.tls == mode
         case let .rule(pattern): return try match(pattern, s.rules)
-        case let .since(date): return ms(s.startedAt) >= ms(date)
-        case let .until(date): return ms(s.startedAt) <= ms(date)
+        case let .since(date): return Self.milliseconds(s.startedAt) >= Self.milliseconds(date)
+        case let .until(date): return Self.milliseconds(s.startedAt) <= Self.milliseconds(date)
         }
     }
+
+    /// Lowercased as SQLite's lower() does, ASCII only (Swift's lowercased()
+    /// also folds, say, the Kelvin sign to k).
+    static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { $0 &- 65 < 26 ? $0 | 0x20 : $0 }, as: UTF8.self)
+    }
+
+    /// A time as the store keeps it, and its SQL compares it: in whole
+    /// milliseconds, rounded as `DatabaseDateText` rounds.
+    static func milliseconds(_ date: Date) -> Double { (date.timeIntervalSince1970 * 1000).rounded() }
 
     /// How the filter text names this clause (`~hs`, `~c`), for messages.
     public var name: String {

@@ -270,6 +270,15 @@ struct CaptureFilterParser {
             }
             return now.addingTimeInterval(-amount * seconds)
         }
+        let refusal = FilterError(position: at + 1, message: "a time is a duration ago (30s, 10m, 2h, 1d, 1w) or an ISO 8601 date (2026-11-23, 2026-11-23T10:00:00Z), not \"\(text)\"")
+        // ICU's date parser, behind ISO8601DateFormatter, dies of SIGFPE on a
+        // fraction of 35 digits: no run of more than 9 digits (nanoseconds), ASCII only.
+        var run = 0
+        for byte in text.utf8 {
+            guard byte < 0x80 else { throw refusal }
+            run = (0x30...0x39).contains(byte) ? run + 1 : 0
+            if run > 9 { throw refusal }
+        }
         let full = ISO8601DateFormatter()
         full.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let plain = ISO8601DateFormatter()
@@ -277,7 +286,7 @@ struct CaptureFilterParser {
         day.formatOptions = [.withFullDate]
         day.timeZone = TimeZone.current
         if let date = full.date(from: text) ?? plain.date(from: text) ?? day.date(from: text) { return date }
-        throw FilterError(position: at + 1, message: "a time is a duration ago (30s, 10m, 2h, 1d, 1w) or an ISO 8601 date (2026-11-23, 2026-11-23T10:00:00Z), not \"\(text)\"")
+        throw refusal
     }
 
     // MARK: characters

@@ -88,6 +88,8 @@ import Testing
         ("~c 100-299", ["/users", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
         ("~h \"x-trace: abc\"", ["/users/9"]),
         ("~hq set-cookie", []),
+        // A header line is `Name: value`: the space after the colon is part of it (found by fuzz-filter).
+        ("~h \" application/\"", ["/users", "/users/9", "/caf%C3%A9?q=a%20b", "/big"]),
         ("~hs set-cookie", ["/img.png"]),
         ("~h \"^user-agent: curl\"", ["/users", "/img.png", "/timeout", "/caf%C3%A9?q=a%20b", "/big", "/ws"]),
         ("~b needle", ["/users/9"]),
@@ -187,6 +189,19 @@ import Testing
             _ = try CaptureFilter.parse(text, now: Self.base)
         } catch {
             #expect(error.position == position && error.message.contains(message), "\(text): \(error)")
+        }
+    }
+
+    /// Found by fuzz-filter: ICU's date parser (behind ISO8601DateFormatter)
+    /// died of SIGFPE on a fraction of a second of 35 digits or more.
+    @Test(arguments: ["~until 2027-01-15T08:00:00." + String(repeating: "1", count: 35) + "Z",
+                      "~since 2027-01-15T08:00:00." + String(repeating: "0", count: 60)])
+    func aDateWithAHugeFractionIsRefusedNotACrash(_ text: String) {
+        do {
+            _ = try CaptureFilter.parse(text, now: Self.base)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.position == 8 && error.message.contains("ISO 8601"), "\(error)")
         }
     }
 

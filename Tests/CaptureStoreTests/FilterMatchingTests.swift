@@ -49,6 +49,35 @@ import Testing
         #expect(try inMemory("~bs gzip-word", store) == ["/gz"])
     }
 
+    /// Found by fuzz-filter: `~until 0.0005s` selected a row of this very
+    /// millisecond in SQL (the store keeps whole milliseconds), not in memory.
+    @Test func timesCountInWholeMillisecondsAsInSQL() throws {
+        let store = try CaptureFilterSQLTests.Store()
+        for (path, seconds) in [("/now", 0.0), ("/a-millisecond-ago", -0.001)] {
+            let row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base.addingTimeInterval(seconds), scheme: "https", method: "GET",
+                                     host: "ms.example.com", port: 443, path: path, url: "https://ms.example.com\(path)", tlsMode: .mitm)
+            _ = try store.traffic.insert([row])
+        }
+        for text in ["~until 0.0005s", "~since 0.0006s", "~until 0.0004s", "!~until 0.0005s & ~d ^ms\\."] {
+            #expect(try inMemory(text, store) == store.paths(text), "\(text)")
+        }
+        #expect(try inMemory("~until 0.0005s & ~d ^ms\\.", store) == ["/a-millisecond-ago", "/now"])
+    }
+
+    /// SQLite's lower() folds ASCII only; Swift's lowercased() folds the
+    /// Kelvin sign (U+212A) to k: a server's `Upgrade: WEBSOC\u{212A}ET`
+    /// was a WebSocket to a rule and not in the list.
+    @Test func websocketReadsTheUpgradeHeaderAsSQLDoes() throws {
+        let store = try CaptureFilterSQLTests.Store()
+        var row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "ws.example.com", port: 443,
+                                 path: "/kelvin", url: "https://ws.example.com/kelvin", tlsMode: .mitm)
+        row.status = 101
+        row.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WEBSOC\u{212A}ET")])
+        _ = try store.traffic.insert([row])
+        #expect(try inMemory("~websocket", store) == store.paths("~websocket"))
+        #expect(try inMemory("~websocket", store) == ["/ws"])
+    }
+
     @Test func aBacktrackingPatternIsStoppedInMemoryToo() throws {
         let filter = try CaptureFilter.parse("~u \"(a+)+b\"")
         var subject = FilterSubject(url: "https://x.test/" + String(repeating: "a", count: 40))

@@ -8,29 +8,25 @@
 // - a parsed filter nests no deeper, and has no more clauses, than the
 //   parser's limits say;
 // - its SQL runs in SQLite over a small store: no parser stack overflow,
-//   no error but a regular expression stopped for running too long.
+//   no error but a regular expression stopped for running too long;
+// - the rows its SQL selects are exactly the rows the in-memory matcher
+//   (`CaptureFilter.matches`, what rules decide with) selects, each row read
+//   as `FilterSubject(record, bodies:)` (unless a regular expression ran
+//   too long on either side). The store (FilterStore) has rows for every
+//   clause to select and to refuse.
 @testable import BusymateShared
 import FuzzSupport
 import Foundation
 @testable import CaptureStore
 
-/// One small store for every input, made at the first.
-nonisolated(unsafe) private var store: (CaptureDatabase, URL)?
+/// The store, made at the first input (nil inside when it could not be).
+nonisolated(unsafe) private var made: FilterStore??
 
-private func database() -> CaptureDatabase? {
-    if let store { return store.0 }
-    let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fuzz-filter-\(getpid())")
-    try? FileManager.default.createDirectory(at: dir.appendingPathComponent("bodies"), withIntermediateDirectories: true)
-    guard let db = try? CaptureDatabase(paths: GroupPaths(root: dir)) else { return nil }
-    var row = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000), scheme: "https", method: "GET", host: "api.example.com",
-                             port: 443, path: "/users/9?q=a%20b", url: "https://api.example.com/users/9?q=a%20b", tlsMode: .mitm)
-    row.status = 404
-    row.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*")])
-    row.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/json")])
-    row.responseBody = Data("{\"name\":\"needle\"}".utf8)
-    _ = try? TrafficRepository(database: db).insert([row])
-    store = (db, dir)
-    return db
+private func store() -> FilterStore? {
+    if let made { return made }
+    let store = try? FilterStore()
+    made = .some(store)
+    return store
 }
 
 private func depth(_ filter: CaptureFilter) -> Int {
@@ -56,15 +52,31 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             return
         }
         Fuzz.check(depth(filter) <= CaptureFilterParser.maxDepth, "a filter nests \(depth(filter)) deep: \(Fuzz.show(text))")
-        guard let db = database() else { return }
+        guard let store = store() else {
+            Fuzz.check(false, "cannot make the harness's store")
+            return
+        }
+        let sql: Set<Int64>
         do {
             var query = TrafficRepository.Filter()
             query.expression = filter
-            query.limit = 5
-            _ = try TrafficRepository(database: db).list(query)
+            query.limit = 1000
+            sql = Set(try TrafficRepository(database: store.database).list(query).compactMap(\.id))
         } catch {
             let said = StoreHealth.describe(error)
             Fuzz.check(said.hasPrefix(FilterPatternTimeout.prefix), "the filter's SQL failed: \(said) for \(Fuzz.show(text))")
+            return
         }
+        var memory = Set<Int64>()
+        for (id, subject) in store.subjects {
+            do {
+                if try filter.matches(subject) { memory.insert(id) }
+            } catch {
+                return
+            }
+        }
+        guard sql != memory else { return }
+        let paths = { (ids: Set<Int64>) in store.subjects.filter { ids.contains($0.id) }.map { "\($0.subject.method) \($0.subject.url)" } }
+        Fuzz.check(false, "\(Fuzz.show(text)) selects in SQL only \(paths(sql.subtracting(memory))), in memory only \(paths(memory.subtracting(sql)))")
     }
 }
