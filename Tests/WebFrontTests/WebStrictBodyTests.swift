@@ -60,7 +60,7 @@ import Testing
             (.post, "/api/compose", #"{"url": "http://127.0.0.1:9/", "methd": "PUT"}"#, "methd"),
             (.post, "/api/exchanges/\(row.id ?? 0)/resend", #"{"heders": [["A", "b"]]}"#, "heders"),
             (.post, "/api/held/1", #"{"action": "continue", "raw_text": "GET / HTTP/1.1\r\n\r\n"}"#, "raw_text"),
-            (.post, "/api/rules/test", #"{"url": "https://a.example/", "method": "GET"}"#, "method"),
+            (.post, "/api/rules/test", #"{"url": "https://a.example/", "method": "GET", "headers": []}"#, "headers"),
             (.delete, "/api/exchanges", #"{"confirm": true, "really": true}"#, "really"),
         ]
         try await application(fixture).test(.router) { client in
