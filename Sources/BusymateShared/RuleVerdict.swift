@@ -27,7 +27,7 @@ public struct RuleVerdict: Sendable {
         var pending: [RuleVerdict] = []
         let matching = rules.enumerated().filter { i, rule in
             if rule.match.matches(exchange) { return true }
-            if rule.kind == .headers, rule.match.readsResponse { pending.append(RuleVerdict(index: i + 1, rule: rule, reason: .atResponse)) }
+            if rule.kind == .headers, rule.enabled, rule.match.readsResponse { pending.append(RuleVerdict(index: i + 1, rule: rule, reason: .atResponse)) }
             return false
         }
         var first: [Rule.Kind: String] = [:]

@@ -66,6 +66,9 @@ extension ApplianceTests {
         #expect(tested.contains("posts") && tested.contains("applies"), "\(tested)")
         let beta = try appliance.cli(["rules", "test", "--header", "X-Beta: 1", "--json", "\(tls)/plain"]).stdout
         #expect(beta.contains("\"applied\"") && beta.contains("beta gate"), "\(beta)")
+        // A headers rule that reads the response is listed as decided when it comes.
+        #expect(beta.contains("\"name\":\"json tag\"") || beta.contains("\"name\": \"json tag\""), "\(beta)")
+        #expect(beta.contains("at_response"), "\(beta)")
 
         // The rows name the rule that applied, a response rule included.
         let rows = try appliance.rows("the exchanges are stored") { rows in
