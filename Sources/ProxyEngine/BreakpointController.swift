@@ -75,14 +75,10 @@ public final class BreakpointController: Sendable {
     public func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool {
         guard any.load(ordering: .relaxed), store != nil else { return false }
         let subject = URLPattern.Subject(url)
-        return settings.withLock { s in
-            (kind == .request ? s.request : s.response).contains { match in
-                switch match {
-                case let .url(pattern): return pattern.matches(subject)
-                case .filter: return exchange.map(match.matches) ?? false
-                }
-            }
-        }
+        let patterns = settings.withLock { kind == .request ? $0.request : $0.response }
+        // One budget for all of this message's filters, matched outside the lock.
+        let deadline = ContinuousClock.now.advanced(by: RuleMatch.timeLimit)
+        return patterns.contains { $0.matches(url: subject, exchange: exchange, until: deadline) == true }
     }
 
     /// Holds `message`: records it, posts `breakpointPaused`, and completes
