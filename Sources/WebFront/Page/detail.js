@@ -454,9 +454,9 @@
       tb.appendChild(h('tr', null,
         h('td', null, h('a', { href: '#', onclick: e => { e.preventDefault(); BM.app.selectId(r.id); } }, '#' + r.id)),
         h('td', null, r.stream_id !== null && r.stream_id !== undefined ? 'stream ' + r.stream_id : ''),
-        h('td', null, (r.method || '') + ' ' + (r.url || '')), h('td', null, r.status ? String(r.status) : '—')));
+        h('td', { title: r.url || '' }, (r.method || '') + ' ' + (BM.splitUrl(r.url)[1] || r.url || '')), h('td', null, r.status ? String(r.status) : '—')));
     }
-    box.appendChild(h('table', { class: 'kv plain', 'data-test': 'same-connection' }, tb));
+    box.appendChild(h('table', { class: 'rules-table', 'data-test': 'same-connection' }, tb));
   }
 
   // ---------------------------------------------------------------- breakpoints
