@@ -34,3 +34,14 @@ import Testing
         #expect(error.position == 17 && error.message.contains("~proto is h1"), "\(error)")
     }
 }
+
+extension ProtocolRuleMatchTests {
+    /// The page's "test a URL" takes the request as HTTP/1.1, as `rules test` does without `--http2`.
+    @Test func aURLTestedAloneIsAnHTTP1Request() throws {
+        let (settings, _) = try AppSettings.decode("""
+            {"rules": [{"name": "h1 only", "match": "~proto h1 & ~d api", "action": "block"},
+                       {"name": "h2 only", "match": "~proto h2", "action": "block", "status": 418}]}
+            """)
+        #expect(RuleVerdict.verdicts(settings.rules, url: "https://api.example.com/").map(\.rule.name) == ["h1 only"])
+    }
+}
