@@ -74,8 +74,9 @@ public enum HARImport {
         if let server = entry["serverIPAddress"] as? String, !server.isEmpty {
             r.serverAddress = server.contains(":") ? "[\(server)]:\(r.port)" : "\(server):\(r.port)"
         }
-        // Busymate's own export carries these; Chrome writes `connection` too (a number as text).
-        if let connection = entry["connection"] as? String, (1...64).contains(connection.count),
+        // Busymate's own export carries these; Chrome writes its connection id in `connection` (a
+        // number as text), Firefox the server's port, which is no connection: left out.
+        if let connection = entry["connection"] as? String, (1...64).contains(connection.count), connection != String(r.port),
            connection.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) }) {
             r.connectionID = connection
         }

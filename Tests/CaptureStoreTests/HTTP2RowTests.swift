@@ -165,6 +165,9 @@ import Testing
         ]
         var r = try HARImport.record(entry, name: "x.har")
         #expect(r.connectionID == nil && r.streamID == nil && r.requestTrailers == nil)
+        // Firefox writes the server's port there: no connection.
+        entry["connection"] = "443"
+        #expect(try HARImport.record(entry, name: "firefox.har").connectionID == nil)
         entry["connection"] = String(repeating: "a", count: 65)
         entry["_streamId"] = 1e20
         r = try HARImport.record(entry, name: "x.har")
