@@ -62,6 +62,8 @@ public enum ExchangeJSON {
                 ("body", bodies[.response].map(body) ?? JSONNode(.null)),
             ])
         }
+        // A gRPC call's messages, decoded (README, "gRPC").
+        let grpc: [Member] = GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r)).map { [("grpc", $0.json())] } ?? []
         return summaryMembers(r, resentFrom: resentFrom) + [
             ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),
             ("first_byte_at", date(r.firstByteAt)), ("ended_at", date(r.endedAt)),
@@ -75,7 +77,7 @@ public enum ExchangeJSON {
                         ("expires_at", date(event.expiresAt)),
                         ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue))])
             })),
-        ]
+        ] + grpc
     }
 
     /// A body: sizes, where it is kept, and its bytes (decoded unless
