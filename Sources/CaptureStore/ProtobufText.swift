@@ -13,35 +13,44 @@ public enum ProtobufText {
         var out: [String] = []
         for field in fields {
             let key = indent + "\(field.number):"
-            switch field.value {
-            case let .varint(v):
-                out.append(key + " " + varint(v))
-            case let .fixed32(v):
-                let signed = Int32(bitPattern: v)
-                var notes: [String] = []
-                if signed < 0 { notes.append("i32: \(signed)") }
-                if let f = plausibleFloat(Double(Float(bitPattern: v))) { notes.append("float: \(f)") }
-                out.append(key + " !fixed32 \(v)" + comment(notes))
-            case let .fixed64(v):
-                let signed = Int64(bitPattern: v)
-                var notes: [String] = []
-                if signed < 0 { notes.append("i64: \(signed)") }
-                if let d = plausibleFloat(Double(bitPattern: v)) { notes.append("double: \(d)") }
-                out.append(key + " !fixed64 \(v)" + comment(notes))
-            case let .string(text):
-                out.append(key + " " + quoted(text.count > textLimit ? String(text.prefix(textLimit)) : text)
-                           + (text.count > textLimit ? "  # \(text.utf8.count) bytes, first \(textLimit) characters shown" : ""))
-            case let .message(nested):
+            if case let .message(nested) = field.value {
                 out.append(key)
                 out += lines(nested, indent: indent + "  ")
-            case let .packedVarints(values, data):
-                let shown = values.prefix(hexLimit).map(String.init).joined(separator: ", ") + (values.count > hexLimit ? ", …" : "")
-                out.append(key + " [\(shown)]  # packed varints (\(values.count)), or bytes \(hex(data))")
-            case let .bytes(data):
-                out.append(key + " !bytes \(hex(data))" + (data.count > hexLimit ? "  # \(data.count) bytes" : ""))
+            } else {
+                out.append(key + " " + value(field.value))
             }
         }
         return out
+    }
+
+    /// A field's value as its line shows it (a message's is its lines).
+    static func value(_ value: ProtobufField.Value) -> String {
+        switch value {
+        case let .varint(v):
+            return varint(v)
+        case let .fixed32(v):
+            let signed = Int32(bitPattern: v)
+            var notes: [String] = []
+            if signed < 0 { notes.append("i32: \(signed)") }
+            if let f = plausibleFloat(Double(Float(bitPattern: v))) { notes.append("float: \(f)") }
+            return "!fixed32 \(v)" + comment(notes)
+        case let .fixed64(v):
+            let signed = Int64(bitPattern: v)
+            var notes: [String] = []
+            if signed < 0 { notes.append("i64: \(signed)") }
+            if let d = plausibleFloat(Double(bitPattern: v)) { notes.append("double: \(d)") }
+            return "!fixed64 \(v)" + comment(notes)
+        case let .string(text):
+            let cut = text.count > textLimit
+            return quoted(cut ? String(text.prefix(textLimit)) : text) + (cut ? "  # \(text.utf8.count) bytes, first \(textLimit) characters shown" : "")
+        case .message:
+            return ""
+        case let .packedVarints(values, data):
+            let shown = values.prefix(hexLimit).map(String.init).joined(separator: ", ") + (values.count > hexLimit ? ", …" : "")
+            return "[\(shown)]  # packed varints (\(values.count)), or bytes \(hex(data))"
+        case let .bytes(data):
+            return "!bytes \(hex(data))" + (data.count > hexLimit ? "  # \(data.count) bytes" : "")
+        }
     }
 
     /// mitmproxy's reading of a varint: as written, and zigzag-decoded (a
@@ -88,6 +97,8 @@ public enum ProtobufText {
                 ("number", ExchangeJSON.number(field.number)), ("wire_type", ExchangeJSON.string(field.wireType.name)),
                 ("type", ExchangeJSON.string(field.value.kind)),
             ]
+            // The line `show` prints, for views that print it (JavaScript's numbers lose 64-bit values).
+            if case .message = field.value {} else { members.append(("display", ExchangeJSON.string(value(field.value)))) }
             switch field.value {
             case let .varint(v):
                 members.append(("value", ExchangeJSON.number(v)))
