@@ -69,7 +69,8 @@ public struct GRPCExchange: Sendable {
     // MARK: lines
 
     public func lines() -> [String] {
-        var out = ["gRPC " + [call.service.map { "service \($0)" }, call.method.map { "method \($0)" }].compactMap { $0 }.joined(separator: " · ")]
+        let route = [call.service.map { "service \($0)" }, call.method.map { "method \($0)" }].compactMap { $0 }.joined(separator: " · ")
+        var out = ["gRPC " + (route.isEmpty ? "call (its path is not /package.Service/Method)" : route)]
         if let status = call.status {
             out.append("status \(status) \(GRPCCall.statusName(status))" + (call.message.map { ": \($0)" } ?? "") + " (from the \(call.statusFrom ?? "trailers"))")
         } else if response != nil {

@@ -148,4 +148,13 @@ import Testing
         let web = GRPCMessages(Data([0x80, 0, 0, 0, 33]) + Data("grpc-status: 3\r\ngrpc-message: x\r\n".utf8), encoding: nil)
         #expect(web.trailers?.map { "\($0.0)=\($0.1)" } == ["grpc-status=3", "grpc-message=x"])
     }
+
+    @Test func onlyARequestOfTypeApplicationGRPCIsACall() {
+        var r = ExchangeRecord(scheme: "http", method: "POST", host: "h", port: 80, path: "/upload", url: "http://h/upload", tlsMode: .none)
+        r.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/json")])
+        #expect(GRPCExchange(r, bodies: [:], responseTrailers: []) == nil)
+        r.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/grpc-web+proto")])
+        let call = GRPCExchange(r, bodies: [:], responseTrailers: [])
+        #expect(call?.lines() == ["gRPC call (its path is not /package.Service/Method)", "request: 0 messages"])
+    }
 }
