@@ -12,6 +12,8 @@ final class UpstreamLayer {
     private let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward))
     private let validator = UpstreamRequestValidator()
     private(set) var channel: Channel?
+    /// On a stream of an origin HTTP/2 connection (not a connection of its own).
+    private(set) var isStream = false
 
     init(handler: UpstreamHandler) { self.handler = handler }
 
@@ -24,6 +26,7 @@ final class UpstreamLayer {
     /// codec in place of the HTTP/1 encoder and decoder.
     func install(onStream stream: Channel, secure: Bool) throws {
         channel = stream
+        isStream = true
         try stream.pipeline.syncOperations.addHandlers([HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: secure ? .https : .http), validator, handler])
     }
 

@@ -87,8 +87,23 @@ final class UpstreamSide {
         case let .ready(connection): openStream(on: connection, key: dial.key, fresh: false)
         case .queued: break
         case .dial: connect(dial, first: first, offer: offer, pool: pool, context: context)
-        case .http1: connect(dial, first: first, offer: nil, context: context)
+        case .http1:
+            if let parked = pool.takeParked(dial.key) { adopt(parked, key: dial.key) } else { connect(dial, first: first, offer: nil, context: context) }
         }
+    }
+
+    /// Takes over an HTTP/1.1 connection another stream of this client left.
+    private func adopt(_ parked: UpstreamHTTP2Pool.Parked, key: Key) {
+        guard let exchange, case let .connecting(_, pending) = state else { return }
+        parked.layer.handler.attach(exchange)
+        hello = parked.hello
+        exchange.hooks.upstreamConnected(to: parked.channel.remoteAddress)
+        if key.secure { exchange.hooks.upstreamTLS(parked.hello, doneAt: nil) }
+        state = .connected(key, parked.channel, parked.layer)
+        for part in pending { parked.channel.write(part, promise: nil) }
+        parked.channel.flush()
+        if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
+        exchange.resumeClientReads()
     }
 
     /// One dial's particulars: where, through which proxy, to which address.
@@ -132,7 +147,7 @@ final class UpstreamSide {
             connect(dial, first: first, offer: nil, context: context)
         case let .failure(error):
             state = .none
-            exchange.fail(ProxyError.connectFailed(host: dial.key.target.host, port: dial.key.target.port, underlying: error), context: context)
+            exchange.fail(Self.dialFailure(dial.key.target, error), context: context)
             exchange.resumeClientReads()
         }
     }
@@ -161,9 +176,14 @@ final class UpstreamSide {
 
     func close() {
         stopTimer()
-        if case let .connected(_, channel, layer) = state {
+        if case let .connected(key, channel, layer) = state {
             layer.handler.detach()
-            channel.close(promise: nil)
+            // A stream of an HTTP/2 client leaves its finished HTTP/1.1 connection to the next stream.
+            if let pool = pooledDial?.pool, !layer.isStream, layer.handler.isReusable, exchange?.machine.isIdle ?? false, channel.isActive {
+                pool.park(key, UpstreamHTTP2Pool.Parked(channel: channel, layer: layer, hello: hello))
+            } else {
+                channel.close(promise: nil)
+            }
         }
         state = .none
     }
@@ -277,7 +297,7 @@ final class UpstreamSide {
                 channel.close(promise: nil)
                 pool?.dialled(key, .failure(error))
                 state = .none
-                exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+                exchange.fail(Self.dialFailure(key.target, error), context: context)
                 exchange.resumeClientReads()
             }
         case let .success((channel, _)):
@@ -289,7 +309,7 @@ final class UpstreamSide {
                     channel.close(promise: nil)
                     pool?.dialled(key, .failure(error))
                     state = .none
-                    exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+                    exchange.fail(Self.dialFailure(key.target, error), context: context)
                     exchange.resumeClientReads()
                     return
                 }
@@ -305,9 +325,19 @@ final class UpstreamSide {
         case let .failure(error):
             pool?.dialled(key, .failure(error))
             state = .none
-            exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+            exchange.fail(Self.dialFailure(key.target, error), context: context)
             exchange.resumeClientReads()
         }
+    }
+
+    /// What a failed dial tells the client: a refused TLS handshake (the
+    /// origin's certificate, when `h2` was offered and the handshake is part
+    /// of the dial) in the same words as one that failed after the connect.
+    static func dialFailure(_ target: ProxyTarget, _ error: Error) -> ProxyError {
+        if let tls = error as? NIOSSLError {
+            return .upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(tls))
+        }
+        return .connectFailed(host: target.host, port: target.port, underlying: error)
     }
 
     /// NIO's HTTP/2 client on an origin connection that chose `h2`.
@@ -360,7 +390,7 @@ final class UpstreamSide {
             askPool(context: context)
         case let .failure(error):
             state = .none
-            exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+            exchange.fail(Self.dialFailure(key.target, error), context: context)
             exchange.resumeClientReads()
         }
     }
@@ -439,6 +469,15 @@ final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
     init(exchange: HTTPExchangeHandler) { self.exchange = exchange }
 
     func detach() { exchange = nil }
+
+    /// To the next exchange that takes this connection over (a parked one).
+    func attach(_ exchange: HTTPExchangeHandler) {
+        self.exchange = exchange
+        clientBecameWritable()
+    }
+
+    /// No response under way, and the server keeps the connection open.
+    var isReusable: Bool { methods.isEmpty && responseKeepAlive && failure == nil }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }

@@ -142,8 +142,8 @@ extension ApplianceTests {
         try appliance.start()
         let url = "https://localhost:\(tlsOrigin.port)/echo-body"
 
-        // Edited: the status, a header and the body, re-framed.
-        let edited = try appliance.startCurl(["-i", "--cacert", appliance.caFile.path, "\(url)/one"])
+        // Edited: the status, a header and the body, re-framed (as HTTP/1.1 shows them: a reason phrase).
+        let edited = try appliance.startCurl(["-i", "--http1.1", "--cacert", appliance.caFile.path, "\(url)/one"])
         let held = try appliance.held(1)
         #expect(held[0]["kind"] as? String == "response")
         let id = held[0]["id"] as? Int ?? 0

@@ -5,7 +5,8 @@ import NIOHTTP2
 /// one HTTP/2 connection per destination, dialled by the first stream that
 /// needs it while the others wait, each stream of ours a stream of its.
 /// A destination that answered with HTTP/1.1 is remembered, so later
-/// streams dial HTTP/1.1 connections of their own at once. Confined to
+/// streams go to it over HTTP/1.1 at once, each taking a finished
+/// connection another stream left (`park`) or dialling one. Confined to
 /// the client connection's event loop.
 final class UpstreamHTTP2Pool {
     typealias Key = UpstreamSide.Key
@@ -29,6 +30,36 @@ final class UpstreamHTTP2Pool {
 
     private var entries: [Key: Entry] = [:]
     private var closed = false
+
+    /// A finished HTTP/1.1 origin connection, kept for the client's next stream.
+    struct Parked {
+        let channel: Channel
+        let layer: UpstreamLayer
+        let hello: TLSHello?
+    }
+
+    /// At most this many idle HTTP/1.1 connections per destination (browsers open six).
+    static let parkedPerDestination = 6
+    private var parked: [Key: [Parked]] = [:]
+
+    func park(_ key: Key, _ connection: Parked) {
+        guard !closed, connection.channel.isActive, parked[key, default: []].count < Self.parkedPerDestination else {
+            connection.channel.close(promise: nil)
+            return
+        }
+        parked[key, default: []].append(connection)
+        let channel = connection.channel
+        channel.closeFuture.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] _ in
+            self?.parked[key]?.removeAll { $0.channel === channel }
+        }
+    }
+
+    func takeParked(_ key: Key) -> Parked? {
+        while let next = parked[key]?.popLast() {
+            if next.channel.isActive { return next }
+        }
+        return nil
+    }
 
     enum Lookup {
         /// Open a stream on it.
@@ -89,6 +120,8 @@ final class UpstreamHTTP2Pool {
     func closeAll() {
         closed = true
         for case let .ready(connection) in entries.values { connection.channel.close(promise: nil) }
+        for connection in parked.values.joined() { connection.channel.close(promise: nil) }
         entries = [:]
+        parked = [:]
     }
 }
