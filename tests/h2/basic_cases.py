@@ -1,0 +1,281 @@
+"""The HTTP/2 behaviour cases: ALPN, versions, h2c, Upgrade: h2c, trailers,
+concurrent streams and a reset, big and empty bodies. Each case is a
+function of the World (run.py) and names its rows by a token in the URL."""
+import hashlib, json, re, socket
+
+import h2client
+from harness import check, note, body_json, curl, wait_until
+from origins import pattern, RESPONSE_TRAILERS
+
+
+def odd(n):
+    return isinstance(n, int) and n % 2 == 1
+
+
+def row_summary(rows):
+    return json.dumps([{k: r.get(k) for k in ("id", "url", "status", "http_version", "stream_id", "connection_id", "error")} for r in rows])[:1200]
+
+
+def check_h2_rows(rows, what, count):
+    check(len(rows) == count, "%s: %d rows stored" % (what, count), row_summary(rows))
+    check(rows and all(r.get("http_version") == "HTTP/2.0" for r in rows), "%s: rows say http_version HTTP/2.0" % what, row_summary(rows))
+    check(rows and all(odd(r.get("stream_id")) for r in rows), "%s: rows have an odd stream_id" % what, row_summary(rows))
+
+
+def curl_h2(w):
+    """curl --http2 with two URLs in one invocation: HTTP/2 both, one connection, two streams."""
+    urls = [w.url("main_tls", "/echo?case=curl-h2-a"), w.url("main_tls", "/echo?case=curl-h2-b")]
+    results, rc, log = curl(w.proxy, w.busymate.ca, urls, "--http2")
+    check(rc == 0 and all(r["code"] == "200" for r in results), "curl --http2 gets 200 for both URLs", "rc %d %s %s" % (rc, results, log[-600:]))
+    check(all(r["version"] == "2" for r in results), "curl -w %{http_version} says 2", [r["version"] for r in results])
+    check("Re-using existing connection" in log, "curl reused its connection for the second URL (so both are one connection)", log[-600:])
+    seen = [body_json(r["body"]) or {} for r in results]
+    check(all(s.get("http_version") == "2" for s in seen), "the origin was reached over HTTP/2 (it chose h2 from the client's ALPN)", seen)
+    rows = w.busymate.rows("~u case=curl-h2-", expect=2)
+    check_h2_rows(rows, "curl --http2", 2)
+    ids = {r.get("connection_id") for r in rows}
+    check(len(rows) == 2 and len(ids) == 1 and None not in ids, "both rows have the same connection_id", row_summary(rows))
+    check(len({r.get("stream_id") for r in rows}) == 2, "the two rows have different stream_ids", row_summary(rows))
+
+
+def h1_origin(w):
+    """An h2 client in front of an HTTP/1.1-only origin: eager ALPN gives the client http/1.1; bodies intact."""
+    body = pattern(100000)
+    with open(w.base + "/h1-body", "wb") as f:
+        f.write(body)
+    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("h1only_tls", "/echo?case=h1-origin")], "--http2", "--data-binary", "@" + w.base + "/h1-body")
+    r = results[0]
+    seen = body_json(r["body"]) or {}
+    check(rc == 0 and r["code"] == "200", "curl --http2 to an HTTP/1.1-only origin gets 200", "rc %d %s" % (rc, log[-600:]))
+    check(r["version"] == "1.1", "the client was offered http/1.1, as the origin chose (eager ALPN)", "curl spoke %s" % r["version"])
+    check(seen.get("http_version") == "HTTP/1.1" and seen.get("method") == "POST", "the origin got the POST over HTTP/1.1", seen)
+    check(seen.get("body_sha256") == hashlib.sha256(body).hexdigest(), "the 100 KB request body reached the origin intact",
+          "%s bytes" % seen.get("body_size"))
+    rows = w.busymate.rows("~u case=h1-origin")
+    check(len(rows) == 1 and rows[0].get("http_version") == "HTTP/1.1" and rows[0].get("stream_id") is None,
+          "the row says HTTP/1.1 and has no stream_id", row_summary(rows))
+
+
+def h2_origin(w):
+    """An origin that speaks only HTTP/2 (its ALPN is h2 alone)."""
+    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("h2only_tls", "/echo?case=h2-origin")], "--http2", "--data-binary", "to the h2-only origin")
+    r = results[0]
+    seen = body_json(r["body"]) or {}
+    check(rc == 0 and r["code"] == "200" and r["version"] == "2", "curl --http2 to an HTTP/2-only origin gets 200 over HTTP/2",
+          "rc %d, %s %s: %s" % (rc, r["code"], r["version"], log[-600:]))
+    check(seen.get("body") == "to the h2-only origin", "the origin got the body", seen)
+    check_h2_rows(w.busymate.rows("~u case=h2-origin"), "h2-only origin", 1)
+
+
+def http2_off(w):
+    """proxy.http2 false: only http/1.1 is offered, to the client and to the origin."""
+    w.busymate.write_settings({"http2": False})
+    try:
+        w.busymate.wait_applied()
+    except RuntimeError as e:
+        check(False, "the tunnel applies proxy.http2: false", e)
+        w.busymate.write_settings()
+        w.busymate.wait_applied()
+        return
+    try:
+        results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("main_tls", "/echo?case=http2-off")], "--http2")
+        r = results[0]
+        seen = body_json(r["body"]) or {}
+        check(rc == 0 and r["code"] == "200" and r["version"] == "1.1", "curl --http2 gets HTTP/1.1 with proxy.http2 false",
+              "rc %d, %s %s" % (rc, r["code"], r["version"]))
+        check(seen.get("http_version") == "1.1", "the origin was offered http/1.1 only", seen.get("http_version"))
+        rows = w.busymate.rows("~u case=http2-off")
+        check(len(rows) == 1 and rows[0].get("http_version") == "HTTP/1.1", "the row says HTTP/1.1", row_summary(rows))
+    finally:
+        w.busymate.write_settings()
+        w.busymate.wait_applied()
+    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("main_tls", "/echo?case=http2-on-again")], "--http2")
+    check(results[0]["version"] == "2", "HTTP/2 again once the setting is removed", results[0]["version"])
+
+
+def h2c_proxy_port(w):
+    """h2c prior knowledge: the preface straight to the explicit proxy port, :scheme http, :authority the origin."""
+    authority = "localhost:%d" % w.origins["main_plain"]
+    client = h2client.H2Client(socket.create_connection(("127.0.0.1", w.proxy), timeout=10), scheme="http")
+    try:
+        sid = client.request("GET", authority, "/echo?case=h2c-pk")
+        client.wait([sid], 15)
+        s = client.streams[sid]
+        seen = body_json(bytes(s.data)) or {}
+        check(s.status == "200" and seen.get("path") == "/echo?case=h2c-pk", "an h2c request on the proxy port is answered by the origin",
+              "status %s, reset %s, goaway %s, closed %s, body %r" % (s.status, s.reset, client.goaway, client.closed, bytes(s.data)[:200]))
+    finally:
+        client.close()
+    check_h2_rows(w.busymate.rows("~u case=h2c-pk"), "h2c on the proxy port", 1)
+    # What curl does with the flag through a proxy: it says it ignores it and sends HTTP/1.1.
+    results, rc, log = curl(w.proxy, None, ["http://%s/echo?case=h2c-curl-ignored" % authority], "--http2-prior-knowledge")
+    check(results[0]["code"] == "200", "curl --http2-prior-knowledge -x (which curl sends as HTTP/1.1) is answered", log[-400:])
+    note("curl %s prior knowledge through a proxy: it spoke %s" % ("ignores" if "Ignoring HTTP/2 prior knowledge" in log else "uses", results[0]["version"]))
+
+
+def tunnel_row(w, target):
+    """The passed-through CONNECT's row (written once both sides closed)."""
+    found = lambda: [r for r in w.busymate.rows("~m CONNECT", timeout=0) if r.get("url") == target]
+    rows = wait_until(found, 15, 0.25)
+    return rows[0] if rows else None
+
+
+def h2c_in_connect(w):
+    """curl --http2-prior-knowledge --proxytunnel: CONNECT to a plaintext origin, then h2c inside the tunnel.
+    To 127.0.0.1 (not on the SSL-proxying list) the tunnel is passed through, bytes untouched. To
+    localhost (on the list) the tunnel's first bytes are not TLS: the call must still be answered
+    (mitmproxy reads plaintext in a CONNECT as HTTP); its row is then an HTTP/2.0 exchange, or the
+    tunnel's own row without an error."""
+    port = w.origins["main_plain"]
+    results, rc, log = curl(w.proxy, None, ["http://127.0.0.1:%d/echo?case=h2c-connect-passed" % port], "--http2-prior-knowledge", "--proxytunnel")
+    r = results[0]
+    seen = body_json(r["body"]) or {}
+    check(rc == 0 and r["code"] == "200" and r["version"] == "2" and seen.get("http_version") == "2",
+          "h2c in a passed-through CONNECT is answered over HTTP/2 end to end", "rc %d, %s %s, %s" % (rc, r["code"], r["version"], log[-500:]))
+    row = tunnel_row(w, "127.0.0.1:%d" % port)
+    check(row and row.get("tls") == "passthrough" and not row.get("error"), "the passed-through tunnel's row has no error",
+          row_summary([row] if row else []))
+    results, rc, log = curl(w.proxy, None, ["http://localhost:%d/echo?case=h2c-connect" % port], "--http2-prior-knowledge", "--proxytunnel")
+    r = results[0]
+    seen = body_json(r["body"]) or {}
+    check(rc == 0 and r["code"] == "200" and r["version"] == "2" and seen.get("http_version") == "2",
+          "h2c in a CONNECT to an intercepted host is answered over HTTP/2", "rc %d, %s %s, %s" % (rc, r["code"], r["version"], log[-500:]))
+    rows = w.busymate.rows("~u case=h2c-connect$", timeout=3)
+    tunnel = tunnel_row(w, "localhost:%d" % port)
+    if rows:
+        check_h2_rows(rows, "h2c in a CONNECT, read as HTTP", 1)
+    else:
+        check(tunnel and not tunnel.get("error"), "h2c in a CONNECT to an intercepted host: an HTTP/2.0 row, or the tunnel's row without an error",
+              row_summary([tunnel] if tunnel else []))
+
+
+def upgrade_h2c(w):
+    """`Upgrade: h2c` over HTTP/1.1 is stripped: the origin never sees it, the client gets a plain 200."""
+    url = "http://localhost:%d/echo?case=upgrade-h2c" % w.origins["h1only_plain"]
+    results, rc, log = curl(w.proxy, None, [url], "--http1.1", "-H", "Connection: Upgrade, HTTP2-Settings", "-H", "Upgrade: h2c",
+                            "-H", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA")
+    r = results[0]
+    seen = body_json(r["body"]) or {}
+    names = {n for n, v in seen.get("headers", [])}
+    check(r["code"] == "200" and r["version"] == "1.1", "the client gets a 200 over HTTP/1.1 (no 101)", "%s %s %s" % (r["code"], r["version"], log[-400:]))
+    check(seen and "upgrade" not in names and "http2-settings" not in names, "the origin saw no Upgrade: h2c (nor HTTP2-Settings)", seen.get("headers"))
+    rows = w.busymate.rows("~u case=upgrade-h2c")
+    check(len(rows) == 1 and rows[0].get("status") == 200, "the row is stored with status 200", row_summary(rows))
+
+
+def h2_via_mitm(w, origin):
+    sock, alpn = h2client.open_mitm(w.proxy, "localhost", w.origins[origin], w.busymate.ca)
+    check(alpn == "h2", "the proxy negotiated h2 with the client (ALPN)", "ALPN %r" % alpn)
+    return h2client.H2Client(sock) if alpn == "h2" else None
+
+
+def trailers(w):
+    """Response trailers reach an h2 client and are stored; request trailers reach the origin and are stored."""
+    client = h2_via_mitm(w, "main_tls")
+    if client:
+        try:
+            sid = client.request("GET", "localhost:%d" % w.origins["main_tls"], "/trailers?case=trailers-response", [("te", "trailers")])
+            client.wait([sid], 15)
+            s = client.streams[sid]
+            check(s.status == "200" and s.header("x-trailers-sent") == "yes", "the origin got te: trailers and sent trailers",
+                  "status %s, headers %s" % (s.status, s.headers))
+            check(s.ended and s.trailers and ("x-origin-trailer", "sent-after-body") in s.trailers, "the response trailers reached the client",
+                  "ended %s, trailers %s, reset %s" % (s.ended, s.trailers, s.reset))
+        finally:
+            client.close()
+    rows = w.busymate.rows("~u case=trailers-response")
+    detail = w.busymate.show(rows[0]["id"]) if rows else {}
+    stored = ((detail.get("response") or {}).get("trailers")) or []
+    check([list(t) for t in RESPONSE_TRAILERS if list(t) not in stored] == [], "the row's response.trailers has the origin's trailers", stored)
+    client = h2_via_mitm(w, "h2only_tls")
+    if client:
+        try:
+            sid = client.request("POST", "localhost:%d" % w.origins["h2only_tls"], "/echo?case=trailers-request", [("te", "trailers")],
+                                 body=b"a body, then trailers", trailers=[("x-request-trailer", "from-the-client")])
+            client.wait([sid], 15)
+            s = client.streams[sid]
+            seen = body_json(bytes(s.data)) or {}
+            check(seen.get("trailers") == [["x-request-trailer", "from-the-client"]], "the request trailers reached the origin",
+                  "status %s, origin saw %s" % (s.status, seen.get("trailers")))
+            check(s.trailers and ("x-checksum", "abc123") in s.trailers, "the h2-only origin's trailers reached the client", s.trailers)
+        finally:
+            client.close()
+    rows = w.busymate.rows("~u case=trailers-request")
+    detail = w.busymate.show(rows[0]["id"]) if rows else {}
+    stored = ((detail.get("request") or {}).get("trailers")) or []
+    check(["x-request-trailer", "from-the-client"] in stored, "the row's request.trailers has the client's trailer", stored)
+
+
+def concurrent_streams(w):
+    """50 streams at once on one connection; one reset mid-way; the other 49 complete."""
+    client = h2_via_mitm(w, "main_tls")
+    if not client:
+        return
+    authority = "localhost:%d" % w.origins["main_tls"]
+    try:
+        sids = [client.request("GET", authority, "/slow?n=8&ms=100&case=streams-%02d" % i) for i in range(50)]
+        victim = sids[25]
+        client.wait([], 0)
+        for _ in range(20):  # the reset goes out once the victim's answer has begun
+            if client.streams[victim].data or client.streams[victim].ended:
+                break
+            client.pump(0.1)
+        client.reset(victim)
+        left = client.wait([s for s in sids if s != victim], 40)
+        good = [s for s in sids if s != victim and client.streams[s].status == "200" and bytes(client.streams[s].data).endswith(b"done\n")
+                and bytes(client.streams[s].data).count(b"chunk") == 8]
+        check(len(good) == 49, "the 49 streams not reset completed with their whole bodies",
+              "%d complete, %d unfinished, goaway %s, closed %s, resets %s" % (len(good), len(left), client.goaway, client.closed,
+                                                                              [(s, client.streams[s].reset) for s in sids if client.streams[s].reset]))
+    finally:
+        client.close()
+    rows = [r for r in w.busymate.rows("~u case=streams-", expect=49, timeout=15) if r.get("status") == 200]
+    complete = [r for r in rows if "case=streams-25" not in r["url"]]
+    check(len(complete) == 49, "49 rows with status 200", row_summary(rows))
+    check(len({r.get("connection_id") for r in complete}) == 1 and complete[0].get("connection_id"), "all on one connection_id", row_summary(rows))
+    check(len({r.get("stream_id") for r in complete}) == 49 and all(odd(r.get("stream_id")) for r in complete), "49 different odd stream_ids",
+          row_summary(rows))
+
+
+def bodies(w):
+    """A 300 KB response and an empty 200 over HTTP/2."""
+    urls = [w.url("main_tls", "/big?size=300000&case=body-big"), w.url("main_tls", "/empty?case=body-empty")]
+    results, rc, log = curl(w.proxy, w.busymate.ca, urls, "--http2")
+    check(results[0]["code"] == "200" and results[0]["body"] == pattern(300000), "the 300 KB body arrives whole over HTTP/2",
+          "%s %s, %d bytes" % (results[0]["code"], results[0]["version"], len(results[0]["body"])))
+    check(results[1]["code"] == "200" and results[1]["body"] == b"", "the empty 200 arrives", "%s %r %s" % (results[1]["code"], results[1]["body"][:100], log[-300:]))
+    check(all(r["version"] == "2" for r in results), "both over HTTP/2", [r["version"] for r in results])
+    rows = w.busymate.rows("~u case=body-", expect=2)
+    sizes = {("big" if "big" in r["url"] else "empty"): r.get("response_size") for r in rows}
+    check(sizes == {"big": 300000, "empty": 0}, "the rows record 300000 and 0 response bytes", row_summary(rows))
+
+
+def nghttp_h2load(w):
+    """Debian's nghttp and h2load, h2c prior knowledge to the proxy port, :authority naming the origin."""
+    import shutil, subprocess
+    if not check(shutil.which("nghttp") and shutil.which("h2load"), "nghttp and h2load are installed (nghttp2-client)", "missing"):
+        return
+    authority = "localhost:%d" % w.origins["main_plain"]
+    proxy = "http://127.0.0.1:%d" % w.proxy
+    r = subprocess.run(["nghttp", "-t", "15", "-H", ":authority: " + authority, proxy + "/echo?case=nghttp-h2c"], capture_output=True, text=True, timeout=30)
+    seen = body_json(r.stdout.encode()) or {}
+    check(r.returncode == 0 and seen.get("path") == "/echo?case=nghttp-h2c" and seen.get("http_version") == "2",
+          "nghttp (h2c prior knowledge) through the proxy port is answered by the origin over HTTP/2", "rc %d %r %s" % (r.returncode, r.stdout[:300], r.stderr[-300:]))
+    check_h2_rows(w.busymate.rows("~u case=nghttp-h2c"), "nghttp", 1)
+    r = subprocess.run(["h2load", "-n", "400", "-c", "2", "-m", "20", "-T", "20", "-H", ":authority: " + authority, proxy + "/echo?case=h2load"],
+                       capture_output=True, text=True, timeout=60)
+    done = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded", r.stdout)
+    codes = re.search(r"status codes: (\d+) 2xx", r.stdout)
+    check(done and done.group(2) == "400" and codes and codes.group(1) == "400", "h2load: 400 requests on 2 connections, 20 streams each, all 2xx",
+          r.stdout[-600:] + r.stderr[-300:])
+    rows = w.busymate.rows("~u case=h2load$", expect=400, timeout=15)
+    check(len(rows) == 400 and all(r.get("http_version") == "HTTP/2.0" for r in rows), "400 HTTP/2.0 rows", "%d rows" % len(rows))
+    check(len({r.get("connection_id") for r in rows}) == 2 and None not in {r.get("connection_id") for r in rows},
+          "the rows name 2 connections", sorted({str(r.get("connection_id")) for r in rows})[:5])
+
+
+CASES = [
+    ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h2_only_origin", h2_origin), ("bodies", bodies),
+    ("http2_setting_off", http2_off), ("h2c_proxy_port", h2c_proxy_port), ("nghttp_h2load_h2c", nghttp_h2load), ("h2c_in_connect", h2c_in_connect),
+    ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("concurrent_streams", concurrent_streams),
+]
