@@ -10,6 +10,9 @@ public struct AppSettings: Sendable, Equatable {
     public var mode: Mode = .proxy
     public var logLevel: Logger.Level = .info
     public var listen: [ListenAddress] = [ListenAddress(host: "127.0.0.1", port: 9090)]
+    /// `proxy.http2`: HTTP/2 is offered to clients (ALPN, h2c prior
+    /// knowledge) and to origins; off, both legs speak HTTP/1.1.
+    public var http2 = true
     public var sslInclude: [String] = []
     public var sslExclude: [String] = []
     /// Hosts whose upstream certificate is not verified.
@@ -144,7 +147,7 @@ extension AppSettings {
         "breakpoints": ["request", "response", "timeout_seconds"],
         "upstream_proxy": ["scheme", "host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max", "max_dns_rows"],
-        "proxy": ["listen"],
+        "proxy": ["listen", "http2"],
         "ssl_proxying": ["include", "exclude", "insecure_upstream", "upstream_trust", "auto_pin", "pin_ttl", "pin_loopback"],
         "tunnel": ["drain_seconds"],
     ]
@@ -221,6 +224,12 @@ extension AppSettings {
                     if s.listen.isEmpty {
                         throw SettingsError(message: "needs at least one address", position: node.position, keyPath: "proxy.listen")
                     }
+                }
+                if let node = proxy["http2"] {
+                    guard case let .bool(on) = node.value else {
+                        throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "proxy.http2")
+                    }
+                    s.http2 = on
                 }
             }
             if let ssl = root["ssl_proxying"] {

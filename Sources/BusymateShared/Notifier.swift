@@ -9,6 +9,11 @@ import Glibc
 /// Darwin notifications' stand-in: each process binds
 /// `notify/<role>-<pid>.sock` and a post is one datagram to every other
 /// socket there. A peer that is gone has its file removed.
+///
+/// Posting only queues: listing notify/ and sending are done on a serial
+/// queue of the notifier's own, so a post from an event loop (a breakpoint's
+/// hold) never waits on the file system, and posts go out in the order they
+/// were made. `close()` sends what is queued first.
 public final class Notifier: Sendable {
     public let sender: String
     public let socketPath: String
@@ -17,6 +22,10 @@ public final class Notifier: Sendable {
     private let logger = Logger(label: "busymate.ipc")
     private let throttle: Mutex<[NotificationName: ThrottleState]> = Mutex([:])
     private let stopPipe: (read: Int32, write: Int32)
+    /// Where posts are delivered, one after another.
+    private let deliveries = DispatchQueue(label: "busymate-notify-post")
+    /// Tests: runs on the delivery queue just before notify/ is listed.
+    let beforeListing = Mutex<(@Sendable () -> Void)?>(nil)
     /// newTrafficCaptured is posted at most once per this interval.
     public static let trafficInterval: Double = 0.5
 
@@ -41,8 +50,16 @@ public final class Notifier: Sendable {
         Glibc.close(stopPipe.write)
     }
 
-    /// Stops `notifications()` and removes this process's socket file.
+    /// Waits until every post made so far has been delivered (not those a
+    /// throttle holds back). Blocks: not on an event loop.
+    public func flush() {
+        deliveries.sync {}
+    }
+
+    /// Sends what is queued, stops `notifications()` and removes this
+    /// process's socket file.
     public func close() {
+        flush()
         // Unlink before waking the reader: its consumer may exit at once.
         unlink(socketPath)
         var byte: UInt8 = 1
@@ -50,10 +67,11 @@ public final class Notifier: Sendable {
     }
 
     /// Posts `name` to every other process now, or, for throttled names,
-    /// at the end of the current interval.
+    /// at the end of the current interval. Never blocks: delivery is queued.
     public func post(_ name: NotificationName, payload: String? = nil) {
+        let notification = BusymateNotification(name: name, sender: sender, payload: payload)
         guard name == .newTrafficCaptured else {
-            deliver(BusymateNotification(name: name, sender: sender, payload: payload))
+            deliveries.async { self.deliver(notification) }
             return
         }
         let now = Self.monotonicSeconds()
@@ -71,20 +89,21 @@ public final class Notifier: Sendable {
         }
         guard let delay else { return }
         if delay == 0 {
-            deliver(BusymateNotification(name: name, sender: sender, payload: payload))
+            deliveries.async { self.deliver(notification) }
             return
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+        deliveries.asyncAfter(deadline: .now() + delay) { [self] in
             throttle.withLock { table in
                 table[name] = ThrottleState(lastPost: Self.monotonicSeconds(), pending: false)
             }
-            deliver(BusymateNotification(name: name, sender: sender, payload: payload))
+            deliver(notification)
         }
     }
 
     private func deliver(_ notification: BusymateNotification) {
         let bytes = notification.encoded()
         let own = (socketPath as NSString).lastPathComponent
+        beforeListing.withLock { $0 }?()
         let peers = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for peer in peers where peer.hasSuffix(".sock") && peer != own {
             let path = "\(directory)/\(peer)"

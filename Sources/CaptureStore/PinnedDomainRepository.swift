@@ -30,6 +30,18 @@ public struct PinnedDomainRepository: Sendable {
         }
     }
 
+    /// Counts refusals the tunnel queued, oldest first, in one transaction.
+    public func record(_ refusals: [(host: String, reason: String, at: Date)]) async throws {
+        try await database.pool.write { db in
+            for refusal in refusals {
+                try db.execute(sql: """
+                    INSERT INTO pinned_domains (host, count, first_seen, last_seen, reason) VALUES (?, 1, ?, ?, ?)
+                    ON CONFLICT(host) DO UPDATE SET count = count + 1, last_seen = excluded.last_seen, reason = excluded.reason
+                    """, arguments: [refusal.host.lowercased(), refusal.at, refusal.at, refusal.reason])
+            }
+        }
+    }
+
     public func all() throws -> [PinnedDomain] {
         try database.pool.read { db in try PinnedDomain.order(Column("host")).fetchAll(db) }
     }

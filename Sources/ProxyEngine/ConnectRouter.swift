@@ -148,7 +148,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     private func intercept(_ contexts: MITMContexts, _ upstream: UpstreamTLS, context: ChannelHandlerContext) {
         let serverContext: NIOSSLContext
         do {
-            serverContext = try contexts.serverContext(for: target.host)
+            serverContext = try contexts.serverContext(for: target.host, http2: upstream.http2)
         } catch {
             let failure = ProxyError.certificate(host: target.host, detail: "\(error)")
             logger.error("cannot intercept", metadata: ["ERROR": "\(failure)"])

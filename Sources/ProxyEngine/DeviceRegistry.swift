@@ -44,7 +44,12 @@ public final class DeviceRegistry: Sendable {
     /// At most this many unnamed clients are remembered (the oldest go).
     static let maxClients = 4_096
 
-    public init() {}
+    /// This machine's addresses: their clients are admitted.
+    private let localAddresses: LocalAddresses
+
+    public init(localAddresses: LocalAddresses = .shared) {
+        self.localAddresses = localAddresses
+    }
 
     public func apply(_ settings: AppSettings) {
         state.withLock { s in
@@ -88,7 +93,7 @@ public final class DeviceRegistry: Sendable {
         if listenerIsLoopback { return .admitted }
         guard let ip = remote?.ipAddress.map(Self.normalized) else { return .refused }
         if IPNetwork.isLoopback(ip) { return .admitted }
-        let own = Self.ownAddress(ip)
+        let own = ownAddress(ip)
         let (admission, log): (Admission, Int?) = state.withLock { s in
             let admission = Self.admission(ip, own: own, &s, now: now)
             if admission != .refused { return (admission, nil) }
@@ -113,13 +118,13 @@ public final class DeviceRegistry: Sendable {
     /// A granted client's connection asks again (its grant may have been
     /// extended, removed, or the address allowed meanwhile); not counted.
     func readmission(_ ip: String, now: Double = monotonic()) -> Admission {
-        let own = Self.ownAddress(ip)
+        let own = ownAddress(ip)
         return state.withLock { Self.admission(ip, own: own, &$0, now: now) }
     }
 
     /// One of this machine's own addresses (read outside the registry's lock).
-    private static func ownAddress(_ ip: String) -> Bool {
-        LocalAddresses.shared.current().contains { normalized($0) == ip }
+    private func ownAddress(_ ip: String) -> Bool {
+        localAddresses.current().contains { Self.normalized($0) == ip }
     }
 
     private static func admission(_ ip: String, own: Bool, _ s: inout State, now: Double) -> Admission {

@@ -22,6 +22,9 @@ struct CapturePeer: Sendable, Equatable {
     /// A named device, else the client's address.
     var device: String?
     var frontEnd: String?
+    /// The client connection (`connection_id`), and its HTTP/2 stream.
+    var connectionID: String?
+    var streamID: Int?
 
     static let unknown = CapturePeer(device: nil, frontEnd: nil)
 }

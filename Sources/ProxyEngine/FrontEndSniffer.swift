@@ -4,7 +4,8 @@ import NIOCore
 /// first byte says how the client speaks. 0x05 is SOCKS5 (RFC 1928); an
 /// HTTP method starts with a letter. It holds what it read until it has
 /// decided, then leaves, handing the bytes on to the layer that follows:
-/// the HTTP layer already in place, or the SOCKS5 handshake in its stead.
+/// the HTTP layer already in place, the SOCKS5 handshake in its stead, or
+/// the HTTP/2 layer for a client that opens with h2c's preface.
 final class FrontEndSniffer {
     private enum State {
         case waiting
@@ -14,6 +15,8 @@ final class FrontEndSniffer {
     private var state = State.waiting
     private let owner: ProxyPipeline
     private var held: [NIOAny] = []
+    /// What came so far, to tell the h2c preface from an HTTP/1 method.
+    private var seen = ByteBuffer()
     private var inputClosed = false
 
     init(owner: ProxyPipeline) { self.owner = owner }
@@ -27,18 +30,24 @@ extension FrontEndSniffer: ChannelInboundHandler, RemovableChannelHandler {
             held.append(data)
             return
         }
-        let bytes = unwrapInboundIn(data)
+        var bytes = unwrapInboundIn(data)
         held.append(data)
-        guard let first = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self) else { return }
+        seen.writeBuffer(&bytes)
+        guard let first = seen.getInteger(at: seen.readerIndex, as: UInt8.self) else { return }
+        let h2c = owner.services.interception.http2 ? H2CPreface.matches(seen) : false
+        if h2c == nil { return }
         state = .decided
+        seen = ByteBuffer()
         do {
             if first == SOCKS5Message.version {
                 try owner.startSOCKS(replacing: self)
+            } else if h2c == true {
+                try owner.startH2C(replacing: self)
             } else {
                 context.pipeline.syncOperations.removeHandler(self, promise: nil)
             }
         } catch {
-            owner.services.logger.error("cannot set up SOCKS5", metadata: ["ERROR": "\(error)"])
+            owner.services.logger.error("cannot set up the connection's layer", metadata: ["ERROR": "\(error)"])
             context.close(promise: nil)
         }
     }

@@ -3,6 +3,7 @@ import CaptureStore
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOSSL
 
 /// Carries out `ExchangeStateMachine` for one client connection: requests
@@ -28,6 +29,8 @@ final class HTTPExchangeHandler {
         /// A breakpoint holds the request, or the response: read whole first.
         var heldRequest: HeldRequest?
         var heldResponse: HeldResponse?
+        /// The request's trailers (chunked HTTP/1, or HTTP/2), forwarded with its end.
+        var requestTrailers: HTTPHeaders?
     }
 
     var current: Current?
@@ -86,7 +89,8 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             default:
                 break
             }
-        case .end:
+        case let .end(trailers):
+            if let trailers, !trailers.isEmpty { current?.requestTrailers = trailers }
             carryOut(machine.requestEnd(), context: context)
         }
     }
@@ -130,6 +134,16 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             submitCapture(error: expired.description)
             _ = machine.clientTimedOut()
             upstream.close()
+            return
+        }
+        // An HTTP/2 client reset its stream: it has gone, as a closed connection has.
+        if let reset = error as? NIOHTTP2Errors.StreamClosed {
+            logger.debug("the client reset its stream", metadata: ["CODE": "\(reset.errorCode.name)"])
+            releaseHold()
+            _ = machine.clientClosed()
+            submitCapture(error: "the client reset the stream (\(reset.errorCode.name)) before the exchange completed")
+            upstream.close()
+            context.close(promise: nil)
             return
         }
         // TLS without close_notify: the EOF that follows is the client's half-close.
@@ -205,8 +219,21 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 extension HTTPExchangeHandler {
     private func requestHead(_ received: HTTPRequestHead, context: ChannelHandlerContext) {
+        var received = received
         let info = ExchangeStateMachine.Request(isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
                                                 isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
+        if let leg = owner.http2 {
+            // CONNECT (and RFC 8441's extended CONNECT) inside HTTP/2 is not offered: it is answered, and the stream ends.
+            if received.method == .CONNECT {
+                answer(.methodNotAllowed, "CONNECT inside HTTP/2 is not supported by this proxy; send CONNECT over HTTP/1.1", verdictClose: true,
+                       info: info, context: context)
+                return
+            }
+            // h2c to the explicit proxy: :authority names the host, the request is plain HTTP.
+            if leg.priorKnowledge, case .absoluteForm = route, received.uri.hasPrefix("/"), let host = received.headers.first(name: "host") {
+                received.uri = "http://\(host)\(received.uri)"
+            }
+        }
         if case .absoluteForm = route, received.method == .CONNECT {
             guard let target = ProxyTarget.parseAuthority(received.uri[...], defaultPort: nil) else {
                 logger.notice("rejected a CONNECT with a malformed target", metadata: ["TARGET": "\(received.uri)"])
@@ -310,7 +337,7 @@ extension HTTPExchangeHandler {
         case .forwardBody:
             break
         case .forwardEnd:
-            upstream.send(.end(nil))
+            upstream.send(.end(current?.requestTrailers))
             carryOut(machine.requestForwarded(), context: context)
         case .pauseRequest:
             pauseRequest(context: context)

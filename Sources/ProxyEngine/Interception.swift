@@ -27,6 +27,8 @@ public final class Interception: Sendable {
         var autoPin = true
         var pinTTL: Double = 86_400
         var pinLoopback = false
+        /// `proxy.http2`.
+        var http2 = true
         /// The group's ca.pem, named in a refused row's advice.
         var caFile: String?
     }
@@ -73,11 +75,12 @@ public final class Interception: Sendable {
         var upstream: UpstreamTLS?
         var upstreamError: String?
         do {
-            upstream = try UpstreamTLS(extraTrust: settings.upstreamTrust, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher))
+            upstream = try UpstreamTLS(extraTrust: settings.upstreamTrust, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher),
+                                       http2: settings.http2)
         } catch {
             upstreamError = "ssl_proxying.upstream_trust \(settings.upstreamTrust ?? ""): \(error)"
             logger.error("cannot use the upstream trust bundle; verifying against the system store only", metadata: ["ERROR": "\(error)"])
-            upstream = try? UpstreamTLS(extraTrust: nil, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher))
+            upstream = try? UpstreamTLS(extraTrust: nil, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher), http2: settings.http2)
         }
         state.withLock {
             $0.matcher = settings.sslProxying
@@ -87,10 +90,13 @@ public final class Interception: Sendable {
             $0.autoPin = settings.autoPin
             $0.pinTTL = settings.pinTTL
             $0.pinLoopback = settings.pinLoopback
+            $0.http2 = settings.http2
         }
     }
 
     public var caError: String? { state.withLock { $0.caError } }
+    /// `proxy.http2`: h2c prior knowledge is taken from clients.
+    var http2: Bool { state.withLock { $0.http2 } }
     /// The group's ca.pem, for advice on how to trust it.
     var caFile: String? { state.withLock { $0.caFile } }
     /// For requests a map_remote rule sends to https:// from plain HTTP.

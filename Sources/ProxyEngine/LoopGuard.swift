@@ -31,7 +31,8 @@ final class LoopGuard: Sendable {
 
     /// `Via: 1.1 busymate-…` for a request received as `version`.
     func via(receivedAs version: HTTPVersion) -> String {
-        "\(version.major).\(version.minor) \(pseudonym)"
+        // RFC 9110 §7.6.3: HTTP/2 is "2", without a minor version.
+        version.major >= 2 ? "\(version.major) \(pseudonym)" : "\(version.major).\(version.minor) \(pseudonym)"
     }
 
     /// Whether one `Via` value names this proxy.

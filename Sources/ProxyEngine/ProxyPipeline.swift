@@ -20,6 +20,10 @@ final class ProxyPipeline {
     private var raw: RawCloser?
     /// The client's TLS ended without close_notify (a plain TCP FIN).
     private var tlsEndedRaggedly = false
+    /// The SNI the client sent (intercepted connections), for each exchange's row.
+    private(set) var clientSNI: String?
+    /// On an HTTP/2 stream's owner: the client connection's HTTP/2 layer.
+    private(set) var http2: HTTP2ClientLeg?
 
     /// One HTTP/1 server layer: bytes in, exchanges to `exchange`, responses out.
     private struct HTTPLayer {
@@ -33,9 +37,11 @@ final class ProxyPipeline {
         let exchange: HTTPExchangeHandler
     }
 
-    init(channel: Channel, services: ProxyServices) {
+    init(channel: Channel, services: ProxyServices, http2: HTTP2ClientLeg? = nil) {
         self.channel = channel
         self.services = services
+        self.http2 = http2
+        if services.peer.connectionID == nil { self.services.peer.connectionID = ConnectionID.make() }
         // The layers' handlers hold this owner; it lets go of them at the end.
         let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in
@@ -121,8 +127,10 @@ final class ProxyPipeline {
     /// on the bytes it holds beyond the last request, and they must meet a
     /// handler that takes bytes. `keepingEncoder` leaves the encoder for a
     /// reply still to come (the CONNECT router's).
-    func removeHTTP(keepingEncoder: Bool) {
-        guard let layer = http else { return }
+    /// The future says when the decoder has gone (it leaves on a later tick).
+    @discardableResult
+    func removeHTTP(keepingEncoder: Bool) -> EventLoopFuture<Void> {
+        guard let layer = http else { return channel.eventLoop.makeSucceededVoidFuture() }
         http = nil
         if !keepingEncoder { ops.removeHandler(layer.encoder, promise: nil) }
         ops.removeHandler(layer.errors, promise: nil)
@@ -130,9 +138,11 @@ final class ProxyPipeline {
         ops.removeHandler(layer.lifecycle, promise: nil)
         ops.removeHandler(layer.clock, promise: nil)
         ops.removeHandler(layer.exchange, promise: nil)
-        ops.removeHandler(layer.decoder, promise: nil)
+        let decoderGone = channel.eventLoop.makePromise(of: Void.self)
+        ops.removeHandler(layer.decoder, promise: decoderGone)
         ops.removeHandler(layer.tap, promise: nil)
         if keepingEncoder { pendingEncoder = layer.encoder }
+        return decoderGone.futureResult
     }
 
     /// The encoder kept for the CONNECT router's reply.
@@ -242,7 +252,8 @@ final class ProxyPipeline {
     }
 
     /// The TLS interception layer with HTTP inside, in place of the router:
-    /// the bytes it held (the ClientHello) go to TLS.
+    /// the bytes it held (the ClientHello) go to TLS. When `h2` is offered
+    /// (`proxy.http2`), the HTTP layer waits for what the client chose.
     func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, pinnedAddress: String? = nil,
                    replacing router: some RemovableChannelHandler) throws {
         removeKeptEncoder()
@@ -251,11 +262,26 @@ final class ProxyPipeline {
         let raw = RawCloser()
         self.raw = raw
         try ops.addHandlers([raw, tls, watcher], position: .after(router))
-        let exchange = try installHTTP(route: .intercepted(target, upstream), position: .after(watcher))
-        exchange.pinnedAddress = pinnedAddress
-        let sniffer = TLSHelloSniffer(.client) { [weak exchange] hello in
+        let route = ForwardRoute.intercepted(target, upstream)
+        if upstream.http2 {
+            let chooser = ALPNLayerChooser { [unowned self] negotiated, chooser in
+                if negotiated == "h2" {
+                    try self.installHTTP2(route: route, pinnedAddress: pinnedAddress, position: .after(chooser))
+                } else {
+                    let exchange = try self.installHTTP(route: route, position: .after(chooser))
+                    exchange.pinnedAddress = pinnedAddress
+                    exchange.clientSNI = self.clientSNI
+                }
+            }
+            try ops.addHandler(chooser, position: .after(watcher))
+        } else {
+            let exchange = try installHTTP(route: route, position: .after(watcher))
+            exchange.pinnedAddress = pinnedAddress
+        }
+        let sniffer = TLSHelloSniffer(.client) { [weak self] hello in
             watcher.sni = hello.sni
-            exchange?.clientSNI = hello.sni
+            self?.clientSNI = hello.sni
+            self?.http?.exchange.clientSNI = hello.sni
         }
         try ops.addHandler(sniffer, position: .after(router))
         ops.removeHandler(router, promise: nil)
@@ -264,7 +290,9 @@ final class ProxyPipeline {
     // MARK: closing
 
     /// The client's TLS ended with a TCP FIN and no close_notify.
-    func noteRaggedTLSEnd() { tlsEndedRaggedly = true }
+    func noteRaggedTLSEnd() {
+        if let connection = http2?.owner { connection.noteRaggedTLSEnd() } else { tlsEndedRaggedly = true }
+    }
 
     /// The client has had its last answer: close. A TLS client that hung up
     /// without close_notify is not waited for: NIOSSL would wait for its

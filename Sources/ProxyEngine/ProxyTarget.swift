@@ -94,7 +94,7 @@ struct ProxyTarget: Hashable, CustomStringConvertible {
 enum HopByHop {
     static let names: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
-        "te", "trailer", "upgrade",
+        "te", "upgrade",
     ]
 
     /// The protocol a request asks to switch to (`Connection: upgrade` with
@@ -102,6 +102,8 @@ enum HopByHop {
     static func upgrade(in headers: HTTPHeaders) -> String? {
         // Per request: most have no Upgrade, and need no token splitting.
         guard let value = headers.first(name: "upgrade"), !value.isEmpty else { return nil }
+        // `Upgrade: h2c` is stripped, as mitmproxy does: HTTP/2 is this proxy's to offer (ALPN, prior knowledge).
+        if value.lowercased() == "h2c" { return nil }
         let tokens = headers["connection"].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         return tokens.contains("upgrade") ? value : nil
     }

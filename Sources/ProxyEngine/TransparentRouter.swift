@@ -22,7 +22,7 @@ final class TransparentRouter {
         case closed
     }
 
-    private enum Kind { case tls(sni: String?), http, opaque }
+    private enum Kind: Equatable { case tls(sni: String?), http, h2c, opaque }
 
     private var state = State.peeking
     private let owner: ProxyPipeline
@@ -148,6 +148,14 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
             default: return .opaque
             }
         }
+        // h2c with prior knowledge opens with its preface (its "PRI" would pass for a method).
+        if first == UInt8(ascii: "P"), services.interception.http2 {
+            switch H2CPreface.matches(seen) {
+            case true?: return .h2c
+            case nil: return nil
+            case false?: break
+            }
+        }
         // An HTTP method: upper-case letters, then a space.
         let view = seen.readableBytesView
         for (offset, byte) in view.enumerated() {
@@ -160,12 +168,16 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
     private func decide(_ kind: Kind, context: ChannelHandlerContext) {
         silence?.cancel()
         switch kind {
-        case .http:
+        case .http, .h2c:
             state = .handingOver
             let target = ProxyTarget(host: learnedHost, port: original.port)
             dropDialled()
             do {
-                try owner.transparentHTTP(target, pinnedAddress: pinned, replacing: self)
+                if kind == .h2c {
+                    try owner.transparentH2C(target, pinnedAddress: pinned, replacing: self)
+                } else {
+                    try owner.transparentHTTP(target, pinnedAddress: pinned, replacing: self)
+                }
             } catch {
                 logger.error("cannot set up HTTP on a transparent connection", metadata: ["ERROR": "\(error)"])
                 close(context)
@@ -188,7 +200,7 @@ extension TransparentRouter: ChannelDuplexHandler, RemovableChannelHandler {
     private func intercept(_ target: ProxyTarget, _ contexts: MITMContexts, _ upstream: UpstreamTLS, context: ChannelHandlerContext) {
         let serverContext: NIOSSLContext
         do {
-            serverContext = try contexts.serverContext(for: target.host)
+            serverContext = try contexts.serverContext(for: target.host, http2: upstream.http2)
         } catch {
             logger.error("cannot intercept; passing through", metadata: ["ERROR": "\(ProxyError.certificate(host: target.host, detail: "\(error)"))"])
             dial(target, context: context)

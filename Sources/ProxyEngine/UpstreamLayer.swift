@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 
 /// The HTTP client layer of one upstream connection, as installed, and
 /// the only code that adds or removes its handlers (after a `101`, when
@@ -17,6 +18,13 @@ final class UpstreamLayer {
     func install(on channel: Channel) throws {
         self.channel = channel
         try channel.pipeline.syncOperations.addHandlers([encoder, decoder, validator, handler])
+    }
+
+    /// On a stream of an origin HTTP/2 connection: NIO's HTTP/1-to-HTTP/2
+    /// codec in place of the HTTP/1 encoder and decoder.
+    func install(onStream stream: Channel, secure: Bool) throws {
+        channel = stream
+        try stream.pipeline.syncOperations.addHandlers([HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: secure ? .https : .http), validator, handler])
     }
 
     /// What writes HTTP: out first, so the bytes the decoder hands on as it

@@ -86,7 +86,11 @@ struct UpstreamRequest {
         let (client, target, originForm) = (request.head, request.target, request.originForm)
         var headers = client.headers
         let upgrade = HopByHop.upgrade(in: headers)
+        // `TE: trailers` says the client takes trailers, which go end to end
+        // here; gRPC servers insist on it (HTTP/2 allows that value only).
+        let takesTrailers = headers["te"].contains { $0.lowercased().contains("trailers") }
         HopByHop.strip(&headers)
+        if takesTrailers { headers.add(name: "TE", value: "trailers") }
         if let upgrade {
             // The one hop-by-hop request the origin must see: it is the origin that switches.
             headers.add(name: "Connection", value: "Upgrade")

@@ -1,6 +1,7 @@
 import BusymateShared
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOSSL
 import NIOTLS
 
@@ -18,7 +19,7 @@ final class UpstreamSide {
     }
 
     /// What an upstream connection is for: reused only for the same.
-    struct Key: Equatable {
+    struct Key: Hashable {
         var target: ProxyTarget
         var secure: Bool
         var chained: Bool
@@ -54,14 +55,76 @@ final class UpstreamSide {
     }
 
     /// Sends `request`'s head, dialling when the connection in use goes elsewhere.
+    /// A stream of an HTTP/2 client opens a stream on its connection's
+    /// HTTP/2 origin connection (dialling it when there is none).
     func begin(_ request: UpstreamRequest, override: String?, context: ChannelHandlerContext) {
         let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil)
         switch state {
         case let .connected(current, channel, _) where current == key && channel.isActive:
             send(.head(request.head))
+            return
         default:
             close()
-            connect(key, via: request.chained, first: .head(request.head), override: override, context: context)
+        }
+        let dial = Dial(key: key, proxy: request.chained, override: override)
+        guard let leg = exchange?.owner.http2, let offer = http2Offer(key, leg: leg, request: request) else {
+            connect(dial, first: .head(request.head), offer: nil, context: context)
+            return
+        }
+        state = .connecting(key, pending: [.head(request.head)])
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let lookup = leg.upstream.lookup(key) { result in bound.value.pooled(dial, result) }
+        switch lookup {
+        case let .ready(connection): openStream(on: connection, key: key, fresh: false)
+        case .queued: break
+        case .dial: connect(dial, first: .head(request.head), offer: offer, pool: leg.upstream, context: context)
+        case .http1: connect(dial, first: .head(request.head), offer: nil, context: context)
+        }
+    }
+
+    /// One dial's particulars: where, through which proxy, to which address.
+    struct Dial {
+        let key: Key
+        let proxy: UpstreamProxySetting?
+        let override: String?
+    }
+
+    /// How HTTP/2 is offered to an origin, for a client that speaks it.
+    enum HTTP2Offer {
+        /// `h2` first in TLS's ALPN; the origin chooses.
+        case alpn
+        /// h2c with prior knowledge: no TLS, no negotiation.
+        case priorKnowledge
+    }
+
+    /// HTTP/2 towards the origin only for an HTTP/2 client (`proxy.http2`):
+    /// over TLS by ALPN; in plaintext only where the client's own h2c says
+    /// the origin speaks it (a redirected connection, or a gRPC call).
+    private func http2Offer(_ key: Key, leg: HTTP2ClientLeg, request: UpstreamRequest) -> HTTP2Offer? {
+        if key.secure {
+            let tls: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
+            return tls?.http2 == true ? .alpn : nil
+        }
+        guard leg.priorKnowledge, !key.chained else { return nil }
+        if case .transparent = route { return .priorKnowledge }
+        let grpc = request.head.headers.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") ?? false
+        return grpc ? .priorKnowledge : nil
+    }
+
+    /// Another stream's dial for the pool ended.
+    private func pooled(_ dial: Dial, _ result: Result<UpstreamHTTP2Pool.Connection?, Error>) {
+        guard case let .connecting(current, pending) = state, current == dial.key, let exchange, let context = exchange.context else { return }
+        switch result {
+        case let .success(connection?):
+            openStream(on: connection, key: dial.key, fresh: false)
+        case .success(nil):
+            // The origin answered HTTP/1.1: a connection of this stream's own.
+            guard let first = pending.first else { return }
+            connect(dial, first: first, offer: nil, context: context)
+        case let .failure(error):
+            state = .none
+            exchange.fail(ProxyError.connectFailed(host: dial.key.target.host, port: dial.key.target.port, underlying: error), context: context)
+            exchange.resumeClientReads()
         }
     }
 
@@ -114,64 +177,171 @@ final class UpstreamSide {
     /// `override`: the address a host_override rule gives the target's name.
     /// `proxy`: `upstream_proxy`, when this dial goes through it (TLS after a
     /// CONNECT; plain requests in absolute-form). It resolves names, so a
-    /// host_override does not apply then.
-    private func connect(_ key: Key, via proxy: UpstreamProxySetting?, first: HTTPClientRequestPart, override: String?, context: ChannelHandlerContext) {
+    /// host_override does not apply then. With `offer`, the connection is
+    /// HTTP/2 if the origin takes it, and is then `pool`'s.
+    private func connect(_ dial: Dial, first: HTTPClientRequestPart, offer: HTTP2Offer?, pool: UpstreamHTTP2Pool? = nil, context: ChannelHandlerContext) {
+        let (key, proxy) = (dial.key, dial.proxy)
         let target = key.target
         let tls: NIOSSLContext?
         if key.secure {
             let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
             guard let upstreamTLS else {
+                pool?.dialled(key, .failure(ProxyError.NoUpstreamTLS()))
                 exchange?.fail(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()), context: context)
                 return
             }
-            tls = upstreamTLS.context(for: target.host).context
+            tls = upstreamTLS.context(for: target.host, offeringH2: offer == .alpn).context
         } else {
             tls = nil
         }
-        state = .connecting(key, pending: [first])
+        // Parts already queued for this destination (while the pool dialled) stay queued.
+        if case let .connecting(queuedFor, _) = state, queuedFor == key {} else { state = .connecting(key, pending: [first]) }
         hello = nil
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound((self, pool), eventLoop: context.eventLoop)
         guard let exchange else { return }
         let layer = NIOLoopBound(UpstreamLayer(handler: UpstreamHandler(exchange: exchange)), eventLoop: context.eventLoop)
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
-        let dial = UpstreamDial(target: target, proxy: proxy)
+        let upstreamDial = UpstreamDial(target: target, proxy: proxy)
+        let alpn: EventLoopPromise<String?>? = offer == .alpn ? context.eventLoop.makePromise() : nil
         /// TLS goes first in the pipeline; through a proxy, only once CONNECT is answered.
         @Sendable func addTLS(_ channel: Channel) throws {
             guard let tls else { return }
             let ops = channel.pipeline.syncOperations
-            try ops.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName), position: .first)
+            let client = try NIOSSLClientHandler(context: tls, serverHostname: serverName)
+            try ops.addHandler(client, position: .first)
             try ops.addHandler(TLSHelloSniffer(.server) { hello in layer.value.handler.serverHello(hello) }, position: .first)
+            // What the origin chose decides the layer: it goes in once the handshake is done.
+            if let alpn { try ops.addHandler(UpstreamALPNWatcher(promise: alpn), position: .after(client)) }
         }
-        services.connector.connect(dial, override: override, autoRead: true, halfClosure: false, on: context.eventLoop) { channel in
+        services.connector.connect(upstreamDial, override: dial.override, autoRead: true, halfClosure: false, on: context.eventLoop) { channel in
             if proxy == nil { try addTLS(channel) }
-            try layer.value.install(on: channel)
+            if offer == nil { try layer.value.install(on: channel) }
         }
         .flatMap { channel in
             // Plain requests through an HTTP proxy need no tunnel: they go in absolute-form.
             guard let proxy, tls != nil || proxy.scheme == .socks5 else { return channel.eventLoop.makeSucceededFuture(channel) }
-            return dial.tunnel(channel).flatMapThrowing { tunnel in
+            return upstreamDial.tunnel(channel).flatMapThrowing { tunnel in
                 try addTLS(channel)
                 tunnel.finish()
                 return channel
             }
         }
+        .flatMap { channel -> EventLoopFuture<(Channel, String?)> in
+            switch offer {
+            case .alpn?: return alpn?.futureResult.map { (channel, $0) } ?? channel.eventLoop.makeSucceededFuture((channel, nil))
+            case .priorKnowledge?: return channel.eventLoop.makeSucceededFuture((channel, "h2"))
+            case nil: return channel.eventLoop.makeSucceededFuture((channel, nil))
+            }
+        }
         .whenComplete { result in
-            bound.value.connectFinished(key, result, layer: layer.value)
+            if case .failure = result { alpn?.fail(ChannelError.ioOnClosedChannel) }
+            let (side, pool) = bound.value
+            side.connectFinished(key, result, layer: layer.value, offered: offer != nil, pool: pool)
         }
     }
 
-    private func connectFinished(_ key: Key, _ result: Result<Channel, Error>, layer: UpstreamLayer) {
+    private func connectFinished(_ key: Key, _ result: Result<(Channel, String?), Error>, layer: UpstreamLayer, offered: Bool, pool: UpstreamHTTP2Pool?) {
         guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
-            if case let .success(channel) = result { channel.close(promise: nil) }
+            if case let .success((channel, negotiated)) = result {
+                // A pool's dial stays useful to the streams waiting on it.
+                if let pool, negotiated == "h2", let connection = try? Self.http2Connection(channel, hello: hello) {
+                    pool.dialled(key, .success(connection))
+                } else {
+                    pool?.dialled(key, .success(nil))
+                    channel.close(promise: nil)
+                }
+            } else if case let .failure(error) = result {
+                pool?.dialled(key, .failure(error))
+            }
             return
         }
         switch result {
-        case let .success(channel):
+        case let .success((channel, "h2")):
+            do {
+                let connection = try Self.http2Connection(channel, hello: hello)
+                exchange.hooks.upstreamConnected(to: channel.remoteAddress)
+                if key.secure { exchange.hooks.upstreamTLS(hello, doneAt: .now) }
+                pool?.dialled(key, .success(connection))
+                openStream(on: connection, key: key, fresh: true)
+            } catch {
+                channel.close(promise: nil)
+                pool?.dialled(key, .failure(error))
+                state = .none
+                exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+                exchange.resumeClientReads()
+            }
+        case let .success((channel, _)):
+            if offered {
+                // The origin chose HTTP/1.1: its layer goes in before the bytes that follow the handshake.
+                do {
+                    try layer.install(on: channel)
+                } catch {
+                    channel.close(promise: nil)
+                    pool?.dialled(key, .failure(error))
+                    state = .none
+                    exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+                    exchange.resumeClientReads()
+                    return
+                }
+                pool?.dialled(key, .success(nil))
+                if key.secure { exchange.hooks.upstreamTLS(hello, doneAt: .now) }
+            }
             exchange.hooks.upstreamConnected(to: channel.remoteAddress)
             state = .connected(key, channel, layer)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
+            if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
+            exchange.resumeClientReads()
+        case let .failure(error):
+            pool?.dialled(key, .failure(error))
+            state = .none
+            exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)
+            exchange.resumeClientReads()
+        }
+    }
+
+    /// NIO's HTTP/2 client on an origin connection that chose `h2`.
+    private static func http2Connection(_ channel: Channel, hello: TLSHello?) throws -> UpstreamHTTP2Pool.Connection {
+        let handler = NIOHTTP2Handler(mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: HTTP2Limits.clientConnection,
+                                      streamConfiguration: HTTP2Limits.stream) { pushed in
+            // Push is off (SETTINGS_ENABLE_PUSH 0): a pushed stream is refused.
+            pushed.close()
+        }
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello)
+    }
+
+    /// Opens this exchange's stream on an origin HTTP/2 connection; the
+    /// parts queued meanwhile go on it. `fresh`: this exchange dialled it.
+    private func openStream(on connection: UpstreamHTTP2Pool.Connection, key: Key, fresh: Bool) {
+        guard let exchange, let context = exchange.context else { return }
+        let layer = UpstreamLayer(handler: UpstreamHandler(exchange: exchange))
+        let bound = NIOLoopBound((self, layer), eventLoop: context.eventLoop)
+        let secure = key.secure
+        connection.multiplexer.createStreamChannel { stream in
+            stream.eventLoop.makeCompletedFuture { try bound.value.1.install(onStream: stream, secure: secure) }
+        }.whenComplete { result in
+            let (side, layer) = bound.value
+            side.streamOpened(result, key: key, layer: layer, connection: connection, fresh: fresh)
+        }
+    }
+
+    private func streamOpened(_ result: Result<Channel, Error>, key: Key, layer: UpstreamLayer, connection: UpstreamHTTP2Pool.Connection, fresh: Bool) {
+        guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
+            if case let .success(stream) = result { stream.close(promise: nil) }
+            return
+        }
+        switch result {
+        case let .success(stream):
+            if !fresh {
+                hello = connection.hello
+                exchange.hooks.upstreamConnected(to: connection.channel.remoteAddress)
+                if key.secure { exchange.hooks.upstreamTLS(connection.hello, doneAt: nil) }
+            }
+            state = .connected(key, stream, layer)
+            for part in pending { stream.write(part, promise: nil) }
+            stream.flush()
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
             exchange.resumeClientReads()
         case let .failure(error):

@@ -145,17 +145,43 @@ public final class CaptureWriter: CaptureSink {
         wakeUp.yield()
     }
 
+    /// Pins decided on the event loops, oldest first, until a flush commits them.
+    private let pendingPins = Mutex<[(host: String, reason: String, at: Date)]>([])
+    static let maxPendingPins = 1_000
+
+    /// Counts a refusal that pinned `host`. Called on the event loop of the
+    /// refused handshake, so it only queues, as rows do: the store may be
+    /// locked for seconds; the writer commits it with the next batch.
     func recordPin(_ host: String, reason: String) {
-        do {
-            try pins.record(host, reason: reason)
-        } catch {
-            logger.error("cannot record a pinned host", metadata: ["HOST": "\(host)", "ERROR": "\(error)"])
+        let kept = pendingPins.withLock { queue -> Bool in
+            guard queue.count < Self.maxPendingPins else { return false }
+            queue.append((host.lowercased(), reason, Date()))
+            return true
         }
+        if !kept { logger.error("too many pinned hosts wait for the capture store; one is not recorded", metadata: ["HOST": "\(host)"]) }
+        wakeUp.yield()
     }
 
-    /// Pinned hosts, with when a client last refused us for each.
+    /// Pinned hosts, with when a client last refused us for each; pins not
+    /// committed yet included (a reload meanwhile must not unpin them).
     func pinnedHosts() -> [String: Date] {
-        Dictionary(((try? pins.all()) ?? []).map { ($0.host, $0.lastSeen) }, uniquingKeysWith: max)
+        let stored = ((try? pins.all()) ?? []).map { ($0.host, $0.lastSeen) }
+        let queued = pendingPins.withLock { $0.map { ($0.host, $0.at) } }
+        return Dictionary(stored + queued, uniquingKeysWith: max)
+    }
+
+    /// Commits queued pins; they stay queued (and in `pinnedHosts`) until then.
+    private func savePins() async {
+        let queued = pendingPins.withLock { $0 }
+        guard !queued.isEmpty else { return }
+        do {
+            try await pins.record(queued)
+            pendingPins.withLock { $0.removeFirst(min(queued.count, $0.count)) }
+        } catch {
+            logger.error("cannot record a pinned host; keeping it to try again", metadata: ["HOSTS": "\(queued.count)", "ERROR": "\(StoreHealth.describe(error))"])
+            try? await Task.sleep(for: .seconds(1))
+            wakeUp.yield()
+        }
     }
 
     /// Runs until `finish()`; call once. Not cancelled: a cancelled GRDB
@@ -213,6 +239,7 @@ public final class CaptureWriter: CaptureSink {
     }
 
     func flush() async {
+        await savePins()
         let batch = pending.withLock { queue in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue

@@ -121,7 +121,7 @@ public enum TunnelMain {
             interception.setPinned(capture.pinnedHosts())
             capture.apply(prepared.snapshot.settings ?? AppSettings())
         }
-        // Read once here, off the event loops: admission and the loop guard use it on accept.
+        // Read here and by the status tick, off the event loops: admission and the loop guard read it on accept.
         LocalAddresses.shared.refresh()
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
@@ -204,6 +204,8 @@ public enum TunnelMain {
                 await runtime.publish()
                 // In case a breakpointContinue was lost (a full queue).
                 try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                // A new or lost interface address: accepts read the list, never getifaddrs.
+                try? await NIOThreadPool.singleton.runIfActive { LocalAddresses.shared.refreshIfOld() }
             }
         })
         // Last, so shut down first: the drain runs while the jobs above still serve.

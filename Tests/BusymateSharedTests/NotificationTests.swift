@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Synchronization
 @testable import BusymateShared
 
 @Suite struct NotificationTests {
@@ -69,9 +70,35 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: path))
         let poster = try Notifier(paths: paths, role: "app", pid: 2002)
         poster.post(.caDidChange)
+        // Posting only queues; flush waits for the delivery.
+        poster.flush()
         #expect(!FileManager.default.fileExists(atPath: path))
         poster.close()
         _ = gone
+    }
+
+    /// A breakpoint's hold is posted from an event loop: the post must not
+    /// wait while notify/ is listed (a slow or busy disk), and the posts
+    /// still arrive in the order they were made.
+    @Test func postingNeverWaitsForTheNotifyDirectoryAndKeepsTheOrder() async throws {
+        let dir = try TestDirectory()
+        let paths = GroupPaths(root: dir.url)
+        let poster = try Notifier(paths: paths, role: "tunnel", pid: 4001)
+        let listener = try Notifier(paths: paths, role: "cli", pid: 4002)
+        let stream = listener.notifications()
+        // The directory listing hangs until the test lets it go (at most 2 s each).
+        let gate = DispatchSemaphore(value: 0)
+        poster.beforeListing.withLock { $0 = { _ = gate.wait(timeout: .now() + 2) } }
+        let clock = ContinuousClock()
+        let started = clock.now
+        for id in 1...3 { poster.post(.breakpointPaused, payload: "\(id)") }
+        let posting = clock.now - started
+        for _ in 1...3 { gate.signal() }
+        let got = await collect(stream, for: 1)
+        listener.close()
+        poster.close()
+        #expect(posting < .milliseconds(500), "posting waited \(posting) for the directory listing")
+        #expect(got.map(\.payload) == ["1", "2", "3"])
     }
 
     @Test func newTrafficCapturedIsThrottledToTwoPerSecond() async throws {

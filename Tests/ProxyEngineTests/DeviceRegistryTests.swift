@@ -1,6 +1,8 @@
 import BusymateShared
 import Foundation
 import NIOCore
+import NIOPosix
+import Synchronization
 import Testing
 @testable import ProxyEngine
 
@@ -11,6 +13,32 @@ import Testing
         let registry = DeviceRegistry()
         registry.apply(try AppSettings.decode(settings).settings)
         return registry
+    }
+
+    /// Accepting a client asks whether it comes from this machine: the
+    /// interfaces are read (getifaddrs, a netlink round trip) off the event
+    /// loops, and the accept reads the last list, first use included.
+    @Test func acceptNeverReadsTheInterfacesOnAnEventLoop() async throws {
+        let reads = Atomic<Int>(0)
+        let onLoop = Atomic<Int>(0)
+        let addresses = LocalAddresses(read: {
+            if MultiThreadedEventLoopGroup.currentEventLoop != nil { onLoop.add(1, ordering: .relaxed) }
+            reads.add(1, ordering: .relaxed)
+            return ["192.0.2.10"]
+        })
+        let registry = DeviceRegistry(localAddresses: addresses)
+        let own = try address("192.0.2.10")
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        // The first client, accepted before anything read the interfaces.
+        _ = try await loop.submit { registry.admission(own, listenerIsLoopback: false) }.get()
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(30)
+        while reads.load(ordering: .relaxed) == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(reads.load(ordering: .relaxed) > 0, "the interfaces were never read")
+        // Once read, a client from this machine's own address is let in, on the loop.
+        let later = try await loop.submit { registry.admission(own, listenerIsLoopback: false) }.get()
+        #expect(later == .admitted)
+        #expect(onLoop.load(ordering: .relaxed) == 0, "getifaddrs ran on an event loop")
     }
 
     @Test func onlyAllowedClientsGetInOffLoopback() throws {

@@ -62,6 +62,40 @@ import Testing
         await running.value
     }
 
+    /// A pin is decided on the event loop (a refused handshake); the store
+    /// may be locked by another writer (a web front's "clear") for seconds.
+    /// The loop hands the pin over and goes on; the writer stores it once
+    /// the lock is gone, and the tunnel's view keeps it meanwhile.
+    @Test func aPinIsHandedOffTheEventLoopWhileTheStoreIsLocked() async throws {
+        let (writer, _, dir) = try writer()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let other = try CaptureDatabase(paths: GroupPaths(root: dir))
+        let locked = DispatchSemaphore(value: 0)
+        let released = Atomic<Bool>(false)
+        DispatchQueue.global().async {
+            try? other.pool.write { db in
+                try db.execute(sql: "DELETE FROM pinned_domains")
+                locked.signal()
+                usleep(2_000_000)
+            }
+            released.store(true, ordering: .relaxed)
+        }
+        locked.wait()
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let took = try await loop.submit { () -> Duration in
+            let clock = ContinuousClock()
+            let started = clock.now
+            writer.recordPin("pinned.example", reason: "unknown_ca")
+            return clock.now - started
+        }.get()
+        #expect(took < .milliseconds(500), "the event loop waited \(took) for the locked store")
+        #expect(writer.pinnedHosts()["pinned.example"] != nil, "a pin waiting for the store is forgotten by a reload")
+        while !released.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(20)) }
+        await writer.flush()
+        let stored = try PinnedDomainRepository(database: other).all()
+        #expect(stored.map(\.host) == ["pinned.example"] && stored.first?.reason == "unknown_ca")
+    }
+
     @Test func theProxyIsHeldBackWhileTheStoreIsBehindAndLetGoOnceItCatchesUp() async throws {
         let (writer, traffic, dir) = try writer()
         defer { try? FileManager.default.removeItem(at: dir) }

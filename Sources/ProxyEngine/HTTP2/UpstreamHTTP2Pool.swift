@@ -1,0 +1,87 @@
+import NIOCore
+import NIOHTTP2
+
+/// The origin connections one HTTP/2 client connection's streams share:
+/// one HTTP/2 connection per destination, dialled by the first stream that
+/// needs it while the others wait, each stream of ours a stream of its.
+/// A destination that answered with HTTP/1.1 is remembered, so later
+/// streams dial HTTP/1.1 connections of their own at once. Confined to
+/// the client connection's event loop.
+final class UpstreamHTTP2Pool {
+    typealias Key = UpstreamSide.Key
+
+    /// An origin HTTP/2 connection and what its handshake said.
+    struct Connection {
+        let channel: Channel
+        let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+        let hello: TLSHello?
+    }
+
+    /// What a stream that asked gets: a connection to open its stream on,
+    /// nil (dial HTTP/1.1 yourself), or the dial's failure.
+    typealias Waiter = (Result<Connection?, Error>) -> Void
+
+    private enum Entry {
+        case dialling([Waiter])
+        case ready(Connection)
+        case http1Only
+    }
+
+    private var entries: [Key: Entry] = [:]
+    private var closed = false
+
+    enum Lookup {
+        /// Open a stream on it.
+        case ready(Connection)
+        /// Another stream is dialling: the waiter is called when it is done.
+        case queued
+        /// Dial, offering h2; report with `dialled`.
+        case dial
+        /// The origin speaks HTTP/1.1 only: dial that.
+        case http1
+    }
+
+    func lookup(_ key: Key, waiter: @escaping Waiter) -> Lookup {
+        switch entries[key] {
+        case let .ready(connection) where connection.channel.isActive:
+            return .ready(connection)
+        case var .dialling(waiters):
+            waiters.append(waiter)
+            entries[key] = .dialling(waiters)
+            return .queued
+        case .http1Only:
+            return .http1
+        case .ready, nil:
+            entries[key] = .dialling([])
+            return .dial
+        }
+    }
+
+    /// The dial `lookup` asked for has ended: an HTTP/2 connection, HTTP/1.1 (nil), or a failure.
+    func dialled(_ key: Key, _ result: Result<Connection?, Error>) {
+        guard case let .dialling(waiters) = entries[key] else { return }
+        switch result {
+        case let .success(connection?) where !closed:
+            entries[key] = .ready(connection)
+            let channel = connection.channel
+            channel.closeFuture.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] _ in
+                guard let self, case let .ready(current) = self.entries[key], current.channel === channel else { return }
+                self.entries[key] = nil
+            }
+        case let .success(connection?):
+            connection.channel.close(promise: nil)
+        case .success(nil):
+            entries[key] = .http1Only
+        case .failure:
+            entries[key] = nil
+        }
+        for waiter in waiters { waiter(result) }
+    }
+
+    /// The client connection has closed: its origin connections go too.
+    func closeAll() {
+        closed = true
+        for case let .ready(connection) in entries.values { connection.channel.close(promise: nil) }
+        entries = [:]
+    }
+}
