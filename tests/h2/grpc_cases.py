@@ -54,7 +54,12 @@ def check_row(w, service, method, grpc_status="0"):
 def unary(w):
     out = call(w, "unary", "bm.Unary")
     check(out.get("status") == "OK" and out.get("messages") == ["echo:hello"], "a unary call through the MITM is answered", out)
-    check_row(w, "bm.Unary", "Unary")
+    detail = check_row(w, "bm.Unary", "Unary")
+    by_filter, error = w.busymate.select("~grpc & ~u /bm\\.Unary/")
+    check(by_filter and len(by_filter) == 1, "`list '~grpc'` selects the call", error or by_filter)
+    none, error = w.busymate.select("~grpc & ~u case=curl-h2-")
+    check(none == [], "`list '~grpc'` leaves out a plain HTTP/2 request", error or none)
+    check(detail and detail.get("grpc") is not None, "`show --json` has a grpc member for the call", sorted((detail or {}).keys()))
 
 
 def server_stream(w):

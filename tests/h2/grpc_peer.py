@@ -11,7 +11,7 @@ so a schema-less decoder has something to show.
   grpc_peer.py call --target localhost:PORT [--ca PEM] [--proxy http://127.0.0.1:P] --case NAME --service S
       one case as a client; prints one JSON line: what the client saw.
 """
-import argparse, json, os, queue, sys, threading, time
+import argparse, json, os, queue, sys, time
 from concurrent import futures
 
 sys.dont_write_bytecode = True

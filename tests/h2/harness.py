@@ -150,6 +150,13 @@ class Busymate:
             return json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else []
         return found
 
+    def select(self, expression):
+        """`list --json EXPRESSION` now: (rows, None), or (None, the CLI's error) when it refuses the filter."""
+        r = self.cli("list", "--json", "--limit", "1000", expression)
+        if r.returncode != 0:
+            return None, r.stderr.strip()[-300:]
+        return json.loads(r.stdout), None
+
     def show(self, row_id):
         out = json.loads(self.cli("show", "--json", str(row_id)).stdout)
         return out[0] if isinstance(out, list) else out

@@ -28,7 +28,7 @@ import argparse, os, shutil, sys, tempfile, time, traceback
 sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import check, note, body_json  # noqa: E402
+from harness import check  # noqa: E402
 import basic_cases, hostile_cases, grpc_cases  # noqa: E402
 
 CASES = basic_cases.CASES + grpc_cases.CASES + hostile_cases.CASES
@@ -115,7 +115,7 @@ def main():
     for name in dict.fromkeys(r[0] for r in results):
         mine = [r for r in results if r[0] == name]
         bad = [r for r in mine if r[2] is False]
-        print("%-28s %-6s %d/%d%s" % (name, "FAIL" if bad else "PASS", len(mine) - len(bad), len([r for r in mine if r[2] is not None]),
+        print("%-28s %-6s %d/%d%s" % (name, "FAIL" if bad else "PASS", len([r for r in mine if r[2]]), len([r for r in mine if r[2] is not None]),
                                        "".join("\n%-35s- %s" % ("", r[1]) for r in bad)))
     if failed and busymate and os.path.exists(busymate.log):
         print("--- the last 30 lines of the supervisor log (%s):" % busymate.log)
