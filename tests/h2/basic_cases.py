@@ -212,6 +212,59 @@ def trailers(w):
     check(["x-request-trailer", "from-the-client"] in stored, "the row's request.trailers has the client's trailer", stored)
 
 
+def read_chunked_response(f):
+    """An HTTP/1.1 response from a file: status, headers, the chunked body, its trailer fields."""
+    status = f.readline().decode("latin-1").split(" ")[1]
+    headers = {}
+    while True:
+        line = f.readline().decode("latin-1").rstrip("\r\n")
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body, trailers = b"", []
+    if "chunked" not in headers.get("transfer-encoding", ""):
+        return status, headers, f.read(int(headers.get("content-length", "0"))), None
+    while True:
+        size = int(f.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            break
+        body += f.read(size)
+        f.readline()
+    while True:
+        line = f.readline().decode("latin-1").rstrip("\r\n")
+        if not line:
+            return status, headers, body, trailers
+        name, _, value = line.partition(":")
+        trailers.append([name.strip().lower(), value.strip()])
+
+
+def h1_chunked_trailers(w):
+    """HTTP/1.1 chunked trailers both ways through the MITM: a request's reach the origin, a response's
+    reach the client (it sent TE: trailers), and both are stored."""
+    port = w.origins["h1only_tls"]
+    sock, alpn = h2client.open_mitm(w.proxy, "localhost", port, w.busymate.ca, alpn=("http/1.1",))
+    try:
+        sock.settimeout(15)
+        sock.sendall(("POST /chunked-trailers?case=h1-trailers HTTP/1.1\r\nHost: localhost:%d\r\nTE: trailers\r\n"
+                      "Transfer-Encoding: chunked\r\nTrailer: X-Request-Trailer\r\nContent-Type: text/plain\r\n\r\n"
+                      "5\r\nhello\r\n6\r\n world\r\n0\r\nX-Request-Trailer: from-the-client\r\n\r\n" % port).encode())
+        status, headers, body, trailers = read_chunked_response(sock.makefile("rb"))
+    finally:
+        sock.close()
+    seen = body_json(body) or {}
+    check(status == "200" and seen.get("body") == "hello world", "the chunked request body reached the origin", "%s %r" % (status, body[:300]))
+    check(seen.get("trailers") == [["x-request-trailer", "from-the-client"]], "the request's trailer fields reached the origin", seen.get("trailers"))
+    check(trailers is not None and all(list(t) in trailers for t in RESPONSE_TRAILERS), "the response's trailer fields reached the client",
+          "headers %s, trailers %s" % (headers, trailers))
+    rows = w.busymate.rows("~u case=h1-trailers")
+    detail = w.busymate.show(rows[0]["id"]) if rows else {}
+    check(["x-request-trailer", "from-the-client"] in ((detail.get("request") or {}).get("trailers") or []), "the row's request.trailers has it",
+          (detail.get("request") or {}).get("trailers"))
+    stored = (detail.get("response") or {}).get("trailers") or []
+    check(all(list(t) in stored for t in RESPONSE_TRAILERS), "the row's response.trailers has the origin's", stored)
+
+
 def concurrent_streams(w):
     """50 streams at once on one connection; one reset mid-way; the other 49 complete."""
     client = h2_via_mitm(w, "main_tls")
@@ -285,5 +338,5 @@ def nghttp_h2load(w):
 CASES = [
     ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h2_only_origin", h2_origin), ("bodies", bodies),
     ("http2_setting_off", http2_off), ("h2c_proxy_port", h2c_proxy_port), ("nghttp_h2load_h2c", nghttp_h2load), ("h2c_in_connect", h2c_in_connect),
-    ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("concurrent_streams", concurrent_streams),
+    ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams),
 ]

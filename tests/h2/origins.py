@@ -126,13 +126,41 @@ async def serve_main(cert, key, tls_sock, plain_sock):
 class H1Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def chunked_body(self):
+        """A chunked request body and its trailer fields."""
+        body, trailers = b"", []
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                break
+            body += self.rfile.read(size)
+            self.rfile.readline()
+        while True:
+            line = self.rfile.readline().rstrip(b"\r\n")
+            if not line:
+                return body, trailers
+            name, _, value = line.decode("latin-1").partition(":")
+            trailers.append([name.strip().lower(), value.strip()])
+
     def answer(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        out = echo_json(self.command, self.path, self.request_version, list(self.headers.items()), body)
+        trailers = None
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body, trailers = self.chunked_body()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+        out = echo_json(self.command, self.path, self.request_version, list(self.headers.items()), body, trailers)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("X-Origin", "h1only")
+        if self.path.startswith("/chunked-trailers"):
+            # The answer chunked, with trailer fields after its last chunk.
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Trailer", ", ".join(n for n, v in RESPONSE_TRAILERS))
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n" % (len(out), out))
+            self.wfile.write(b"".join(b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in RESPONSE_TRAILERS) + b"\r\n")
+            return
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
