@@ -265,6 +265,56 @@ def h1_chunked_trailers(w):
     check(all(list(t) in stored for t in RESPONSE_TRAILERS), "the row's response.trailers has the origin's", stored)
 
 
+def origin_max_streams(w):
+    """30 streams at once from the client to an origin that allows 5 at a time (its SETTINGS): the proxy
+    queues the rest, and all 30 are answered."""
+    client = h2_via_mitm(w, "h2only_tls")
+    if not client:
+        return
+    authority = "localhost:%d" % w.origins["h2only_tls"]
+    try:
+        sids = [client.request("GET", authority, "/echo?delay_ms=200&case=maxstreams-%02d" % i) for i in range(30)]
+        left = client.wait(sids, 40)
+        answers = [body_json(bytes(client.streams[s].data)) or {} for s in sids]
+        done = [a for s, a in zip(sids, answers) if client.streams[s].status == "200" and a.get("path")]
+        check(len(done) == 30, "all 30 streams are answered", "%d answered, %d unfinished, resets %s, goaway %s" % (
+            len(done), len(left), [client.streams[s].reset for s in sids if client.streams[s].reset][:5], client.goaway))
+        most = max([a.get("max_open_streams", 0) for a in done] or [0])
+        check(done and most <= 5, "the origin never had more than its 5 streams open at once", "it had %d" % most)
+    finally:
+        client.close()
+
+
+def ping_and_header_limit(w):
+    """PING is answered; a request with 200 KB of headers is refused (431, RST_STREAM or GOAWAY), not passed on,
+    and a request after it on a new connection is answered."""
+    client = h2_via_mitm(w, "main_tls")
+    if not client:
+        return
+    authority = "localhost:%d" % w.origins["main_tls"]
+    import h2.events
+    try:
+        acks = []
+        client.on = (lambda original: lambda event: (acks.append(event) if isinstance(event, h2.events.PingAckReceived) else None) or original(event))(client.on)
+        client.conn.ping(b"busymate")
+        client.flush()
+        for _ in range(25):
+            if acks or not client.pump(0.2):
+                break
+        check(acks and acks[0].ping_data == b"busymate", "PING is answered with its data", "no PING ACK (closed %s)" % client.closed)
+        sid = client.request("GET", authority, "/echo?case=big-headers", [("x-big-%d" % i, "v" * 8000) for i in range(25)])
+        client.wait([sid], 10)
+        s = client.streams[sid]
+        check(s.status == "431" or s.reset or client.goaway is not None or client.closed,
+              "200 KB of request headers are refused: 431, RST_STREAM or GOAWAY", "status %s, reset %s, goaway %s" % (s.status, s.reset, client.goaway))
+    finally:
+        client.close()
+    passed = [r for r in w.busymate.rows("~u case=big-headers", timeout=2) if r.get("status") == 200]
+    check(passed == [], "the oversized request did not reach the origin", row_summary(passed))
+    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("main_tls", "/echo?case=after-big-headers")], "--http2")
+    check(results[0]["code"] == "200", "a request afterwards is answered", log[-300:])
+
+
 def concurrent_streams(w):
     """50 streams at once on one connection; one reset mid-way; the other 49 complete."""
     client = h2_via_mitm(w, "main_tls")
@@ -338,5 +388,6 @@ def nghttp_h2load(w):
 CASES = [
     ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h2_only_origin", h2_origin), ("bodies", bodies),
     ("http2_setting_off", http2_off), ("h2c_proxy_port", h2c_proxy_port), ("nghttp_h2load_h2c", nghttp_h2load), ("h2c_in_connect", h2c_in_connect),
-    ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams),
+    ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams), ("origin_max_streams", origin_max_streams),
+    ("ping_and_header_limit", ping_and_header_limit),
 ]

@@ -193,15 +193,38 @@ def serve_h1only(cert, key):
 
 # --- h2only: the h2 library ---------------------------------------------------
 
+H2ONLY_MAX_STREAMS = 5  # what the h2-only origin advertises: a proxy must queue beyond it
+
+
 async def h2only_connection(reader, writer):
-    import h2.config, h2.connection, h2.events
+    import h2.config, h2.connection, h2.events, h2.settings
     if writer.get_extra_info("ssl_object").selected_alpn_protocol() != "h2":
         writer.close()  # HTTP/2 only: anything else is not answered
         return
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+    conn.local_settings = h2.settings.Settings(client=False, initial_values={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: H2ONLY_MAX_STREAMS})
     conn.initiate_connection()
     writer.write(conn.data_to_send())
-    streams = {}
+    streams, state = {}, {"open": 0, "max_open": 0}
+
+    async def answer(sid, s):
+        pseudo = dict((n, v) for n, v in s["headers"] if n.startswith(":"))
+        delay = parse_qs(pseudo.get(":path", "").partition("?")[2]).get("delay_ms", ["0"])[0]
+        await asyncio.sleep(int(delay) / 1000)
+        out = echo_json(pseudo.get(":method"), pseudo.get(":path"), "2", [(n, v) for n, v in s["headers"] if not n.startswith(":")],
+                        s["body"], s["trailers"])
+        body = json.loads(out)
+        body["max_open_streams"] = state["max_open"]  # the most streams the proxy had open here at once so far
+        out = json.dumps(body).encode()
+        try:
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"), ("x-origin", "h2only")])
+            conn.send_data(sid, out)
+            conn.send_headers(sid, RESPONSE_TRAILERS, end_stream=True)
+            writer.write(conn.data_to_send())
+        except Exception:
+            pass
+        state["open"] -= 1
+
     try:
         while True:
             data = await reader.read(65536)
@@ -210,28 +233,24 @@ async def h2only_connection(reader, writer):
             for event in conn.receive_data(data):
                 if isinstance(event, h2.events.RequestReceived):
                     streams[event.stream_id] = {"headers": event.headers, "body": b"", "trailers": None}
+                    state["open"] += 1
+                    state["max_open"] = max(state["max_open"], state["open"])
                 elif isinstance(event, h2.events.DataReceived):
                     streams[event.stream_id]["body"] += event.data
                     conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                 elif isinstance(event, h2.events.TrailersReceived):
                     streams[event.stream_id]["trailers"] = [[n, v] for n, v in event.headers]
                 elif isinstance(event, h2.events.StreamReset):
-                    streams.pop(event.stream_id, None)
+                    if streams.pop(event.stream_id, None) is not None:
+                        state["open"] -= 1
                 if isinstance(event, h2.events.StreamEnded):
-                    sid = event.stream_id
-                    s = streams.pop(sid, None)
-                    if s is None:
-                        continue
-                    pseudo = dict((n, v) for n, v in s["headers"] if n.startswith(":"))
-                    out = echo_json(pseudo.get(":method"), pseudo.get(":path"), "2", [(n, v) for n, v in s["headers"] if not n.startswith(":")],
-                                    s["body"], s["trailers"])
-                    conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"), ("x-origin", "h2only")])
-                    conn.send_data(sid, out)
-                    conn.send_headers(sid, RESPONSE_TRAILERS, end_stream=True)
+                    s = streams.pop(event.stream_id, None)
+                    if s is not None:
+                        asyncio.ensure_future(answer(event.stream_id, s))
             writer.write(conn.data_to_send())
             await writer.drain()
     except Exception:
-        pass
+        pass  # a protocol error (more streams than advertised among them): the connection ends
     finally:
         writer.close()
 
