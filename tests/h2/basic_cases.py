@@ -315,6 +315,42 @@ def ping_and_header_limit(w):
     check(results[0]["code"] == "200", "a request afterwards is answered", log[-300:])
 
 
+def goaway_drain(w):
+    """`busymate tunnel restart` with three streams in flight on one HTTP/2 connection: the client gets a
+    GOAWAY, the open streams finish (tunnel.drain_seconds is 1 here), new requests reach the new tunnel."""
+    import subprocess
+    client = h2_via_mitm(w, "main_tls")
+    if not client:
+        return
+    authority = "localhost:%d" % w.origins["main_tls"]
+    old = w.busymate.tunnel_pid()
+    try:
+        sids = [client.request("GET", authority, "/slow?n=6&ms=100&case=drain-%d" % i) for i in range(3)]
+        for _ in range(20):
+            if all(client.streams[s].data for s in sids) or not client.pump(0.1):
+                break
+        restart = subprocess.Popen([w.busymate.bin + "/busymate", "tunnel", "restart", "--group", w.busymate.group],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        client.wait(sids, 15)
+        whole = [s for s in sids if client.streams[s].ended and bytes(client.streams[s].data).count(b"chunk") == 6]
+        check(len(whole) == 3, "the three streams in flight finish whole across the restart", "%d whole; resets %s, goaway %s, closed %s" % (
+            len(whole), [client.streams[s].reset for s in sids], client.goaway, client.closed))
+        for _ in range(30):
+            if client.goaway is not None or not client.pump(0.1):
+                break
+        check(client.goaway == 0, "the client got a GOAWAY (NO_ERROR) before the old tunnel went", "goaway %s, closed %s" % (client.goaway, client.closed))
+        out = restart.communicate(timeout=30)[0]
+        check(restart.returncode == 0, "busymate tunnel restart succeeded", out[-300:])
+    finally:
+        client.close()
+    new = wait_until(lambda: w.busymate.tunnel().get("state") == "ready" and w.busymate.tunnel_pid() not in (None, old) and w.busymate.tunnel_pid(), 20)
+    check(new, "a new tunnel is ready (pid %s, was %s)" % (new, old), w.busymate.tunnel())
+    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("main_tls", "/echo?case=after-drain")], "--http2")
+    check(results[0]["code"] == "200" and results[0]["version"] == "2", "a new HTTP/2 request is answered by the new tunnel", log[-300:])
+    rows = [r for r in w.busymate.rows("~u case=drain-", expect=3) if r.get("status") == 200]
+    check(len(rows) == 3, "the three streams' rows are stored", row_summary(rows))
+
+
 def concurrent_streams(w):
     """50 streams at once on one connection; one reset mid-way; the other 49 complete."""
     client = h2_via_mitm(w, "main_tls")
@@ -389,5 +425,5 @@ CASES = [
     ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h2_only_origin", h2_origin), ("bodies", bodies),
     ("http2_setting_off", http2_off), ("h2c_proxy_port", h2c_proxy_port), ("nghttp_h2load_h2c", nghttp_h2load), ("h2c_in_connect", h2c_in_connect),
     ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams), ("origin_max_streams", origin_max_streams),
-    ("ping_and_header_limit", ping_and_header_limit),
+    ("ping_and_header_limit", ping_and_header_limit), ("goaway_drain", goaway_drain),
 ]

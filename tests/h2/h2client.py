@@ -4,7 +4,7 @@ straight to the proxy port. Blocking sockets, one thread: the suite drives it
 step by step, so a case can reset a stream mid-way or stall its window."""
 import select, socket, ssl, time
 
-import h2.config, h2.connection, h2.events, h2.settings
+import h2.config, h2.connection, h2.events, h2.exceptions, h2.settings
 
 
 def connect_tunnel(proxy_port, host, port, timeout=10):
@@ -37,6 +37,17 @@ def open_mitm(proxy_port, host, port, ca, alpn=("h2", "http/1.1"), timeout=10):
     return sock, sock.selected_alpn_protocol()
 
 
+class DrainingConnection(h2.connection.H2Connection):
+    """h2 closes the whole connection on any GOAWAY; RFC 9113 6.8 lets the streams up to its last stream
+    id finish, so after a graceful one (NO_ERROR) this client keeps reading them."""
+
+    def _receive_goaway_frame(self, frame):
+        frames, events = super()._receive_goaway_frame(frame)
+        if frame.error_code == 0:
+            self.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
+        return frames, events
+
+
 class Stream:
     def __init__(self):
         self.headers, self.data, self.trailers = None, bytearray(), None
@@ -55,12 +66,12 @@ class H2Client:
         self.sock, self.scheme = sock, scheme
         config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8", validate_outbound_headers=validate,
                                            normalize_outbound_headers=validate, validate_inbound_headers=validate)
-        self.conn = h2.connection.H2Connection(config)
+        self.conn = DrainingConnection(config)
         if settings:
             self.conn.local_settings = h2.settings.Settings(client=True, initial_values=settings)
         self.conn.initiate_connection()
         self.streams, self.stalled = {}, set()
-        self.goaway, self.closed = None, False
+        self.goaway, self.closed, self.protocol_error = None, False, None
         self.flush()
 
     def flush(self):
@@ -99,7 +110,12 @@ class H2Client:
         if not data:
             self.closed = True
             return False
-        for event in self.conn.receive_data(data):
+        try:
+            events = self.conn.receive_data(data)
+        except h2.exceptions.ProtocolError as error:
+            self.protocol_error, self.closed = str(error), True
+            return False
+        for event in events:
             self.on(event)
         try:
             self.flush()
