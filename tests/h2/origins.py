@@ -197,15 +197,22 @@ H2ONLY_MAX_STREAMS = 5  # what the h2-only origin advertises: a proxy must queue
 
 
 async def h2only_connection(reader, writer):
-    import h2.config, h2.connection, h2.events, h2.settings
+    import h2.config, h2.connection, h2.errors, h2.events, h2.settings
     if writer.get_extra_info("ssl_object").selected_alpn_protocol() != "h2":
         writer.close()  # HTTP/2 only: anything else is not answered
         return
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
-    conn.local_settings = h2.settings.Settings(client=False, initial_values={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: H2ONLY_MAX_STREAMS})
+    limit = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+    conn.local_settings = h2.settings.Settings(client=False, initial_values={limit: H2ONLY_MAX_STREAMS})
     conn.initiate_connection()
+    # The limit is advertised; it is enforced here rather than by h2 (which ends the connection): a stream
+    # beyond it is refused (RST_STREAM REFUSED_STREAM, RFC 9113 5.1.2), a violation once the proxy ACKed it.
+    conn.local_settings = h2.settings.Settings(client=False, initial_values={limit: 1 << 20})
+    # Its SETTINGS come 200 ms late (a busy server): a proxy that opens streams before they came
+    # meets the limit as refused streams, every run, not by chance.
+    await asyncio.sleep(0.2)
     writer.write(conn.data_to_send())
-    streams, state = {}, {"open": 0, "max_open": 0}
+    streams, state = {}, {"open": 0, "max_open": 0, "acked": False, "refused": 0, "violations": 0}
 
     async def answer(sid, s):
         pseudo = dict((n, v) for n, v in s["headers"] if n.startswith(":"))
@@ -215,6 +222,7 @@ async def h2only_connection(reader, writer):
                         s["body"], s["trailers"])
         body = json.loads(out)
         body["max_open_streams"] = state["max_open"]  # the most streams the proxy had open here at once so far
+        body["refused_streams"], body["violations"] = state["refused"], state["violations"]
         out = json.dumps(body).encode()
         try:
             conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"), ("x-origin", "h2only")])
@@ -231,14 +239,22 @@ async def h2only_connection(reader, writer):
             if not data:
                 break
             for event in conn.receive_data(data):
-                if isinstance(event, h2.events.RequestReceived):
+                if isinstance(event, h2.events.SettingsAcknowledged):
+                    state["acked"] = True
+                elif isinstance(event, h2.events.RequestReceived):
+                    if state["open"] >= H2ONLY_MAX_STREAMS:
+                        conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                        state["refused"] += 1
+                        state["violations"] += 1 if state["acked"] else 0
+                        continue
                     streams[event.stream_id] = {"headers": event.headers, "body": b"", "trailers": None}
                     state["open"] += 1
                     state["max_open"] = max(state["max_open"], state["open"])
                 elif isinstance(event, h2.events.DataReceived):
-                    streams[event.stream_id]["body"] += event.data
                     conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-                elif isinstance(event, h2.events.TrailersReceived):
+                    if event.stream_id in streams:
+                        streams[event.stream_id]["body"] += event.data
+                elif isinstance(event, h2.events.TrailersReceived) and event.stream_id in streams:
                     streams[event.stream_id]["trailers"] = [[n, v] for n, v in event.headers]
                 elif isinstance(event, h2.events.StreamReset):
                     if streams.pop(event.stream_id, None) is not None:
