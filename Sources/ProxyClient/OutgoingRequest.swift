@@ -9,12 +9,15 @@ public struct OutgoingRequest: Sendable {
     public var url: String
     public var headers: [(String, String)]
     public var body: Data
+    /// "HTTP/2.0": sent again over HTTP/2, as the original was.
+    public var httpVersion: String?
 
-    public init(method: String, url: String, headers: [(String, String)], body: Data) {
+    public init(method: String, url: String, headers: [(String, String)], body: Data, httpVersion: String? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.httpVersion = httpVersion
     }
 
     /// Where the tunnel listens, from its status file (the bound address:
@@ -43,7 +46,8 @@ public struct OutgoingRequest: Sendable {
 
 extension OutgoingRequest {
     public init(_ record: ExchangeRecord, body: Data) {
-        self.init(method: record.method, url: record.url, headers: ExchangeRecord.decodeHeaders(record.requestHeaders), body: body)
+        self.init(method: record.method, url: record.url, headers: ExchangeRecord.decodeHeaders(record.requestHeaders), body: body,
+                  httpVersion: record.httpVersion)
     }
 
     /// The request as a record for `ResendClient`: scheme, host, port and
@@ -59,6 +63,7 @@ extension OutgoingRequest {
         var record = ExchangeRecord(startedAt: Date(), scheme: scheme, method: method, host: bare.lowercased(), port: port, path: path,
                                     url: url, tlsMode: scheme == "https" ? .mitm : .none)
         record.requestID = requestID
+        record.httpVersion = httpVersion
         let authority = (bare.contains(":") ? "[\(bare)]" : bare) + (parts.port.map { ":\($0)" } ?? "")
         var headers = self.headers
         if let at = headers.firstIndex(where: { $0.0.caseInsensitiveCompare("host") == .orderedSame }) {

@@ -67,4 +67,12 @@ extension ProxyPipeline {
         channel.closeFuture.assumeIsolated().whenComplete { _ in pool.closeAll() }
         services.logger.debug("HTTP/2 with the client", metadata: ["PRIOR_KNOWLEDGE": "\(priorKnowledge)"])
     }
+
+    /// On a stream's owner: RST_STREAM with NO_ERROR after a complete
+    /// answer, so the client stops sending a request nobody reads; a
+    /// stream that has ended both ways is closed already.
+    func endStreamEarly() {
+        guard channel.isActive, let codec = try? ops.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) else { return }
+        codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
+    }
 }
