@@ -43,22 +43,37 @@ def curl_h2(w):
 
 
 def h1_origin(w):
-    """An h2 client in front of an HTTP/1.1-only origin: eager ALPN gives the client http/1.1; bodies intact."""
+    """An h2 client in front of an HTTP/1.1-only origin. ALPN is lazy (README, HTTP/2 and gRPC): the client
+    keeps h2 and Busymate translates to HTTP/1.1 towards the origin; bodies cross intact both ways."""
     body = pattern(100000)
     with open(w.base + "/h1-body", "wb") as f:
         f.write(body)
-    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("h1only_tls", "/echo?case=h1-origin")], "--http2", "--data-binary", "@" + w.base + "/h1-body")
-    r = results[0]
-    seen = body_json(r["body"]) or {}
-    check(rc == 0 and r["code"] == "200", "curl --http2 to an HTTP/1.1-only origin gets 200", "rc %d %s" % (rc, log[-600:]))
-    check(r["version"] == "1.1", "the client was offered http/1.1, as the origin chose (eager ALPN)", "curl spoke %s" % r["version"])
-    check(seen.get("http_version") == "HTTP/1.1" and seen.get("method") == "POST", "the origin got the POST over HTTP/1.1", seen)
-    check(seen.get("body_sha256") == hashlib.sha256(body).hexdigest(), "the 100 KB request body reached the origin intact",
-          "%s bytes" % seen.get("body_size"))
-    rows = w.busymate.rows("~u case=h1-origin")
-    check(len(rows) == 1 and rows[0].get("http_version") == "HTTP/1.1" and rows[0].get("stream_id") is None,
-          "the row says HTTP/1.1 and has no stream_id", row_summary(rows))
-    by_filter, error = w.busymate.select("~proto h1 & ~u case=h1-origin")
+    urls = [w.url("h1only_tls", "/echo?case=h1-origin-a"), w.url("h1only_tls", "/echo?case=h1-origin-b")]
+    results, rc, log = curl(w.proxy, w.busymate.ca, urls, "--http2", "--data-binary", "@" + w.base + "/h1-body")
+    check(rc == 0 and all(r["code"] == "200" for r in results), "curl --http2 to an HTTP/1.1-only origin gets 200 twice", "rc %d %s" % (rc, log[-600:]))
+    check(all(r["version"] == "2" for r in results), "the client keeps HTTP/2 (lazy ALPN: the origin is asked after the client's handshake)",
+          "curl spoke %s" % [r["version"] for r in results])
+    seen = [body_json(r["body"]) or {} for r in results]
+    check(all(s.get("http_version") == "HTTP/1.1" and s.get("method") == "POST" for s in seen), "the origin got both POSTs over HTTP/1.1",
+          [(s.get("http_version"), s.get("method")) for s in seen])
+    check(all(s.get("body_sha256") == hashlib.sha256(body).hexdigest() for s in seen), "the 100 KB request bodies reached the origin intact",
+          [s.get("body_size") for s in seen])
+    rows = w.busymate.rows("~u case=h1-origin-", expect=2)
+    check_h2_rows(rows, "h2 client, HTTP/1.1 origin", 2)
+    by_filter, error = w.busymate.select("~proto h2 & ~u case=h1-origin-")
+    check(by_filter and len(by_filter) == 2, "`list '~proto h2'` selects them (the client's version)", error or row_summary(by_filter))
+
+
+def h1_client(w):
+    """An HTTP/1.1 client (curl --http1.1) to the h2-capable origin: HTTP/1.1 on both legs, no stream id."""
+    results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("main_tls", "/echo?case=h1-client")], "--http1.1")
+    seen = body_json(results[0]["body"]) or {}
+    check(results[0]["code"] == "200" and results[0]["version"] == "1.1" and seen.get("http_version") == "1.1",
+          "curl --http1.1 gets HTTP/1.1, and so does the origin", "%s %s, origin %s" % (results[0]["code"], results[0]["version"], seen.get("http_version")))
+    rows = w.busymate.rows("~u case=h1-client")
+    check(len(rows) == 1 and rows[0].get("http_version") == "HTTP/1.1" and rows[0].get("stream_id") is None and rows[0].get("connection_id"),
+          "the row says HTTP/1.1, no stream_id, a connection_id", row_summary(rows))
+    by_filter, error = w.busymate.select("~proto h1 & ~u case=h1-client")
     check(by_filter and len(by_filter) == 1, "`list '~proto h1'` selects it", error or row_summary(by_filter))
 
 
@@ -428,7 +443,7 @@ def nghttp_h2load(w):
 
 
 CASES = [
-    ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h2_only_origin", h2_origin), ("bodies", bodies),
+    ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h1_client", h1_client), ("h2_only_origin", h2_origin), ("bodies", bodies),
     ("http2_setting_off", http2_off), ("h2c_proxy_port", h2c_proxy_port), ("nghttp_h2load_h2c", nghttp_h2load), ("h2c_in_connect", h2c_in_connect),
     ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams), ("origin_max_streams", origin_max_streams),
     ("ping_and_header_limit", ping_and_header_limit), ("goaway_drain", goaway_drain),

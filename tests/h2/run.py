@@ -9,10 +9,9 @@ usage: run.py --bin DIR [--keep] [--only case,case…] [--list]
 
 Origins run on 127.0.0.1 port 0 with TLS from a test CA made here, trusted by
 Busymate through ssl_proxying.upstream_trust; "localhost" is intercepted.
-Choices asserted here (README, HTTP/2):
-- ALPN is eager (mitmproxy's): the origin is dialled with the client's ALPN
-  list first, and the client is offered what the origin chose, so an h2
-  client in front of an HTTP/1.1-only origin speaks HTTP/1.1 to Busymate.
+Choices asserted here (README: HTTP/2 and gRPC, and the h2 suite):
+- ALPN is lazy (README): the client keeps h2 and Busymate translates for an
+  HTTP/1.1-only origin.
 - curl ignores --http2-prior-knowledge through a proxy (it says so and
   sends HTTP/1.1 absolute-form); h2c prior knowledge is tested with the h2
   library sending the preface to the proxy port, and with curl's
