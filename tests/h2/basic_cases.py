@@ -1,7 +1,7 @@
 """The HTTP/2 behaviour cases: ALPN, versions, h2c, Upgrade: h2c, trailers,
 concurrent streams and a reset, big and empty bodies. Each case is a
 function of the World (run.py) and names its rows by a token in the URL."""
-import hashlib, json, re, socket
+import hashlib, json, re, socket, time
 
 import h2client
 from harness import check, note, body_json, curl, wait_until
@@ -372,6 +372,32 @@ def goaway_drain(w):
     check(len(rows) == 3, "the three streams' rows are stored", row_summary(rows))
 
 
+def idle_goaway(w):
+    """An idle HTTP/2 connection is closed after timeouts.idle_seconds (2 here) with a GOAWAY."""
+    w.busymate.write_settings(timeouts={"idle_seconds": 2})
+    w.busymate.wait_applied()
+    try:
+        client = h2_via_mitm(w, "main_tls")
+        if not client:
+            return
+        try:
+            sid = client.request("GET", "localhost:%d" % w.origins["main_tls"], "/echo?case=idle")
+            client.wait([sid], 10)
+            check(client.streams[sid].status == "200", "a request is answered", client.streams[sid].status)
+            began = time.monotonic()
+            while time.monotonic() - began < 8 and client.pump(0.2):
+                pass
+            waited = time.monotonic() - began
+            check(client.goaway is not None and client.closed, "after about 2 idle seconds the client got a GOAWAY and the connection closed",
+                  "GOAWAY %s, closed %s after %.1f s" % (client.goaway, client.closed, waited))
+            check(1.5 <= waited <= 6, "it came after about 2 s (%.1f s)" % waited, "%.1f s" % waited)
+        finally:
+            client.close()
+    finally:
+        w.busymate.write_settings()
+        w.busymate.wait_applied()
+
+
 def concurrent_streams(w):
     """50 streams at once on one connection; one reset mid-way; the other 49 complete."""
     client = h2_via_mitm(w, "main_tls")
@@ -446,5 +472,5 @@ CASES = [
     ("curl_h2", curl_h2), ("h1_only_origin", h1_origin), ("h1_client", h1_client), ("h2_only_origin", h2_origin), ("bodies", bodies),
     ("http2_setting_off", http2_off), ("h2c_proxy_port", h2c_proxy_port), ("nghttp_h2load_h2c", nghttp_h2load), ("h2c_in_connect", h2c_in_connect),
     ("upgrade_h2c_stripped", upgrade_h2c), ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams), ("origin_max_streams", origin_max_streams),
-    ("ping_and_header_limit", ping_and_header_limit), ("goaway_drain", goaway_drain),
+    ("ping_and_header_limit", ping_and_header_limit), ("goaway_drain", goaway_drain), ("idle_goaway", idle_goaway),
 ]

@@ -123,10 +123,11 @@ class Busymate:
     def tunnel(self):
         return self.status().get("tunnel") or {}
 
-    def write_settings(self, proxy=None):
+    def write_settings(self, proxy=None, **extra):
         settings = {"log_level": "info", "proxy": dict({"listen": ["127.0.0.1:0"]}, **(proxy or {})), "web": {"listen": "127.0.0.1:0"},
                     "tunnel": {"drain_seconds": 1},
                     "ssl_proxying": {"include": ["localhost"], "upstream_trust": self.trust}}
+        settings.update(extra)
         text = json.dumps(settings, indent=1) + "\n"
         with open(self.settings_path + ".tmp", "w") as f:
             f.write(text)
