@@ -125,7 +125,7 @@ class Busymate:
 
     def write_settings(self, proxy=None, **extra):
         settings = {"log_level": "info", "proxy": dict({"listen": ["127.0.0.1:0"]}, **(proxy or {})), "web": {"listen": "127.0.0.1:0"},
-                    "tunnel": {"drain_seconds": 1},
+                    "tunnel": {"drain_seconds": 3},  # long enough for goaway_drain's streams on a busy machine
                     "ssl_proxying": {"include": ["localhost"], "upstream_trust": self.trust}}
         settings.update(extra)
         text = json.dumps(settings, indent=1) + "\n"
