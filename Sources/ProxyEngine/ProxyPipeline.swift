@@ -264,7 +264,7 @@ final class ProxyPipeline {
         try ops.addHandlers([raw, tls, watcher], position: .after(router))
         let route = ForwardRoute.intercepted(target, upstream)
         if upstream.http2 {
-            let chooser = ALPNLayerChooser { [unowned self] negotiated, chooser in
+            let chooser = ALPNLayerChooser { [self] negotiated, chooser in
                 if negotiated == "h2" {
                     try self.installHTTP2(route: route, pinnedAddress: pinnedAddress, position: .after(chooser))
                 } else {

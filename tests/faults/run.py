@@ -163,15 +163,19 @@ def wait_until(what, condition, timeout):
 # --- the load -------------------------------------------------------------
 
 class Load:
-    """Keep-alive clients, each request tagged with an id in its path."""
+    """Keep-alive clients, each request tagged with an id in its path. One
+    more client speaks HTTP/2 (h2c with prior knowledge to the proxy port),
+    a few streams at a time on one connection, so HTTP/2 traffic is in the
+    load the faults hit."""
 
-    def __init__(self, proxy_port, origin_port, clients=4, pause=0.02, idle_clients=0):
+    def __init__(self, proxy_port, origin_port, clients=4, pause=0.02, idle_clients=0, h2_clients=1):
         self.proxy_port, self.origin_port = proxy_port, origin_port
         self.results = []  # (id, wall time at completion, ok, error, reused, wall time sent)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self.run, args=(pause, False), daemon=True) for _ in range(clients)]
         self.threads += [threading.Thread(target=self.run, args=(None, True), daemon=True) for _ in range(idle_clients)]
+        self.threads += [threading.Thread(target=self.run_h2, args=(pause,), daemon=True) for _ in range(h2_clients)]
         for t in self.threads:
             t.start()
 
@@ -207,6 +211,64 @@ class Load:
                 self.results.append((rid, time.time(), ok, error, reused, sent))
             # An idle keep-alive client waits a while between requests.
             time.sleep(random.uniform(0.2, 1.2) if idle else pause)
+
+    def run_h2(self, pause, streams=3):
+        import h2.connection, h2.config, h2.events
+        while not self.stopping.is_set():
+            try:
+                sock = socket.create_connection(("127.0.0.1", self.proxy_port), timeout=10)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            conn.initiate_connection()
+            uses = 0
+            try:
+                sock.sendall(conn.data_to_send())
+                goaway, open_streams = False, {}
+                while not self.stopping.is_set():
+                    open_streams = {}
+                    for _ in range(streams):
+                        sid = conn.get_next_available_stream_id()
+                        rid = "%016x" % random.getrandbits(64)
+                        conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1:%d" % self.origin_port),
+                                                (":path", "/f/" + rid)], end_stream=True)
+                        open_streams[sid] = [rid, b"", None, time.time(), uses > 0]
+                    sock.sendall(conn.data_to_send())
+                    while open_streams:
+                        data = sock.recv(65536)
+                        if not data:
+                            raise OSError("closed")
+                        for event in conn.receive_data(data):
+                            if isinstance(event, h2.events.ResponseReceived) and event.stream_id in open_streams:
+                                open_streams[event.stream_id][2] = dict(event.headers).get(b":status")
+                            elif isinstance(event, h2.events.DataReceived) and event.stream_id in open_streams:
+                                open_streams[event.stream_id][1] += event.data
+                                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                            elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)) and event.stream_id in open_streams:
+                                rid, body, status, sent, reused = open_streams.pop(event.stream_id)
+                                ok = status == b"200" and body == ("ok /f/" + rid).encode()
+                                with self.lock:
+                                    self.results.append((rid, time.time(), ok, None if ok else "h2 status %s" % status, reused, sent))
+                            elif isinstance(event, h2.events.ConnectionTerminated):
+                                # A draining tunnel's GOAWAY. Python's h2 takes no frame after
+                                # one, though the streams under way are answered (curl and
+                                # browsers read them): they are left out, as not answered.
+                                goaway = True
+                                open_streams.clear()
+                                break
+                        sock.sendall(conn.data_to_send())
+                    uses += 1
+                    if goaway:
+                        break
+                    time.sleep(pause)
+            except (OSError, Exception) as e:
+                # Streams in flight when the connection died failed (as HTTP/1 requests in flight do).
+                for rid, body, status, sent, reused in open_streams.values():
+                    with self.lock:
+                        self.results.append((rid, time.time(), False, "h2 " + type(e).__name__, reused, sent))
+            finally:
+                sock.close()
 
     def stop(self):
         self.stopping.set()
