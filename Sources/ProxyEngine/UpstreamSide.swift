@@ -72,13 +72,22 @@ final class UpstreamSide {
             return
         }
         state = .connecting(key, pending: [.head(request.head)])
+        pooledDial = (dial, offer, leg.upstream)
+        askPool(context: context)
+    }
+
+    /// For a stream of an HTTP/2 client: the dial, the offer and the pool it goes through.
+    private var pooledDial: (dial: Dial, offer: HTTP2Offer, pool: UpstreamHTTP2Pool)?
+    private var retriedStream = false
+
+    private func askPool(context: ChannelHandlerContext) {
+        guard let (dial, offer, pool) = pooledDial, case let .connecting(_, pending) = state, let first = pending.first else { return }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let lookup = leg.upstream.lookup(key) { result in bound.value.pooled(dial, result) }
-        switch lookup {
-        case let .ready(connection): openStream(on: connection, key: key, fresh: false)
+        switch pool.lookup(dial.key, waiter: { result in bound.value.pooled(dial, result) }) {
+        case let .ready(connection): openStream(on: connection, key: dial.key, fresh: false)
         case .queued: break
-        case .dial: connect(dial, first: .head(request.head), offer: offer, pool: leg.upstream, context: context)
-        case .http1: connect(dial, first: .head(request.head), offer: nil, context: context)
+        case .dial: connect(dial, first: first, offer: offer, pool: pool, context: context)
+        case .http1: connect(dial, first: first, offer: nil, context: context)
         }
     }
 
@@ -344,6 +353,11 @@ final class UpstreamSide {
             stream.flush()
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
             exchange.resumeClientReads()
+        case .failure where !fresh && !retriedStream && pooledDial != nil:
+            // The origin's connection takes no new stream (it sent GOAWAY): once, a connection anew.
+            retriedStream = true
+            pooledDial?.pool.forget(key, connection)
+            askPool(context: context)
         case let .failure(error):
             state = .none
             exchange.fail(ProxyError.connectFailed(host: key.target.host, port: key.target.port, underlying: error), context: context)

@@ -78,6 +78,13 @@ final class UpstreamHTTP2Pool {
         for waiter in waiters { waiter(result) }
     }
 
+    /// A connection that takes no new stream (the origin sent GOAWAY): the
+    /// next stream dials anew; streams on it finish as they may.
+    func forget(_ key: Key, _ connection: Connection) {
+        guard case let .ready(current) = entries[key], current.channel === connection.channel else { return }
+        entries[key] = nil
+    }
+
     /// The client connection has closed: its origin connections go too.
     func closeAll() {
         closed = true
