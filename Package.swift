@@ -222,6 +222,8 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "BusymateShared",
+                // A store made in a test for the CLI to read (rows the data path cannot make yet).
+                "CaptureStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -277,6 +277,7 @@ seeds("filter", {
     "millisecond": "~since 0.0005s | ~until 2027-01-15T08:00:00.000Z",
     "replays-udp": "~replays | ~udp | ~all & !~all",
     "status-edges": "~c 0 | ~c 999 | ~c 100-199",
+    "proto-grpc": "~proto h2 & ~grpc | ~proto H1 & !~grpc | !~proto h1 & !~proto h2",
 })
 dictionary("filter", [
     "~all", "~d ", "~u ", "~m ", "~c ", "~h ", "~hq ", "~hs ", "~b ", "~bq ", "~bs ", "~t ", "~tq ", "~ts ", "~e", "~q", "~src ",
@@ -284,6 +285,7 @@ dictionary("filter", [
     "~udp", "~tls ", "mitm", "passthrough", "none", "~rule ", "~device ", "~dns", "~since ", "~until ", " & ", " | ", "!", "(", ")",
     "\"", "'", "\\", "4xx", "500-599", "101", "30s", "10m", "0.0005s", "2027-01-15T08:00:00Z", "2027-01-15", "^", "$", ".*",
     ": ", " ", "%", "%C3%A9", "\xc3\xa9", "\xc3\xbc", "gzip", "deflate", "websocket", "CONNECT", "DNS", "json", "[::1]",
+    "~proto ", "h1", "h2", "~grpc", "application/grpc", "HTTP/2.0",
 ])
 
 # --- socks5: a client's bytes to the explicit proxy's port (first byte 0x05),

@@ -11,6 +11,7 @@ extension Rules {
         @Option(help: "The request's method, for rules that match with a filter (~m).") var method = "GET"
         @Option(name: .customLong("header"), help: ArgumentHelp("A request header, for rules that match with a filter (~h, ~t); repeatable.",
                                                                   valueName: "NAME: VALUE")) var headers: [String] = []
+        @Flag(help: "Test it as an HTTP/2 request (for ~proto h2); HTTP/1.1 otherwise.") var http2 = false
         @Flag(help: "Print a JSON object: the URL, the matching rules with why each applies or not, the names of those that apply.") var json = false
 
         typealias Verdict = RuleVerdict
@@ -26,6 +27,7 @@ extension Rules {
 
         func run() async throws {
             var exchange = FilterSubject(url: url, method: method.uppercased())
+            exchange.httpVersion = http2 ? "HTTP/2.0" : "HTTP/1.1"
             exchange.requestHeaders = headers.map { line in
                 let colon = line.firstIndex(of: ":") ?? line.endIndex
                 return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),

@@ -87,6 +87,11 @@ struct Show: AsyncParsableCommand {
             func at(_ d: Date?) -> String { d.map { String(format: "+%.1fms", $0.timeIntervalSince(t0) * 1000) } ?? "-" }
             out.append("timing: started \(DatabaseDateText.iso8601(t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
             if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
+            if let stream = record.streamID {
+                out.append("stream \(stream)\(record.connectionID.map { " on connection \($0)" } ?? "")")
+            } else if let connection = record.connectionID {
+                out.append("connection \(connection)")
+            }
             if record.resentFrom != nil {
                 out.append("resent from \(try StoreAccess.resentFrom(record, in: traffic).map { "\($0)" } ?? "an exchange no longer stored")")
             }
@@ -107,16 +112,23 @@ struct Show: AsyncParsableCommand {
         out.append("> \(record.method) \(record.path.isEmpty ? record.url : record.path) \(record.httpVersion ?? "HTTP/1.1")")
         for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) { out.append("> \(name): \(value)") }
         if !headers { out += section(view(try ExchangeBody(record, .request, bodies: bodies, raw: raw))) }
+        out += trailers(record.requestTrailers, ">")
         if let status = record.status {
             out.append("")
             out.append("< \(status) \(record.reason ?? "")")
             for (name, value) in ExchangeRecord.decodeHeaders(record.responseHeaders) { out.append("< \(name): \(value)") }
             if !headers { out += section(view(try ExchangeBody(record, .response, bodies: bodies, raw: raw))) }
+            out += trailers(record.responseTrailers, "<")
         }
         return out
     }
 
     private func section(_ lines: [String]) -> [String] { lines.isEmpty ? [] : [""] + lines }
+
+    /// Trailers come after the body, as on the wire: `< trailer: grpc-status: 0`.
+    private func trailers(_ json: String?, _ arrow: String) -> [String] {
+        section(ExchangeRecord.decodeHeaders(json).map { "\(arrow) trailer: \($0.0): \($0.1)" })
+    }
 
     /// A body as text: notes on how it is kept, then its bytes formatted.
     private func view(_ b: ExchangeBody) -> [String] {

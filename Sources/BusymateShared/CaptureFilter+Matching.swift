@@ -92,6 +92,11 @@ extension CaptureFilter.Clause {
         case .tcp: return s.scheme == "tcp"
         case let .device(pattern): return try match(pattern, s.device)
         case .dns: return s.scheme == "dns"
+        // Byte for byte, as SQL compares (not Swift's canonical equivalence).
+        case let .proto(version): return s.httpVersion.map { stored in version.versions.contains { $0.utf8.elementsEqual(stored.utf8) } } ?? false
+        case .grpc:
+            guard let type = s.header("content-type", in: s.requestHeaders) else { return false }
+            return Self.asciiLowercased(type).utf8.starts(with: CaptureFilter.grpcType.utf8)
         case .replay: return s.resent
         case let .tls(mode): return s.tls == mode
         case let .rule(pattern): return try match(pattern, s.rules)
@@ -147,6 +152,8 @@ extension CaptureFilter.Clause {
         case .rule: return "~rule"
         case .device: return "~device"
         case .dns: return "~dns"
+        case .proto: return "~proto"
+        case .grpc: return "~grpc"
         case .since: return "~since"
         case .until: return "~until"
         }

@@ -19,6 +19,20 @@ public indirect enum CaptureFilter: Equatable, Sendable {
         case mitm, passthrough, none
     }
 
+    /// `~proto`'s argument: the HTTP version the client spoke.
+    public enum HTTPProtocol: String, Equatable, Sendable, CaseIterable {
+        case h1, h2
+
+        /// The `http_version` values (as rows store them) it selects.
+        /// "HTTP/2" too: HAR files imported before HTTP/2 was captured stored that.
+        public var versions: [String] {
+            switch self {
+            case .h1: return ["HTTP/1.0", "HTTP/1.1"]
+            case .h2: return ["HTTP/2.0", "HTTP/2"]
+            }
+        }
+    }
+
     /// One `~x` (or a bare word, which is `~u`). Patterns are regular
     /// expressions, matched case-insensitively, anywhere in the subject.
     public enum Clause: Equatable, Sendable {
@@ -75,6 +89,10 @@ public indirect enum CaptureFilter: Equatable, Sendable {
         case device(String)
         /// `~dns`: a DNS query the forwarder answered.
         case dns
+        /// `~proto h1|h2`: the HTTP version the client spoke (`h1`: 1.0 or 1.1).
+        case proto(HTTPProtocol)
+        /// `~grpc`: a gRPC call (the request's Content-Type starts `application/grpc`).
+        case grpc
         /// `~since`, `~until`: a time, or a duration ago (`10m`, `2h`, `1d`, `30s`).
         case since(Date)
         case until(Date)
@@ -84,6 +102,8 @@ public indirect enum CaptureFilter: Equatable, Sendable {
 extension CaptureFilter {
     /// mitmproxy's assets (`~a`): JavaScript, CSS, images, fonts.
     public static let assetTypes = #"^\s*(text/javascript|application/(x-)?javascript|text/css|image/|font/|application/(x-)?font)"#
+    /// What a gRPC request's Content-Type starts with (`application/grpc+proto`, `application/grpc-web` too), any case.
+    public static let grpcType = "application/grpc"
 }
 
 /// Why a filter was refused, and where: `position` counts characters

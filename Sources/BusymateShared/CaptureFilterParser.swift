@@ -178,6 +178,13 @@ struct CaptureFilterParser {
             return .tls(mode)
         case "device": return .device(try pattern(needs()))
         case "dns": return .dns
+        case "proto":
+            let (word, at) = try needs()
+            guard let version = CaptureFilter.HTTPProtocol(rawValue: word.lowercased()) else {
+                throw FilterError(position: at + 1, message: "~proto is h1 (HTTP/1.0 or 1.1) or h2 (HTTP/2), not \"\(word)\"")
+            }
+            return .proto(version)
+        case "grpc": return .grpc
         case "since": return .since(try Self.time(needs(), now: now))
         case "until": return .until(try Self.time(needs(), now: now))
         case "": throw FilterError(position: start + 1, message: "~ needs a filter name (~d, ~u, ~c, ...)")

@@ -13,6 +13,8 @@ public struct FilterSubject: Sendable {
     /// `http`, `https`, `tcp` (a tunnel) or `dns`.
     public var scheme: String
     public var tls: CaptureFilter.TLS
+    /// `HTTP/1.1`, `HTTP/2.0`… as rows store it; nil when not known.
+    public var httpVersion: String?
     public var requestHeaders: [(String, String)] = []
     public var status: Int?
     /// nil while there is no response (`~q`).

@@ -16,8 +16,11 @@ public struct RuleVerdict: Sendable {
     /// The rule that decides, when another does.
     public var by: String?
 
+    /// As an HTTP/1.1 request (`rules test` without `--http2`, the page's test).
     public static func verdicts(_ rules: [Rule], url: String, method: String = "GET") -> [RuleVerdict] {
-        verdicts(rules, exchange: FilterSubject(url: url, method: method))
+        var exchange = FilterSubject(url: url, method: method)
+        exchange.httpVersion = "HTTP/1.1"
+        return verdicts(rules, exchange: exchange)
     }
 
     /// A filter rule is tested on the request alone; a headers rule whose

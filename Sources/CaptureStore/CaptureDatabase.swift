@@ -211,6 +211,18 @@ public final class CaptureDatabase: Sendable {
         migrator.registerMigration("v10: breakpoint deadlines") { db in
             try db.alter(table: "breakpoint_events") { t in t.add(column: "expires_at", .datetime) }
         }
+        // HTTP/2: the stream an exchange was, the client connection it came
+        // on (the page groups a connection's streams), and trailers both ways
+        // (`[[name, value], …]` as headers; NULL when there were none).
+        // Rows before this have NULL: HTTP/1, or not known.
+        migrator.registerMigration("v11: streams, connections and trailers") { db in
+            try db.alter(table: "exchanges") { t in
+                t.add(column: "stream_id", .integer)
+                t.add(column: "connection_id", .text)
+                t.add(column: "request_trailers", .text)
+                t.add(column: "response_trailers", .text)
+            }
+        }
         return migrator
     }
 }

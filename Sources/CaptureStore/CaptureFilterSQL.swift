@@ -111,6 +111,10 @@ extension CaptureFilter {
         case .tcp: return "scheme = 'tcp'"
         case let .device(pattern): return "busymate_match(\(pattern), device)"
         case .dns: return "scheme = 'dns'"
+        case let .proto(version): return "coalesce(http_version IN \(version.versions), 0)"
+        // lower() folds ASCII only, as the in-memory matcher does; substr counts characters.
+        case .grpc:
+            return "coalesce(substr(lower(busymate_header(request_headers, 'content-type')), 1, \(Self.grpcType.count)) = \(Self.grpcType), 0)"
         case .replay: return "resent_from IS NOT NULL"
         case let .tls(mode): return "tls_mode = \(mode.rawValue)"
         case let .rule(pattern): return "busymate_match(\(pattern), rule)"

@@ -17,6 +17,9 @@ public enum CurlCommandLine {
             parts += ["-X", quote(record.method)]
         }
         if record.httpVersion == "HTTP/1.0" { parts.append("--http1.0") }
+        // HTTP/2 as the client spoke it: over TLS by ALPN; in the clear only
+        // with prior knowledge (an `Upgrade: h2c` is stripped, so stays HTTP/1.1).
+        if record.httpVersion == "HTTP/2.0" || record.httpVersion == "HTTP/2" { parts.append(record.scheme == "http" ? "--http2-prior-knowledge" : "--http2") }
         parts.append(quote(record.url))
         // Framing and hop-by-hop headers are curl's business.
         let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "host"]

@@ -3,7 +3,7 @@ import GRDB
 import GRDBSQLite
 
 /// The writer's insert, bound through SQLite's C API on GRDB's cached
-/// statement: GRDB's `StatementArguments` boxed each of the 45 values, and
+/// statement: GRDB's `StatementArguments` boxed each of the 49 values, and
 /// that was as dear as SQLite's own work. Used inside a GRDB write.
 struct ExchangeInsert {
     private let db: Database
@@ -105,6 +105,10 @@ struct ExchangeInsert {
         bind(r.marker)
         bind(r.comment)
         bind(r.note)
+        bind(r.streamID)
+        bind(r.connectionID)
+        bind(r.requestTrailers)
+        bind(r.responseTrailers)
         if code == SQLITE_OK { code = sqlite3_step(statement) }
         guard code == SQLITE_DONE else {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),

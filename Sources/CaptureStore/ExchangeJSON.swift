@@ -36,7 +36,14 @@ public enum ExchangeJSON {
             ("imported", string(r.imported)),
             ("device", string(r.device)), ("front_end", string(r.frontEnd)),
             ("marker", string(r.marker)), ("comment", string(r.comment)), ("note", string(r.note)),
+            // Last, so the web API's `held` keeps its place after `rule`.
+            ("http_version", string(r.httpVersion)), ("stream_id", number(r.streamID)), ("connection_id", string(r.connectionID)),
         ]
+    }
+
+    /// Trailers as headers are written, or null when there were none.
+    public static func trailers(_ json: String?) -> JSONNode {
+        json == nil ? JSONNode(.null) : headers(json)
     }
 
     /// `show --json`: a `list --json` row, then everything else about the
@@ -55,11 +62,13 @@ public enum ExchangeJSON {
             ("headers", headers(r.requestHeaders)),
         ]
         request.append(("body", bodies[.request].map(body) ?? JSONNode(.null)))
+        request.append(("trailers", trailers(r.requestTrailers)))
         var response: JSONNode = JSONNode(.null)
         if let status = r.status {
             response = object([
                 ("status", number(status)), ("reason", string(r.reason)), ("headers", headers(r.responseHeaders)),
                 ("body", bodies[.response].map(body) ?? JSONNode(.null)),
+                ("trailers", trailers(r.responseTrailers)),
             ])
         }
         return summaryMembers(r, resentFrom: resentFrom) + [

@@ -75,6 +75,13 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     /// What Busymate changed or noticed that is no failure (a request
     /// target it percent-encoded): not `error`, so `~e` keeps meaning failed.
     public var note: String?
+    /// The HTTP/2 stream id (nil for HTTP/1).
+    public var streamID: Int?
+    /// The same for every exchange of one client connection: short opaque text.
+    public var connectionID: String?
+    /// Trailers, `[[name, value], …]` as JSON like headers; nil when there were none.
+    public var requestTrailers: String?
+    public var responseTrailers: String?
 
     public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
                 host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
@@ -107,7 +114,8 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
              requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
              storedBytes = "stored_bytes",
              tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end", marker, comment, note
+             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end", marker, comment, note,
+             streamID = "stream_id", connectionID = "connection_id", requestTrailers = "request_trailers", responseTrailers = "response_trailers"
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -159,6 +167,10 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         container["marker"] = marker
         container["comment"] = comment
         container["note"] = note
+        container["stream_id"] = streamID
+        container["connection_id"] = connectionID
+        container["request_trailers"] = requestTrailers
+        container["response_trailers"] = responseTrailers
     }
 
     /// One prepared statement for every insert (the writer's hot path).
@@ -170,8 +182,9 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
           response_body, request_body_truncated, response_body_truncated, request_body_file,
           response_body_file, request_body_decoded_size, response_body_decoded_size, stored_bytes, tls_mode,
           sni, tls_version, tls_cipher, error, bytes_up, bytes_down, resent_from, rule, imported, device, front_end,
-          marker, comment, note
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          marker, comment, note, stream_id, connection_id, request_trailers, response_trailers
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                  ?, ?, ?, ?)
         """
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

@@ -8,6 +8,7 @@ extension FilterSubject {
     public init(_ record: ExchangeRecord, bodies: BodyStore) {
         self.init(method: record.method, url: record.url, host: record.host, scheme: record.scheme,
                   tls: CaptureFilter.TLS(rawValue: record.tlsMode.rawValue) ?? .none, startedAt: record.startedAt)
+        httpVersion = record.httpVersion
         requestHeaders = ExchangeRecord.decodeHeaders(record.requestHeaders)
         responseHeaders = record.responseHeaders.map { ExchangeRecord.decodeHeaders($0) }
         status = record.status

@@ -26,6 +26,13 @@ public enum HAR {
         ExchangeRecord.decodeHeaders(text).first { $0.0.lowercased() == name }?.1
     }
 
+    /// `httpVersion` as Chrome's DevTools writes it: `http/2.0` for HTTP/2
+    /// (its `filteredProtocolName`), the status line's `HTTP/1.1` otherwise.
+    static func version(_ stored: String?) -> String {
+        guard let stored else { return "HTTP/1.1" }
+        return stored == "HTTP/2.0" || stored == "HTTP/2" ? "http/2.0" : stored
+    }
+
     static func queryString(_ url: String) -> [[String: Any]] {
         guard let items = URLComponents(string: url)?.queryItems else { return [] }
         return items.map { ["name": $0.name, "value": $0.value ?? ""] }
@@ -44,7 +51,7 @@ public enum HAR {
         let requestBody = (try? bodies.body(of: r, .request)) ?? r.requestBody
         let responseBody = (try? bodies.body(of: r, .response)) ?? r.responseBody
         var request: [String: Any] = [
-            "method": r.method, "url": r.url, "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
+            "method": r.method, "url": r.url, "httpVersion": version(r.httpVersion), "cookies": [] as [Any],
             "headers": headers(r.requestHeaders, redact: redact), "queryString": queryString(r.url), "headersSize": -1, "bodySize": r.requestBodySize,
         ]
         if let body = requestBody {
@@ -58,11 +65,14 @@ public enum HAR {
             if shown.base64 { content["encoding"] = "base64" }
             if r.responseBodyTruncated { content["comment"] = "stored truncated: \(body.count) of \(r.responseBodySize) bytes" }
         }
-        let response: [String: Any] = [
-            "status": r.status ?? 0, "statusText": r.reason ?? "", "httpVersion": r.httpVersion ?? "HTTP/1.1", "cookies": [] as [Any],
+        // HAR has no place for trailers (Chrome leaves them out): a custom field, as headers are written.
+        if r.requestTrailers != nil { request["_trailers"] = headers(r.requestTrailers, redact: redact) }
+        var response: [String: Any] = [
+            "status": r.status ?? 0, "statusText": r.reason ?? "", "httpVersion": version(r.httpVersion), "cookies": [] as [Any],
             "headers": headers(r.responseHeaders, redact: redact), "content": content, "redirectURL": header("location", in: r.responseHeaders) ?? "",
             "headersSize": -1, "bodySize": r.status == nil ? -1 : r.responseBodySize,
         ]
+        if r.responseTrailers != nil { response["_trailers"] = headers(r.responseTrailers, redact: redact) }
         let connect = milliseconds(r.startedAt, r.tlsDoneAt ?? r.connectedAt)
         // HAR counts ssl inside connect.
         let ssl = r.tlsDoneAt == nil ? -1 : milliseconds(r.connectedAt, r.tlsDoneAt)
@@ -76,6 +86,9 @@ public enum HAR {
             "_requestId": r.requestID,
         ]
         if let server = r.serverAddress { entry["serverIPAddress"] = server.split(separator: ":").dropLast().joined(separator: ":").trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
+        // HAR 1.2's `connection` (Chrome writes its connection id there); the HTTP/2 stream beside it.
+        if let connection = r.connectionID { entry["connection"] = connection }
+        if let stream = r.streamID { entry["_streamId"] = stream }
         if let error = r.error { entry["_error"] = error }
         // HAR 1.2's own field for a note; the mark as mitmproxy's `marked`.
         if let comment = r.comment { entry["comment"] = comment }

@@ -74,6 +74,15 @@ public enum HARImport {
         if let server = entry["serverIPAddress"] as? String, !server.isEmpty {
             r.serverAddress = server.contains(":") ? "[\(server)]:\(r.port)" : "\(server):\(r.port)"
         }
+        // Busymate's own export carries these; Chrome writes its connection id in `connection` (a
+        // number as text), Firefox the server's port, which is no connection: left out.
+        if let connection = entry["connection"] as? String, (1...64).contains(connection.count), connection != String(r.port),
+           connection.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) }) {
+            r.connectionID = connection
+        }
+        if let stream = number(entry["_streamId"]).flatMap({ Int(exactly: $0) }), (1...Int(Int32.max)).contains(stream) { r.streamID = stream }
+        r.requestTrailers = trailers(request["_trailers"])
+        r.responseTrailers = (entry["response"] as? [String: Any]).flatMap { trailers($0["_trailers"]) }
         if let error = entry["_error"] as? String { r.error = error }
         // A user's note and mark come back; one that would be refused from the CLI is left out.
         let comment = (entry["comment"] as? String).flatMap { $0.isEmpty ? nil : $0 }
@@ -95,6 +104,12 @@ public enum HARImport {
         }
     }
 
+    /// `_trailers` as headers are read; nil when there are none.
+    static func trailers(_ value: Any?) -> String? {
+        let pairs = headers(value)
+        return pairs.isEmpty ? nil : ExchangeRecord.encodeHeaders(pairs)
+    }
+
     static let earliest = Date(timeIntervalSince1970: 0)
     static let latest = Date(timeIntervalSince1970: 4_102_444_800)  // 2100-01-01
 
@@ -105,8 +120,12 @@ public enum HARImport {
 
     static func version(_ value: Any?) -> String? {
         guard let text = (value as? String)?.uppercased(), !text.isEmpty else { return nil }
-        // HTTP/2 and h3 were decrypted elsewhere; show them as they were.
-        return text == "H2" || text == "HTTP/2.0" ? "HTTP/2" : text
+        // As Busymate stores them (mitmproxy's): Chrome writes `http/2.0`, Firefox `HTTP/2`, some `h2`, `h3`.
+        switch text {
+        case "H2", "HTTP/2", "HTTP/2.0": return "HTTP/2.0"
+        case "H3", "HTTP/3", "HTTP/3.0": return "HTTP/3"
+        default: return text
+        }
     }
 
     static func parseDate(_ text: String) -> Date? {

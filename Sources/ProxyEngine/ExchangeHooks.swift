@@ -109,6 +109,7 @@ struct ExchangeHooks {
                                     device: String?) -> FilterSubject {
         var exchange = FilterSubject(method: head.method.rawValue, url: url, host: target.host.lowercased(), scheme: route.scheme,
                                      tls: CaptureFilter.TLS(rawValue: route.tlsMode.rawValue) ?? .none)
+        exchange.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         exchange.requestHeaders = head.headers.map { ($0.name, $0.value) }
         exchange.client = origin.client.map(ExchangeCapture.describe)
         exchange.device = device

@@ -30,7 +30,7 @@ public enum QueryLane: Sendable {
         case let .url(pattern), let .method(pattern), let .header(pattern, _), let .contentType(pattern, _),
              let .source(pattern), let .destination(pattern), let .rule(pattern), let .device(pattern), let .marker(pattern), let .comment(pattern):
             return isRegex(pattern)
-        case .all, .status, .error, .noResponse, .websocket, .marked, .replay, .tls, .dns, .since, .until,
+        case .all, .status, .error, .noResponse, .websocket, .marked, .replay, .tls, .dns, .proto, .grpc, .since, .until,
              .replayedResponse, .response, .asset, .http, .tcp, .udp:
             return false
         }

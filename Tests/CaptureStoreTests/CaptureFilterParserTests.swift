@@ -49,6 +49,9 @@ import Testing
         ("~tls mitm", c(.tls(.mitm))),
         ("~tls PASSTHROUGH", c(.tls(.passthrough))),
         ("~tls none", c(.tls(.none))),
+        ("~proto h2", c(.proto(.h2))),
+        ("~proto H1", c(.proto(.h1))),
+        ("~grpc", c(.grpc)),
         ("~rule mock", c(.rule("mock"))),
         ("~device \"Anna's phone\"", c(.device("Anna's phone"))),
         ("~since 10m", c(.since(now.addingTimeInterval(-600)))),
@@ -105,6 +108,9 @@ import Testing
         ("~b \"(unclosed\"", 4, "is not a valid regular expression"),
         ("foo[", 1, "is not a valid regular expression"),
         ("~tls maybe", 6, "~tls is mitm, passthrough or none"),
+        ("~proto h3", 8, "~proto is h1 (HTTP/1.0 or 1.1) or h2 (HTTP/2), not \"h3\""),
+        ("~d a ~proto http/2", 13, "~proto is h1"),
+        ("~proto", 7, "~proto needs a value"),
         ("~since yesterday", 8, "a time is a duration ago"),
     ]
 

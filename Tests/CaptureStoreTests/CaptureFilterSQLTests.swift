@@ -27,6 +27,7 @@ import Testing
                 r.responseHeaders = status == nil ? nil : ExchangeRecord.encodeHeaders([("Content-Type", "application/json")])
                 r.clientAddress = "127.0.0.1:5000"
                 r.serverAddress = "93.184.216.34:443"
+                r.httpVersion = "HTTP/1.1"
                 edit(&r)
                 rows.append(r)
             }
@@ -36,17 +37,28 @@ import Testing
                 $0.requestBody = Data("name=needle".utf8)
                 $0.marker = "default"
                 $0.comment = "login bug, see ticket 42"
+                $0.httpVersion = "HTTP/1.0"
             }
             row("/img.png", host: "cdn.example.org", status: 503, minutesAgo: 40) {
+                $0.httpVersion = "HTTP/2.0"
                 $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "image/png"), ("Set-Cookie", "a=b")])
             }
-            row("/timeout", status: nil, minutesAgo: 30) { $0.error = "api.example.com:443 sent no response within 120 s" }
+            // "HTTP/2": a HAR file imported before HTTP/2 was captured.
+            row("/timeout", status: nil, minutesAgo: 30) {
+                $0.error = "api.example.com:443 sent no response within 120 s"
+                $0.httpVersion = "HTTP/2"
+            }
             row("/caf%C3%A9?q=a%20b", minutesAgo: 20) { $0.rule = "mock, headers" }
             row("/big", host: "files.example.net", minutesAgo: 10) {
                 $0.responseBodyFile = "big.response"
                 $0.responseBody = Data("only the first bytes".utf8)
                 $0.resentFrom = "some-request-id"
                 $0.marker = "🔥"
+                // A gRPC call, its Content-Type in any case.
+                $0.httpVersion = "HTTP/2.0"
+                $0.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("User-Agent", "curl/7.88"), ("Content-Type", "Application/GRPC+proto")])
+                $0.streamID = 3
+                $0.connectionID = "c1"
             }
             row("/ws", status: 101, minutesAgo: 5) {
                 $0.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WebSocket"), ("Connection", "Upgrade")])
@@ -57,6 +69,7 @@ import Testing
                 $0.url = "pinned.example.com:443"
                 $0.tlsMode = .passthrough
                 $0.requestHeaders = "[]"
+                $0.httpVersion = nil
             }
             _ = try TrafficRepository(database: database).insert(rows)
             // The whole body is in its file; the row keeps only its start.
@@ -121,6 +134,12 @@ import Testing
         ("~tls passthrough", [""]),
         ("~tls mitm & ~c 101", ["/ws"]),
         ("~rule ^mock", ["/caf%C3%A9?q=a%20b"]),
+        // The HTTP version the client spoke; a tunnel has none.
+        ("~proto h2", ["/img.png", "/timeout", "/big"]),
+        ("~proto H1", ["/users", "/users/9", "/caf%C3%A9?q=a%20b", "/ws"]),
+        ("!~proto h1 & !~proto h2", [""]),
+        ("~grpc", ["/big"]),
+        ("~proto h2 & !~grpc", ["/img.png", "/timeout"]),
         ("~since 12m", ["/big", "/ws", ""]),
         ("~until 45m", ["/users", "/users/9"]),
         ("~since 45m & ~until 25m", ["/img.png", "/timeout"]),

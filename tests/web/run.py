@@ -7,7 +7,7 @@ Chromium driven by Selenium, headless. Each step saves a screenshot in
 usage: run.py --bin DIR [--shots DIR]
 Run as root (the children drop to user busymate). Traffic stays on loopback.
 """
-import argparse, gzip, json, os, shutil, subprocess, sys, tempfile, threading, time
+import argparse, gzip, json, os, shutil, subprocess, sys, tempfile, threading, time, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from selenium import webdriver
@@ -310,6 +310,50 @@ def run(appliance, origin, page, downloads):
     page.shot("marked")
     page.set_filter("")
     page.wait("unfiltered", lambda: page.row_for("/echo") is not None or page.row_for("/data.json") is not None)
+
+    # 3d. HTTP/2 rows (read from a HAR here: the store is what the page reads): the list's h2 chip,
+    #     the trailers after the body, the stream and the connection's other streams.
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    def h2_entry(path, stream, trailers):
+        response = {"status": 200, "statusText": "", "httpVersion": "http/2.0", "headers": [{"name": "content-type", "value": "application/grpc"}],
+                    "content": {"size": 0, "mimeType": "application/grpc"}}
+        if trailers:
+            response["_trailers"] = trailers
+        return {"startedDateTime": now, "time": 5, "connection": "c9", "_streamId": stream, "response": response,
+                "request": {"method": "POST", "url": "https://grpc.example.com" + path, "httpVersion": "http/2.0",
+                            "headers": [{"name": "content-type", "value": "application/grpc"}]}}
+    har = {"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "entries": [
+        h2_entry("/helloworld.Greeter/SayHello", 1, [{"name": "grpc-status", "value": "0"}, {"name": "grpc-message", "value": "fine"}]),
+        h2_entry("/helloworld.Greeter/SayBye", 3, None)]}}
+    token = url.split("token=")[1]
+    request = urllib.request.Request(home + "api/har?name=h2.har", data=json.dumps(har).encode(), method="POST",
+                                     headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    imported = json.loads(urllib.request.urlopen(request, timeout=30).read()).get("imported")
+    page.set_filter("~proto h2 & ~grpc")
+    listed = page.wait("the HTTP/2 rows", lambda: sorted(p.rsplit("/", 1)[-1] for p in page.row_paths()) == ["SayBye", "SayHello"], 10)
+    chips = [stable(lambda: page.row_for(p).find_element(By.CSS_SELECTOR, ".chip.h2").get_attribute("title")) for p in ("SayHello", "SayBye")] if listed else []
+    check(imported == 2 and listed and chips == ["HTTP/2, stream 1 on connection c9", "HTTP/2, stream 3 on connection c9"],
+          "~proto h2 & ~grpc lists the HTTP/2 gRPC rows, each with an h2 chip naming its stream: %s %s" % (page.row_paths(), chips))
+    page.row_for("SayHello").click()
+    page.wait("detail", lambda: page.find("#detail").is_displayed())
+    page.find("[data-tab=response]").click()
+    trailers = page.wait("the trailers", lambda: "grpc-status" in page.find("#tab-body").text and page.find("[data-test=trailers-response]").is_displayed())
+    text = page.find("#tab-body").text
+    check(trailers and text.index("Trailers") > text.index("Body") and "HTTP/2.0 200" in text,
+          "the response tab shows the status line as HTTP/2.0 and the trailers after the body: %r" % text[-200:])
+    page.shot("h2-trailers")
+    page.find("[data-tab=connection]").click()
+    page.wait("the connection tab", lambda: "HTTP/2 stream" in page.find("#tab-body").text)
+    connection = page.find("#tab-body").text
+    check("HTTP/2 stream\n1" in connection.replace(" \n", "\n") or "HTTP/2 stream 1" in connection, "the connection tab names the stream: %r" % connection[:300])
+    siblings = page.all("[data-test=same-connection] a")
+    check(len(siblings) == 1 and "SayBye" in page.find("[data-test=same-connection]").text and "stream 3" in page.find("[data-test=same-connection]").text,
+          "the connection tab lists the connection's other stream: %r" % (page.find("[data-test=same-connection]").text if siblings else connection[-200:]))
+    page.shot("h2-connection")
+    help_text = page.find("#filter-help-rows").get_attribute("textContent")
+    check("~proto h2" in help_text and "~grpc" in help_text, "the filter help lists ~proto and ~grpc")
+    page.set_filter("")
+    page.wait("unfiltered", lambda: page.row_for("/data.json") is not None)
 
     # 4. A held request, edited in the page: the origin receives the edit.
     held = subprocess.Popen(["curl", "-s", "-x", appliance.proxy(), "--max-time", "60", "-H", "Content-Type: text/plain", "--data-binary", "original body", base + "/hold/1"],

@@ -164,6 +164,10 @@
     if (r.resent_from !== null && r.resent_from !== undefined) {
       m.appendChild(chip('resent', '↻ from #' + r.resent_from, 'resent from #' + r.resent_from + ' (click to select it)', { 'data-origin': r.resent_from }));
     }
+    if (r.http_version === 'HTTP/2.0') {
+      m.appendChild(chip('h2', 'h2', 'HTTP/2' + (r.stream_id !== null && r.stream_id !== undefined ? ', stream ' + r.stream_id : '')
+        + (r.connection_id ? ' on connection ' + r.connection_id : ''), { 'data-test': 'h2-chip' }));
+    }
     if (r.imported) m.appendChild(chip('imported', 'imported', 'imported from a HAR file'));
     if (r.marker) m.appendChild(chip('marked', r.marker === 'default' ? '★' : r.marker, 'marked' + (r.marker === 'default' ? '' : ': ' + r.marker), { 'data-test': 'mark-chip' }));
     if (r.comment) m.appendChild(chip('comment', '✎', r.comment, { 'data-test': 'comment-chip' }));
@@ -582,7 +586,7 @@
     ['~bs TEXT', 'response body'], ['~t TYPE', 'content type, e.g. ~t json'], ['~e', 'exchange ended with an error'],
     ['~src ADDR', 'client address'], ['~dst ADDR', 'server address'], ['~websocket', 'WebSocket upgrades'],
     ['~device NAME', 'from the device (its name, a regex)'], ['~dns', 'DNS queries (transparent mode)'],
-    ['~tls MODE', 'mitm | passthrough | none'],
+    ['~tls MODE', 'mitm | passthrough | none'], ['~proto h2', 'HTTP version: h1 (1.0, 1.1) | h2'], ['~grpc', 'gRPC calls'],
     ['~rule NAME', 'a rule applied'], ['~marked', 'marked (★ in the detail)'], ['~marker TEXT', 'marked with this marker'],
     ['~comment TEXT', 'a comment contains'], ['~s', 'has a response'], ['~q', 'no response'], ['~a', 'asset: JS, CSS, image, font'],
     ['~http', 'HTTP exchanges'], ['~tcp', 'passed-through TCP tunnels'], ['~replay', 'sent again (resend)'],

@@ -220,6 +220,11 @@
     box.appendChild(h('div', { class: 'sec-title' }, 'Headers', h('span', { class: 'muted' }, String((m.headers || []).length))));
     box.appendChild(headersTable(m.headers));
     renderBody(box, ex.id, side, m.body);
+    // After the body, as on the wire (gRPC's grpc-status is one).
+    if (m.trailers && m.trailers.length) {
+      box.appendChild(h('div', { class: 'sec-title', 'data-test': 'trailers-' + side }, 'Trailers', h('span', { class: 'muted' }, String(m.trailers.length))));
+      box.appendChild(headersTable(m.trailers));
+    }
   }
 
   function renderBody(box, id, side, b) {
@@ -429,9 +434,29 @@
       kv('TLS', tlsText[ex.tls] || ex.tls), kv('SNI', th.sni), kv('TLS version', th.version), kv('Cipher', th.cipher),
       kv('Bytes up', ex.bytes_up !== undefined && ex.bytes_up !== null ? BM.fmtInt(ex.bytes_up) + ' B' : null),
       kv('Bytes down', ex.bytes_down !== undefined && ex.bytes_down !== null ? BM.fmtInt(ex.bytes_down) + ' B' : null),
-      kv('HTTP version', ex.request && ex.request.http_version), kv('Rule applied', ex.rule),
+      kv('HTTP version', ex.request && ex.request.http_version),
+      kv('HTTP/2 stream', ex.stream_id !== null && ex.stream_id !== undefined ? String(ex.stream_id) : null),
+      kv('Connection', ex.connection_id),
+      kv('Rule applied', ex.rule),
       kv('Resent from', resent), kv('Imported', ex.imported ? 'yes (from a HAR file)' : 'no'),
       kv('Request ID', ex.request_id), kv('Exchange ID', String(ex.id)))));
+    renderSiblings(box, ex);
+  }
+
+  /** The other exchanges of this client connection among the loaded rows: an HTTP/2 connection's streams. */
+  function renderSiblings(box, ex) {
+    if (!ex.connection_id) return;
+    const same = [...BM.state.ids.values()].filter(r => r.connection_id === ex.connection_id && r.id !== ex.id).sort((a, b) => a.id - b.id);
+    if (!same.length) return;
+    box.appendChild(h('div', { class: 'sec-title' }, 'Same connection', h('span', { class: 'muted' }, String(same.length) + ' loaded')));
+    const tb = h('tbody');
+    for (const r of same.slice(0, 100)) {
+      tb.appendChild(h('tr', null,
+        h('td', null, h('a', { href: '#', onclick: e => { e.preventDefault(); BM.app.selectId(r.id); } }, '#' + r.id)),
+        h('td', null, r.stream_id !== null && r.stream_id !== undefined ? 'stream ' + r.stream_id : ''),
+        h('td', { title: r.url || '' }, (r.method || '') + ' ' + (BM.splitUrl(r.url)[1] || r.url || '')), h('td', null, r.status ? String(r.status) : '—')));
+    }
+    box.appendChild(h('table', { class: 'rules-table', 'data-test': 'same-connection' }, tb));
   }
 
   // ---------------------------------------------------------------- breakpoints

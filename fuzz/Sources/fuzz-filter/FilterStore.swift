@@ -6,7 +6,8 @@ import Foundation
 /// something to select and something to refuse (statuses, no response,
 /// errors, headers with JSON escapes, bodies inline, in files, gzip and
 /// deflate, marks, comments, a CONNECT tunnel, DNS queries, a resent row,
-/// a WebSocket 101, plain HTTP, IPv6 addresses, times a millisecond apart).
+/// a WebSocket 101, plain HTTP, IPv6 addresses, times a millisecond apart,
+/// HTTP versions, gRPC content types).
 /// Made once, at the first input; its rows read back as the store keeps them.
 final class FilterStore: @unchecked Sendable {
     // @unchecked: made once, then only read, on libFuzzer's one thread.
@@ -49,6 +50,7 @@ final class FilterStore: @unchecked Sendable {
             r.clientAddress = "127.0.0.1:5000"
             r.serverAddress = "93.184.216.34:\(port)"
             r.device = "127.0.0.1"
+            r.httpVersion = "HTTP/1.1"
             edit(&r)
             rows.append(r)
         }
@@ -60,6 +62,7 @@ final class FilterStore: @unchecked Sendable {
             $0.marker = "default"
             $0.comment = "login bug, see ticket 42"
             $0.device = "phone"
+            $0.httpVersion = "HTTP/1.0"
         }
         row("/img.png", host: "cdn.example.org", status: 503, seconds: -2400) {
             $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "image/png"), ("Set-Cookie", "a=b"), ("set-cookie", "c=d")])
@@ -91,6 +94,7 @@ final class FilterStore: @unchecked Sendable {
             $0.requestHeaders = "[]"
             $0.bytesUp = 517
             $0.bytesDown = 4096
+            $0.httpVersion = nil
         }
         row("", host: "opaque.example.com", method: "CONNECT", status: 200, seconds: -59) {
             $0.scheme = "https"
@@ -106,6 +110,8 @@ final class FilterStore: @unchecked Sendable {
             $0.requestHeaders = "[]"
             $0.responseHeaders = ExchangeRecord.encodeHeaders([("content-type", "text/plain; charset=utf-8")])
             $0.responseBody = Data("example.com. 300 IN A 93.184.216.34".utf8)
+            // A DNS row keeps its transport where HTTP rows keep their version.
+            $0.httpVersion = "udp"
             $0.serverAddress = "1.1.1.1:53"
             $0.clientAddress = "[fe80::1%eth0]:5353"
             $0.device = "laptop"
@@ -117,6 +123,30 @@ final class FilterStore: @unchecked Sendable {
             $0.tlsMode = .none
             $0.requestHeaders = "[]"
             $0.error = "no answer from 1.1.1.1:53"
+            $0.httpVersion = "tcp"
+        }
+        // HTTP/2 streams of one connection: gRPC calls (any case; a combining mark after the type's
+        // last letter; gRPC-Web) and not (a fullwidth letter, a space before, grpc elsewhere in the value).
+        row("/grpc/Say", host: "grpc.example.com", method: "POST", seconds: -20) {
+            $0.httpVersion = "HTTP/2.0"
+            $0.streamID = 1
+            $0.connectionID = "c1"
+            $0.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", "APPLICATION/GRPC+proto"), ("te", "trailers")])
+            $0.responseTrailers = ExchangeRecord.encodeHeaders([("grpc-status", "0")])
+        }
+        row("/grpc/web", host: "grpc.example.com", method: "POST", seconds: -19.5) {
+            $0.httpVersion = "HTTP/2.0"
+            $0.streamID = 3
+            $0.connectionID = "c1"
+            $0.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/grpc\u{301}-web"), ("content-type", "text/plain")])
+        }
+        row("/grpc/not", host: "grpc.example.com", method: "POST", seconds: -19) {
+            $0.httpVersion = "HTTP/2"
+            $0.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", "\u{FF41}pplication/grpc"), ("x-type", "application/grpc")])
+        }
+        row("/grpc/space", host: "grpc.example.com", method: "POST", seconds: -18) {
+            $0.httpVersion = "HTTP/2.0 "
+            $0.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", " application/grpc"), ("CONTENT-TYPE", "application/grpc")])
         }
         row("/gz", host: "gz.example.com", seconds: -10) {
             $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Encoding", "gzip"), ("Content-Type", "application/json; charset=utf-8")])
