@@ -56,6 +56,10 @@ let package = Package(
             .product(name: "CaptureStore", package: "Busymate"),
             .product(name: "BusymateShared", package: "Busymate"),
         ]),
+        harness("grpc", [
+            .product(name: "CaptureStore", package: "Busymate"),
+            .product(name: "BusymateShared", package: "Busymate"),
+        ]),
         harness("socks5", [
             .product(name: "ProxyEngine", package: "Busymate"),
             .product(name: "CaptureStore", package: "Busymate"),

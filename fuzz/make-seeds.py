@@ -326,3 +326,37 @@ dictionary("socks5", [
     "\x05\xff", "\x01\x00", "\x00\x50", "\x01\xbb", "\x7f\x00\x00\x01", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff",
     "\x0bexample.com", "\x16\x03\x01", "GET / HTTP/1.1\r\n",
 ])
+
+# --- grpc: a selector byte (grpc-encoding: none, gzip, deflate, identity, snappy), then a gRPC body
+import gzip as _gzip, zlib as _zlib
+
+def grpc_frame(message, compressed=False, declared=None):
+    return bytes([1 if compressed else 0]) + struct.pack(">I", len(message) if declared is None else declared) + message
+
+def gzipped(data):
+    return _gzip.compress(data, mtime=0)
+
+everything = bytes.fromhex(
+    "089601" "120568656c6c6f" "1a06082a12026869" "2206038e029ea705" "28feffffffffffffffff01"
+    "35d00f4940" "39ffffffffffffffff" "4203ff00ff" "4805" "5200")
+nested = b"\x08\x01"
+for _ in range(70):
+    nested = b"\x0a" + bytes([len(nested)]) + nested if len(nested) < 128 else b"\x0a" + bytes([len(nested) & 0x7f | 0x80, len(nested) >> 7]) + nested
+seeds("grpc", {
+    "unary-plain": b"\x00" + grpc_frame(b"\x0a\x05world"),
+    "every-wire-type": b"\x00" + grpc_frame(everything),
+    "two-messages-gzip": b"\x01" + grpc_frame(gzipped(b"\x0a\x05hello\x10\x96\x01"), True) + grpc_frame(b"\x10\x96\x01"),
+    "deflate": b"\x02" + grpc_frame(_zlib.compress(everything), True),
+    "cut-short": b"\x00" + grpc_frame(b"\x0a\x05hello") + grpc_frame(b"\x0a\x03", declared=9),
+    "group": b"\x00" + grpc_frame(b"\x0b\x08\x01\x0c"),
+    "deep-nesting": b"\x00" + grpc_frame(nested),
+    "empty-message": b"\x00" + grpc_frame(b""),
+    "bad-flag": b"\x00" + b"\x07\x00\x00\x00\x01\x08",
+    "web-trailers": b"\x03" + grpc_frame(b"\x08\x01") + b"\x80" + struct.pack(">I", 33) + b"grpc-status: 3\r\ngrpc-message: x\r\n",
+    "snappy": b"\x04" + grpc_frame(b"\xff\x06\x00\x00sNaPpY", True),
+    "path-and-status": b"\x00/helloworld.Greeter/SayHello%20%C3%A9",
+})
+dictionary("grpc", [
+    "\x00\x00\x00\x00", "\x01\x00\x00\x00", "\x80\x00\x00\x00", "\x08", "\x0a", "\x0d", "\x09", "\x0b", "\x0c", "\x12", "\x1a",
+    "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "\x1f\x8b\x08\x00", "grpc-status: ", "grpc-message: ", "%C3%A9",
+])

@@ -108,6 +108,11 @@ struct Show: AsyncParsableCommand {
             if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
             if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
             out.append("")
+            if let grpc = GRPCExchange(record, bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: false),
+                                                        .response: try ExchangeBody(record, .response, bodies: bodies, raw: false)],
+                                       responseTrailers: GRPCExchange.storedTrailers(record)) {
+                out += grpc.lines() + [""]
+            }
         }
         out.append("> \(record.method) \(record.path.isEmpty ? record.url : record.path) \(record.httpVersion ?? "HTTP/1.1")")
         for (name, value) in ExchangeRecord.decodeHeaders(record.requestHeaders) { out.append("> \(name): \(value)") }

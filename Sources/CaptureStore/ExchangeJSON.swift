@@ -71,6 +71,8 @@ public enum ExchangeJSON {
                 ("trailers", trailers(r.responseTrailers)),
             ])
         }
+        // A gRPC call's messages, decoded (README, "gRPC").
+        let grpc: [Member] = GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r)).map { [("grpc", $0.json())] } ?? []
         return summaryMembers(r, resentFrom: resentFrom) + [
             ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),
             ("first_byte_at", date(r.firstByteAt)), ("ended_at", date(r.endedAt)),
@@ -84,7 +86,7 @@ public enum ExchangeJSON {
                         ("expires_at", date(event.expiresAt)),
                         ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue))])
             })),
-        ]
+        ] + grpc
     }
 
     /// A body: sizes, where it is kept, and its bytes (decoded unless

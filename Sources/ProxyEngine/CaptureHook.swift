@@ -44,7 +44,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: method, host: host, port: port, path: path,
                                     url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         record.status = Int(status.code)
         record.reason = status.reasonPhrase
         record.endedAt = Date()
@@ -67,7 +67,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
                                     url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         record.status = 408
         record.reason = "Request Timeout"
         record.endedAt = Date()
@@ -83,7 +83,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: target.host.lowercased(), port: target.port, path: "",
                                     url: target.description, tlsMode: .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         record.sni = sni
         record.endedAt = Date()
         record.error = why
@@ -96,7 +96,7 @@ struct CaptureHook: Sendable {
         var record = ExchangeRecord(scheme: "tcp", method: target == nil ? "" : "CONNECT", host: target?.host.lowercased() ?? "",
                                     port: target?.port ?? 0, path: "", url: target?.description ?? "", tlsMode: target == nil ? .none : .passthrough)
         record.clientAddress = client.map(ExchangeCapture.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         record.endedAt = Date()
         record.error = why
         writer.submit(record)
@@ -109,7 +109,7 @@ struct CaptureHook: Sendable {
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(ExchangeCapture.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         return TunnelCapture(writer: writer, record: record)
     }
 }
@@ -165,7 +165,7 @@ extension CaptureHook {
                                     url: "dns://\(name)/\(query.type)", tlsMode: .none)
         record.httpVersion = query.transport
         record.clientAddress = query.client.map(ExchangeCapture.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         record.serverAddress = query.server
         record.requestHeaders = "[]"
         record.endedAt = query.endedAt

@@ -27,7 +27,7 @@ struct ExchangeCapture: Sendable {
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(Self.describe)
-        (record.device, record.frontEnd) = (peer.device, peer.frontEnd)
+        peer.stamp(&record)
         writer.open?.opened(OpenExchangesFile.Entry(requestID: record.requestID, startedAt: record.startedAt, method: record.method,
                                                     url: record.url, client: record.clientAddress))
     }

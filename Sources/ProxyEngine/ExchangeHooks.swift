@@ -206,6 +206,15 @@ struct ExchangeHooks {
     /// The head as it goes to the client (after a hold, as released).
     mutating func responseHeadSent(_ head: HTTPResponseHead) { capture?.responseHead(head) }
 
+    /// Trailers as they went on (HTTP/2, or HTTP/1 chunked).
+    mutating func requestTrailers(_ trailers: HTTPHeaders) {
+        capture?.record.requestTrailers = ExchangeRecord.encodeHeaders(trailers.map { ($0.name, $0.value) })
+    }
+
+    mutating func responseTrailers(_ trailers: HTTPHeaders) {
+        capture?.record.responseTrailers = ExchangeRecord.encodeHeaders(trailers.map { ($0.name, $0.value) })
+    }
+
     /// The proxy answered itself (a rule, a refusal, a breakpoint's abort).
     mutating func answered(_ status: HTTPResponseStatus) { capture?.answered(status) }
 

@@ -1,3 +1,4 @@
+import CaptureStore
 import NIOCore
 
 /// How a connection arrived (DESIGN: front ends): the explicit proxy, the
@@ -27,4 +28,10 @@ struct CapturePeer: Sendable, Equatable {
     var streamID: Int?
 
     static let unknown = CapturePeer(device: nil, frontEnd: nil)
+
+    /// Puts who and how on a row.
+    func stamp(_ record: inout ExchangeRecord) {
+        (record.device, record.frontEnd) = (device, frontEnd)
+        (record.connectionID, record.streamID) = (connectionID, streamID)
+    }
 }

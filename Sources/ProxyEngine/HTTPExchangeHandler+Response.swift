@@ -63,6 +63,7 @@ extension HTTPExchangeHandler {
         }
         switch machine.responseEnd() {
         case let .writeEnd(close, done, releaseUpstream):
+            if let trailers, !trailers.isEmpty { hooks.responseTrailers(trailers) }
             submitCapture()
             // The server answered before the request ended: no request can follow on its connection.
             if releaseUpstream { upstream.close() }

@@ -90,7 +90,10 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 break
             }
         case let .end(trailers):
-            if let trailers, !trailers.isEmpty { current?.requestTrailers = trailers }
+            if let trailers, !trailers.isEmpty {
+                current?.requestTrailers = trailers
+                hooks.requestTrailers(trailers)
+            }
             carryOut(machine.requestEnd(), context: context)
         }
     }

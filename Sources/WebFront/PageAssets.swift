@@ -15,6 +15,7 @@ enum PageAssets {
         "/favicon.svg": Asset(bytes: PackageResources.favicon_svg, type: "image/svg+xml"),
         "/util.js": Asset(bytes: PackageResources.util_js, type: javascript),
         "/jsonview.js": Asset(bytes: PackageResources.jsonview_js, type: javascript),
+        "/grpcview.js": Asset(bytes: PackageResources.grpcview_js, type: javascript),
         "/virtuallist.js": Asset(bytes: PackageResources.virtuallist_js, type: javascript),
         "/detail.js": Asset(bytes: PackageResources.detail_js, type: javascript),
         "/settings.js": Asset(bytes: PackageResources.settings_js, type: javascript),

@@ -11,7 +11,7 @@
   let curId = null;
   let tab = localStorage.getItem('bm-tab') || 'response';
   let gen = 0;
-  const bodyMode = {};       // side -> 'tree' | 'text' | 'hex' | 'image' chosen by the user
+  const bodyMode = {};       // side -> 'grpc' | 'tree' | 'text' | 'hex' | 'image' chosen by the user
 
   function show() {
     if (pane.hidden) {
@@ -219,7 +219,7 @@
     }
     box.appendChild(h('div', { class: 'sec-title' }, 'Headers', h('span', { class: 'muted' }, String((m.headers || []).length))));
     box.appendChild(headersTable(m.headers));
-    renderBody(box, ex.id, side, m.body);
+    renderBody(box, ex.id, side, m.body, ex.grpc && ex.grpc[side] ? ex.grpc : null);
     // After the body, as on the wire (gRPC's grpc-status is one).
     if (m.trailers && m.trailers.length) {
       box.appendChild(h('div', { class: 'sec-title', 'data-test': 'trailers-' + side }, 'Trailers', h('span', { class: 'muted' }, String(m.trailers.length))));
@@ -227,7 +227,7 @@
     }
   }
 
-  function renderBody(box, id, side, b) {
+  function renderBody(box, id, side, b, grpc) {
     const view = h('div', { id: 'body-view', 'data-test': 'body-view' });
     const tools = h('span', { class: 'body-tools' });
     box.appendChild(h('div', { class: 'sec-title' }, 'Body', h('span', { class: 'spacer' }), tools));
@@ -246,22 +246,24 @@
     if (b.text_truncated) metaItems.push(h('span', { class: 'warn' }, '⚠ showing the first part only'));
     for (const it of metaItems) meta.appendChild(it);
 
-    // View switch: tree/text/hex/image as the kind allows.
+    // View switch: gRPC/tree/text/hex/image as the kind allows.
     const hasText = typeof b.text === 'string';
     const modes = [];
+    if (grpc) modes.push(['grpc', 'gRPC']);
     if (b.kind === 'json' && hasText) modes.push(['tree', 'Tree'], ['text', 'Text']);
     else if (b.kind === 'text' && hasText) modes.push(['text', 'Text']);
     else if (b.kind === 'image' && BM.safePath(b.preview_url)) modes.push(['image', 'Image']);
     modes.push(['hex', 'Hex']);
-    let mode = bodyMode[side + ':' + b.kind];
+    const modeKey = side + ':' + (grpc ? 'grpc' : b.kind);
+    let mode = bodyMode[modeKey];
     if (!modes.some(([k]) => k === mode)) mode = modes[0][0];
     if (modes.length > 1) {
       const sw = h('span', { class: 'view-switch' });
       for (const [k, label] of modes) {
         sw.appendChild(h('button', { type: 'button', class: k === mode ? 'on' : null, 'data-mode': k, onclick: () => {
-          bodyMode[side + ':' + b.kind] = k;
+          bodyMode[modeKey] = k;
           for (const x of sw.children) x.classList.toggle('on', x.dataset.mode === k);
-          fillBody(view, id, side, b, k);
+          fillBody(view, id, side, b, k, grpc);
         } }, label));
       }
       tools.appendChild(sw);
@@ -269,11 +271,12 @@
     if (BM.safePath(b.download_url)) tools.appendChild(h('a', { class: 'btn small', href: BM.safePath(b.download_url), download: '', title: 'Download the decoded body', 'data-test': 'download-body' }, '⤓ Download'));
     box.appendChild(meta);
     box.appendChild(view);
-    fillBody(view, id, side, b, mode);
+    fillBody(view, id, side, b, mode, grpc);
   }
 
-  function fillBody(view, id, side, b, mode) {
+  function fillBody(view, id, side, b, mode, grpc) {
     clear(view);
+    if (mode === 'grpc') { BM.grpc.render(view, side, grpc); return; }
     if (mode === 'tree') {
       const tree = BM.json.renderJSONTree(b.text);
       if (tree) { view.appendChild(tree); return; }

@@ -1,0 +1,129 @@
+import BusymateShared
+import Foundation
+
+/// Decoded protobuf fields for people and for `--json`: lines indented like
+/// mitmproxy's view (`number: value  # other readings`, a nested message's
+/// fields two spaces in), and JSON members per field (README, "gRPC").
+public enum ProtobufText {
+    /// Bytes and text past these are cut in lines (not in JSON).
+    static let hexLimit = 64
+    static let textLimit = 2000
+
+    public static func lines(_ fields: [ProtobufField], indent: String = "") -> [String] {
+        var out: [String] = []
+        for field in fields {
+            let key = indent + "\(field.number):"
+            if case let .message(nested) = field.value {
+                out.append(key)
+                out += lines(nested, indent: indent + "  ")
+            } else {
+                out.append(key + " " + value(field.value))
+            }
+        }
+        return out
+    }
+
+    /// A field's value as its line shows it (a message's is its lines).
+    static func value(_ value: ProtobufField.Value) -> String {
+        switch value {
+        case let .varint(v):
+            return varint(v)
+        case let .fixed32(v):
+            let signed = Int32(bitPattern: v)
+            var notes: [String] = []
+            if signed < 0 { notes.append("i32: \(signed)") }
+            if let f = plausibleFloat(Double(Float(bitPattern: v))) { notes.append("float: \(f)") }
+            return "!fixed32 \(v)" + comment(notes)
+        case let .fixed64(v):
+            let signed = Int64(bitPattern: v)
+            var notes: [String] = []
+            if signed < 0 { notes.append("i64: \(signed)") }
+            if let d = plausibleFloat(Double(bitPattern: v)) { notes.append("double: \(d)") }
+            return "!fixed64 \(v)" + comment(notes)
+        case let .string(text):
+            let cut = text.count > textLimit
+            return quoted(cut ? String(text.prefix(textLimit)) : text) + (cut ? "  # \(text.utf8.count) bytes, first \(textLimit) characters shown" : "")
+        case .message:
+            return ""
+        case let .packedVarints(values, data):
+            let shown = values.prefix(hexLimit).map(String.init).joined(separator: ", ") + (values.count > hexLimit ? ", …" : "")
+            return "[\(shown)]  # packed varints (\(values.count)), or bytes \(hex(data))"
+        case let .bytes(data):
+            return "!bytes \(hex(data))" + (data.count > hexLimit ? "  # \(data.count) bytes" : "")
+        }
+    }
+
+    /// mitmproxy's reading of a varint: as written, and zigzag-decoded (a
+    /// sint32/sint64); past Int64.max, the negative int64 it most likely is.
+    static func varint(_ v: UInt64) -> String {
+        if v > UInt64(Int64.max) { return "\(Int64(bitPattern: v))  # u64: \(v)" }
+        return "\(v)  # sint: \(zigzag(v))"
+    }
+
+    public static func zigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
+
+    /// A float worth showing: finite, and zero or of a size numbers have
+    /// (most integers' bits read as floats are tiny or huge).
+    static func plausibleFloat(_ d: Double) -> String? {
+        guard d.isFinite, d == 0 || (abs(d) >= 1e-6 && abs(d) < 1e15) else { return nil }
+        return String(format: "%.9g", d)
+    }
+
+    static func comment(_ notes: [String]) -> String { notes.isEmpty ? "" : "  # " + notes.joined(separator: ", ") }
+
+    static func hex(_ data: Data, limit: Int = hexLimit) -> String {
+        let digits = Array("0123456789abcdef")
+        var out = ""
+        out.reserveCapacity(min(data.count, limit) * 2 + 1)
+        for byte in data.prefix(limit) {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return data.count > limit ? out + "…" : out
+    }
+
+    /// JSON string syntax: quotes, and escapes for what is not plain.
+    static func quoted(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        ExchangeRecord.appendJSONString(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    // MARK: JSON
+
+    public static func json(_ fields: [ProtobufField]) -> JSONNode {
+        ExchangeJSON.array(fields.map { field in
+            var members: [ExchangeJSON.Member] = [
+                ("number", ExchangeJSON.number(field.number)), ("wire_type", ExchangeJSON.string(field.wireType.name)),
+                ("type", ExchangeJSON.string(field.value.kind)),
+            ]
+            // The line `show` prints, for views that print it (JavaScript's numbers lose 64-bit values).
+            if case .message = field.value {} else { members.append(("display", ExchangeJSON.string(value(field.value)))) }
+            switch field.value {
+            case let .varint(v):
+                members.append(("value", ExchangeJSON.number(v)))
+                members.append(v > UInt64(Int64.max) ? ("int64", ExchangeJSON.number(Int64(bitPattern: v))) : ("sint", ExchangeJSON.number(zigzag(v))))
+            case let .fixed32(v):
+                members += [("value", ExchangeJSON.number(v)), ("int32", ExchangeJSON.number(Int32(bitPattern: v))),
+                            ("float", float(Double(Float(bitPattern: v)), digits: 9))]
+            case let .fixed64(v):
+                members += [("value", ExchangeJSON.number(v)), ("int64", ExchangeJSON.number(Int64(bitPattern: v))),
+                            ("double", float(Double(bitPattern: v), digits: 17))]
+            case let .string(text):
+                members.append(("value", ExchangeJSON.string(text)))
+            case let .message(nested):
+                members.append(("fields", json(nested)))
+            case let .packedVarints(values, data):
+                members += [("values", ExchangeJSON.array(values.map { ExchangeJSON.number($0) })), ("hex", ExchangeJSON.string(hex(data, limit: .max)))]
+            case let .bytes(data):
+                members.append(("hex", ExchangeJSON.string(hex(data, limit: .max))))
+            }
+            return ExchangeJSON.object(members)
+        })
+    }
+
+    /// JSON has no NaN or infinity: those are null.
+    static func float(_ d: Double, digits: Int) -> JSONNode {
+        d.isFinite ? JSONNode(.number(String(format: "%.\(digits)g", d))) : JSONNode(.null)
+    }
+}

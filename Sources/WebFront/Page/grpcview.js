@@ -1,0 +1,53 @@
+// The gRPC view of a body: the call (service, method, status), then each length-prefixed
+// message's protobuf fields, decoded without a schema as `busymate show` prints them. The
+// server decodes (GRPCExchange); each field's `display` is its line, so 64-bit values stay
+// exact. Captured data only ever reaches the DOM through textContent.
+'use strict';
+
+(function () {
+  const { h } = BM;
+
+  /** A gRPC body: the call, then each message's protobuf fields, decoded without a schema as `busymate show` prints them. */
+  function render(view, side, g) {
+    const s = g[side];
+    const call = [g.service && ('service ' + g.service), g.method && ('method ' + g.method)].filter(Boolean).join(' · ');
+    const status = g.status === null || g.status === undefined ? (g.response ? 'no grpc-status in the response' : null)
+      : 'status ' + g.status + ' ' + g.status_name + (g.message ? ': ' + g.message : '') + ' (from the ' + g.status_from + ')';
+    view.appendChild(h('div', { class: 'body-meta', 'data-test': 'grpc-call' },
+      h('span', { class: 'mono' }, call || 'gRPC'), status ? h('span', { class: g.status ? 'warn' : null }, status) : null,
+      s.encoding ? h('span', null, 'grpc-encoding ' + s.encoding) : null));
+    const messages = s.messages || [];
+    if (!messages.length) view.appendChild(h('div', { class: 'body-empty' }, 'No messages'));
+    for (const m of messages) {
+      const head = side + ' message ' + m.index + (m.compressed ? ' · compressed' : '') + ' · ' + BM.fmtSize(m.size)
+        + (m.compressed && m.decoded_size !== null ? ', ' + BM.fmtSize(m.decoded_size) + ' decompressed' : '');
+      view.appendChild(h('div', { class: 'sec-title grpc-head' }, head));
+      const lines = [];
+      if (m.problem) lines.push('(' + m.problem + ')');
+      if (m.fields) {
+        if (!m.fields.length) lines.push('{}  # empty message');
+        pbLines(m.fields, '', lines);
+      } else {
+        if (m.error && m.error !== m.problem) lines.push('(' + m.error + ')');
+        if (m.hex) lines.push('!bytes ' + m.hex);
+      }
+      view.appendChild(h('pre', { class: 'body-text grpc-message', 'data-test': 'grpc-message' }, lines.join('\n')));
+    }
+    if (s.omitted) view.appendChild(h('div', { class: 'muted small' }, s.omitted + ' more messages not shown'));
+    if (s.problem) view.appendChild(h('div', { class: 'notice' }, s.problem));
+    if (s.body_truncated) view.appendChild(h('div', { class: 'warn' }, 'The body was stored cut short: later messages are missing.'));
+  }
+
+  function pbLines(fields, indent, out) {
+    for (const f of fields) {
+      if (f.type === 'message') {
+        out.push(indent + f.number + ':');
+        pbLines(f.fields || [], indent + '  ', out);
+      } else {
+        out.push(indent + f.number + ': ' + f.display);
+      }
+    }
+  }
+
+  BM.grpc = { render };
+})();
