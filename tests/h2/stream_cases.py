@@ -16,6 +16,11 @@ def h2_via_mitm(w, origin):
     return h2client.H2Client(sock) if alpn == "h2" else None
 
 
+def stored_trailers(detail, side):
+    """A row's trailers of one side, names lower-cased (HTTP/1.1 ones are stored as the peer wrote them)."""
+    return [[n.lower(), v] for n, v in ((detail.get(side) or {}).get("trailers") or [])]
+
+
 def trailers(w):
     """Response trailers reach an h2 client and are stored; request trailers reach the origin and are stored."""
     client = h2_via_mitm(w, "main_tls")
@@ -32,7 +37,7 @@ def trailers(w):
             client.close()
     rows = w.busymate.rows("~u case=trailers-response")
     detail = w.busymate.show(rows[0]["id"]) if rows else {}
-    stored = ((detail.get("response") or {}).get("trailers")) or []
+    stored = stored_trailers(detail, "response")
     check([list(t) for t in RESPONSE_TRAILERS if list(t) not in stored] == [], "the row's response.trailers has the origin's trailers", stored)
     client = h2_via_mitm(w, "h2only_tls")
     if client:
@@ -49,7 +54,7 @@ def trailers(w):
             client.close()
     rows = w.busymate.rows("~u case=trailers-request")
     detail = w.busymate.show(rows[0]["id"]) if rows else {}
-    stored = ((detail.get("request") or {}).get("trailers")) or []
+    stored = stored_trailers(detail, "request")
     check(["x-request-trailer", "from-the-client"] in stored, "the row's request.trailers has the client's trailer", stored)
 
 
@@ -100,9 +105,9 @@ def h1_chunked_trailers(w):
           "headers %s, trailers %s" % (headers, trailers))
     rows = w.busymate.rows("~u case=h1-trailers")
     detail = w.busymate.show(rows[0]["id"]) if rows else {}
-    check(["x-request-trailer", "from-the-client"] in ((detail.get("request") or {}).get("trailers") or []), "the row's request.trailers has it",
+    check(["x-request-trailer", "from-the-client"] in stored_trailers(detail, "request"), "the row's request.trailers has it",
           (detail.get("request") or {}).get("trailers"))
-    stored = (detail.get("response") or {}).get("trailers") or []
+    stored = stored_trailers(detail, "response")
     check(all(list(t) in stored for t in RESPONSE_TRAILERS), "the row's response.trailers has the origin's", stored)
 
 
