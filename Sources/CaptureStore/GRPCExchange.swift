@@ -70,7 +70,7 @@ public struct GRPCExchange: Sendable {
         let route = [call.service.map { "service \($0)" }, call.method.map { "method \($0)" }].compactMap { $0 }.joined(separator: " · ")
         var out = ["gRPC " + (route.isEmpty ? "call (its path is not /package.Service/Method)" : route)]
         if let status = call.status {
-            out.append("status \(status) \(GRPCCall.statusName(status))" + (call.message.map { ": \($0)" } ?? "") + " (from the \(call.statusFrom ?? "trailers"))")
+            out.append("status \(status) \(GRPCCall.statusName(status))" + (call.message.flatMap { $0.isEmpty ? nil : ": \($0)" } ?? "") + " (from the \(call.statusFrom ?? "trailers"))")
         } else if response != nil {
             out.append("status: none (no grpc-status in the response's trailers or headers)")
         }

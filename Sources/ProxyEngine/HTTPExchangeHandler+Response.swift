@@ -26,8 +26,14 @@ extension HTTPExchangeHandler {
                 HopByHop.strip(&headers)
                 context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
             case let .writeHead(framing, close):
-                // Recorded as the client gets it.
-                hooks.responseHeadSent(head)
+                // Recorded as the client gets it: HTTP/2 carries no chunked framing.
+                if owner.http2 != nil {
+                    var sent = head
+                    sent.headers.remove(name: "transfer-encoding")
+                    hooks.responseHeadSent(sent)
+                } else {
+                    hooks.responseHeadSent(head)
+                }
                 let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
                                                             upgrade: exchange.upstreamRequest?.upgrade)
                 context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)

@@ -226,6 +226,8 @@ extension HTTPExchangeHandler {
         let info = ExchangeStateMachine.Request(isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
                                                 isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
         if let leg = owner.http2 {
+            // NIO's codec adds chunked framing to the HTTP/1 view of a stream: no header the client sent.
+            received.headers.remove(name: "transfer-encoding")
             // CONNECT (and RFC 8441's extended CONNECT) inside HTTP/2 is not offered: it is answered, and the stream ends.
             if received.method == .CONNECT {
                 answer(.methodNotAllowed, "CONNECT inside HTTP/2 is not supported by this proxy; send CONNECT over HTTP/1.1", verdictClose: true,
