@@ -14,7 +14,7 @@ BUILD_BIN = .build/$(CONFIG)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-web test-faults test-devices test-peers systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-peers systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -36,6 +36,7 @@ test: build
 	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
 	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
 	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
+	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/systemd/run.sh
 	tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)
 
@@ -58,6 +59,13 @@ test-faults: build
 test-devices: build
 	@scripts/install-deps.sh --test
 	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
+
+# HTTP/2 and gRPC with real peers alone (root; about three minutes): curl
+# --http2, nghttp and h2load, Python's h2 (hostile clients too), hypercorn,
+# an h2-only and an HTTP/1-only origin, grpcio's client and server.
+test-h2: build
+	@scripts/install-deps.sh --test
+	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
 
 # Busymate against mitmdump 12.3.1 (about two minutes; root): the same
 # requests through both, the same filter in rules, over the capture and over

@@ -6,9 +6,10 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # The tests also use ip(8), for a network namespace of their own, openssl(1)
 # for certificates of their own, prlimit, setpriv and mount (util-linux)
 # for the hostile-client and fault suites, and Chromium with its driver for
-# the web page, dig(1) for the DNS forwarder; the benchmark's origin is
-# nginx. nftables (nft) is what transparent mode runs.
-[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils)
+# the web page, dig(1) for the DNS forwarder, nghttp and h2load
+# (nghttp2-client) for the HTTP/2 suite; the benchmark's origin is nginx.
+# nftables (nft) is what transparent mode runs.
+[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux)
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +35,12 @@ fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import selenium' 2>/dev/null; then
   echo "busymate: installing selenium (pip) for the web page's test" >&2
   python3 -m pip install --quiet selenium
+fi
+# The HTTP/2 suite's peers: the h2 library (its clients, hostile ones too),
+# hypercorn (an HTTP/2 origin) and grpcio (a gRPC client and server).
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import h2, hpack, hypercorn, grpc' 2>/dev/null; then
+  echo "busymate: installing h2, hypercorn and grpcio (pip) for the HTTP/2 suite" >&2
+  python3 -m pip install --quiet h2 hypercorn grpcio
 fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then
