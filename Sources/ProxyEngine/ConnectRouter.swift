@@ -17,6 +17,8 @@ final class ConnectRouter {
     private enum State {
         /// Dialling the target (pass through).
         case dialling
+        /// Answered for interception: the client's first bytes say TLS, or plaintext (HTTP/1, h2c).
+        case peeking(target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS)
         /// Handing over; bytes still held are delivered on removal.
         case handingOver
         /// Refused or failed: answered, closing.
@@ -76,6 +78,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // The decoder's left-over bytes and anything after: kept for the next layer.
         held.append(data)
+        if case .peeking = state { peek(context: context) }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -87,7 +90,11 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        // Nothing is read while the next layer is not there (backpressure).
+        // Nothing is read while the next layer is not there (backpressure), but the first bytes to peek at.
+        if case .peeking = state {
+            context.read()
+            return
+        }
         readWithheld = true
     }
 
@@ -97,7 +104,7 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         for data in bytes { context.fireChannelRead(data) }
         if !bytes.isEmpty { context.fireChannelReadComplete() }
         if heldInputClosed { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
-        if readWithheld && state == .handingOver { context.read() }
+        if readWithheld, case .handingOver = state { context.read() }
         context.leavePipeline(removalToken: removalToken)
     }
 
@@ -156,9 +163,46 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         writeEstablished(context: context)
+        state = .peeking(target: target, serverContext: serverContext, upstream: upstream)
+        // A client that sends nothing is closed as a handshake that never finished would be.
+        let seconds = services.timeouts.tlsHandshake
+        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
+            guard case .peeking = state, let context = self.context else { return }
+            logger.notice("closed an intercepted tunnel whose client sent nothing", metadata: ["SECONDS": "\(seconds)"])
+            context.close(promise: nil)
+        }
+        peek(context: context)
+    }
+
+    /// A client that speaks TLS in the tunnel is intercepted; one that
+    /// speaks plaintext HTTP/1 or h2c (curl `--proxytunnel` to an http://
+    /// URL, grpcio's plaintext channel through a proxy) is read as HTTP to
+    /// the CONNECT's target, not refused as a failed handshake.
+    private func peek(context: ChannelHandlerContext) {
+        guard case let .peeking(target, serverContext, upstream) = state else { return }
+        var seen = ByteBuffer()
+        for data in held {
+            // Bytes from the socket (and the decoder's left-over bytes): buffers only.
+            var bytes = TLSHelloSniffer.unwrapInboundIn(data)
+            seen.writeBuffer(&bytes)
+        }
+        guard let first = seen.getInteger(at: seen.readerIndex, as: UInt8.self) else {
+            context.read()
+            return
+        }
+        let h2c = services.interception.http2 ? H2CPreface.matches(seen) : false
+        if first != 0x16 && h2c == nil { return }
         state = .handingOver
         do {
-            try owner.intercept(target, serverContext: serverContext, upstream: upstream, replacing: self)
+            if first == 0x16 {
+                try owner.intercept(target, serverContext: serverContext, upstream: upstream, replacing: self)
+            } else if h2c == true {
+                logger.debug("plaintext HTTP/2 inside a CONNECT", metadata: ["TARGET": "\(target)"])
+                try owner.transparentH2C(target, pinnedAddress: nil, replacing: self)
+            } else {
+                logger.debug("plaintext HTTP inside a CONNECT", metadata: ["TARGET": "\(target)"])
+                try owner.transparentHTTP(target, pinnedAddress: nil, replacing: self)
+            }
         } catch {
             logger.error("cannot set up interception", metadata: ["ERROR": "\(error)"])
             context.close(promise: nil)

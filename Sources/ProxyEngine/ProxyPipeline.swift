@@ -89,6 +89,8 @@ final class ProxyPipeline {
     /// Plain HTTP arrived on a transparent connection: the HTTP layer in
     /// place of the router, every request dialled to `original`.
     func transparentHTTP(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
+        // Plaintext inside a CONNECT: the encoder kept for the router's 200 goes first.
+        removeKeptEncoder()
         let exchange = try installHTTP(route: .transparent(original), position: .after(router))
         exchange.pinnedAddress = pinnedAddress
         ops.removeHandler(router, promise: nil)
@@ -148,7 +150,7 @@ final class ProxyPipeline {
     /// The encoder kept for the CONNECT router's reply.
     private var pendingEncoder: HTTPResponseEncoder?
 
-    private func removeKeptEncoder() {
+    func removeKeptEncoder() {
         if let encoder = pendingEncoder { ops.removeHandler(encoder, promise: nil) }
         pendingEncoder = nil
     }

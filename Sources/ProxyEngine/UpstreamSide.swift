@@ -274,8 +274,8 @@ final class UpstreamSide {
         guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
             if case let .success((channel, negotiated)) = result {
                 // A pool's dial stays useful to the streams waiting on it.
-                if let pool, negotiated == "h2", let connection = try? Self.http2Connection(channel, hello: hello) {
-                    pool.dialled(key, .success(connection))
+                if let pool, negotiated == "h2", let (connection, settled) = try? Self.http2Connection(channel, hello: hello) {
+                    whenSettled(settled, connection, key: key, pool: pool)
                 } else {
                     pool?.dialled(key, .success(nil))
                     channel.close(promise: nil)
@@ -288,11 +288,10 @@ final class UpstreamSide {
         switch result {
         case let .success((channel, "h2")):
             do {
-                let connection = try Self.http2Connection(channel, hello: hello)
+                let (connection, settled) = try Self.http2Connection(channel, hello: hello)
                 exchange.hooks.upstreamConnected(to: channel.remoteAddress)
                 if key.secure { exchange.hooks.upstreamTLS(hello, doneAt: .now) }
-                pool?.dialled(key, .success(connection))
-                openStream(on: connection, key: key, fresh: true)
+                whenSettled(settled, connection, key: key, pool: pool)
             } catch {
                 channel.close(promise: nil)
                 pool?.dialled(key, .failure(error))
@@ -341,14 +340,36 @@ final class UpstreamSide {
     }
 
     /// NIO's HTTP/2 client on an origin connection that chose `h2`.
-    private static func http2Connection(_ channel: Channel, hello: TLSHello?) throws -> UpstreamHTTP2Pool.Connection {
+    private static func http2Connection(_ channel: Channel, hello: TLSHello?) throws -> (UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>) {
         let handler = NIOHTTP2Handler(mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: HTTP2Limits.clientConnection,
                                       streamConfiguration: HTTP2Limits.stream) { pushed in
             // Push is off (SETTINGS_ENABLE_PUSH 0): a pushed stream is refused.
             pushed.close()
         }
-        try channel.pipeline.syncOperations.addHandler(handler)
-        return UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello)
+        let settled = channel.eventLoop.makePromise(of: Void.self)
+        try channel.pipeline.syncOperations.addHandlers([handler, RemoteSettingsWatcher(promise: settled)])
+        return (UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello), settled.futureResult)
+    }
+
+    /// Streams go on a new origin HTTP/2 connection once its SETTINGS have
+    /// come (its stream limit known); the pool's waiters with them.
+    private func whenSettled(_ settled: EventLoopFuture<Void>, _ connection: UpstreamHTTP2Pool.Connection, key: Key, pool: UpstreamHTTP2Pool?) {
+        let bound = NIOLoopBound((self, pool), eventLoop: connection.channel.eventLoop)
+        settled.whenComplete { result in
+            let (side, pool) = bound.value
+            switch result {
+            case .success:
+                pool?.dialled(key, .success(connection))
+                side.openStream(on: connection, key: key, fresh: true)
+            case let .failure(error):
+                connection.channel.close(promise: nil)
+                pool?.dialled(key, .failure(error))
+                guard case let .connecting(current, _) = side.state, current == key, let exchange = side.exchange, let context = exchange.context else { return }
+                side.state = .none
+                exchange.fail(Self.dialFailure(key.target, error), context: context)
+                exchange.resumeClientReads()
+            }
+        }
     }
 
     /// Opens this exchange's stream on an origin HTTP/2 connection; the

@@ -31,6 +31,8 @@ extension ProxyPipeline {
 
     /// A redirected plain connection that opened with h2c's preface.
     func transparentH2C(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
+        // Plaintext inside a CONNECT: the encoder kept for the router's 200 goes first.
+        removeKeptEncoder()
         try installHTTP2(route: .transparent(original), pinnedAddress: pinnedAddress, priorKnowledge: true, position: .after(router))
         ops.removeHandler(router, promise: nil)
     }
