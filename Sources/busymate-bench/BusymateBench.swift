@@ -17,13 +17,14 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Seconds each scenario is measured (after a one-second warm-up).") var seconds = 5.0
     @Option(help: "Concurrent keep-alive connections.") var connections = 32
     @Option(help: "Concurrent clients opening a new connection per request.") var newConnectionClients = 8
+    @Option(help: "Concurrent HTTP/2 connections in the HTTP/2 cells (each with 10 or 100 streams at once).") var http2Connections = 8
     @Option(help: "The release binaries.") var binaries = ".build/release"
     @Option(help: "mitmdump 12.3.1, or empty to measure Busymate against direct only.") var mitmdump = ""
     @Option(help: "Why mitmdump is missing, for the report.") var mitmdumpMissing = ""
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
     @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.") var serverCore = 0
     var otherCore: Int { serverCore == 0 ? 1 : 0 }
-    @Option(help: "Only the scenarios whose name contains this, or `store`, `memory` or `web` alone (for profiling).") var only = ""
+    @Option(help: "Only the scenarios whose name contains this (`HTTP/2` adds the HTTP/2 memory cell), or `store`, `memory` or `web` alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
     @Option(help: "Build the store's group here and keep it (for profiling queries).") var keepStore = ""
@@ -37,14 +38,19 @@ struct BusymateBench: AsyncParsableCommand {
         let origin = try NginxOrigin.start(in: work.appendingPathComponent("origin"), core: serverCore)
         defer { origin.process.stop() }
         var report = Report(connections: connections, seconds: seconds)
+        report.http2Connections = http2Connections
         report.notes.append(mitmdump.isEmpty ? "mitmdump: not measured (\(mitmdumpMissing.isEmpty ? "not installed" : mitmdumpMissing))" : "mitmdump: \(mitmdump)")
 
-        let scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients)
+        let scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
             .filter { only.isEmpty || $0.name.contains(only) }
         if !skipDirect {
             log("direct")
             for scenario in scenarios {
                 report.record(scenario.name, .direct, try await measure(scenario, through: nil, origin: origin, group: group))
+                if scenario.isHTTP2, let checked = try H2Load.run(scenario.plan, seconds: seconds) {
+                    log("  \(scenario.name): h2load \(Int(checked.perSecond)) req/s over \(checked.applicationProtocol), \(checked.succeeded) succeeded, \(checked.failed) failed")
+                    report.h2load[scenario.name] = checked
+                }
             }
         }
         var proxies: [(Report.Column, () throws -> ProxyUnderTest)] = [
@@ -62,6 +68,9 @@ struct BusymateBench: AsyncParsableCommand {
                 log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
             }
             if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
+            if only.isEmpty || only == "memory" || only.contains("HTTP/2") {
+                report.http2Memory[column] = try await http2Memory(proxy, origin: origin, group: group)
+            }
             if column == .busymate && (only.isEmpty || only == "web") {
                 log("web: a row from the proxy to an open page")
                 report.webLive = try await WebBench.live(proxy, origin: origin)
@@ -95,7 +104,7 @@ struct BusymateBench: AsyncParsableCommand {
         var config = TLSConfiguration.makeClientConfiguration()
         config.curves = Self.curlCurves
         config.trustRoots = .certificates(try trust.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
-        config.applicationProtocols = ["http/1.1"]
+        config.applicationProtocols = scenario.isHTTP2 ? ["h2"] : ["http/1.1"]
         var plan = scenario.plan
         plan.proxy = proxy.map { ("127.0.0.1", $0.port) }
         plan.tls = plan.https ? try NIOSSLContext(configuration: config) : nil
@@ -124,7 +133,8 @@ struct BusymateBench: AsyncParsableCommand {
         let proxy = try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: directory, core: serverCore, origin: origin)
         defer { proxy.process.stop() }
         guard let paths = proxy.group else { throw BenchError("Busymate has no group") }
-        let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients).filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") }
+        let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
+            .filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") && !$0.isHTTP2 }
         var result = SettingsCostBench.Result()
         for round in 0..<SettingsCostBench.rounds {
             for variant in SettingsCostBench.variants {
@@ -161,6 +171,22 @@ struct BusymateBench: AsyncParsableCommand {
         let streamed = try await MemoryBench.peak(of: pid, during: download, group: group)
         log("  1 GiB download: RSS \(start) KiB before, peak \(streamed.kib) KiB, \(Int(streamed.result.megabytesPerSecond)) MB/s")
         return .init(freshKiB: fresh, idleKiB: idle, atThousandKiB: crowd.kib, downloadKiB: (start, streamed.kib), downloadMBps: streamed.result.megabytesPerSecond)
+    }
+
+    /// The proxy's data path (Busymate's tunnel, mitmdump) at 1,000 MITM
+    /// HTTP/2 connections with 10 streams each busy, over 8 s as above.
+    private func http2Memory(_ proxy: ProxyUnderTest, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Crowd {
+        try origin.pin(to: otherCore)
+        var config = TLSConfiguration.makeClientConfiguration()
+        config.curves = Self.curlCurves
+        config.trustRoots = .certificates(try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        config.applicationProtocols = ["h2"]
+        var plan = LoadPlan(https: true, host: "localhost", port: origin.http2Port, path: "/1k", proxy: ("127.0.0.1", proxy.port),
+                            connections: 1000, duration: .seconds(8), tls: try NIOSSLContext(configuration: config))
+        plan.streams = 10
+        let crowd = try await MemoryBench.peak(of: proxy.dataPathPID, during: plan, group: group)
+        log("  1,000 HTTP/2 connections × 10 streams: \(proxy.name)'s peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed\(crowd.result.firstError.map { " (\($0))" } ?? "")")
+        return MemoryBench.Crowd(kib: crowd.kib, result: crowd.result)
     }
 
     /// Leaf minting in this process: a fresh CA, 2,000 names past the cache.

@@ -17,6 +17,8 @@ struct LoadPlan: Sendable {
     var connections: Int
     var duration: TimeAmount
     var newConnectionPerRequest = false
+    /// Concurrent streams per connection over HTTP/2 (TLS, ALPN h2); 0 for HTTP/1.1.
+    var streams = 0
     /// Client TLS, trusting whatever the system under test presents.
     var tls: NIOSSLContext?
 }
@@ -54,13 +56,11 @@ enum LoadGenerator {
     static func run(_ plan: LoadPlan, group: EventLoopGroup) async throws -> LoadResult {
         let started = NIODeadline.now()
         let deadline = started + plan.duration
-        let workers = (0..<plan.connections).map { _ in Worker(plan: plan, loop: group.next(), deadline: deadline) }
-        let results = try await withThrowingTaskGroup(of: Worker.Tally.self) { tasks in
-            for worker in workers { tasks.addTask { try await worker.run().get() } }
-            var all: [Worker.Tally] = []
-            for try await tally in tasks { all.append(tally) }
-            return all
+        let running = (0..<plan.connections).map { _ in
+            plan.streams > 0 ? HTTP2Worker(plan: plan, loop: group.next(), deadline: deadline).run() : Worker(plan: plan, loop: group.next(), deadline: deadline).run()
         }
+        var results: [LoadTally] = []
+        for tally in running { results.append(try await tally.get()) }
         var result = LoadResult()
         result.seconds = Double((NIODeadline.now() - started).nanoseconds) / 1e9
         for tally in results {
@@ -75,21 +75,23 @@ enum LoadGenerator {
     }
 }
 
-/// One connection's loop, confined to its event loop.
+/// What one connection's loop counted.
+struct LoadTally: Sendable {
+    var requests = 0
+    var failures = 0
+    var bodyBytes = 0
+    var latencies: [UInt32] = []
+    var firstError: String?
+}
+
+/// One HTTP/1.1 connection's loop, confined to its event loop.
 private final class Worker: @unchecked Sendable {
-    struct Tally: Sendable {
-        var requests = 0
-        var failures = 0
-        var bodyBytes = 0
-        var latencies: [UInt32] = []
-        var firstError: String?
-    }
 
     private let plan: LoadPlan
     private let loop: EventLoop
     private let deadline: NIODeadline
-    private let finished: EventLoopPromise<Tally>
-    private var tally = Tally()
+    private let finished: EventLoopPromise<LoadTally>
+    private var tally = LoadTally()
     private var channel: Channel?
     private var sentAt = NIODeadline.now()
     private let request: HTTPRequestHead
@@ -108,7 +110,7 @@ private final class Worker: @unchecked Sendable {
         request = HTTPRequestHead(version: .http1_1, method: .GET, uri: uri, headers: headers)
     }
 
-    func run() -> EventLoopFuture<Tally> {
+    func run() -> EventLoopFuture<LoadTally> {
         loop.execute { self.connect(first: true) }
         return finished.futureResult
     }

@@ -13,6 +13,12 @@ enum MemoryBench {
         var downloadMBps: Double
     }
 
+    /// The peak RSS under a crowd of connections, and the load it carried.
+    struct Crowd {
+        var kib: Int
+        var result: LoadResult
+    }
+
     static func rss(_ pid: Int32) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""

@@ -7,9 +7,13 @@ import X509
 /// worker, logs off: the origin every scenario shares. HTTPS also listens
 /// on 127.0.0.2, the address no proxy intercepts (mitmproxy matches
 /// `ignore_hosts` against addresses too, and localhost is 127.0.0.1).
+/// HTTP/2 has a TLS port of its own, so that a client or proxy offering h2
+/// by ALPN to `httpsPort` still gets the HTTP/1.1 the HTTP/1 cells measure.
 struct NginxOrigin {
     let httpPort: Int
     let httpsPort: Int
+    /// TLS offering h2 by ALPN (and HTTP/1.1 to clients that ask only for it).
+    let http2Port: Int
     /// The origin's self-signed certificate (PEM), for clients and proxies.
     let certificate: URL
     let process: BenchProcess
@@ -34,7 +38,7 @@ struct NginxOrigin {
         try Data(key.utf8).write(to: keyFile)
         for path in [directory.path, www.path] { chmod(path, 0o755) }
         for file in [certificate, keyFile] { chmod(file.path, 0o644) }
-        let (httpPort, httpsPort) = (try Wait.freePort(), try Wait.freePort())
+        let (httpPort, httpsPort, http2Port) = (try Wait.freePort(), try Wait.freePort(), try Wait.freePort())
         let config = directory.appendingPathComponent("nginx.conf")
         try Data("""
             worker_processes 1;
@@ -53,6 +57,7 @@ struct NginxOrigin {
                     listen 127.0.0.1:\(httpPort) backlog=4096;
                     listen 127.0.0.1:\(httpsPort) ssl backlog=4096;
                     listen 127.0.0.2:\(httpsPort) ssl backlog=4096;
+                    listen 127.0.0.1:\(http2Port) ssl http2 backlog=4096;
                     ssl_certificate \(certificate.path);
                     ssl_certificate_key \(keyFile.path);
                     ssl_session_cache off;
@@ -64,8 +69,8 @@ struct NginxOrigin {
             """.utf8).write(to: config)
         let process = try BenchProcess("nginx", core: core, executable: nginx, arguments: ["-c", config.path, "-e", "\(directory.path)/nginx-error.log"],
                                        logDirectory: directory)
-        try Wait.until("nginx", seconds: 10) { Wait.accepts(httpPort) && Wait.accepts(httpsPort) }
-        return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, certificate: certificate, process: process)
+        try Wait.until("nginx", seconds: 10) { Wait.accepts(httpPort) && Wait.accepts(httpsPort) && Wait.accepts(http2Port) }
+        return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, http2Port: http2Port, certificate: certificate, process: process)
     }
 
     /// Moves the origin to `core` (nginx runs as one process here).

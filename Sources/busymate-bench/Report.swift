@@ -6,9 +6,14 @@ struct Report {
 
     let connections: Int
     let seconds: Double
+    var http2Connections = 0
     var rows: [(name: String, results: [Column: LoadResult])] = []
     var mint: (p50: Double, p99: Double)?
     var memory: MemoryBench.Result?
+    /// Peak RSS of each proxy's data path at 1,000 HTTP/2 connections × 10 streams.
+    var http2Memory: [Column: MemoryBench.Crowd] = [:]
+    /// h2load's direct figure for each HTTP/2 cell, beside the generator's.
+    var h2load: [String: H2Load.Result] = [:]
     var store: StoreBench.Result?
     var webPages: [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)] = []
     var webLive: (p50: Double, max: Double, samples: Int)?
@@ -38,8 +43,12 @@ struct Report {
                 let rate = download ? String(format: "%.0f MB/s", r.megabytesPerSecond) : String(format: "%.0f req/s", r.perSecond)
                 let failed = r.failures > 0 ? ", \(r.failures) failed" : ""
                 let cpu = r.proxyCPUPerRequest.isNaN ? "" : String(format: "; CPU %.0f µs/req", r.proxyCPUPerRequest)
+                // Direct HTTP/2: nghttp2's h2load on the same load, beside this generator's figure.
+                let check = column == .direct ? h2load[row.name].map { h2 in
+                    String(format: "; h2load %.0f req/s%@%@", h2.perSecond, h2.failed > 0 ? ", \(h2.failed) failed" : "", h2.applicationProtocol == "h2" ? "" : " over \(h2.applicationProtocol), not h2")
+                } ?? "" : ""
                 return rate + String(format: " (p50 %.2f ms, p99 %.2f ms; cores %.0f/%.0f %%%@%@)", r.percentile(0.5), r.percentile(0.99),
-                                     r.serverCore * 100, r.generatorCore * 100, cpu, failed)
+                                     r.serverCore * 100, r.generatorCore * 100, cpu, failed) + check
             }
             func ratio(_ a: Column, _ b: Column) -> String {
                 guard let x = row.results[a], let y = row.results[b], x.requests > 0, y.requests > 0 else { return "–" }
@@ -57,6 +66,15 @@ struct Report {
                                 Double(memory.freshKiB) / 1024, Double(memory.idleKiB) / 1024, Double(memory.atThousandKiB) / 1024))
             lines.append(String(format: "| tunnel RSS during a 1 GiB MITM download | – | %.1f MB before, %.1f MB peak (%.0f MB/s) | – | – | – |",
                                 Double(memory.downloadKiB.start) / 1024, Double(memory.downloadKiB.max) / 1024, memory.downloadMBps))
+        }
+        if !http2Memory.isEmpty {
+            func cell(_ column: Column) -> String {
+                guard let crowd = http2Memory[column] else { return "–" }
+                let failed = crowd.result.failures > 0 ? ", \(crowd.result.failures) failed" : ""
+                return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
+            }
+            let ratio = http2Memory[.busymate].flatMap { b in http2Memory[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) } } ?? "–"
+            lines.append("| tunnel RSS at 1,000 HTTP/2 connections × 10 streams (MITM keep-alive 1 KiB; mitmdump: its process) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |")
         }
         if let store {
             lines.append(String(format: "| capture store write rate (the tunnel's write path, batches of 500) | – | %.0f exchanges/s | – | – | – |", store.exchangesPerSecond))
@@ -89,7 +107,9 @@ struct Report {
             Release build, capture on. Origin: nginx (one worker). The system under test runs alone on core 0: nginx in the
             direct column, the proxy (the tunnel and its capture writer, or mitmdump) in the others, where nginx moves to
             core 1 beside the load generator, standing in for a remote origin. \(connections) keep-alive connections,
-            \(Int(seconds)) s per cell after a 1 s warm-up. Ratios are from this one run. "cores a/b %" is how busy core 0
+            \(Int(seconds)) s per cell after a 1 s warm-up; the HTTP/2 cells: \(http2Connections) connections (TLS, ALPN h2, through CONNECT
+            to a proxy) with 10 or 100 streams each at once, a stream per request; direct, nghttp2's `h2load` measures the same
+            load too, beside the generator's figure. Ratios are from this one run. "cores a/b %" is how busy core 0
             and core 1 were: a cell measures the system under test when the first is near 100 % and the second is not.
             "CPU µs/req" is the proxy's CPU time per request (all its threads, from `schedstat`), steadier than the rates
             on a shared machine: the figure to compare between runs.

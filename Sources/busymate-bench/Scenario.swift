@@ -5,7 +5,7 @@ struct Scenario {
     let name: String
     var plan: LoadPlan
 
-    static func all(origin: NginxOrigin, connections: Int, newConnectionClients: Int) -> [Scenario] {
+    static func all(origin: NginxOrigin, connections: Int, newConnectionClients: Int, http2Connections: Int) -> [Scenario] {
         func plan(_ https: Bool, host: String = "localhost", _ path: String, connections: Int, fresh: Bool = false) -> LoadPlan {
             LoadPlan(https: https, host: host, port: https ? origin.httpsPort : origin.httpPort, path: path, proxy: nil,
                      connections: connections, duration: .seconds(1), newConnectionPerRequest: fresh, tls: nil)
@@ -17,6 +17,17 @@ struct Scenario {
             Scenario(name: "CONNECT passthrough keep-alive 1 KiB", plan: plan(true, host: "127.0.0.2", "/1k", connections: connections)),
             Scenario(name: "new MITM TLS connections (CONNECT + handshake + 1 request)", plan: plan(true, "/1k", connections: newConnectionClients, fresh: true)),
             Scenario(name: "1 MiB HTTPS download", plan: plan(true, "/1m", connections: 4)),
-        ]
+        ] + [10, 100].map { streams in
+            // HTTP/2 to nginx's h2 port, intercepted by both proxies (ALPN h2 on both legs).
+            var h2 = plan(true, "/1k", connections: http2Connections)
+            h2.port = origin.http2Port
+            h2.streams = streams
+            return Scenario(name: "\(http2Prefix), \(streams) streams per connection", plan: h2)
+        }
     }
+
+    static let http2Prefix = "MITM HTTP/2 keep-alive 1 KiB"
+
+    /// Over HTTP/2 (direct, `h2load` measures it too, a check on this generator).
+    var isHTTP2: Bool { plan.streams > 0 }
 }
