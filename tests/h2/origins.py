@@ -89,6 +89,17 @@ async def asgi(scope, receive, send):
             await send({"type": "http.response.body", "body": data[offset:offset + step], "more_body": offset + step < size})
         if size == 0:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+    elif path.startswith("/page"):
+        # A page with ten scripts, as a browser loads it: each sets a mark when it ran.
+        case = query.get("case", ["page"])[0]
+        tags = "".join('<script src="/asset.js?case=%s&i=%d"></script>' % (case, i) for i in range(10))
+        out = ("<!doctype html><html><head><title>h2 page</title>%s</head><body><p id=done>%s</p></body></html>" % (tags, version)).encode()
+        await start(extra=[("content-type", "text/html"), ("content-length", str(len(out)))])
+        await send({"type": "http.response.body", "body": out, "more_body": False})
+    elif path.startswith("/asset.js"):
+        out = b"window.loaded = (window.loaded || 0) + 1;"
+        await start(extra=[("content-type", "application/javascript"), ("content-length", str(len(out)))])
+        await send({"type": "http.response.body", "body": out, "more_body": False})
     elif path.startswith("/empty"):
         await start(extra=[("content-length", "0")])
         await send({"type": "http.response.body", "body": b"", "more_body": False})

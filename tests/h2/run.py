@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """HTTP/2 and gRPC end to end with real peers (issue 23): curl --http2,
-Python's h2 (a client, hostile ones in raw frames), hypercorn and an
+Python's h2 (a client, hostile ones in raw frames), Chromium (an HTTP/2
+page, direct and through Busymate), hypercorn and an
 h2-only and an HTTP/1-only origin, grpcio's client and server, through
 Busymate's explicit proxy on a temp group. Each case asserts what the client
 saw and the row Busymate stored (`busymate list/show --json`).
@@ -28,9 +29,9 @@ sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
-import basic_cases, grpc_cases, hostile_cases, stream_cases  # noqa: E402
+import basic_cases, browser_cases, grpc_cases, hostile_cases, stream_cases  # noqa: E402
 
-CASES = basic_cases.CASES + stream_cases.CASES + grpc_cases.CASES + hostile_cases.CASES
+CASES = basic_cases.CASES + stream_cases.CASES + grpc_cases.CASES + browser_cases.CASES + hostile_cases.CASES
 
 
 class World:
