@@ -349,7 +349,7 @@ extension HTTPExchangeHandler {
         case .answer:
             answer?(self, context)
         case .hangUp:
-            context.close(promise: nil)
+            if owner.http2 != nil { owner.resetStream() } else { context.close(promise: nil) }
         case .routeConnect:
             guard let exchange = current, exchange.request.head.method == .CONNECT else { return }
             current = nil

@@ -73,8 +73,22 @@ extension ProxyPipeline {
     /// On a stream's owner: RST_STREAM with NO_ERROR after a complete
     /// answer, so the client stops sending a request nobody reads; a
     /// stream that has ended both ways is closed already.
+    /// A stream is ended on the next tick: NIO tells its connection manager
+    /// that a stream opened only after the stream's first frame has been
+    /// read, and a stream ended within that read would be closed before it
+    /// was ever open to the manager.
     func endStreamEarly() {
-        guard channel.isActive, let codec = try? ops.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) else { return }
-        codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
+        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        channel.eventLoop.execute {
+            let owner = bound.value
+            guard owner.channel.isActive, let codec = try? owner.ops.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) else { return }
+            codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
+        }
+    }
+
+    /// A dropped stream (a drop rule): reset on the next tick, for the same reason.
+    func resetStream() {
+        let stream = channel
+        channel.eventLoop.execute { stream.close(promise: nil) }
     }
 }
