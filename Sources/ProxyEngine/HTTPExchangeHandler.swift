@@ -223,11 +223,16 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
 extension HTTPExchangeHandler {
     private func requestHead(_ received: HTTPRequestHead, context: ChannelHandlerContext) {
         var received = received
+        var codecFramed = false
         let info = ExchangeStateMachine.Request(isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
                                                 isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
         if let leg = owner.http2 {
-            // NIO's codec adds chunked framing to the HTTP/1 view of a stream: no header the client sent.
-            received.headers.remove(name: "transfer-encoding")
+            // NIO's codec adds chunked framing to the HTTP/1 view of a stream: the row leaves it out (no
+            // header the client sent), the request keeps it (an HTTP/1.1 origin needs the body framed).
+            if received.headers.contains(name: "transfer-encoding") {
+                received.headers.remove(name: "transfer-encoding")
+                codecFramed = true
+            }
             // CONNECT (and RFC 8441's extended CONNECT) inside HTTP/2 is not offered: it is answered, and the stream ends.
             if received.method == .CONNECT {
                 answer(.methodNotAllowed, "CONNECT inside HTTP/2 is not supported by this proxy; send CONNECT over HTTP/1.1", verdictClose: true,
@@ -260,6 +265,7 @@ extension HTTPExchangeHandler {
         let origin = ExchangeHooks.Origin(client: context.channel.remoteAddress, clientSNI: clientSNI,
                                           reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
         let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: context.eventLoop)
+        if codecFramed, !head.headers.contains(name: "content-length") { head.headers.add(name: "transfer-encoding", value: "chunked") }
         if owner.tookEncodedTarget(received.uri) {
             hooks.note("raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
         }

@@ -233,6 +233,14 @@ final class UpstreamSide {
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         let upstreamDial = UpstreamDial(target: target, proxy: proxy)
         let alpn: EventLoopPromise<String?>? = offer == .alpn ? context.eventLoop.makePromise() : nil
+        if let alpn {
+            // The handshake is part of this dial: an origin that never answers it must not hold the stream (and the pool's waiters).
+            let seconds = services.timeouts.tlsHandshake
+            let timer = context.eventLoop.scheduleTask(in: .milliseconds(Int64(seconds * 1000))) {
+                alpn.fail(UpstreamHandshakeTimeout(seconds: seconds))
+            }
+            alpn.futureResult.whenComplete { _ in timer.cancel() }
+        }
         /// TLS goes first in the pipeline; through a proxy, only once CONNECT is answered.
         @Sendable func addTLS(_ channel: Channel) throws {
             guard let tls else { return }
@@ -258,7 +266,12 @@ final class UpstreamSide {
         }
         .flatMap { channel -> EventLoopFuture<(Channel, String?)> in
             switch offer {
-            case .alpn?: return alpn?.futureResult.map { (channel, $0) } ?? channel.eventLoop.makeSucceededFuture((channel, nil))
+            case .alpn?:
+                guard let alpn else { return channel.eventLoop.makeSucceededFuture((channel, nil)) }
+                return alpn.futureResult.map { (channel, $0) }.flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }
             case .priorKnowledge?: return channel.eventLoop.makeSucceededFuture((channel, "h2"))
             case nil: return channel.eventLoop.makeSucceededFuture((channel, nil))
             }
@@ -359,6 +372,10 @@ final class UpstreamSide {
             let (side, pool) = bound.value
             switch result {
             case .success:
+                if let pool {
+                    let forget = NIOLoopBound(pool, eventLoop: connection.channel.eventLoop)
+                    try? connection.channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { forget.value.forget(key, connection) })
+                }
                 pool?.dialled(key, .success(connection))
                 side.openStream(on: connection, key: key, fresh: true)
             case let .failure(error):
@@ -556,4 +573,10 @@ final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.read()
         }
     }
+}
+
+/// The origin's TLS handshake, part of an HTTP/2-offering dial, did not end in time.
+struct UpstreamHandshakeTimeout: Error, CustomStringConvertible {
+    let seconds: Double
+    var description: String { "the server did not finish the TLS handshake within \(ClientTimeoutHandler.format(seconds)) s (timeouts.tls_handshake_seconds)" }
 }

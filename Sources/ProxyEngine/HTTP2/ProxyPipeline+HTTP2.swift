@@ -59,10 +59,10 @@ extension ProxyPipeline {
                 let exchange = HTTPExchangeHandler(owner: owner, route: route)
                 exchange.pinnedAddress = pinnedAddress
                 exchange.clientSNI = sni
-                try stream.pipeline.syncOperations.addHandlers([HTTP2FramePayloadToHTTP1ServerCodec(), exchange])
+                try stream.pipeline.syncOperations.addHandlers([HeadersEndMerger(), HTTP2FramePayloadToHTTP1ServerCodec(), exchange])
             }
         }
-        try ops.addHandlers([handler, manager], position: position)
+        try ops.addHandlers([handler, manager, HTTP2ClientEnd(owner: self)], position: position)
         // The connection was active before the layer came: start its idle clock.
         if channel.isActive, let context = try? ops.context(handler: manager) { manager.channelActive(context: context) }
         let pool = leg.upstream

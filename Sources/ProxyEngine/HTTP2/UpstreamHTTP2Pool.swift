@@ -41,6 +41,8 @@ final class UpstreamHTTP2Pool {
     /// At most this many idle HTTP/1.1 connections per destination (browsers open six).
     static let parkedPerDestination = 6
     private var parked: [Key: [Parked]] = [:]
+    /// Parked connections whose close is watched.
+    private var watched: Set<ObjectIdentifier> = []
 
     func park(_ key: Key, _ connection: Parked) {
         guard !closed, connection.channel.isActive, parked[key, default: []].count < Self.parkedPerDestination else {
@@ -49,8 +51,11 @@ final class UpstreamHTTP2Pool {
         }
         parked[key, default: []].append(connection)
         let channel = connection.channel
+        // Once per connection, however often it is parked.
+        guard watched.insert(ObjectIdentifier(channel)).inserted else { return }
         channel.closeFuture.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] _ in
             self?.parked[key]?.removeAll { $0.channel === channel }
+            self?.watched.remove(ObjectIdentifier(channel))
         }
     }
 
@@ -90,6 +95,11 @@ final class UpstreamHTTP2Pool {
 
     /// The dial `lookup` asked for has ended: an HTTP/2 connection, HTTP/1.1 (nil), or a failure.
     func dialled(_ key: Key, _ result: Result<Connection?, Error>) {
+        // The client connection closed while this dial went on: nobody will use what it made.
+        if closed, case let .success(connection?) = result {
+            connection.channel.close(promise: nil)
+            return
+        }
         guard case let .dialling(waiters) = entries[key] else { return }
         switch result {
         case let .success(connection?) where !closed:
