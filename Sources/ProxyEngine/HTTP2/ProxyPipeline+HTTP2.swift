@@ -60,7 +60,9 @@ extension ProxyPipeline {
                 try stream.pipeline.syncOperations.addHandlers([HTTP2FramePayloadToHTTP1ServerCodec(), exchange])
             }
         }
-        try ops.addHandlers([handler, manager], position: position)
+        // After a connection error the client is told (GOAWAY) and let go.
+        let closer = HTTP2ConnectionErrorCloser(logger: services.logger)
+        try ops.addHandlers([closer, handler, manager, HTTP2ConnectionErrorCloser.Stalled(logger: services.logger)], position: position)
         // The connection was active before the layer came: start its idle clock.
         if channel.isActive, let context = try? ops.context(handler: manager) { manager.channelActive(context: context) }
         let pool = leg.upstream
