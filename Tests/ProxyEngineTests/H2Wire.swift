@@ -9,7 +9,7 @@ enum H2Wire {
 
     enum Kind: UInt8 { case data = 0, headers = 1, priority = 2, rstStream = 3, settings = 4, pushPromise = 5, ping = 6, goaway = 7, windowUpdate = 8, continuation = 9 }
     static let endStream: UInt8 = 0x1, ack: UInt8 = 0x1, endHeaders: UInt8 = 0x4
-    static let enhanceYourCalm: UInt32 = 0xB, cancel: UInt32 = 0x8, compressionError: UInt32 = 0x9
+    static let enhanceYourCalm: UInt32 = 0xB, cancel: UInt32 = 0x8, compressionError: UInt32 = 0x9, protocolError: UInt32 = 0x1
 
     static func frame(_ kind: Kind, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8] = []) -> [UInt8] {
         let length = payload.count

@@ -127,6 +127,27 @@ import Testing
         #expect(h.client.isActive)
     }
 
+    /// Past the limit without tricks: 70 KB of one header, in HEADERS and
+    /// CONTINUATION frames (fewer than the flood limit). NIO's frame decoder
+    /// refuses the block itself before decoding it: PROTOCOL_ERROR.
+    @Test func aHeaderListOverTheLimitIsAConnectionError() throws {
+        let h = try Harness()
+        let block = H2Wire.request("/over") + H2Wire.literal("x-large", String(repeating: "v", count: 70_000))
+        var bytes = H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endStream, stream: 1, Array(block.prefix(16_000)))
+        var rest = block.dropFirst(16_000)
+        while !rest.isEmpty {
+            let chunk = Array(rest.prefix(16_000))
+            rest = rest.dropFirst(16_000)
+            bytes += H2Wire.frame(.continuation, flags: rest.isEmpty ? H2Wire.endHeaders : 0, stream: 1, chunk)
+        }
+        try? Self.send(h, bytes)
+        let frames = try Self.received(h)
+        #expect(!frames.contains { $0.is(.headers) })
+        #expect(Self.goaway(frames) == H2Wire.protocolError, "GOAWAY \(String(describing: Self.goaway(frames)))")
+        #expect(!h.client.isActive)
+        #expect(h.connector.dials.isEmpty)
+    }
+
     /// A SETTINGS flood (each owes the client an ACK): past NIO's control-frame
     /// rate limit (200 in 30 s) the connection ends with ENHANCE_YOUR_CALM.
     @Test func aSettingsFloodEndsTheConnectionWithEnhanceYourCalm() throws {
