@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
 
-/// Closes a client's HTTP/2 connection once it has been told why. NIO's
+/// Closes an HTTP/2 connection (a client's or an origin's) once it has been told why. NIO's
 /// HTTP/2 handler answers a connection error (Rapid Reset, a CONTINUATION
 /// flood, a control-frame flood, a broken frame) with a GOAWAY and an
 /// error, but leaves the socket open; RFC 9113 §5.4.1 says to close it
@@ -13,6 +13,8 @@ import NIOCore
 /// waits in NIO's bounded buffer): `Stalled` closes that one.
 final class HTTP2ConnectionErrorCloser {
     private enum State {
+        /// A client's connection preface, before its first frame: the bytes of it still to come.
+        case preface(Int)
         /// Reading a frame header: the bytes of it seen so far.
         case header([UInt8])
         /// Inside a frame's payload; a GOAWAY's first 8 bytes are kept.
@@ -21,10 +23,14 @@ final class HTTP2ConnectionErrorCloser {
     }
 
     private static let goawayType: UInt8 = 7
-    private var state = State.header([])
+    private var state: State
     private let logger: Logger
 
-    init(logger: Logger) { self.logger = logger }
+    /// `client`: the connection is ours to an origin, and opens with the 24-byte preface.
+    init(logger: Logger, client: Bool = false) {
+        self.logger = logger
+        state = client ? .preface(24) : .header([])
+    }
 
     /// Follows `bytes` through the frames; true when they end a GOAWAY that carries an error.
     private func endsErrorGoaway(_ bytes: ByteBufferView) -> Bool {
@@ -34,6 +40,10 @@ final class HTTP2ConnectionErrorCloser {
             switch state {
             case .closing:
                 return found
+            case let .preface(remaining):
+                let take = min(remaining, bytes.endIndex - index)
+                index += take
+                state = remaining == take ? .header([]) : .preface(remaining - take)
             case var .header(seen):
                 let take = min(9 - seen.count, bytes.endIndex - index)
                 seen += bytes[index..<index + take]
