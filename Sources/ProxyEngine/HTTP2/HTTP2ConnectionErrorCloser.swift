@@ -88,8 +88,12 @@ extension HTTP2ConnectionErrorCloser: ChannelDuplexHandler {
         switch unwrapOutboundIn(data) {
         case let .byteBuffer(buffer):
             goaway = endsErrorGoaway(buffer.readableBytesView)
-        case .fileRegion:
-            // NIO's HTTP/2 handler writes no file regions; were one to come, its bytes would be a DATA payload.
+        case let .fileRegion(region):
+            // Only ever a DATA frame's payload: its bytes are skipped, and the frames after it still line up.
+            if case let .payload(remaining, kept) = state {
+                let left = max(0, remaining - region.readableBytes)
+                state = left == 0 ? .header([]) : .payload(remaining: left, goaway: kept)
+            }
             goaway = false
         }
         guard goaway else {
