@@ -1,10 +1,10 @@
 import Logging
 import NIOCore
 
-/// Closes an HTTP/2 connection (a client's or an origin's) once it has been told why. NIO's
-/// HTTP/2 handler answers a connection error (Rapid Reset, a CONTINUATION
-/// flood, a control-frame flood, a broken frame) with a GOAWAY and an
-/// error, but leaves the socket open; RFC 9113 §5.4.1 says to close it
+/// Closes an HTTP/2 connection, a client's or an origin's, once it has been
+/// told why. NIO's HTTP/2 handler answers a connection error (Rapid Reset,
+/// a CONTINUATION flood, a control-frame flood, a broken frame) with a
+/// GOAWAY and an error, but leaves the socket open; RFC 9113 §5.4.1 says to close it
 /// after that GOAWAY, and until then an attacker holds the connection and
 /// whatever its streams hold. Sits on the bytes below NIO's handler and
 /// follows their frame boundaries: a GOAWAY with an error code closes the
