@@ -191,6 +191,7 @@ let package = Package(
             dependencies: [
                 "ProxyEngine",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],
             swiftSettings: strict),
         .testTarget(

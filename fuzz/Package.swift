@@ -67,5 +67,12 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        harness("http2", [
+            .product(name: "ProxyEngine", package: "Busymate"),
+            .product(name: "CaptureStore", package: "Busymate"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
     ]
 )

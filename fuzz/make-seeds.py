@@ -360,3 +360,91 @@ dictionary("grpc", [
     "\x00\x00\x00\x00", "\x01\x00\x00\x00", "\x80\x00\x00\x00", "\x08", "\x0a", "\x0d", "\x09", "\x0b", "\x0c", "\x12", "\x1a",
     "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "\x1f\x8b\x08\x00", "grpc-status: ", "grpc-message: ", "%C3%A9",
 ])
+
+# --- http2: what an h2c client sends to the explicit proxy after the
+# connection preface (the harness sends the preface itself): frames made by
+# python's h2 (a real client's), and by hand where h2 will not (CONTINUATION,
+# floods, resets).
+import h2.config, h2.connection, h2.settings, hpack
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+def h2_client():
+    conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding=None))
+    conn.initiate_connection()
+    return conn
+
+def h2_bytes(conn):
+    data = conn.data_to_send()
+    return data[len(H2_PREFACE):] if data.startswith(H2_PREFACE) else data
+
+def h2_request(path, method="GET", authority="example.com", extra=()):
+    return [(":method", method), (":scheme", "http"), (":authority", authority), (":path", path)] + list(extra)
+
+def h2_session(build):
+    conn = h2_client()
+    out = h2_bytes(conn)
+    build(conn)
+    return out + h2_bytes(conn)
+
+def h2_post(conn):
+    conn.send_headers(1, h2_request("/upload", "POST", "api.test", [("content-type", "application/json"), ("content-length", "11")]))
+    conn.send_data(1, b'{"a":')
+    conn.send_data(1, b'[1,2]}', end_stream=True)
+
+def h2_trailers(conn):
+    conn.send_headers(1, h2_request("/grpc.Echo/Say", "POST", "api.test", [("content-type", "application/grpc"), ("te", "trailers")]))
+    conn.send_data(1, b"\x00\x00\x00\x00\x03\x0a\x01x")
+    conn.send_headers(1, [("grpc-timeout", "1S"), ("x-trailer", "t")], end_stream=True)
+
+def h2_many(conn):
+    for stream, path in ((1, "/a"), (3, "/b"), (5, "/c")):
+        conn.send_headers(stream, h2_request(path), end_stream=True)
+    conn.increment_flow_control_window(1 << 20)
+    conn.ping(b"12345678")
+
+def h2_reset(conn):
+    conn.send_headers(1, h2_request("/slow"), end_stream=True)
+    conn.reset_stream(1)
+    conn.send_headers(3, h2_request("/next"), end_stream=True)
+
+def h2_settings(conn):
+    conn.update_settings({h2.settings.SettingCodes.MAX_FRAME_SIZE: 32768, h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20,
+                          h2.settings.SettingCodes.HEADER_TABLE_SIZE: 0})
+    conn.send_headers(1, h2_request("/after-settings"), end_stream=True)
+    conn.increment_flow_control_window(1000, stream_id=1)
+
+def h2_goaway(conn):
+    conn.send_headers(1, h2_request("/"), end_stream=True)
+    conn.close_connection()
+
+h2_block = hpack.Encoder().encode(h2_request("/continued", extra=[("x-long", "v" * 40), ("cookie", "a=b"), ("cookie", "c=d")]))
+h2_start = h2_bytes(h2_client())
+settings_ack = h2_frame(4, 1, 0)
+seeds("http2", {
+    "get": h2_session(lambda c: c.send_headers(1, h2_request("/index.html?q=1", extra=[("user-agent", "curl/8.5.0"), ("accept", "*/*")]), end_stream=True)),
+    "post-data": h2_session(h2_post),
+    "trailers": h2_session(h2_trailers),
+    "three-streams-ping-window": h2_session(h2_many),
+    "rst-stream": h2_session(h2_reset),
+    "settings-then-get": h2_session(h2_settings),
+    "goaway": h2_session(h2_goaway),
+    "settings-ack-ping": h2_start + settings_ack + h2_frame(6, 0, 0, b"pingpong") + h2_frame(8, 0, 0, struct.pack(">I", 65535)),
+    "continuation": h2_start + h2_frame(1, 0x1, 1, h2_block[:10]) + h2_frame(9, 0, 1, h2_block[10:30]) + h2_frame(9, 0x4, 1, h2_block[30:]),
+    "continuation-flood": h2_start + h2_frame(1, 0x1, 1, h2_block[:4]) + b"".join(h2_frame(9, 0, 1, b"") for _ in range(8)),
+    "rapid-reset": h2_start + b"".join(h2_frame(1, 0x5, s, hpack.Encoder().encode(h2_request("/r"))) + h2_frame(3, 0, s, struct.pack(">I", 8))
+                                       for s in range(1, 41, 2)),
+    "priority-unknown-padded": h2_start + h2_frame(2, 0, 1, struct.pack(">IB", 0, 15)) + h2_frame(0xfa, 0, 0, b"unknown")
+        + h2_frame(1, 0x2d, 3, bytes([4]) + struct.pack(">IB", 0, 200) + hpack.Encoder().encode(h2_request("/p")) + bytes(4)),
+    "data-on-idle-stream": h2_start + h2_frame(0, 1, 7, b"early"),
+    "header-list-large": h2_start + h2_frame(1, 0x5, 1, hpack.Encoder().encode(h2_request("/big", extra=[("x-big", "b" * 12000)]))),
+})
+dictionary("http2", [
+    "\x00\x00\x00\x04\x00\x00\x00\x00\x00", "\x00\x00\x00\x04\x01\x00\x00\x00\x00", "\x00\x00\x08\x06\x00\x00\x00\x00\x00",
+    "\x00\x00\x04\x08\x00\x00\x00\x00\x00", "\x00\x00\x04\x03\x00\x00\x00\x00\x01", "\x00\x00\x08\x07\x00\x00\x00\x00\x00",
+    "\x01\x05\x00\x00\x00\x01", "\x01\x04\x00\x00\x00\x01", "\x09\x04\x00\x00\x00\x01", "\x09\x00\x00\x00\x00\x01",
+    "\x00\x01\x00\x00\x00\x01", "\x00\x00\x00\x00\x00\x01", "\x00\x00\x00\x03", "\x00\x05\x00\x00\x40\x00", "\x00\x04\x7f\xff\xff\xff",
+    "\x00\x06\x00\x00\x10\x00", "\x82", "\x84", "\x86", "\x87", "\x41\x0bexample.com", "\x44\x01/", "\x40\x02te\x08trailers",
+])

@@ -287,7 +287,7 @@ final class UpstreamSide {
         guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
             if case let .success((channel, negotiated)) = result {
                 // A pool's dial stays useful to the streams waiting on it.
-                if let pool, negotiated == "h2", let (connection, settled) = try? Self.http2Connection(channel, hello: hello) {
+                if let pool, negotiated == "h2", let (connection, settled) = try? Self.http2Connection(channel, hello: hello, services: services) {
                     whenSettled(settled, connection, key: key, pool: pool)
                 } else {
                     pool?.dialled(key, .success(nil))
@@ -301,7 +301,7 @@ final class UpstreamSide {
         switch result {
         case let .success((channel, "h2")):
             do {
-                let (connection, settled) = try Self.http2Connection(channel, hello: hello)
+                let (connection, settled) = try Self.http2Connection(channel, hello: hello, services: services)
                 exchange.hooks.upstreamConnected(to: channel.remoteAddress)
                 if key.secure { exchange.hooks.upstreamTLS(hello, doneAt: .now) }
                 whenSettled(settled, connection, key: key, pool: pool)
@@ -353,14 +353,17 @@ final class UpstreamSide {
     }
 
     /// NIO's HTTP/2 client on an origin connection that chose `h2`.
-    private static func http2Connection(_ channel: Channel, hello: TLSHello?) throws -> (UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>) {
+    private static func http2Connection(_ channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> (UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>) {
         let handler = NIOHTTP2Handler(mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: HTTP2Limits.clientConnection,
                                       streamConfiguration: HTTP2Limits.stream) { pushed in
             // Push is off (SETTINGS_ENABLE_PUSH 0): a pushed stream is refused.
             pushed.close()
         }
         let settled = channel.eventLoop.makePromise(of: Void.self)
-        try channel.pipeline.syncOperations.addHandlers([handler, RemoteSettingsWatcher(promise: settled)])
+        // An origin that breaks the protocol gets its GOAWAY and is let go: the streams on it fail now, not at their timeout.
+        let closer = HTTP2ConnectionErrorCloser(logger: services.logger, client: true)
+        try channel.pipeline.syncOperations.addHandlers([closer, handler, RemoteSettingsWatcher(promise: settled),
+                                                         HTTP2ConnectionErrorCloser.Stalled(logger: services.logger)])
         return (UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello), settled.futureResult)
     }
 

@@ -1,0 +1,33 @@
+import NIOCore
+import NIOHPACK
+import Testing
+@testable import ProxyEngine
+
+/// An origin HTTP/2 connection that breaks the protocol: NIO's client
+/// answers with a GOAWAY, and the connection must then close so that the
+/// streams on it fail at once instead of waiting for a response timeout.
+@Suite struct HTTP2OriginErrorTests {
+    typealias Harness = ProxyPipelineTests.Harness
+
+    /// A gRPC call over h2c goes to the origin as h2c with prior knowledge;
+    /// an origin that answers HTTP/1.1 instead gets GOAWAY PROTOCOL_ERROR,
+    /// its connection closes, and the client's stream is answered 502 then,
+    /// not 504 after timeouts.upstream_response_seconds.
+    @Test func anOriginThatAnswersH2CWithHTTP1FailsTheCallAtOnce() throws {
+        let h = try Harness()
+        let head = H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
+            + H2Wire.literal("content-type", "application/grpc") + H2Wire.literal("te", "trailers")
+        try HTTP2HostileClientTests.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: 1, head)
+            + H2Wire.frame(.data, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x78])
+            + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.literal("x-trailer", "t")))
+        #expect(h.connector.dials == ["api.test:80"])
+        #expect(try h.upstreamReceived().hasPrefix("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), "the call goes to the origin as h2c")
+        try? h.upstreamSends("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
+        h.client.embeddedEventLoop.run()
+        #expect(h.connector.upstreams.first?.isActive == false, "the origin connection stays open after its GOAWAY")
+        let frames = try HTTP2HostileClientTests.received(h)
+        var decoder = HPACKDecoder(allocator: .init())
+        #expect(try H2Wire.statuses(frames, decoder: &decoder) == [1: "502"], "the client saw \(frames.map { "\($0.kind)/\($0.stream)" })")
+        #expect(h.client.isActive, "the client's connection goes on")
+    }
+}
