@@ -168,7 +168,11 @@ extension ConnectRouter: ChannelDuplexHandler, RemovableChannelHandler {
         let seconds = services.timeouts.tlsHandshake
         context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
             guard case .peeking = state, let context = self.context else { return }
-            logger.notice("closed an intercepted tunnel whose client sent nothing", metadata: ["SECONDS": "\(seconds)"])
+            state = .failed
+            // As MITMHandler says of a handshake that never finishes: our own hang-up, one row, no pin.
+            let why = "the client's TLS handshake did not finish within \(ClientTimeoutHandler.format(seconds)) s (timeouts.tls_handshake_seconds)"
+            logger.notice("closed a TLS handshake that did not finish", metadata: ["WHY": "\(why)"])
+            hooks.handshakeRefused(target, sni: nil, client: context.channel.remoteAddress, why: why)
             context.close(promise: nil)
         }
         peek(context: context)

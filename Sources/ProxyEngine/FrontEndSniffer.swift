@@ -55,6 +55,11 @@ extension FrontEndSniffer: ChannelInboundHandler, RemovableChannelHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed, !held.isEmpty || state == .decided {
             inputClosed = true
+            // No more bytes will come to tell h2c from HTTP/1: the HTTP layer answers what came.
+            if case .waiting = state {
+                state = .decided
+                context.pipeline.syncOperations.removeHandler(self, promise: nil)
+            }
             return
         }
         // Closed before a byte: the HTTP layer sees it as before.
