@@ -42,6 +42,8 @@ final class HTTPExchangeHandler {
     /// request on it is dialled there, whatever its Host resolves to.
     var pinnedAddress: String?
     private var pendingRead = false
+    /// An HTTP/2 request's head waits for its first body part or its end (see `.forwardHead`).
+    private var headAwaitsFirstPart = false
     private var waitingForCapture = false
 
     init(owner: ProxyPipeline, route: ForwardRoute) {
@@ -82,6 +84,12 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch machine.requestBody() {
             case .forwardBody:
                 hooks.requestBody(buffer)
+                if headAwaitsFirstPart {
+                    // A body after all: chunked, so an HTTP/1.1 origin reads exactly it.
+                    headAwaitsFirstPart = false
+                    current?.request.head.headers.add(name: "transfer-encoding", value: "chunked")
+                    forwardHead(context: context)
+                }
                 upstream.send(.body(.byteBuffer(buffer)))
             case .holdPart:
                 hooks.requestBodyHeld(buffer)
@@ -90,6 +98,10 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 break
             }
         case let .end(trailers):
+            if headAwaitsFirstPart {
+                headAwaitsFirstPart = false
+                forwardHead(context: context)
+            }
             if let trailers, !trailers.isEmpty {
                 current?.requestTrailers = trailers
                 hooks.requestTrailers(trailers)
@@ -290,6 +302,10 @@ extension HTTPExchangeHandler {
             }
             current?.heldRequest = HeldRequest()
             _ = machine.requestHead(info, verdict: .hold)
+        case .forward where owner.http2 != nil && !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding"):
+            // An HTTP/2 request whose head gives no length (a GET, a DELETE): whether a body follows is known
+            // at its first part, in the same read; the head waits for it so its framing can say so.
+            if machine.requestHead(info, verdict: .forward) == .forwardHead { headAwaitsFirstPart = true }
         case .forward:
             carryOut(machine.requestHead(info, verdict: .forward), context: context)
         }

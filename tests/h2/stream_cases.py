@@ -260,8 +260,35 @@ def concurrent_streams(w):
           row_summary(rows))
 
 
+
+
+def bodies_without_length(w):
+    """GET and DELETE with a body and no content-length from an HTTP/2 client reach an
+    HTTP/1.1-only origin framed (chunked), the body whole; none is left for the origin to read as a next request."""
+    client = h2_via_mitm(w, "h1only_tls")
+    if not client:
+        return
+    authority = "localhost:%d" % w.origins["h1only_tls"]
+    try:
+        sids = {m: client.request(m, authority, "/echo?case=unframed-%s" % m.lower(), body=b"x" * 1000) for m in ("GET", "DELETE")}
+        client.wait(list(sids.values()), 15)
+        for method, sid in sids.items():
+            seen = body_json(bytes(client.streams[sid].data)) or {}
+            check(client.streams[sid].status == "200" and seen.get("method") == method and seen.get("body_size") == 1000,
+                  "%s with a 1,000-byte body and no length: the origin read the body whole" % method,
+                  "status %s, origin saw %s" % (client.streams[sid].status, {k: seen.get(k) for k in ("method", "body_size")}))
+        # The same connection to the origin serves the next stream: nothing of those bodies was left on it.
+        after = client.request("GET", authority, "/echo?case=unframed-after")
+        client.wait([after], 10)
+        seen = body_json(bytes(client.streams[after].data)) or {}
+        check(client.streams[after].status == "200" and seen.get("path", "").endswith("case=unframed-after"), "the next stream is answered as itself",
+              "status %s, origin saw %s" % (client.streams[after].status, seen.get("path")))
+    finally:
+        client.close()
+
+
 CASES = [
     ("trailers", trailers), ("h1_chunked_trailers", h1_chunked_trailers), ("concurrent_streams", concurrent_streams),
     ("origin_max_streams", origin_max_streams), ("ping_and_header_limit", ping_and_header_limit), ("goaway_drain", goaway_drain),
-    ("idle_goaway", idle_goaway),
+    ("idle_goaway", idle_goaway), ("bodies_without_length", bodies_without_length),
 ]
