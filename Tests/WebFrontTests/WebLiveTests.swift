@@ -13,7 +13,8 @@ import Testing
 /// `/api/live` over a real socket: the page's filter decides which newly
 /// stored rows it is sent; a bad filter is answered with its position; no
 /// cookie, no upgrade.
-@Suite struct WebLiveTests {
+// A live-socket wait that never ends fails by name instead of holding CI to its limit.
+@Suite(.timeLimit(.minutes(2))) struct WebLiveTests {
     func application(_ fixture: WebFixture) -> some ApplicationProtocol {
         let router = fixture.app.router()
         return Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
