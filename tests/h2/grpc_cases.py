@@ -90,6 +90,18 @@ def bidi(w):
     check_row(w, "bm.Bidi", "Bidi")
 
 
+def trailers_only(w):
+    """An error status in a trailers-only reply (one HEADERS frame with END_STREAM): the client gets the
+    origin's status and message, not INTERNAL (split into HEADERS and an empty DATA frame, it would)."""
+    out = call(w, "notfound", "bm.TrailersOnly")
+    check(out.get("status") == "StatusCode.NOT_FOUND" and out.get("details") == "no such thing",
+          "the client gets NOT_FOUND and its message through the MITM", out)
+    row, detail = stored(w, "bm.TrailersOnly", "Unary")
+    if row is not None:
+        grpc = detail.get("grpc") or {}
+        check(str(grpc.get("status")) == "5", "the row's gRPC status is 5 (NOT_FOUND)", grpc)
+
+
 def empty(w):
     """An empty response message (mitmproxy #5890 asserted on it)."""
     out = call(w, "empty", "bm.Empty")
@@ -125,4 +137,5 @@ def plaintext(w):
 CASES = [
     ("grpc_unary", unary), ("grpc_server_stream", server_stream), ("grpc_client_stream", client_stream),
     ("grpc_bidi_pingpong", bidi), ("grpc_empty_response", empty), ("grpc_big_response", big), ("grpc_plaintext_h2c", plaintext),
+    ("grpc_trailers_only", trailers_only),
 ]

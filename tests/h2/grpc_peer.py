@@ -53,6 +53,9 @@ def unary(request, context):
     text = payload(request)
     if text == b"":
         return b""  # an empty response (mitmproxy #5890)
+    if text == b"notfound":
+        # A trailers-only reply: one HEADERS frame with END_STREAM carrying grpc-status 5.
+        context.abort(__import__("grpc").StatusCode.NOT_FOUND, "no such thing")
     if text.startswith(b"big:"):
         return message(b"x" * int(text[4:]))  # a response over 65 KB (mitmproxy #5428)
     return message(b"echo:" + text)
@@ -135,6 +138,8 @@ def call(args):
     try:
         if args.case == "unary":
             out["messages"] = [payload(ch.unary_unary(path("Unary"), **ident)(message("hello"), timeout=20)).decode()]
+        elif args.case == "notfound":
+            out["messages"] = [payload(ch.unary_unary(path("Unary"), **ident)(message("notfound"), timeout=20)).decode()]
         elif args.case == "empty":
             response = ch.unary_unary(path("Unary"), **ident)(b"", timeout=20)
             out["messages"], out["size"] = [payload(response).decode()], len(response)
