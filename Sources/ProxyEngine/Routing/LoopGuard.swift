@@ -87,9 +87,3 @@ final class LoopGuard: Sendable {
         return out
     }
 }
-
-/// A dial that would reach the proxy itself.
-struct SelfLoopError: Error, CustomStringConvertible {
-    var address: String
-    var description: String { "\(address) is this proxy's own listening address; refusing to connect to itself (a loop)" }
-}

@@ -251,10 +251,6 @@ public final class DNSForwarder: Sendable {
     }
 }
 
-struct DNSForwardError: Error, CustomStringConvertible {
-    var description: String
-}
-
 extension DNSMessage.RecordData {
     /// The address an A or AAAA record gives.
     var address: String? {

@@ -107,9 +107,3 @@ final class UpstreamResolver: Sendable {
         return answer
     }
 }
-
-struct DNSLookupError: Error, CustomStringConvertible {
-    var host: String
-    var reason: String
-    var description: String { "\(host): \(reason)" }
-}

@@ -1,0 +1,24 @@
+import BusymateShared
+import Logging
+import NIOCore
+import Synchronization
+import NIOExtras
+import NIOHTTP1
+import NIOPosix
+
+/// Counts connections for `status`.
+final class ConnectionCounter: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    private let stats: TrafficStats
+    init(stats: TrafficStats) { self.stats = stats }
+
+    func channelActive(context: ChannelHandlerContext) {
+        stats.connectionOpened()
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stats.connectionClosed()
+        context.fireChannelInactive()
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import NIOCore
+import NIOSSL
+import Synchronization
+
+/// Client contexts for the upstream side: verifying against the system
+/// trust store (plus `ssl_proxying.upstream_trust`), or not at all for the
+/// hosts in `ssl_proxying.insecure_upstream`. Each offers `http/1.1`
+/// alone, or `h2` first for a client that speaks HTTP/2 to us.
+struct UpstreamTLS: Sendable {
+    let verifying: NIOSSLContext
+    let insecure: NIOSSLContext
+    let verifyingH2: NIOSSLContext
+    let insecureH2: NIOSSLContext
+    let insecureHosts: SSLProxyMatcherBox
+    /// `proxy.http2`: clients and origins are offered HTTP/2.
+    let http2: Bool
+
+    init(extraTrust: String?, insecureHosts: SSLProxyMatcherBox, http2: Bool = true) throws {
+        func make(verify: Bool, alpn: [String]) throws -> NIOSSLContext {
+            var config = TLSConfiguration.makeClientConfiguration()
+            config.applicationProtocols = alpn
+            config.shutdownTimeout = MITMContexts.shutdownTimeout
+            if verify {
+                if let extraTrust { config.additionalTrustRoots = [.file(extraTrust)] }
+            } else {
+                config.certificateVerification = .none
+            }
+            return try NIOSSLContext(configuration: config)
+        }
+        verifying = try make(verify: true, alpn: ["http/1.1"])
+        insecure = try make(verify: false, alpn: ["http/1.1"])
+        verifyingH2 = try make(verify: true, alpn: ["h2", "http/1.1"])
+        insecureH2 = try make(verify: false, alpn: ["h2", "http/1.1"])
+        self.insecureHosts = insecureHosts
+        self.http2 = http2
+    }
+
+    func context(for host: String, offeringH2: Bool = false) -> (context: NIOSSLContext, verified: Bool) {
+        let loose = insecureHosts.matcher.shouldIntercept(host: host)
+        switch (loose, offeringH2 && http2) {
+        case (true, true): return (insecureH2, false)
+        case (true, false): return (insecure, false)
+        case (false, true): return (verifyingH2, true)
+        case (false, false): return (verifying, true)
+        }
+    }
+}
