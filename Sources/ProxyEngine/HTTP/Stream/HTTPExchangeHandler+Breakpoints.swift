@@ -28,10 +28,14 @@ extension HTTPExchangeHandler {
     func holdRequestBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
         guard let held = grow(\.heldRequest, body: \.body, by: buffer) else { return }
         logger.notice("a request too large to hold at a breakpoint goes on unheld", metadata: ["BYTES": "\(held.body.readableBytes)"])
-        guard machine.heldRequestOverflowed() == .forwardHead else { return }
-        forwardHead(context: context)
-        hooks.heldRequestBody(held.body)
-        upstream.send(.body(.byteBuffer(held.body)))
+        switch machine.heldRequestOverflowed() {
+        case .forwardHead:
+            forwardHead(context: context)
+            hooks.heldRequestBody(held.body)
+            upstream.send(.body(.byteBuffer(held.body)))
+        case .answer, .illegal:
+            violation("a held request's overflow gave no forward", context: context)
+        }
     }
 
     func pauseRequest(context: ChannelHandlerContext) {
@@ -74,21 +78,13 @@ extension HTTPExchangeHandler {
         case let .abort(id):
             hooks.heldRequestBody(heldBody)
             let local = LocalResponse.text(.badGateway, "the request was aborted at breakpoint \(id)", allocator: context.channel.allocator)
-            guard machine.heldRequestAnswered(close: false) == .answer else {
-                submitCapture(error: "aborted at breakpoint \(id)")
-                return
-            }
-            answerLocally(local, error: "aborted at breakpoint \(id)", context: context)
+            answerHeld(local, error: "aborted at breakpoint \(id)", close: false, context: context)
         case let .forward(message, edited):
             var (request, body) = (exchange.request, heldBody)
             if edited {
                 guard let editedHead = message.requestHead, let (editedTarget, editedOriginForm) = route.destination(of: editedHead) else {
                     let why = "the edited request has no destination"
-                    guard machine.heldRequestAnswered(close: true) == .answer else {
-                        submitCapture(error: why)
-                        return
-                    }
-                    answerLocally(LocalResponse.text(.badRequest, why, allocator: context.channel.allocator), error: why, context: context)
+                    answerHeld(LocalResponse.text(.badRequest, why, allocator: context.channel.allocator), error: why, close: true, context: context)
                     return
                 }
                 request = ClientRequest(head: editedHead, target: editedTarget, originForm: editedOriginForm)
@@ -97,14 +93,26 @@ extension HTTPExchangeHandler {
                 body = context.channel.allocator.buffer(bytes: message.body)
                 hooks.requestEdited(request)
             }
-            guard machine.heldRequestReleased() == .forwardHead else { return }
-            current?.request = request
-            forwardHead(context: context)
-            if body.readableBytes > 0 {
-                hooks.heldRequestBody(body)
-                upstream.send(.body(.byteBuffer(body)))
+            switch machine.heldRequestReleased() {
+            case .forwardHead:
+                current?.request = request
+                forwardHead(context: context)
+                if body.readableBytes > 0 {
+                    hooks.heldRequestBody(body)
+                    upstream.send(.body(.byteBuffer(body)))
+                }
+                forwardEnd(context: context)
+            case .answer, .illegal:
+                violation("a held request's release gave no forward", context: context)
             }
-            upstream.send(.end(nil))
+        }
+    }
+
+    /// The held request gets the proxy's own answer.
+    private func answerHeld(_ local: LocalResponse, error: String, close: Bool, context: ChannelHandlerContext) {
+        switch machine.heldRequestAnswered(close: close) {
+        case .answer: respond(local, error: error, context: context)
+        case .forwardHead, .illegal: violation("a held request's answer gave no answer", context: context)
         }
     }
 
@@ -127,10 +135,7 @@ extension HTTPExchangeHandler {
         case let .abort(id):
             hooks.responseHeadSent(held.head)
             hooks.responseBodyUnsent(held.body)
-            submitCapture(error: "the response was aborted at breakpoint \(id)")
-            _ = machine.clientClosed()
-            upstream.close()
-            context.close(promise: nil)
+            perform(machine.clientFailed("the response was aborted at breakpoint \(id)"), context: context)
         case let .forward(message, edited):
             var (head, body) = (held.head, held.body)
             if edited, let editedHead = message.responseHead {
@@ -147,7 +152,11 @@ extension HTTPExchangeHandler {
         let action = overflow
             ? machine.heldResponseOverflowed(status: head.status, hasContentLength: length, isChunked: chunked)
             : machine.heldResponseReleased(status: head.status, hasContentLength: length, isChunked: chunked)
-        guard case let .writeHead(framing, close) = action, let exchange = current else { return }
+        guard case let .writeHead(framing, close) = action else {
+            if case let .illegal(what) = action { violation(what, context: context) }
+            return
+        }
+        guard let exchange = current else { return }
         hooks.responseHeadSent(head)
         let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0)
         context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
@@ -156,8 +165,6 @@ extension HTTPExchangeHandler {
 
     /// The client left: a held message goes nowhere.
     func releaseHold() {
-        if machine.request == .holding || machine.request == .paused || machine.response == .holding || machine.response == .paused {
-            hooks.clientLeftWhileHeld()
-        }
+        if machine.isHolding { hooks.clientLeftWhileHeld() }
     }
 }

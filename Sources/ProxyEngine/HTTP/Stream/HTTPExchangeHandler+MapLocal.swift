@@ -24,23 +24,21 @@ extension HTTPExchangeHandler {
         }
         found.futureResult.whenComplete { result in
             let handler = bound.value
-            guard let context = handler.context else {
-                handler.submitCapture(error: "the client left before the mapped file was read")
-                return
-            }
+            // The client left meanwhile: its close ended the row.
+            guard let context = handler.context else { return }
             let allocator = context.channel.allocator
             switch result {
             case let .success(.success((real, body))):
                 var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(body.readableBytes)"), ("Via", "1.1 busymate")])
                 handler.hooks.responseEdits(for: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))?.apply(to: &headers)
                 let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: body)
-                handler.answerLocally(local, context: context)
+                handler.respond(local, error: nil, context: context)
             case let .success(.failure(refusal)):
                 let why = "map_local rule \"\(rule.name)\": \(refusal)"
-                handler.answerLocally(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), why, allocator: allocator), error: why, context: context)
+                handler.respond(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), why, allocator: allocator), error: why, context: context)
             case let .failure(error):
                 let why = "map_local rule \"\(rule.name)\": \(error)"
-                handler.answerLocally(LocalResponse.text(.internalServerError, why, allocator: allocator), error: why, context: context)
+                handler.respond(LocalResponse.text(.internalServerError, why, allocator: allocator), error: why, context: context)
             }
         }
     }

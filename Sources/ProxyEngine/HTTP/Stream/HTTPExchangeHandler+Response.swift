@@ -37,22 +37,33 @@ extension HTTPExchangeHandler {
                 let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
                                                             upgrade: exchange.upstreamRequest?.upgrade)
                 context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
-            case .protocolError:
+            case .hold:
+                exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.request.head.method == .HEAD)
+            case .unaskedSwitch:
                 fail(.upstreamProtocol("the server switched protocols unasked"), context: context)
                 return
-            default:
-                if hold { exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.request.head.method == .HEAD) }
+            case .unexpected:
+                upstreamOutOfTurn("a response head", context: context)
+                return
             }
             current = exchange
         case let .body(buffer):
             switch machine.responseBody() {
-            case .writeBody: respondBody(buffer, context: context)
-            case .holdPart: holdResponseBody(buffer, context: context)
-            default: break
+            case .write: respondBody(buffer, context: context)
+            case .hold: holdResponseBody(buffer, context: context)
+            case .drop: break
+            case .unexpected: upstreamOutOfTurn("a response body part", context: context)
             }
         case let .end(trailers):
             responseEnded(trailers, context: context)
         }
+    }
+
+    /// The upstream sent a response part no exchange waits for (a second
+    /// answer to one request): its connection is not to be trusted further.
+    private func upstreamOutOfTurn(_ what: String, context: ChannelHandlerContext) {
+        logger.notice("the server sent \(what) out of turn; closing its connection")
+        upstream.close()
     }
 
     func respondBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
@@ -61,16 +72,10 @@ extension HTTPExchangeHandler {
     }
 
     func responseEnded(_ trailers: HTTPHeaders?, context: ChannelHandlerContext) {
-        if case .switching = machine.response {
-            // The 101's end: the bytes flow once the request has ended too.
-            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
-            if machine.responseEnd() == .switchProtocols { switchProtocols() }
-            return
-        }
         switch machine.responseEnd() {
-        case let .writeEnd(close, done, releaseUpstream):
+        case let .writeEnd(close, done, releaseUpstream, end):
             if let trailers, !trailers.isEmpty { hooks.responseTrailers(trailers) }
-            submitCapture()
+            endRow(end)
             // The server answered before the request ended: no request can follow on its connection.
             if releaseUpstream { upstream.close() }
             // Before the end goes out: writing it may hand a pipelined request over at once.
@@ -82,51 +87,47 @@ extension HTTPExchangeHandler {
             }
         case .pauseResponse:
             if let held = current?.heldResponse { pauseResponse(held, context: context) }
-        default:
-            break
+        case let .endSwitch(now):
+            // The 101's end: the bytes flow once the request has ended too.
+            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+            if now { switchProtocols() }
+        case .unexpected:
+            upstreamOutOfTurn("a response end", context: context)
         }
     }
 
-    /// The proxy's own answer: recorded as sent in the exchange's row, which
-    /// goes to the store (with `error`, if any), then sent.
-    func answerLocally(_ local: LocalResponse, error: String? = nil, context: ChannelHandlerContext) {
-        hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
-        submitCapture(error: error)
-        respond(local, context: context)
-    }
-
-    /// The proxy's own answer, head to end, framed like any other.
-    func respond(_ local: LocalResponse, context: ChannelHandlerContext) {
-        guard case let .writeHead(framing, close) = machine.responseHead(status: local.head.status, hasContentLength: true, isChunked: false) else {
-            return
+    /// The proxy's own answer, head to end, framed like any other and
+    /// recorded as sent; `error` is its row's.
+    func respond(_ local: LocalResponse, error: String?, context: ChannelHandlerContext) {
+        switch machine.localResponseHead(status: local.head.status, error: error) {
+        case let .writeHead(framing, close):
+            hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
+            let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.request.head.version == .http1_0)
+            context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+            if let body = local.body, machine.responseBody() == .write {
+                context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            }
+            responseEnded(nil, context: context)
+        case let .illegal(what):
+            violation(what, context: context)
         }
-        let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.request.head.version == .http1_0)
-        context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
-        if let body = local.body, machine.responseBody() == .writeBody {
-            context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-        }
-        responseEnded(nil, context: context)
     }
 
     /// The upstream failed: an error answer if nothing went out yet, else a close.
     func fail(_ error: ProxyError, context: ChannelHandlerContext) {
         logger.notice("request failed", metadata: ["ERROR": "\(error)"])
-        // Nothing went to the client yet: the error answer it will get is the row's response.
-        let local = LocalResponse.text(error.status, "\(error)", allocator: context.channel.allocator)
-        if machine.request != .idle, machine.response == .waiting || machine.response == .holding {
-            hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
-        }
-        submitCapture(error: error.description)
         upstream.close()
-        switch machine.upstreamFailed() {
+        switch machine.upstreamFailed(error.description) {
         case .answerError:
+            // Nothing went to the client yet: the error answer it gets is the row's response.
             current?.heldResponse = nil
-            respond(local, context: context)
-        case .closeMidResponse:
+            respond(LocalResponse.text(error.status, "\(error)", allocator: context.channel.allocator), error: error.description, context: context)
+        case let .closeMidResponse(end):
             // Part of the response is out already: only a close can say so.
+            endRow(end)
             current = nil
             context.close(promise: nil)
-        default:
+        case .ignore:
             break
         }
     }
@@ -152,7 +153,8 @@ extension HTTPExchangeHandler {
         current = nil
         let counts = TunnelByteCounts()
         let glue = counts.gluePair(stats: services.stats)
-        hooks.switched(client: context.channel, server: channel, counts: counts)
+        // The row's end goes with the glue: written once both sides have closed.
+        if machine.endRow(nil) != nil { hooks.switched(client: context.channel, server: channel, counts: counts) }
         logger.debug("switched protocols; passing bytes through")
         do {
             try owner.switchProtocols(upstream: layer, glue: glue)
