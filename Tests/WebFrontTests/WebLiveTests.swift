@@ -49,9 +49,10 @@ import Testing
                 // A misspelled key is named, not ignored.
                 try await outbound.write(.text(#"{"type":"filter","filtr":"~c 200"}"#))
                 #expect((try await next("error")["error"] as? String)?.contains(#""filtr""#) == true)
-                try await outbound.write(.text(#"{"type":"filter","filter":"~d wanted.example"}"#))
-                // Let the filter land before the rows.
-                try await Task.sleep(for: .milliseconds(200))
+                try await outbound.write(.text(#"{"type":"filter","filter":"~d wanted.example","after":5}"#))
+                // Messages are taken in order: the answer to a wrong one says the filter has landed (no sleep to race a loaded machine).
+                try await outbound.write(.text(#"{"type":"nonsense"}"#))
+                _ = try await next("error")
                 try fixture.insert(3, from: 5, host: "other.example")
                 try fixture.insert(2, from: 8, host: "wanted.example")
                 await fixture.app.feed.notified(.newTrafficCaptured)
@@ -94,7 +95,7 @@ import Testing
 
     @Test func noCookieNoUpgrade() async throws {
         let fixture = try WebFixture()
-        try await application(fixture).test(.live) { client in
+        _ = try await application(fixture).test(.live) { client in
             await #expect(throws: (any Error).self) {
                 try await client.ws("/api/live") { _, _, _ in Issue.record("upgraded without the cookie") }
             }

@@ -2,27 +2,28 @@ import NIOCore
 import NIOHTTP1
 import NIOTLS
 
-/// The upstream channel's last handler: hands response parts over and
-/// holds upstream reads while the client cannot take more.
+/// The upstream channel's last handler: hands what the server says to its
+/// side (`UpstreamSide`, which reports it to the exchange) and holds
+/// upstream reads while the client cannot take more.
 final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
 
-    private weak var exchange: HTTPExchangeHandler?
+    private weak var side: UpstreamSide?
     private var context: ChannelHandlerContext?
     private var pendingRead = false
     private var methods: [HTTPMethod] = []
     private var responseKeepAlive = true
     private var failure: Error?
 
-    init(exchange: HTTPExchangeHandler) { self.exchange = exchange }
+    init(side: UpstreamSide) { self.side = side }
 
-    func detach() { exchange = nil }
+    func detach() { side = nil }
 
-    /// To the next exchange that takes this connection over (a parked one).
-    func attach(_ exchange: HTTPExchangeHandler) {
-        self.exchange = exchange
+    /// To the next exchange's side that takes this connection over (a parked one).
+    func attach(_ side: UpstreamSide) {
+        self.side = side
         clientBecameWritable()
     }
 
@@ -44,21 +45,17 @@ final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end: if !methods.isEmpty { methods.removeFirst() }
         case .body: break
         }
-        let exchange = self.exchange
-        // Let go of a connection the server is closing before the end goes
-        // out: writing it may hand a pipelined request over at once.
-        if case .end = part, !responseKeepAlive { exchange?.upstream.keepAliveEnded(self) }
-        exchange?.upstreamResponse(part)
+        side?.received(part, lastOnConnection: !responseKeepAlive, from: self)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) { exchange?.context?.flush() }
+    func channelReadComplete(context: ChannelHandlerContext) { side?.readComplete(from: self) }
 
-    func channelInactive(context: ChannelHandlerContext) { exchange?.upstream.closed(self, error: failure) }
+    func channelInactive(context: ChannelHandlerContext) { side?.closed(self, error: failure) }
 
-    func serverHello(_ hello: TLSHello) { exchange?.upstream.serverHello(hello, from: self) }
+    func serverHello(_ hello: TLSHello) { side?.serverHello(hello, from: self) }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event { exchange?.upstream.handshakeDone(self) }
+        if case TLSUserEvent.handshakeCompleted = event { side?.handshakeDone(self) }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -68,11 +65,11 @@ final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { exchange?.resumeClientReads() }
+        if context.channel.isWritable { side?.serverWritable(self) }
     }
 
     func read(context: ChannelHandlerContext) {
-        if exchange?.clientIsWritable ?? true {
+        if side?.clientIsWritable ?? true {
             context.read()
         } else {
             pendingRead = true

@@ -27,9 +27,12 @@ final class UpstreamSide {
 
     private var state = State.none
     /// Weak: a dial or a timer may outlive the connection's handler.
-    private weak var exchange: HTTPExchangeHandler?
+    private weak var delegate: (any UpstreamDelegate)?
     private let services: ProxyServices
     private let route: ForwardRoute
+    private let eventLoop: EventLoop
+    /// The client connection's HTTP/2 layer, when the exchange is one of its streams.
+    private let leg: HTTP2ClientLeg?
     /// What the server chose, for the connection in use.
     private(set) var hello: TLSHello?
 
@@ -37,10 +40,22 @@ final class UpstreamSide {
     /// upstream to its response head.
     private lazy var responseDeadline = MovingDeadline { [weak self] in self?.timedOut() }
 
-    init(exchange: HTTPExchangeHandler, services: ProxyServices, route: ForwardRoute) {
-        self.exchange = exchange
+    init(delegate: any UpstreamDelegate, services: ProxyServices, route: ForwardRoute, leg: HTTP2ClientLeg?, eventLoop: EventLoop) {
+        self.delegate = delegate
         self.services = services
         self.route = route
+        self.leg = leg
+        self.eventLoop = eventLoop
+    }
+
+    var clientIsWritable: Bool { delegate?.clientIsWritable ?? false }
+
+    private func report(_ event: UpstreamEvent) { delegate?.upstream(event) }
+
+    /// A dial ended without a connection: the exchange hears why, and its client is read again.
+    private func dialFailed(_ error: ProxyError) {
+        state = .none
+        report(.failed(error))
     }
 
     var isConnected: Bool { if case .connected = state { true } else { false } }
@@ -57,7 +72,7 @@ final class UpstreamSide {
     /// Sends `request`'s head, dialling when the connection in use goes elsewhere.
     /// A stream of an HTTP/2 client opens a stream on its connection's
     /// HTTP/2 origin connection (dialling it when there is none).
-    func begin(_ request: UpstreamRequest, override: String?, context: ChannelHandlerContext) {
+    func begin(_ request: UpstreamRequest, override: String?) {
         let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil)
         switch state {
         case let .connected(current, channel, _) where current == key && channel.isActive:
@@ -67,43 +82,43 @@ final class UpstreamSide {
             close()
         }
         let dial = Dial(key: key, proxy: request.chained, override: override)
-        guard let leg = exchange?.owner.http2, let offer = http2Offer(key, leg: leg, request: request) else {
-            connect(dial, first: .head(request.head), offer: nil, context: context)
+        guard let leg, let offer = http2Offer(key, leg: leg, request: request) else {
+            connect(dial, first: .head(request.head), offer: nil)
             return
         }
         state = .connecting(key, pending: [.head(request.head)])
         pooledDial = (dial, offer, leg.upstream)
-        askPool(context: context)
+        askPool()
     }
 
     /// For a stream of an HTTP/2 client: the dial, the offer and the pool it goes through.
     private var pooledDial: (dial: Dial, offer: HTTP2Offer, pool: UpstreamHTTP2Pool)?
     private var retriedStream = false
 
-    private func askPool(context: ChannelHandlerContext) {
+    private func askPool() {
         guard let (dial, offer, pool) = pooledDial, case let .connecting(_, pending) = state, let first = pending.first else { return }
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
         switch pool.lookup(dial.key, waiter: { result in bound.value.pooled(dial, result) }) {
         case let .ready(connection): openStream(on: connection, key: dial.key, fresh: false)
         case .queued: break
-        case .dial: connect(dial, first: first, offer: offer, pool: pool, context: context)
+        case .dial: connect(dial, first: first, offer: offer, pool: pool)
         case .http1:
-            if let parked = pool.takeParked(dial.key) { adopt(parked, key: dial.key) } else { connect(dial, first: first, offer: nil, context: context) }
+            if let parked = pool.takeParked(dial.key) { adopt(parked, key: dial.key) } else { connect(dial, first: first, offer: nil) }
         }
     }
 
     /// Takes over an HTTP/1.1 connection another stream of this client left.
     private func adopt(_ parked: UpstreamHTTP2Pool.Parked, key: Key) {
-        guard let exchange, case let .connecting(_, pending) = state else { return }
-        parked.layer.handler.attach(exchange)
+        guard case let .connecting(_, pending) = state else { return }
+        parked.layer.handler.attach(self)
         hello = parked.hello
-        exchange.hooks.upstreamConnected(to: parked.channel.remoteAddress)
-        if key.secure { exchange.hooks.upstreamTLS(parked.hello, doneAt: nil) }
+        report(.connected(server: parked.channel.remoteAddress))
+        if key.secure { report(.tls(parked.hello, doneAt: nil)) }
         state = .connected(key, parked.channel, parked.layer)
         for part in pending { parked.channel.write(part, promise: nil) }
         parked.channel.flush()
         if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
-        exchange.resumeClientReads()
+        report(.ready)
     }
 
     /// One dial's particulars: where, through which proxy, to which address.
@@ -137,18 +152,16 @@ final class UpstreamSide {
 
     /// Another stream's dial for the pool ended.
     private func pooled(_ dial: Dial, _ result: Result<UpstreamHTTP2Pool.Connection?, Error>) {
-        guard case let .connecting(current, pending) = state, current == dial.key, let exchange, let context = exchange.context else { return }
+        guard case let .connecting(current, pending) = state, current == dial.key else { return }
         switch result {
         case let .success(connection?):
             openStream(on: connection, key: dial.key, fresh: false)
         case .success(nil):
             // The origin answered HTTP/1.1: a connection of this stream's own.
             guard let first = pending.first else { return }
-            connect(dial, first: first, offer: nil, context: context)
+            connect(dial, first: first, offer: nil)
         case let .failure(error):
-            state = .none
-            exchange.fail(Self.dialFailure(dial.key.target, error), context: context)
-            exchange.resumeClientReads()
+            dialFailed(Self.dialFailure(dial.key.target, error))
         }
     }
 
@@ -179,7 +192,7 @@ final class UpstreamSide {
         if case let .connected(key, channel, layer) = state {
             layer.handler.detach()
             // A stream of an HTTP/2 client leaves its finished HTTP/1.1 connection to the next stream.
-            if let pool = pooledDial?.pool, !layer.isStream, layer.handler.isReusable, exchange?.machine.isIdle ?? false, channel.isActive {
+            if let pool = pooledDial?.pool, !layer.isStream, layer.handler.isReusable, delegate?.exchangeIsIdle ?? false, channel.isActive {
                 pool.park(key, UpstreamHTTP2Pool.Parked(channel: channel, layer: layer, hello: hello))
             } else {
                 channel.close(promise: nil)
@@ -208,7 +221,7 @@ final class UpstreamSide {
     /// CONNECT; plain requests in absolute-form). It resolves names, so a
     /// host_override does not apply then. With `offer`, the connection is
     /// HTTP/2 if the origin takes it, and is then `pool`'s.
-    private func connect(_ dial: Dial, first: HTTPClientRequestPart, offer: HTTP2Offer?, pool: UpstreamHTTP2Pool? = nil, context: ChannelHandlerContext) {
+    private func connect(_ dial: Dial, first: HTTPClientRequestPart, offer: HTTP2Offer?, pool: UpstreamHTTP2Pool? = nil) {
         let (key, proxy) = (dial.key, dial.proxy)
         let target = key.target
         let tls: NIOSSLContext?
@@ -216,7 +229,7 @@ final class UpstreamSide {
             let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
             guard let upstreamTLS else {
                 pool?.dialled(key, .failure(ProxyError.NoUpstreamTLS()))
-                exchange?.fail(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()), context: context)
+                dialFailed(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()))
                 return
             }
             tls = upstreamTLS.context(for: target.host, offeringH2: offer == .alpn).context
@@ -226,17 +239,17 @@ final class UpstreamSide {
         // Parts already queued for this destination (while the pool dialled) stay queued.
         if case let .connecting(queuedFor, _) = state, queuedFor == key {} else { state = .connecting(key, pending: [first]) }
         hello = nil
-        let bound = NIOLoopBound((self, pool), eventLoop: context.eventLoop)
-        guard let exchange else { return }
-        let layer = NIOLoopBound(UpstreamLayer(handler: UpstreamHandler(exchange: exchange)), eventLoop: context.eventLoop)
+        let eventLoop = self.eventLoop
+        let bound = NIOLoopBound((self, pool), eventLoop: eventLoop)
+        let layer = NIOLoopBound(UpstreamLayer(handler: UpstreamHandler(side: self)), eventLoop: eventLoop)
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         let upstreamDial = UpstreamDial(target: target, proxy: proxy)
-        let alpn: EventLoopPromise<String?>? = offer == .alpn ? context.eventLoop.makePromise() : nil
+        let alpn: EventLoopPromise<String?>? = offer == .alpn ? eventLoop.makePromise() : nil
         if let alpn {
             // The handshake is part of this dial: an origin that never answers it must not hold the stream (and the pool's waiters).
             let seconds = services.timeouts.tlsHandshake
-            let timer = context.eventLoop.scheduleTask(in: .milliseconds(Int64(seconds * 1000))) {
+            let timer = eventLoop.scheduleTask(in: .milliseconds(Int64(seconds * 1000))) {
                 alpn.fail(UpstreamHandshakeTimeout(seconds: seconds))
             }
             alpn.futureResult.whenComplete { _ in timer.cancel() }
@@ -251,7 +264,7 @@ final class UpstreamSide {
             // What the origin chose decides the layer: it goes in once the handshake is done.
             if let alpn { try ops.addHandler(UpstreamALPNWatcher(promise: alpn), position: .after(client)) }
         }
-        services.connector.connect(upstreamDial, override: dial.override, autoRead: true, halfClosure: false, on: context.eventLoop) { channel in
+        services.connector.connect(upstreamDial, override: dial.override, autoRead: true, halfClosure: false, on: eventLoop) { channel in
             if proxy == nil { try addTLS(channel) }
             if offer == nil { try layer.value.install(on: channel) }
         }
@@ -284,7 +297,7 @@ final class UpstreamSide {
     }
 
     private func connectFinished(_ key: Key, _ result: Result<(Channel, String?), Error>, layer: UpstreamLayer, offered: Bool, pool: UpstreamHTTP2Pool?) {
-        guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
+        guard case let .connecting(current, pending) = state, current == key, delegate != nil else {
             if case let .success((channel, negotiated)) = result {
                 // A pool's dial stays useful to the streams waiting on it.
                 if let pool, negotiated == "h2", let (connection, settled) = try? Self.http2Connection(channel, hello: hello, services: services) {
@@ -302,15 +315,13 @@ final class UpstreamSide {
         case let .success((channel, "h2")):
             do {
                 let (connection, settled) = try Self.http2Connection(channel, hello: hello, services: services)
-                exchange.hooks.upstreamConnected(to: channel.remoteAddress)
-                if key.secure { exchange.hooks.upstreamTLS(hello, doneAt: .now) }
+                report(.connected(server: channel.remoteAddress))
+                if key.secure { report(.tls(hello, doneAt: .now)) }
                 whenSettled(settled, connection, key: key, pool: pool)
             } catch {
                 channel.close(promise: nil)
                 pool?.dialled(key, .failure(error))
-                state = .none
-                exchange.fail(Self.dialFailure(key.target, error), context: context)
-                exchange.resumeClientReads()
+                dialFailed(Self.dialFailure(key.target, error))
             }
         case let .success((channel, _)):
             if offered {
@@ -320,25 +331,21 @@ final class UpstreamSide {
                 } catch {
                     channel.close(promise: nil)
                     pool?.dialled(key, .failure(error))
-                    state = .none
-                    exchange.fail(Self.dialFailure(key.target, error), context: context)
-                    exchange.resumeClientReads()
+                    dialFailed(Self.dialFailure(key.target, error))
                     return
                 }
                 pool?.dialled(key, .success(nil))
-                if key.secure { exchange.hooks.upstreamTLS(hello, doneAt: .now) }
+                if key.secure { report(.tls(hello, doneAt: .now)) }
             }
-            exchange.hooks.upstreamConnected(to: channel.remoteAddress)
+            report(.connected(server: channel.remoteAddress))
             state = .connected(key, channel, layer)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
-            exchange.resumeClientReads()
+            report(.ready)
         case let .failure(error):
             pool?.dialled(key, .failure(error))
-            state = .none
-            exchange.fail(Self.dialFailure(key.target, error), context: context)
-            exchange.resumeClientReads()
+            dialFailed(Self.dialFailure(key.target, error))
         }
     }
 
@@ -384,10 +391,8 @@ final class UpstreamSide {
             case let .failure(error):
                 connection.channel.close(promise: nil)
                 pool?.dialled(key, .failure(error))
-                guard case let .connecting(current, _) = side.state, current == key, let exchange = side.exchange, let context = exchange.context else { return }
-                side.state = .none
-                exchange.fail(Self.dialFailure(key.target, error), context: context)
-                exchange.resumeClientReads()
+                guard case let .connecting(current, _) = side.state, current == key else { return }
+                side.dialFailed(Self.dialFailure(key.target, error))
             }
         }
     }
@@ -395,9 +400,8 @@ final class UpstreamSide {
     /// Opens this exchange's stream on an origin HTTP/2 connection; the
     /// parts queued meanwhile go on it. `fresh`: this exchange dialled it.
     private func openStream(on connection: UpstreamHTTP2Pool.Connection, key: Key, fresh: Bool) {
-        guard let exchange, let context = exchange.context else { return }
-        let layer = UpstreamLayer(handler: UpstreamHandler(exchange: exchange))
-        let bound = NIOLoopBound((self, layer), eventLoop: context.eventLoop)
+        let layer = UpstreamLayer(handler: UpstreamHandler(side: self))
+        let bound = NIOLoopBound((self, layer), eventLoop: eventLoop)
         let secure = key.secure
         connection.multiplexer.createStreamChannel { stream in
             stream.eventLoop.makeCompletedFuture { try bound.value.1.install(onStream: stream, secure: secure) }
@@ -408,7 +412,7 @@ final class UpstreamSide {
     }
 
     private func streamOpened(_ result: Result<Channel, Error>, key: Key, layer: UpstreamLayer, connection: UpstreamHTTP2Pool.Connection, fresh: Bool) {
-        guard case let .connecting(current, pending) = state, current == key, let exchange, let context = exchange.context else {
+        guard case let .connecting(current, pending) = state, current == key, delegate != nil else {
             if case let .success(stream) = result { stream.close(promise: nil) }
             return
         }
@@ -416,23 +420,21 @@ final class UpstreamSide {
         case let .success(stream):
             if !fresh {
                 hello = connection.hello
-                exchange.hooks.upstreamConnected(to: connection.channel.remoteAddress)
-                if key.secure { exchange.hooks.upstreamTLS(connection.hello, doneAt: nil) }
+                report(.connected(server: connection.channel.remoteAddress))
+                if key.secure { report(.tls(connection.hello, doneAt: nil)) }
             }
             state = .connected(key, stream, layer)
             for part in pending { stream.write(part, promise: nil) }
             stream.flush()
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
-            exchange.resumeClientReads()
+            report(.ready)
         case .failure where !fresh && !retriedStream && pooledDial != nil:
             // The origin's connection takes no new stream (it sent GOAWAY): once, a connection anew.
             retriedStream = true
             pooledDial?.pool.forget(key, connection)
-            askPool(context: context)
+            askPool()
         case let .failure(error):
-            state = .none
-            exchange.fail(Self.dialFailure(key.target, error), context: context)
-            exchange.resumeClientReads()
+            dialFailed(Self.dialFailure(key.target, error))
         }
     }
 
@@ -445,30 +447,37 @@ final class UpstreamSide {
         default: return
         }
         self.hello = hello
-        exchange?.hooks.upstreamTLS(hello, doneAt: nil)
+        report(.tls(hello, doneAt: nil))
     }
 
     func handshakeDone(_ handler: UpstreamHandler) {
         guard case let .connected(_, _, layer) = state, layer.handler === handler else { return }
-        exchange?.hooks.upstreamTLS(hello, doneAt: .now)
+        report(.tls(hello, doneAt: .now))
     }
 
-    func keepAliveEnded(_ handler: UpstreamHandler) {
-        if case let .connected(_, _, layer) = state, layer.handler === handler { close() }
+    /// A response part; `lastOnConnection`: the server closes the connection after it.
+    func received(_ part: HTTPClientResponsePart, lastOnConnection: Bool, from handler: UpstreamHandler) {
+        // Let go of a connection the server is closing before the end goes
+        // out: writing it may hand a pipelined request over at once.
+        if case .end = part, lastOnConnection, case let .connected(_, _, layer) = state, layer.handler === handler { close() }
+        report(.response(part))
     }
+
+    func readComplete(from handler: UpstreamHandler) { report(.readComplete) }
+
+    func serverWritable(_ handler: UpstreamHandler) { report(.ready) }
 
     func closed(_ handler: UpstreamHandler, error: Error?) {
         guard case let .connected(key, _, layer) = state, layer.handler === handler else { return }
         stopTimer()
         state = .none
-        exchange?.upstreamClosed(key.target, error: error)
+        report(.closed(key.target, error))
     }
 
     // MARK: the response deadline
 
     func startTimer() {
-        guard let context = exchange?.context else { return }
-        responseDeadline.set(after: .milliseconds(Int64(services.timeouts.upstreamResponse * 1000)), on: context.eventLoop)
+        responseDeadline.set(after: .milliseconds(Int64(services.timeouts.upstreamResponse * 1000)), on: eventLoop)
     }
 
     func stopTimer() {
@@ -476,15 +485,13 @@ final class UpstreamSide {
     }
 
     private func timedOut() {
-        guard let exchange, let context = exchange.context, exchange.machine.response == .waiting, !exchange.machine.isIdle else { return }
         let target: ProxyTarget? = {
             switch state {
             case let .connected(key, _, _), let .connecting(key, _): return key.target
             case .none: return nil
             }
         }()
-        exchange.fail(.upstreamTimedOut(host: target?.host ?? "the server", port: target?.port ?? 0, seconds: services.timeouts.upstreamResponse),
-                      context: context)
+        report(.timedOut(.upstreamTimedOut(host: target?.host ?? "the server", port: target?.port ?? 0, seconds: services.timeouts.upstreamResponse)))
     }
 
     /// When the client's connection ends: a pending check would keep it alive until it fired.

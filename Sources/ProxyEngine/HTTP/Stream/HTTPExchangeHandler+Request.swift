@@ -170,7 +170,7 @@ extension HTTPExchangeHandler {
         current = exchange
         logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.request.target)"])
         // A transparent connection goes where its client was going (unless a rule moved it).
-        upstream.begin(request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil), context: context)
+        upstream.begin(request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil))
     }
 
     // MARK: actions

@@ -19,7 +19,7 @@ final class HTTPExchangeHandler {
     let route: ForwardRoute
     /// The connection's layers' owner: CONNECT and `101` go through it.
     let owner: ProxyPipeline
-    lazy var upstream = UpstreamSide(exchange: self, services: services, route: route)
+    lazy var upstream = UpstreamSide(delegate: self, services: services, route: route, leg: owner.http2, eventLoop: owner.channel.eventLoop)
 
     /// The exchange under way, as the handler needs it beyond the machine.
     struct Current {
@@ -214,6 +214,36 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+}
+
+extension HTTPExchangeHandler: UpstreamDelegate {
+    /// The upstream side's one way in: what the server did, carried out here.
+    func upstream(_ event: UpstreamEvent) {
+        guard let context else { return }
+        switch event {
+        case let .connected(server):
+            hooks.upstreamConnected(to: server)
+        case let .tls(hello, doneAt):
+            hooks.upstreamTLS(hello, doneAt: doneAt)
+        case let .response(part):
+            upstreamResponse(part)
+        case .readComplete:
+            context.flush()
+        case .ready:
+            resumeClientReads()
+        case let .failed(error):
+            fail(error, context: context)
+            resumeClientReads()
+        case let .closed(target, error):
+            upstreamClosed(target, error: error)
+        case let .timedOut(error):
+            // Only while no answer has begun: a held or streaming one is not the server's to time out.
+            guard machine.response == .waiting, !machine.isIdle else { return }
+            fail(error, context: context)
+        }
+    }
+
     var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+    var exchangeIsIdle: Bool { machine.isIdle }
 }
 
