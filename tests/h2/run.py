@@ -21,6 +21,9 @@ Choices asserted here (README: HTTP/2 and gRPC, and the h2 suite):
   instead be refused stream by stream: RST_STREAM or 431), the tunnel the
   same process, its RSS less than 100 MB above where it started, and a fresh
   request answered.
+- A client's FIN (HTTP/2 has no half-close) ends its connection and its
+  streams at once, a waiting one included (as mitmproxy does); a stream
+  refused by an origin's GOAWAY is retried once or answered 502 saying so.
 Run as root (the tunnel runs as user busymate). Traffic stays on loopback.
 """
 import argparse, os, shutil, sys, tempfile, time, traceback
