@@ -37,6 +37,105 @@ def open_mitm(proxy_port, host, port, ca, alpn=("h2", "http/1.1"), timeout=10):
     return sock, sock.selected_alpn_protocol()
 
 
+class MemoryTLS:
+    """TLS on memory BIOs over a plain socket, for a case that ends its side
+    with a TCP FIN, with or without close_notify first, and keeps reading:
+    Python's SSLSocket.shutdown drops the TLS state, and unwrap waits for the
+    peer's close_notify. Enough of a socket for H2Client (sendall, recv,
+    fileno, pending)."""
+
+    def __init__(self, sock, host, ca, alpn=("h2", "http/1.1")):
+        context = ssl.create_default_context(cafile=ca)
+        context.set_alpn_protocols(list(alpn))
+        self.raw, self.incoming, self.outgoing = sock, ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.push()
+                if not self.pull():
+                    raise ConnectionError("the proxy closed during the TLS handshake")
+        self.push()
+
+    def push(self):
+        data = self.outgoing.read()
+        if data:
+            self.raw.sendall(data)
+
+    def pull(self):
+        data = self.raw.recv(65536)
+        if data:
+            self.incoming.write(data)
+        else:
+            self.incoming.write_eof()
+        return data
+
+    def selected_alpn_protocol(self):
+        return self.tls.selected_alpn_protocol()
+
+    def fileno(self):
+        return self.raw.fileno()
+
+    def pending(self):
+        return self.tls.pending() or self.incoming.pending
+
+    def sendall(self, data):
+        self.tls.write(data)
+        self.push()
+
+    def recv(self, size):
+        """Application data (b"" once the proxy's side has ended); blocks until some comes."""
+        data = b""
+        while True:
+            try:
+                data += self.tls.read(size)
+                continue  # each read gives one record's worth: the rest of what came may be in the BIO
+            except ssl.SSLWantReadError:
+                if data:
+                    return data
+                if not self.pull():
+                    return b""
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return data
+
+    def finish(self, close_notify):
+        """Ends the client's sending side: close_notify first (when asked), then a TCP FIN; reading goes on."""
+        if close_notify:
+            try:
+                self.tls.unwrap()
+            except ssl.SSLError:
+                # close_notify is written by the first SSL_shutdown; the error is its second call meeting
+                # what the proxy sent meanwhile, or nothing yet: its close_notify is not waited for here.
+                pass
+            self.push()
+        self.raw.shutdown(socket.SHUT_WR)
+
+    def wait_closed(self, timeout):
+        """Seconds until the proxy closed the TCP connection (EOF or reset), or None within timeout.
+        What arrives meanwhile is read raw and dropped."""
+        began = time.monotonic()
+        while time.monotonic() - began < timeout:
+            if not select.select([self.raw], [], [], 0.05)[0]:
+                continue
+            try:
+                if not self.raw.recv(65536):
+                    return time.monotonic() - began
+            except OSError:
+                return time.monotonic() - began
+        return None
+
+    def close(self):
+        self.raw.close()
+
+
+def open_mitm_memory(proxy_port, host, port, ca, alpn=("h2", "http/1.1"), timeout=10):
+    """As open_mitm, TLS on memory BIOs (MemoryTLS)."""
+    sock = MemoryTLS(connect_tunnel(proxy_port, host, port, timeout), host, ca, alpn)
+    return sock, sock.selected_alpn_protocol()
+
+
 class DrainingConnection(h2.connection.H2Connection):
     """h2 closes the whole connection on any GOAWAY; RFC 9113 6.8 lets the streams up to its last stream
     id finish, so after a graceful one (NO_ERROR) this client keeps reading them."""
@@ -100,7 +199,7 @@ class H2Client:
         """Reads what arrives within timeout (one read); False once the connection is closed."""
         if self.closed:
             return False
-        pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()
+        pending = isinstance(self.sock, (ssl.SSLSocket, MemoryTLS)) and self.sock.pending()
         if not pending and not select.select([self.sock], [], [], timeout)[0]:
             return True
         try:

@@ -21,6 +21,9 @@ Choices asserted here (README: HTTP/2 and gRPC, and the h2 suite):
   instead be refused stream by stream: RST_STREAM or 431), the tunnel the
   same process, its RSS less than 100 MB above where it started, and a fresh
   request answered.
+- A client's FIN (HTTP/2 has no half-close) ends its connection and its
+  streams at once, a waiting one included (as mitmproxy does); a stream
+  refused by an origin's GOAWAY is retried once or answered 502 saying so.
 Run as root (the tunnel runs as user busymate). Traffic stays on loopback.
 """
 import argparse, os, shutil, sys, tempfile, time, traceback
@@ -29,9 +32,9 @@ sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
-import basic_cases, breakpoint_cases, browser_cases, grpc_cases, hostile_cases, stream_cases  # noqa: E402
+import basic_cases, breakpoint_cases, browser_cases, grpc_cases, hostile_cases, lifecycle_cases, stream_cases  # noqa: E402
 
-CASES = basic_cases.CASES + stream_cases.CASES + breakpoint_cases.CASES + grpc_cases.CASES + browser_cases.CASES + hostile_cases.CASES
+CASES = basic_cases.CASES + stream_cases.CASES + lifecycle_cases.CASES + breakpoint_cases.CASES + grpc_cases.CASES + browser_cases.CASES + hostile_cases.CASES
 
 
 class World:
