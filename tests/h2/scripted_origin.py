@@ -163,7 +163,7 @@ class ScriptedOrigin:
                     with self.lock:
                         record.requests.append((sid, path))
                     if "goaway=refuse" in path:
-                        sock.sendall(conn.data_to_send() + goaway(sid - 2))
+                        sock.sendall(conn.data_to_send() + goaway(max(0, sid - 2)))
                 elif isinstance(event, h2.events.DataReceived):
                     conn.acknowledge_received_data(event.flow_controlled_length, sid)
                 elif isinstance(event, h2.events.StreamReset):

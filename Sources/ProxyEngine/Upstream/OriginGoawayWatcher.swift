@@ -2,19 +2,21 @@ import NIOCore
 import NIOHTTP2
 
 /// Behind NIO's HTTP/2 client on a pooled origin connection: once the
-/// origin sends GOAWAY (nginx does after `keepalive_requests`), the pool
-/// stops handing the connection out; its open streams finish.
+/// origin sends GOAWAY (nginx does after `keepalive_requests`), `onGoaway`
+/// gets its last stream id. The pool then stops handing the connection
+/// out, moves the streams the origin will not process to a new one, and
+/// closes this one once the streams it kept are done.
 final class OriginGoawayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
 
-    private var onGoaway: (() -> Void)?
+    private var onGoaway: ((HTTP2StreamID) -> Void)?
 
-    init(onGoaway: @escaping () -> Void) { self.onGoaway = onGoaway }
+    init(onGoaway: @escaping (HTTP2StreamID) -> Void) { self.onGoaway = onGoaway }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway = Self.unwrapInboundIn(data).payload, let onGoaway {
+        if case let .goAway(lastStreamID, _, _) = Self.unwrapInboundIn(data).payload, let onGoaway {
             self.onGoaway = nil
-            onGoaway()
+            onGoaway(lastStreamID)
         }
         context.fireChannelRead(data)
     }

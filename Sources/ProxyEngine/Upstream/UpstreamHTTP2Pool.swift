@@ -16,6 +16,8 @@ final class UpstreamHTTP2Pool {
         let channel: Channel
         let multiplexer: NIOHTTP2Handler.StreamMultiplexer
         let hello: TLSHello?
+        /// The last stream id of the origin's GOAWAY, once it sent one.
+        let goaway: NIOLoopBoundBox<HTTP2StreamID?>
     }
 
     /// What a stream that asked gets: a connection to open its stream on,
@@ -30,6 +32,10 @@ final class UpstreamHTTP2Pool {
 
     private var entries: [Key: Entry] = [:]
     private var closed = false
+    /// Connections the origin retired (GOAWAY): their open streams finish; closed with the client's.
+    private var retired: [ObjectIdentifier: Channel] = [:]
+    /// Per connection, our streams on it, to tell of its GOAWAY (keyed by their side).
+    private var streams: [ObjectIdentifier: [ObjectIdentifier: (HTTP2StreamID) -> Void]] = [:]
 
     /// A finished HTTP/1.1 origin connection, kept for the client's next stream.
     struct Parked {
@@ -119,11 +125,44 @@ final class UpstreamHTTP2Pool {
         for waiter in waiters { waiter(result) }
     }
 
-    /// A connection that takes no new stream (the origin sent GOAWAY): the
-    /// next stream dials anew; streams on it finish as they may.
-    func forget(_ key: Key, _ connection: Connection) {
-        guard case let .ready(current) = entries[key], current.channel === connection.channel else { return }
-        entries[key] = nil
+    /// A connection that takes no new stream (the origin sent GOAWAY, with
+    /// its last stream id): the next stream dials anew; the streams on it
+    /// hear of it (those the origin will not process go elsewhere), and it
+    /// is closed once none of ours is left on it.
+    func forget(_ key: Key, _ connection: Connection, lastStreamID: HTTP2StreamID? = nil) {
+        let channel = connection.channel
+        let id = ObjectIdentifier(channel)
+        if case let .ready(current) = entries[key], current.channel === channel { entries[key] = nil }
+        if retired[id] == nil, channel.isActive, !closed {
+            retired[id] = channel
+            channel.closeFuture.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] _ in
+                self?.retired[id] = nil
+                self?.streams[id] = nil
+            }
+        }
+        if let lastStreamID, let listeners = streams[id] {
+            for listener in listeners.values { listener(lastStreamID) }
+        }
+        closeIfDrained(id)
+    }
+
+    /// A stream of ours on `connection`: it hears of its GOAWAY until `stopWatching`.
+    func whenGoaway(_ connection: Connection, for side: AnyObject, _ listener: @escaping (HTTP2StreamID) -> Void) {
+        streams[ObjectIdentifier(connection.channel), default: [:]][ObjectIdentifier(side)] = listener
+    }
+
+    /// The stream is done with `connection` (ended, failed, or moved).
+    func stopWatching(_ connection: Connection, for side: AnyObject) {
+        let id = ObjectIdentifier(connection.channel)
+        streams[id]?[ObjectIdentifier(side)] = nil
+        closeIfDrained(id)
+    }
+
+    private func closeIfDrained(_ id: ObjectIdentifier) {
+        guard let channel = retired[id], streams[id]?.isEmpty ?? true else { return }
+        retired[id] = nil
+        streams[id] = nil
+        channel.close(promise: nil)
     }
 
     /// The client connection has closed: its origin connections go too.
@@ -131,7 +170,10 @@ final class UpstreamHTTP2Pool {
         closed = true
         for case let .ready(connection) in entries.values { connection.channel.close(promise: nil) }
         for connection in parked.values.joined() { connection.channel.close(promise: nil) }
+        for channel in retired.values { channel.close(promise: nil) }
         entries = [:]
         parked = [:]
+        retired = [:]
+        streams = [:]
     }
 }

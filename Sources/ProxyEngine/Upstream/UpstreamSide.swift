@@ -12,7 +12,7 @@ import NIOTLS
 /// meanwhile. It also keeps the upstream response deadline. Confined to
 /// the connection's event loop.
 final class UpstreamSide {
-    private enum State {
+    enum State {
         case none
         case connecting(Key, pending: [HTTPClientRequestPart])
         case connected(Key, Channel, UpstreamLayer)
@@ -25,20 +25,20 @@ final class UpstreamSide {
         var chained: Bool
     }
 
-    private var state = State.none
+    var state = State.none
     /// Weak: a dial or a timer may outlive the connection's handler.
-    private weak var delegate: (any UpstreamDelegate)?
-    private let services: ProxyServices
-    private let route: ForwardRoute
-    private let eventLoop: EventLoop
+    weak var delegate: (any UpstreamDelegate)?
+    let services: ProxyServices
+    let route: ForwardRoute
+    let eventLoop: EventLoop
     /// The client connection's HTTP/2 layer, when the exchange is one of its streams.
-    private let leg: HTTP2ClientLeg?
+    let leg: HTTP2ClientLeg?
     /// What the server chose, for the connection in use.
-    private(set) var hello: TLSHello?
+    var hello: TLSHello?
 
     /// `timeouts.upstream_response_seconds`: from a request's end going
     /// upstream to its response head.
-    private lazy var responseDeadline = MovingDeadline { [weak self] in self?.timedOut() }
+    lazy var responseDeadline = MovingDeadline { [weak self] in self?.timedOut() }
 
     init(delegate: any UpstreamDelegate, services: ProxyServices, route: ForwardRoute, leg: HTTP2ClientLeg?, eventLoop: EventLoop) {
         self.delegate = delegate
@@ -50,10 +50,10 @@ final class UpstreamSide {
 
     var clientIsWritable: Bool { delegate?.clientIsWritable ?? false }
 
-    private func report(_ event: UpstreamEvent) { delegate?.upstream(event) }
+    func report(_ event: UpstreamEvent) { delegate?.upstream(event) }
 
     /// A dial ended without a connection: the exchange hears why, and its client is read again.
-    private func dialFailed(_ error: ProxyError) {
+    func dialFailed(_ error: ProxyError) {
         state = .none
         report(.failed(error))
     }
@@ -74,6 +74,8 @@ final class UpstreamSide {
     /// HTTP/2 origin connection (dialling it when there is none).
     func begin(_ request: UpstreamRequest, override: String?) {
         let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil)
+        retry = StreamRetry()
+        if leg != nil { retry.sent(.head(request.head)) }
         switch state {
         case let .connected(current, channel, _) where current == key && channel.isActive:
             send(.head(request.head))
@@ -92,80 +94,13 @@ final class UpstreamSide {
     }
 
     /// For a stream of an HTTP/2 client: the dial, the offer and the pool it goes through.
-    private var pooledDial: (dial: Dial, offer: HTTP2Offer, pool: UpstreamHTTP2Pool)?
-    private var retriedStream = false
-
-    private func askPool() {
-        guard let (dial, offer, pool) = pooledDial, case let .connecting(_, pending) = state, let first = pending.first else { return }
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        switch pool.lookup(dial.key, waiter: { result in bound.value.pooled(dial, result) }) {
-        case let .ready(connection): openStream(on: connection, key: dial.key, fresh: false)
-        case .queued: break
-        case .dial: connect(dial, first: first, offer: offer, pool: pool)
-        case .http1:
-            if let parked = pool.takeParked(dial.key) { adopt(parked, key: dial.key) } else { connect(dial, first: first, offer: nil) }
-        }
-    }
-
-    /// Takes over an HTTP/1.1 connection another stream of this client left.
-    private func adopt(_ parked: UpstreamHTTP2Pool.Parked, key: Key) {
-        guard case let .connecting(_, pending) = state else { return }
-        parked.layer.handler.attach(self)
-        hello = parked.hello
-        report(.connected(server: parked.channel.remoteAddress))
-        if key.secure { report(.tls(parked.hello, doneAt: nil)) }
-        state = .connected(key, parked.channel, parked.layer)
-        for part in pending { parked.channel.write(part, promise: nil) }
-        parked.channel.flush()
-        if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
-        report(.ready)
-    }
-
-    /// One dial's particulars: where, through which proxy, to which address.
-    struct Dial {
-        let key: Key
-        let proxy: UpstreamProxySetting?
-        let override: String?
-    }
-
-    /// How HTTP/2 is offered to an origin, for a client that speaks it.
-    enum HTTP2Offer {
-        /// `h2` first in TLS's ALPN; the origin chooses.
-        case alpn
-        /// h2c with prior knowledge: no TLS, no negotiation.
-        case priorKnowledge
-    }
-
-    /// HTTP/2 towards the origin only for an HTTP/2 client (`proxy.http2`):
-    /// over TLS by ALPN; in plaintext only where the client's own h2c says
-    /// the origin speaks it (a redirected connection, or a gRPC call).
-    private func http2Offer(_ key: Key, leg: HTTP2ClientLeg, request: UpstreamRequest) -> HTTP2Offer? {
-        if key.secure {
-            let tls: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
-            return tls?.http2 == true ? .alpn : nil
-        }
-        guard leg.priorKnowledge, !key.chained else { return nil }
-        if case .transparent = route { return .priorKnowledge }
-        let grpc = request.head.headers.first(name: "content-type")?.lowercased().hasPrefix("application/grpc") ?? false
-        return grpc ? .priorKnowledge : nil
-    }
-
-    /// Another stream's dial for the pool ended.
-    private func pooled(_ dial: Dial, _ result: Result<UpstreamHTTP2Pool.Connection?, Error>) {
-        guard case let .connecting(current, pending) = state, current == dial.key else { return }
-        switch result {
-        case let .success(connection?):
-            openStream(on: connection, key: dial.key, fresh: false)
-        case .success(nil):
-            // The origin answered HTTP/1.1: a connection of this stream's own.
-            guard let first = pending.first else { return }
-            connect(dial, first: first, offer: nil)
-        case let .failure(error):
-            dialFailed(Self.dialFailure(dial.key.target, error))
-        }
-    }
+    var pooledDial: (dial: Dial, offer: HTTP2Offer, pool: UpstreamHTTP2Pool)?
+    var retriedStream = false
+    /// The exchange's stream on an origin HTTP/2 connection, kept for a retry the origin may call for.
+    var retry = StreamRetry()
 
     func send(_ part: HTTPClientRequestPart) {
+        if leg != nil { retry.sent(part) }
         switch state {
         case .connecting(let key, var pending):
             state = .none
@@ -189,6 +124,7 @@ final class UpstreamSide {
 
     func close() {
         stopTimer()
+        stopWatchingGoaway()
         if case let .connected(key, channel, layer) = state {
             layer.handler.detach()
             // A stream of an HTTP/2 client leaves its finished HTTP/1.1 connection to the next stream.
@@ -221,7 +157,7 @@ final class UpstreamSide {
     /// CONNECT; plain requests in absolute-form). It resolves names, so a
     /// host_override does not apply then. With `offer`, the connection is
     /// HTTP/2 if the origin takes it, and is then `pool`'s.
-    private func connect(_ dial: Dial, first: HTTPClientRequestPart, offer: HTTP2Offer?, pool: UpstreamHTTP2Pool? = nil) {
+    func connect(_ dial: Dial, first: HTTPClientRequestPart, offer: HTTP2Offer?, pool: UpstreamHTTP2Pool? = nil) {
         let (key, proxy) = (dial.key, dial.proxy)
         let target = key.target
         let tls: NIOSSLContext?
@@ -296,7 +232,7 @@ final class UpstreamSide {
         }
     }
 
-    private func connectFinished(_ key: Key, _ result: Result<(Channel, String?), Error>, layer: UpstreamLayer, offered: Bool, pool: UpstreamHTTP2Pool?) {
+    func connectFinished(_ key: Key, _ result: Result<(Channel, String?), Error>, layer: UpstreamLayer, offered: Bool, pool: UpstreamHTTP2Pool?) {
         guard case let .connecting(current, pending) = state, current == key, delegate != nil else {
             if case let .success((channel, negotiated)) = result {
                 // A pool's dial stays useful to the streams waiting on it.
@@ -359,85 +295,6 @@ final class UpstreamSide {
         return .connectFailed(host: target.host, port: target.port, underlying: error)
     }
 
-    /// NIO's HTTP/2 client on an origin connection that chose `h2`.
-    private static func http2Connection(_ channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> (UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>) {
-        let handler = NIOHTTP2Handler(mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: HTTP2Limits.clientConnection,
-                                      streamConfiguration: HTTP2Limits.stream) { pushed in
-            // Push is off (SETTINGS_ENABLE_PUSH 0): a pushed stream is refused.
-            pushed.close()
-        }
-        let settled = channel.eventLoop.makePromise(of: Void.self)
-        // An origin that breaks the protocol gets its GOAWAY and is let go: the streams on it fail now, not at their timeout.
-        let closer = HTTP2ConnectionErrorCloser(logger: services.logger, client: true)
-        try channel.pipeline.syncOperations.addHandlers([closer, handler, RemoteSettingsWatcher(promise: settled),
-                                                         HTTP2ConnectionErrorCloser.Stalled(logger: services.logger)])
-        return (UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello), settled.futureResult)
-    }
-
-    /// Streams go on a new origin HTTP/2 connection once its SETTINGS have
-    /// come (its stream limit known); the pool's waiters with them.
-    private func whenSettled(_ settled: EventLoopFuture<Void>, _ connection: UpstreamHTTP2Pool.Connection, key: Key, pool: UpstreamHTTP2Pool?) {
-        let bound = NIOLoopBound((self, pool), eventLoop: connection.channel.eventLoop)
-        settled.whenComplete { result in
-            let (side, pool) = bound.value
-            switch result {
-            case .success:
-                if let pool {
-                    let forget = NIOLoopBound(pool, eventLoop: connection.channel.eventLoop)
-                    try? connection.channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { forget.value.forget(key, connection) })
-                }
-                pool?.dialled(key, .success(connection))
-                side.openStream(on: connection, key: key, fresh: true)
-            case let .failure(error):
-                connection.channel.close(promise: nil)
-                pool?.dialled(key, .failure(error))
-                guard case let .connecting(current, _) = side.state, current == key else { return }
-                side.dialFailed(Self.dialFailure(key.target, error))
-            }
-        }
-    }
-
-    /// Opens this exchange's stream on an origin HTTP/2 connection; the
-    /// parts queued meanwhile go on it. `fresh`: this exchange dialled it.
-    private func openStream(on connection: UpstreamHTTP2Pool.Connection, key: Key, fresh: Bool) {
-        let layer = UpstreamLayer(handler: UpstreamHandler(side: self))
-        let bound = NIOLoopBound((self, layer), eventLoop: eventLoop)
-        let secure = key.secure
-        connection.multiplexer.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture { try bound.value.1.install(onStream: stream, secure: secure) }
-        }.whenComplete { result in
-            let (side, layer) = bound.value
-            side.streamOpened(result, key: key, layer: layer, connection: connection, fresh: fresh)
-        }
-    }
-
-    private func streamOpened(_ result: Result<Channel, Error>, key: Key, layer: UpstreamLayer, connection: UpstreamHTTP2Pool.Connection, fresh: Bool) {
-        guard case let .connecting(current, pending) = state, current == key, delegate != nil else {
-            if case let .success(stream) = result { stream.close(promise: nil) }
-            return
-        }
-        switch result {
-        case let .success(stream):
-            if !fresh {
-                hello = connection.hello
-                report(.connected(server: connection.channel.remoteAddress))
-                if key.secure { report(.tls(connection.hello, doneAt: nil)) }
-            }
-            state = .connected(key, stream, layer)
-            for part in pending { stream.write(part, promise: nil) }
-            stream.flush()
-            if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
-            report(.ready)
-        case .failure where !fresh && !retriedStream && pooledDial != nil:
-            // The origin's connection takes no new stream (it sent GOAWAY): once, a connection anew.
-            retriedStream = true
-            pooledDial?.pool.forget(key, connection)
-            askPool()
-        case let .failure(error):
-            dialFailed(Self.dialFailure(key.target, error))
-        }
-    }
-
     // MARK: events from the upstream handler
 
     func serverHello(_ hello: TLSHello, from handler: UpstreamHandler) {
@@ -460,6 +317,7 @@ final class UpstreamSide {
         // Let go of a connection the server is closing before the end goes
         // out: writing it may hand a pipelined request over at once.
         if case .end = part, lastOnConnection, case let .connected(_, _, layer) = state, layer.handler === handler { close() }
+        if case .head = part { retry.responseHead() }
         report(.response(part))
     }
 
@@ -470,6 +328,14 @@ final class UpstreamSide {
     func closed(_ handler: UpstreamHandler, error: Error?) {
         guard case let .connected(key, _, layer) = state, layer.handler === handler else { return }
         stopTimer()
+        stopWatchingGoaway()
+        if layer.isStream, pooledDial != nil, retry.mayHaveBeenRefused(error) {
+            // Decided on the next tick, once the GOAWAY that closed it has been read; the client waits meanwhile.
+            state = .connecting(key, pending: [])
+            let bound = NIOLoopBound(self, eventLoop: eventLoop)
+            eventLoop.execute { bound.value.retryOrReport(key, error) }
+            return
+        }
         state = .none
         report(.closed(key.target, error))
     }
