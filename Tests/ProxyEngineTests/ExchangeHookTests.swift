@@ -1,9 +1,11 @@
 import BusymateShared
+import Foundation
 import CaptureStore
 import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import Synchronization
 import Testing
 @testable import ProxyEngine
 
@@ -78,5 +80,56 @@ import Testing
         #expect(ExchangeHooks(services: stream.services).hookList === list)
         // Counters, rules, breakpoints, capture: presence joins when the connection has a device to touch.
         #expect(list.all.count == 4 && list.bodies.count == 2 && list.steering.count == 2)
+    }
+}
+
+/// Held messages are records of the capture store: they go through the
+/// capture sink (which writes off the event loops), not around it.
+@Suite struct HeldMessageRecordTests {
+    final class BreakpointSink: CaptureSink, @unchecked Sendable {
+        var paused: [BreakpointEvent] = []
+        var outcomes: [(Int64, BreakpointEvent.Outcome)] = []
+        let bodyMax = 1 << 20
+        let isBehind = false
+        func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? { nil }
+        func submit(_ record: ExchangeRecord, files: [BodyFileWriter]) {}
+        func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void) { body() }
+        func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent> {
+            paused.append(event)
+            var stored = event
+            stored.id = 7
+            return eventLoop.makeSucceededFuture(stored)
+        }
+        func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+            outcomes.append((id, outcome))
+            return eventLoop.makeSucceededVoidFuture()
+        }
+    }
+
+    @Test func aHeldMessageAndItsOutcomeAreRecordedThroughTheCaptureSink() throws {
+        let dir = URL(fileURLWithPath: "/tmp/bmh-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sink = BreakpointSink()
+        let breakpoints = BreakpointController(store: StoreHandle(try CaptureDatabase(paths: GroupPaths(root: dir))), records: sink, notifier: nil,
+                                               groupPath: dir.path)
+        breakpoints.apply(try AppSettings.decode(#"{"breakpoints": {"request": ["example.com/held"], "timeout_seconds": 0}}"#).settings)
+        let loop = EmbeddedEventLoop()
+        let message = try RawHTTPMessage.parse(Array("GET /held HTTP/1.1\r\nHost: example.com\r\n\r\n".utf8), as: .request)
+        let resolution = breakpoints.pause(message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
+                                           url: "http://example.com/held", on: loop)
+        loop.run()
+        #expect(sink.paused.map(\.requestID) == ["held-1"] && breakpoints.heldCount == 1, "the held message went to the sink")
+        breakpoints.clientLeft(requestID: "held-1")
+        // The outcome is recorded off the loop (NIO's thread pool), then the message is let go.
+        let deadline = Date().addingTimeInterval(5)
+        while sink.outcomes.isEmpty && Date() < deadline { usleep(10_000) }
+        loop.run()
+        #expect(sink.outcomes.map(\.0) == [7] && sink.outcomes.first?.1 == .clientClosed, "\(sink.outcomes)")
+        let dropped = Atomic<Bool>(false)
+        resolution.whenSuccess { if case .dropped = $0 { dropped.store(true, ordering: .relaxed) } }
+        loop.run()
+        let wasDropped = dropped.load(ordering: .relaxed)
+        #expect(wasDropped, "a held request whose client left goes nowhere")
     }
 }
