@@ -7,8 +7,10 @@ import NIOPosix
 import ProxyEngine
 import Synchronization
 
-/// Batches captured exchanges into the store, off the event loops, and posts
-/// `newTrafficCaptured` (throttled) after each commit. A failed commit (a
+/// The data path's `CaptureSink`: batches captured exchanges (and pins) into
+/// the store, off the event loops, and posts `newTrafficCaptured`
+/// (throttled) after each commit; records held messages and their outcomes
+/// on NIO's thread pool. A failed commit (a
 /// full disk, a locked file) keeps the batch and retries; only past
 /// `maxPending` are the oldest dropped, and that is logged. An exchange with
 /// body files is committed once they are closed.
