@@ -7,8 +7,10 @@ import NIOPosix
 import ProxyEngine
 import Synchronization
 
-/// Batches captured exchanges into the store, off the event loops, and posts
-/// `newTrafficCaptured` (throttled) after each commit. A failed commit (a
+/// The data path's `CaptureSink`: batches captured exchanges (and pins) into
+/// the store, off the event loops, and posts `newTrafficCaptured`
+/// (throttled) after each commit; records held messages and their outcomes
+/// on NIO's thread pool. A failed commit (a
 /// full disk, a locked file) keeps the batch and retries; only past
 /// `maxPending` are the oldest dropped, and that is logged. An exchange with
 /// body files is committed once they are closed.
@@ -21,6 +23,8 @@ public final class CaptureWriter: CaptureSink {
     private let store: StoreHandle
     private var traffic: TrafficRepository { TrafficRepository(database: store.database) }
     private var pins: PinnedDomainRepository { PinnedDomainRepository(database: store.database) }
+    /// Taken at each use: the store may be replaced (a corrupt file).
+    private var breakpoints: BreakpointRepository { BreakpointRepository(database: store.database) }
     /// What is wrong with the store now, for `status` (nil: commits work).
     private let problem = Mutex<String?>(nil)
     private let failedCommits = Atomic<Int>(0)
@@ -152,7 +156,7 @@ public final class CaptureWriter: CaptureSink {
     /// Counts a refusal that pinned `host`. Called on the event loop of the
     /// refused handshake, so it only queues, as rows do: the store may be
     /// locked for seconds; the writer commits it with the next batch.
-    func recordPin(_ host: String, reason: String) {
+    public func recordPin(_ host: String, reason: String) {
         let kept = pendingPins.withLock { queue -> Bool in
             guard queue.count < Self.maxPendingPins else { return false }
             queue.append((host.lowercased(), reason, Date()))
@@ -160,6 +164,19 @@ public final class CaptureWriter: CaptureSink {
         }
         if !kept { logger.error("too many pinned hosts wait for the capture store; one is not recorded", metadata: ["HOST": "\(host)"]) }
         wakeUp.yield()
+    }
+
+    /// A held message is recorded at once (`busymate breakpoints` must see
+    /// it to resolve it), on NIO's thread pool: the store may be locked for
+    /// seconds, and the loop that holds the message serves other clients.
+    public func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent> {
+        let repository = breakpoints
+        return NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { try repository.pause(event) }
+    }
+
+    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        let repository = breakpoints
+        return NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { try repository.resolve(id: id, outcome, final: final) }
     }
 
     /// Pinned hosts, with when a client last refused us for each; pins not

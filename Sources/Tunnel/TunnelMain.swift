@@ -111,10 +111,10 @@ public enum TunnelMain {
             store = nil
         }
         let capture = store.map { CaptureWriter(store: $0, notifier: notifier) }
-        let breakpoints = BreakpointController(store: store, notifier: notifier, groupPath: paths.root.path)
+        let breakpoints = BreakpointController(store: store, records: capture, notifier: notifier, groupPath: paths.root.path)
         breakpoints.abandonOrphans()
         breakpoints.apply(prepared.snapshot.settings ?? AppSettings())
-        let interception = Interception(onPin: { host, reason in capture?.recordPin(host, reason: reason) })
+        let interception = Interception()
         interception.apply(prepared.snapshot.settings ?? AppSettings())
         interception.reloadCA(paths)
         if let capture {

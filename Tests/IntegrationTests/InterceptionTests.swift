@@ -146,6 +146,8 @@ extension ApplianceTests {
             }
         }
         try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("refused our certificate again (pinning); passing this host through") }
+        // The pin reaches the store through the capture sink (committed with the next batch).
+        try waitUntil("the pin is stored", timeout: 5) { try appliance.cli(["pinned", "list"]).stdout.contains("localhost") }
         let through = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
         #expect(through.code == 200, "\(through.result.stderr)")
         #expect(through.issuer?.contains("CN=localhost") == true)

@@ -102,16 +102,19 @@ import CaptureStore
         let connector: EmbeddedConnector
         let sink = RecordingSink()
 
-        init(answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil, rules: String? = nil) throws {
+        /// `hooks`: the connection's hook list, made from its services (nil: the usual one).
+        init(answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil, rules: String? = nil,
+             hooks: ((ProxyServices) -> HookList)? = nil) throws {
             client = EmbeddedChannel()
             connector = EmbeddedConnector(loop: client.embeddedEventLoop)
             connector.answerAtOnce = answerAtOnce
             connector.refuse = refuse
             let engine = RuleEngine()
             if let rules { engine.apply(try AppSettings.decode("{\"rules\": [\(rules)]}").settings) }
-            let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: engine,
+            var services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: engine,
                                          breakpoints: breakpoints ?? BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
                                          capture: sink, logger: Logger(label: "test"), connector: connector)
+            services.hooks = hooks?(services)
             try ProxyPipeline.startExplicitProxy(client, services: services)
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
         }

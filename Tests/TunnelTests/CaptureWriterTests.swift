@@ -96,6 +96,60 @@ import Testing
         #expect(stored.map(\.host) == ["pinned.example"] && stored.first?.reason == "unknown_ca")
     }
 
+    /// A breakpoint holds a message on the event loop; its row goes to the
+    /// store through the capture sink. With the store locked by another
+    /// writer, the loop goes on at once; the row is there once the lock is
+    /// gone, and the message's outcome (its client left) joins it.
+    @Test func aHeldMessageIsRecordedThroughTheSinkOffTheEventLoopWhileTheStoreIsLocked() async throws {
+        let dir = URL(fileURLWithPath: "/tmp/bmw-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = StoreHandle(try CaptureDatabase(paths: GroupPaths(root: dir)))
+        let writer = CaptureWriter(store: store, notifier: nil)
+        let breakpoints = BreakpointController(store: store, records: writer, notifier: nil, groupPath: dir.path)
+        breakpoints.apply(try AppSettings.decode(#"{"breakpoints": {"request": ["example.com/held"], "timeout_seconds": 0}}"#).settings)
+        #expect(breakpoints.holds(.request, "http://example.com/held", exchange: nil), "with a store and a sink, a matching request is held")
+
+        let other = try CaptureDatabase(paths: GroupPaths(root: dir))
+        let locked = DispatchSemaphore(value: 0)
+        let released = Atomic<Bool>(false)
+        DispatchQueue.global().async {
+            try? other.pool.write { db in
+                try db.execute(sql: "DELETE FROM breakpoint_events")
+                locked.signal()
+                usleep(2_000_000)
+            }
+            released.store(true, ordering: .relaxed)
+        }
+        locked.wait()
+        let message = try RawHTTPMessage.parse(Array("GET /held HTTP/1.1\r\nHost: example.com\r\n\r\n".utf8), as: .request)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let (took, resolution) = try await loop.submit { () -> (Duration, EventLoopFuture<BreakpointResolution>) in
+            let clock = ContinuousClock()
+            let started = clock.now
+            let resolution = breakpoints.pause(message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
+                                               url: "http://example.com/held", on: loop)
+            return (clock.now - started, resolution)
+        }.get()
+        #expect(took < .milliseconds(500), "the event loop waited \(took) for the locked store")
+        while !released.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(20)) }
+
+        let repository = BreakpointRepository(database: other)
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5)
+        while breakpoints.heldCount == 0 && clock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let held = try repository.held()
+        #expect(held.map(\.requestID) == ["held-1"] && held.first?.url == "http://example.com/held", "\(held)")
+
+        breakpoints.clientLeft(requestID: "held-1")
+        guard case .dropped = try await resolution.get() else {
+            Issue.record("a held request whose client left goes nowhere")
+            return
+        }
+        let events = try repository.events(requestID: "held-1")
+        #expect(events.first?.outcome == .clientClosed, "the outcome is on the row before the message is let go: \(events)")
+    }
+
     @Test func theProxyIsHeldBackWhileTheStoreIsBehindAndLetGoOnceItCatchesUp() async throws {
         let (writer, traffic, dir) = try writer()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -132,7 +132,7 @@ public final class DNSForwarder: Sendable {
             let exchange = DNSExchange(startedAt: started, endedAt: Date(), client: client, server: server.map(ExchangeCapture.describe),
                                        name: question.name, type: DNSMessage.typeName(question.type), transport: transport,
                                        rcode: message?.rcode ?? failed, answers: message?.answerTexts ?? [], error: error)
-            self.capture.map { CaptureHook(writer: $0, peer: peer) }?.dnsQuery(exchange)
+            self.capture.map { CaptureHook(writer: $0) }?.dnsQuery(exchange, peer: peer)
         }
         let servfail = { @Sendable (why: String) in
             record(nil, nil, why)

@@ -2,7 +2,8 @@ import BusymateShared
 import Logging
 
 /// What every connection's layers share: counters, the interception
-/// decision, rules, breakpoints and the capture writer (nil: capture off).
+/// decision, rules, breakpoints and the capture writer (nil: capture off),
+/// and the connection's hooks made of them.
 struct ProxyServices: Sendable {
     let stats: TrafficStats
     let interception: Interception
@@ -12,8 +13,9 @@ struct ProxyServices: Sendable {
     /// Taken when the connection opened (`timeouts.*` in settings.json).
     let timeouts: AppSettings.Timeouts
     let logger: Logger
-    /// Where rows are made (nil: capture off).
-    var captureHook: CaptureHook? { capture.map { CaptureHook(writer: $0, peer: peer) } }
+    /// The connection's hooks: made once by its `ProxyPipeline` (nil until
+    /// then), shared by its HTTP/2 streams.
+    var hooks: HookList?
     /// Who the client is (its device) and how it arrived.
     var peer = CapturePeer.unknown
     /// Presence and access (nil in handler tests).

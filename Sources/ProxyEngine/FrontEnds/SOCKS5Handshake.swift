@@ -24,7 +24,8 @@ final class SOCKS5Handshake {
     private let owner: ProxyPipeline
     private var logger: Logger
     private var services: ProxyServices { owner.services }
-    private var hooks: ExchangeHooks { ExchangeHooks(services: owner.services) }
+    /// The connection's hooks (its list was made with the connection).
+    private let hooks: ExchangeHooks
     /// What has come of the handshake so far; after it, what came early.
     private var buffer = ByteBuffer()
     private var inputClosed = false
@@ -34,6 +35,7 @@ final class SOCKS5Handshake {
 
     init(owner: ProxyPipeline) {
         self.owner = owner
+        hooks = ExchangeHooks(services: owner.services)
         logger = owner.services.logger
         logger[metadataKey: "FRONT_END"] = "socks5"
     }

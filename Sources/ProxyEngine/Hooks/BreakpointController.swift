@@ -18,7 +18,8 @@ enum BreakpointResolution: Sendable {
 
 /// The tunnel's breakpoints: which messages to hold (`settings.json`'s
 /// `breakpoints`), and every message held now, process-wide. A held message
-/// is a `breakpoint_events` row; `busymate breakpoints` asks for its
+/// is a `breakpoint_events` row, recorded (and its outcome too) through the
+/// capture sink, off the event loops; `busymate breakpoints` asks for its
 /// resolution in the row and posts `breakpointContinue`, and this carries
 /// the request out. SQLite settles who asked first (a person or the timeout).
 public final class BreakpointController: Sendable {
@@ -37,6 +38,9 @@ public final class BreakpointController: Sendable {
     private let any = Atomic<Bool>(false)
     private let filters = Atomic<Bool>(false)
     private let store: StoreHandle?
+    /// Where held messages and their outcomes are recorded (nil: nothing is held).
+    private let records: (any CaptureSink)?
+    /// Reads requests, and asks for the timeout; always off the event loops.
     /// Taken at each use: the store may be replaced (a corrupt file).
     private var repository: BreakpointRepository? { store.map { BreakpointRepository(database: $0.database) } }
     private let notifier: Notifier?
@@ -47,8 +51,10 @@ public final class BreakpointController: Sendable {
     /// A message larger than this is forwarded rather than held.
     static let maxHeldBytes = 16 << 20
 
-    public init(store: StoreHandle?, notifier: Notifier?, groupPath: String) {
+    /// `records`: the capture sink (held messages are rows of the capture store).
+    public init(store: StoreHandle?, records: (any CaptureSink)? = nil, notifier: Notifier?, groupPath: String) {
         self.store = store
+        self.records = records
         self.notifier = notifier
         self.groupPath = groupPath
     }
@@ -57,7 +63,7 @@ public final class BreakpointController: Sendable {
         self.settings.withLock { $0 = settings.breakpoints }
         any.store(!settings.breakpoints.isEmpty, ordering: .relaxed)
         filters.store((settings.breakpoints.request + settings.breakpoints.response).contains(where: \.isFilter), ordering: .relaxed)
-        if !settings.breakpoints.isEmpty && store == nil {
+        if !settings.breakpoints.isEmpty && (store == nil || records == nil) {
             logger.error("breakpoints are set but the capture store is not open: nothing will be held")
         }
     }
@@ -73,7 +79,7 @@ public final class BreakpointController: Sendable {
 
     /// Whether a `kind` pattern matches `url` (a URL pattern) or `exchange` (a filter; none without it).
     public func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool {
-        guard any.load(ordering: .relaxed), store != nil else { return false }
+        guard any.load(ordering: .relaxed), store != nil, records != nil else { return false }
         let subject = URLPattern.Subject(url)
         let patterns = settings.withLock { kind == .request ? $0.request : $0.response }
         // One budget for all of this message's filters, matched outside the lock.
@@ -86,7 +92,7 @@ public final class BreakpointController: Sendable {
     func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
                on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> {
         let promise = eventLoop.makePromise(of: BreakpointResolution.self)
-        guard let repository else {
+        guard let records else {
             promise.succeed(.forward(message, edited: false))
             return promise.futureResult
         }
@@ -94,10 +100,9 @@ public final class BreakpointController: Sendable {
         let now = Date()
         let (timeout, expiry) = settings.withLock { ($0.timeoutSeconds, $0.expiry(pausedAt: now)) }
         let raw = Data(message.rendered())
-        NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) {
-            try repository.pause(BreakpointEvent(kind: kind, requestID: requestID, method: method, url: url, rawHTTPInitial: raw, pausedAt: now,
-                                                 expiresAt: expiry, tunnelPID: getpid()))
-        }.whenComplete { result in
+        let event = BreakpointEvent(kind: kind, requestID: requestID, method: method, url: url, rawHTTPInitial: raw, pausedAt: now,
+                                    expiresAt: expiry, tunnelPID: getpid())
+        records.recordBreakpointPause(event, on: eventLoop).whenComplete { result in
             switch result {
             case let .success(event):
                 guard let id = event.id else {
@@ -233,16 +238,21 @@ public final class BreakpointController: Sendable {
         }
     }
 
+    /// The outcome is on the row before the message goes on: whoever reads
+    /// the row after the answer reads how it ended.
     private func finish(id: Int64, waiter: Waiter, resolution: BreakpointResolution, outcome: BreakpointEvent.Outcome) {
         var final: Data?
         if case let .forward(message, _) = resolution { final = Data(message.rendered()) }
-        do {
-            try repository?.resolve(id: id, outcome, final: final)
-        } catch {
-            logger.error("cannot record a breakpoint's outcome", metadata: ["BREAKPOINT_ID": "\(id)", "ERROR": "\(error)"])
+        let eventLoop = waiter.promise.futureResult.eventLoop
+        let recorded = records?.recordBreakpointOutcome(id: id, outcome, final: final, on: eventLoop) ?? eventLoop.makeSucceededVoidFuture()
+        let logger = logger
+        recorded.whenComplete { result in
+            if case let .failure(error) = result {
+                logger.error("cannot record a breakpoint's outcome", metadata: ["BREAKPOINT_ID": "\(id)", "ERROR": "\(error)"])
+            }
+            logger.info("resumed a \(waiter.kind.rawValue) held at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "OUTCOME": "\(outcome.rawValue)"])
+            waiter.promise.succeed(resolution)
         }
-        logger.info("resumed a \(waiter.kind.rawValue) held at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "OUTCOME": "\(outcome.rawValue)"])
-        waiter.promise.succeed(resolution)
     }
 
     private func take(_ requestID: String) -> Waiter? {

@@ -8,24 +8,17 @@ import NIOHTTP1
 /// tunnel are followed as they happen (`ExchangeCapture`, `TunnelCapture`);
 /// what never became an exchange (a refused request, a head that never came
 /// whole, a failed client handshake) is one row at once.
+/// `peer` (the connection's device, front end, connection and stream) is
+/// put on each row. An exchange's events come as an `ExchangeHook`
+/// (CaptureHook+ExchangeHook.swift); pins and held messages go to the
+/// same sink.
 struct CaptureHook: Sendable {
     let writer: any CaptureSink
-    /// The connection's device and front end, on each of its rows.
-    var peer = CapturePeer.unknown
-
-    // MARK: HTTP exchanges
-
-    /// A request head has arrived: its row follows it to the end.
-    func exchange(_ head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String, tlsMode: ExchangeRecord.TLSMode,
-                  client: SocketAddress?, eventLoop: EventLoop) -> ExchangeCapture {
-        ExchangeCapture(writer: writer, head: head, target: target, originForm: originForm, scheme: scheme, tlsMode: tlsMode, client: client,
-                        peer: peer, eventLoop: eventLoop)
-    }
 
     /// A request the decoder refused before it parsed whole: `line` is its
     /// request line as sent, when there was one to read.
     func requestRefused(line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
-                        status: HTTPResponseStatus, why: String, answer: LocalResponse?) {
+                        status: HTTPResponseStatus, why: String, answer: LocalResponse?, peer: CapturePeer) {
         var host = target?.host.lowercased() ?? ""
         var url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
         var (method, path, port) = ("", "", target?.port ?? 0)
@@ -61,7 +54,7 @@ struct CaptureHook: Sendable {
     }
 
     /// A request head that did not arrive whole in time: answered 408.
-    func requestHeadTimedOut(intercepted target: ProxyTarget?, client: SocketAddress?, why: String) {
+    func requestHeadTimedOut(intercepted target: ProxyTarget?, client: SocketAddress?, why: String, peer: CapturePeer) {
         let host = target?.host.lowercased() ?? ""
         let url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
         var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
@@ -79,7 +72,7 @@ struct CaptureHook: Sendable {
 
     /// The client's TLS handshake with an intercepting leaf failed: refused
     /// (the host is pinned now), broken off, or too slow.
-    func handshakeFailed(_ target: ProxyTarget, sni: String?, client: SocketAddress?, why: String) {
+    func handshakeFailed(_ target: ProxyTarget, sni: String?, client: SocketAddress?, why: String, peer: CapturePeer) {
         var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: target.host.lowercased(), port: target.port, path: "",
                                     url: target.description, tlsMode: .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
@@ -92,7 +85,7 @@ struct CaptureHook: Sendable {
 
     /// A SOCKS5 client refused before it was connected: a bare handshake,
     /// or a CONNECT to `target` that could not be dialled.
-    func socksRefused(_ target: ProxyTarget?, client: SocketAddress?, why: String) {
+    func socksRefused(_ target: ProxyTarget?, client: SocketAddress?, why: String, peer: CapturePeer) {
         var record = ExchangeRecord(scheme: "tcp", method: target == nil ? "" : "CONNECT", host: target?.host.lowercased() ?? "",
                                     port: target?.port ?? 0, path: "", url: target?.description ?? "", tlsMode: target == nil ? .none : .passthrough)
         record.clientAddress = client.map(ExchangeCapture.describe)
@@ -103,7 +96,7 @@ struct CaptureHook: Sendable {
     }
 
     /// A CONNECT that is passed through: one row, written when it fails or closes.
-    func tunnel(_ head: HTTPRequestHead, target: ProxyTarget, client: SocketAddress?) -> TunnelCapture {
+    func tunnel(_ head: HTTPRequestHead, target: ProxyTarget, client: SocketAddress?, peer: CapturePeer) -> TunnelCapture {
         var record = ExchangeRecord(scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,
                                     path: "", url: target.description, tlsMode: .passthrough)
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
@@ -118,7 +111,7 @@ extension CaptureHook {
     /// One DNS query the forwarder answered (or could not): a row of its
     /// own kind (`scheme` dns, `method` DNS), so filters, the list and the
     /// page show it beside the exchanges, as mitmproxy shows DNS flows.
-    func dnsQuery(_ query: DNSExchange) {
+    func dnsQuery(_ query: DNSExchange, peer: CapturePeer) {
         let name = query.name.lowercased()
         var record = ExchangeRecord(startedAt: query.startedAt, scheme: "dns", method: "DNS", host: name, port: 53, path: "/\(query.type)",
                                     url: "dns://\(name)/\(query.type)", tlsMode: .none)

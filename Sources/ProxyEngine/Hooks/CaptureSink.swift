@@ -1,10 +1,13 @@
 import CaptureStore
+import Foundation
 import NIOCore
 
-/// Where the capture hook's rows go: the tunnel's capture writer, which
-/// batches them into the store. The data path hands rows and body files
-/// over, and asks whether the store keeps up (when it does not, new
-/// requests wait: capture costs throughput, never exchanges).
+/// Where everything the hooks record goes: the tunnel's capture writer,
+/// which batches rows into the store. The data path hands rows and body
+/// files over, pins and held messages too, and asks whether the store keeps
+/// up (when it does not, new requests wait: capture costs throughput, never
+/// exchanges). Every call is made on an event loop and returns at once: the
+/// store is written off the loops (the writer's task, NIO's thread pool).
 public protocol CaptureSink: AnyObject, Sendable {
     /// `capture.body_max`: what is stored of one body.
     var bodyMax: Int { get }
@@ -19,14 +22,26 @@ public protocol CaptureSink: AnyObject, Sendable {
     func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void)
     /// Exchanges begun and not yet submitted (nil: not followed).
     var open: OpenExchanges? { get }
+    /// A refusal pinned `host`: queued, committed with the next batch.
+    func recordPin(_ host: String, reason: String)
+    /// A held message's `breakpoint_events` row; completes on `eventLoop`
+    /// with the row as stored (its id), or fails when it cannot be stored.
+    func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent>
+    /// A held message's outcome (and the message as it went on), on its row.
+    func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void>
 }
 
 extension CaptureSink {
     func submit(_ record: ExchangeRecord) { submit(record, files: []) }
     public var open: OpenExchanges? { nil }
-}
+    /// A sink with no store keeps no pins.
+    public func recordPin(_ host: String, reason: String) {}
+    /// A sink with no store keeps no held messages: they go on unheld.
+    public func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent> {
+        eventLoop.makeFailedFuture(NoBreakpointStore())
+    }
 
-/// Bodies up to this size are kept in the row.
-public enum CaptureLimits {
-    public static let inlineBodyLimit = 16 * 1024
+    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        eventLoop.makeFailedFuture(NoBreakpointStore())
+    }
 }

@@ -4,7 +4,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// One exchange as `HTTPExchangeHandler` sees it happen, on its event loop.
+/// One exchange's row as it is built, from what the capture hook is told
+/// (it lives in the exchange's `ExchangeFlow`); on the connection's event loop.
 struct ExchangeCapture: Sendable {
     var record: ExchangeRecord
     private let writer: any CaptureSink
@@ -12,8 +13,6 @@ struct ExchangeCapture: Sendable {
     private let eventLoop: EventLoop
     private var requestBody: BodySink
     private var responseBody: BodySink
-    /// What the proxy changed and the row should say, though nothing failed.
-    var notes: [String] = []
 
     init(writer: any CaptureSink, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
          tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, peer: CapturePeer = .unknown, eventLoop: EventLoop) {
@@ -95,12 +94,14 @@ struct ExchangeCapture: Sendable {
     }
 
     /// Hands the exchange to the writer, which commits it once its body
-    /// files are closed.
-    func submit(error: String? = nil) {
+    /// files are closed: with `error` when it failed, the `notes` of what
+    /// the proxy changed, and the `rules` that acted on it.
+    func submit(error: String? = nil, notes: [String] = [], rules: [String] = []) {
         var done = record
         done.endedAt = Date()
         done.error = error
         done.note = notes.joined(separator: "; ").nilIfEmpty
+        done.rule = rules.joined(separator: ", ").nilIfEmpty
         done.requestBody = requestBody.inline.isEmpty ? nil : Data(requestBody.inline)
         done.responseBody = responseBody.inline.isEmpty ? nil : Data(responseBody.inline)
         done.requestBodyTruncated = requestBody.truncated

@@ -31,7 +31,8 @@ final class ConnectRouter {
     private let target: ProxyTarget
     private var logger: Logger
     private var services: ProxyServices { owner.services }
-    private var hooks: ExchangeHooks { ExchangeHooks(services: owner.services) }
+    /// The connection's hooks (its list was made with the connection).
+    private let hooks: ExchangeHooks
     /// Bytes after the CONNECT, in order, and whether the client half-closed.
     private var held: [NIOAny] = []
     private var heldInputClosed = false
@@ -42,6 +43,7 @@ final class ConnectRouter {
 
     init(owner: ProxyPipeline, head: HTTPRequestHead, target: ProxyTarget) {
         self.owner = owner
+        hooks = ExchangeHooks(services: owner.services)
         self.head = head
         self.target = target
         logger = owner.services.logger

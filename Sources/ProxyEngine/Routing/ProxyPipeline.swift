@@ -42,6 +42,8 @@ final class ProxyPipeline {
         self.services = services
         self.http2 = http2
         if services.peer.connectionID == nil { self.services.peer.connectionID = ConnectionID.make() }
+        // Once per connection: an HTTP/2 stream's owner gets its connection's list.
+        if services.hooks == nil { self.services.hooks = HookList(services) }
         // The layers' handlers hold this owner; it lets go of them at the end.
         let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in
@@ -106,7 +108,8 @@ final class ProxyPipeline {
         // The exchange handler frames responses itself: only it knows which answer a HEAD.
         encoderConfig.automaticallySetFramingHeaders = false
         let target: ProxyTarget? = { if case let .intercepted(target, _) = route { target } else { nil } }()
-        let clock = ClientTimeoutHandler(timeouts: services.timeouts, hooks: ExchangeHooks(services: services), logger: services.logger, interceptedTarget: target)
+        let hooks = ExchangeHooks(services: services)
+        let clock = ClientTimeoutHandler(timeouts: services.timeouts, hooks: hooks, logger: services.logger, interceptedTarget: target)
         let tap = RequestLineTap(clock: clock)
         let layer = HTTPLayer(
             encoder: HTTPResponseEncoder(configuration: encoderConfig),
@@ -115,7 +118,7 @@ final class ProxyPipeline {
             clock: clock,
             lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait, owner: self),
             pipelining: HTTPServerPipelineHandler(),
-            errors: ProtocolErrorResponder(hooks: ExchangeHooks(services: services), logger: services.logger, interceptedTarget: target, tap: tap),
+            errors: ProtocolErrorResponder(hooks: hooks, logger: services.logger, interceptedTarget: target, tap: tap),
             exchange: HTTPExchangeHandler(owner: self, route: route))
         let handlers: [ChannelHandler] = [
             layer.encoder, layer.tap, layer.decoder, layer.clock, layer.lifecycle, layer.pipelining, layer.errors, layer.exchange,

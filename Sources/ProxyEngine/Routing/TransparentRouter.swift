@@ -36,7 +36,8 @@ final class TransparentRouter {
     private let rule: String?
     private var logger: Logger
     private var services: ProxyServices { owner.services }
-    private var hooks: ExchangeHooks { ExchangeHooks(services: owner.services) }
+    /// The connection's hooks (its list was made with the connection).
+    private let hooks: ExchangeHooks
     private var seen = ByteBuffer()
     private var held: [NIOAny] = []
     private var inputClosed = false
@@ -50,6 +51,7 @@ final class TransparentRouter {
 
     init(owner: ProxyPipeline, original: ProxyTarget, pinned: String?, dialled: (Channel, UpstreamDial.Tunnel)? = nil, rule: String? = nil) {
         self.owner = owner
+        hooks = ExchangeHooks(services: owner.services)
         self.original = original
         self.pinned = pinned
         self.dialled = dialled.map { (peer: $0.0, tunnel: $0.1) }

@@ -39,12 +39,11 @@ public final class Interception: Sendable {
     /// Which clients trust our CA for which hosts, and their refusals.
     private let evidence = Mutex(PinEvidence())
     private let logger = Logger(label: "busymate.mitm")
-    /// Persists a new pin (the capture store's pinned_domains).
-    private let onPin: (@Sendable (String, String) -> Void)?
 
-    public init(onPin: (@Sendable (_ host: String, _ reason: String) -> Void)? = nil) {
-        self.onPin = onPin
-    }
+    /// A pin this decides is stored by whoever reports the refusal (the
+    /// MITM handler, through the capture hook's sink): `setPinned` brings
+    /// stored pins back.
+    public init() {}
 
     /// Loads the CA; a missing or broken CA turns interception off, with
     /// one clear error, and never stops the tunnel.
@@ -165,7 +164,6 @@ public final class Interception: Sendable {
             defer { table[host] = until }
             return (table[host] ?? .distantPast) <= Date()
         }
-        onPin?(host, reason)
         if fresh {
             logger.notice("a client that trusts our CA for other hosts refused our certificate again (pinning); passing this host through",
                           metadata: ["HOST": "\(host)", "REASON": "\(reason)", "UNTIL": "\(until)", "CLIENT": "\(ip)"])

@@ -22,7 +22,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Interception (to pin a refusing host), hooks (a refused handshake's row), logger, timeouts.
     private let services: ProxyServices
     private var logger: Logger { services.logger }
-    private var hooks: ExchangeHooks { ExchangeHooks(services: services) }
+    private let hooks: ExchangeHooks
     /// The client's SNI, for the row of a failed handshake.
     var sni: String?
 
@@ -33,6 +33,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     init(target: ProxyTarget, services: ProxyServices) {
         self.target = target
         self.services = services
+        hooks = ExchangeHooks(services: services)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -77,6 +78,8 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             let why: String
             if let rejection = Self.rejection(error) {
                 let outcome = services.interception.refused(host, reason: rejection, client: context.channel.remoteAddress?.ipAddress)
+                // A refusal that pins (or re-pins) the host: its pin goes to the store through the capture sink.
+                if case .pinned = outcome { hooks.hostPinned(host, reason: rejection) }
                 why = Self.explain(rejection, host: host, outcome, caFile: services.interception.caFile)
             } else {
                 why = "TLS handshake with the client failed: \(ProxyError.describeTLS(error))"
