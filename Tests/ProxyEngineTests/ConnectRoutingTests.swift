@@ -6,7 +6,7 @@ import NIOEmbedded
 import Testing
 @testable import ProxyEngine
 
-/// The CONNECT router, through the explicit proxy's own HTTP layer
+/// The router's CONNECT entry, through the explicit proxy's own HTTP layer
 /// on `EmbeddedChannel`s: a host on the SSL-proxying list is answered at
 /// once and its first bytes choose the layer; the rest is dialled first
 /// (`ProxyPipelineTests` has the pass-through's holding, 502 and half-close).
@@ -69,7 +69,7 @@ import Testing
 
     @Test func aClientHelloInTheSameReadAsTheConnectGoesToTLS() throws {
         let h = try Harness()
-        let hello = try TransparentRouterTests.clientHello(sni: "intercepted.example")
+        let hello = try ConnectionRouterTests.clientHello(sni: "intercepted.example")
         try h.send(Array("CONNECT intercepted.example:443 HTTP/1.1\r\nHost: intercepted.example:443\r\n\r\n".utf8) + Array(hello.readableBytesView))
         let answer = try h.clientReceived()
         let head = Array(Self.established.utf8)

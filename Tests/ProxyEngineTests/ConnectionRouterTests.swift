@@ -7,10 +7,11 @@ import NIOSSL
 import Testing
 @testable import ProxyEngine
 
-/// The transparent front end (and SOCKS5's) on `EmbeddedChannel`s: the
-/// first bytes decide the layer, and every dial goes to the original
-/// destination. CONNECT's router is in `ConnectRoutingTests`.
-@Suite struct TransparentRouterTests {
+/// The router for redirected (transparent) and SOCKS5 connections on
+/// `EmbeddedChannel`s: the first bytes decide the layer, and every dial
+/// goes to the original destination. The CONNECT entry is in
+/// `ConnectRoutingTests`.
+@Suite struct ConnectionRouterTests {
     typealias Connector = ProxyPipelineTests.EmbeddedConnector
 
     /// A SOCKS5 connection's target, dialled already (its peer is an `EmbeddedChannel`).
@@ -48,10 +49,10 @@ import Testing
                 socksPeer = peer
                 let tunnel = UpstreamDial.Tunnel(early: nil)
                 try client.pipeline.syncOperations.addHandler(
-                    TransparentRouter(owner: owner, original: original, pinned: socks.pinned, dialled: (peer, tunnel), rule: socks.rule))
+                    ConnectionRouter(owner: owner, entry: .socks(original, pinned: socks.pinned, peer: peer, tunnel: tunnel, rule: socks.rule)))
             } else {
                 socksPeer = nil
-                try client.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: original, pinned: original.host))
+                try client.pipeline.syncOperations.addHandler(ConnectionRouter(owner: owner, entry: .redirected(original)))
             }
         }
 
