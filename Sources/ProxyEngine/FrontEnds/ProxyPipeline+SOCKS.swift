@@ -23,7 +23,7 @@ extension ProxyPipeline {
                           replacing handshake: some RemovableChannelHandler) throws {
         let carried = services.interception.upstreamProxy(for: target.host) != nil
         let pinned = carried || rule != nil ? nil : peer.remoteAddress?.ipAddress.map(DeviceRegistry.normalized)
-        let router = TransparentRouter(owner: self, original: target, pinned: pinned, dialled: (peer, tunnel), rule: rule)
+        let router = ConnectionRouter(owner: self, entry: .socks(target, pinned: pinned, peer: peer, tunnel: tunnel, rule: rule))
         try ops.addHandler(router, position: .after(handshake))
         ops.removeHandler(handshake, promise: nil)
     }

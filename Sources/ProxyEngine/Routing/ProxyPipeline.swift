@@ -6,7 +6,7 @@ import NIOSSL
 
 /// The one owner of a client connection's layers. It installs the HTTP
 /// layer (spelled out here and nowhere else) and swaps it, when asked, for
-/// the CONNECT router, a glued tunnel, the TLS interception layer with HTTP
+/// the router (after a CONNECT), a glued tunnel, the TLS interception layer with HTTP
 /// inside it, or glued bytes after a `101`. No handler adds, finds or
 /// removes another: they ask this owner, which removes what it installed.
 /// Confined to the connection's event loop.
@@ -68,7 +68,7 @@ final class ProxyPipeline {
     }
 
     /// The transparent front end: the original destination comes from
-    /// conntrack, then the router peeks at the first bytes (TLS, HTTP or
+    /// conntrack, then the router (`RouteEntry.redirected`) peeks at the first bytes (TLS, HTTP or
     /// anything else) and asks for the layer they need. A connection that
     /// was not redirected (a client dialling the port itself) is closed.
     static func startTransparent(_ channel: Channel, services: ProxyServices) -> EventLoopFuture<Void> {
@@ -84,13 +84,14 @@ final class ProxyPipeline {
             let owner = ProxyPipeline(channel: channel, services: services)
             try channel.pipeline.syncOperations.addHandler(ConnectionCounter(stats: services.stats))
             let destination = ProxyTarget(host: DeviceRegistry.normalized(ip), port: port)
-            try channel.pipeline.syncOperations.addHandler(TransparentRouter(owner: owner, original: destination, pinned: destination.host))
+            try channel.pipeline.syncOperations.addHandler(ConnectionRouter(owner: owner, entry: .redirected(destination)))
         }
     }
 
-    /// Plain HTTP arrived on a transparent connection: the HTTP layer in
-    /// place of the router, every request dialled to `original`.
-    func transparentHTTP(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
+    /// Plain HTTP/1 arrived on a routed connection (redirected, SOCKS5, or
+    /// inside an intercepted CONNECT): the HTTP layer in place of the
+    /// router, every request dialled to `original`.
+    func plaintextHTTP(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
         // Plaintext inside a CONNECT: the encoder kept for the router's 200 goes first.
         removeKeptEncoder()
         let exchange = try installHTTP(route: .transparent(original), position: .after(router))
@@ -131,7 +132,7 @@ final class ProxyPipeline {
     /// Takes the HTTP layer out, the decoder last but for the tap: it hands
     /// on the bytes it holds beyond the last request, and they must meet a
     /// handler that takes bytes. `keepingEncoder` leaves the encoder for a
-    /// reply still to come (the CONNECT router's).
+    /// reply still to come (the router's answer to a CONNECT).
     /// The future says when the decoder has gone (it leaves on a later tick).
     @discardableResult
     func removeHTTP(keepingEncoder: Bool) -> EventLoopFuture<Void> {
@@ -150,7 +151,7 @@ final class ProxyPipeline {
         return decoderGone.futureResult
     }
 
-    /// The encoder kept for the CONNECT router's reply.
+    /// The encoder kept for the router's answer to a CONNECT.
     private var pendingEncoder: HTTPResponseEncoder?
 
     func removeKeptEncoder() {
@@ -163,7 +164,7 @@ final class ProxyPipeline {
     /// A CONNECT request has ended: the router takes the connection's bytes
     /// from here (it holds them while it dials) and the HTTP layer goes.
     func routeConnect(_ head: HTTPRequestHead, target: ProxyTarget, after exchange: HTTPExchangeHandler) {
-        let router = ConnectRouter(owner: self, head: head, target: target)
+        let router = ConnectionRouter(owner: self, entry: .connect(head, target))
         do {
             try ops.addHandler(router, position: .after(exchange))
         } catch {

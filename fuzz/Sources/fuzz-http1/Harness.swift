@@ -8,7 +8,7 @@
 // all of them the tunnel's own, installed by the tunnel's own owner.
 //
 // Upstream dials go through `RefusingConnector`: a CONNECT that passes
-// through reaches the real ConnectRouter, which answers 502. `HeadStage`
+// through reaches the real ConnectionRouter, which answers 502. `HeadStage`
 // (below) stands in front of HTTPExchangeHandler and checks each head with
 // the functions the tunnel uses before it dials: CONNECT target parsing and
 // the interception decision; destination() (absolute- or origin-form), the

@@ -29,8 +29,9 @@ extension ProxyPipeline {
         }
     }
 
-    /// A redirected plain connection that opened with h2c's preface.
-    func transparentH2C(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
+    /// A routed plain connection (redirected, SOCKS5, or inside an
+    /// intercepted CONNECT) that opened with h2c's preface.
+    func plaintextH2C(_ original: ProxyTarget, pinnedAddress: String?, replacing router: some RemovableChannelHandler) throws {
         // Plaintext inside a CONNECT: the encoder kept for the router's 200 goes first.
         removeKeptEncoder()
         try installHTTP2(route: .transparent(original), pinnedAddress: pinnedAddress, priorKnowledge: true, position: .after(router))
