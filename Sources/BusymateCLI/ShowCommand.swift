@@ -8,7 +8,8 @@ struct Show: AsyncParsableCommand {
         abstract: "Show exchanges: headers, timing, TLS and bodies.",
         discussion: """
             Bodies are shown decoded (gzip, deflate, br undone), JSON pretty-printed with its keys in their order and its numbers \
-            as written, binary bodies as a hex dump. Long output goes through $PAGER when stdout is a terminal.
+            as written, binary bodies as a hex dump; a gRPC call's messages as protobuf, by field name when a descriptor set in \
+            grpc.descriptor_sets describes its method. Long output goes through $PAGER when stdout is a terminal.
             """)
 
     enum Side: String, ExpressibleByArgument, CaseIterable {

@@ -142,4 +142,47 @@ import Testing
         #expect(other.lines().contains("(the descriptor sets (2 .proto files) have no method /shop.v1.Orders/Cancel; its fields are shown by number)"))
         #expect(other.lines().contains("    1: \"Ada\""))
     }
+
+    /// Bytes from the network and a file anyone in the group may name:
+    /// mutated messages and descriptor sets are read or refused, never a
+    /// trap, and what is read renders as lines and as JSON that parses.
+    @Test func mutatedMessagesAndDescriptorSetsAreReadOrRefusedNeverATrap() throws {
+        let schema = try Self.schema()
+        let set = try Data(contentsOf: Self.fixtures.appendingPathComponent("shop.pb"))
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(max(bound, 1)))
+        }
+        func mutated(_ data: Data) -> Data {
+            var bytes = [UInt8](data)
+            for _ in 0...next(4) {
+                switch next(3) {
+                case 0: bytes[next(bytes.count)] = UInt8(next(256))
+                case 1: bytes.insert(UInt8(next(256)), at: next(bytes.count))
+                default: bytes.removeSubrange(next(bytes.count)..<bytes.count)
+                }
+                if bytes.isEmpty { bytes = [0x08] }
+            }
+            return Data(bytes)
+        }
+        var read = 0
+        for _ in 0..<3000 {
+            if case let .success(fields) = ProtobufSchemaDecoder.decode(mutated(Self.order), as: "shop.v1.Order", schema: schema) {
+                read += 1
+                _ = ProtobufText.lines(fields)
+                #expect((try? JSONParser.parse(JSONWriter.write(ProtobufText.json(fields)))) != nil)
+            }
+        }
+        var parsed = 0
+        for _ in 0..<1000 {
+            if case let .success(other) = ProtobufDescriptorSet.parse(mutated(set)) {
+                parsed += 1
+                for type in other.messages.keys.sorted().prefix(3) {
+                    if case let .success(fields) = ProtobufSchemaDecoder.decode(Self.order, as: type, schema: other) { _ = ProtobufText.lines(fields) }
+                }
+            }
+        }
+        #expect(read > 0 && parsed > 0)
+    }
 }
