@@ -2,11 +2,10 @@ import BusymateShared
 import Foundation
 
 /// A gRPC exchange made readable: the call (service, method, status) and
-/// each side's messages decoded as protobuf, by the method's request and
-/// response types when a descriptor set names them, else without a
-/// schema. What `show`
-/// prints in its "gRPC" section and `show --json` (and the web detail)
-/// gives as `grpc` (README, "gRPC").
+/// each side's messages decoded as protobuf, as the method's request and
+/// response types when a descriptor set describes it, else without a
+/// schema. What `show` prints in its "gRPC" section and `show --json` (and
+/// the web detail) gives as `grpc` (README, "gRPC").
 public struct GRPCExchange: Sendable {
     public var call: GRPCCall
     public var request: Side
@@ -39,7 +38,11 @@ public struct GRPCExchange: Sendable {
                 self = .compressed
                 return
             }
-            let result = if let type, let schema { ProtobufSchemaDecoder.decode(message.payload, as: type, schema: schema) } else { ProtobufWire.decode(message.payload) }
+            let result = if let type, let schema {
+                ProtobufSchemaDecoder.decode(message.payload, as: type, schema: schema)
+            } else {
+                ProtobufWire.decode(message.payload)
+            }
             switch result {
             case let .success(fields): self = .fields(fields)
             case let .failure(error): self = .notProtobuf(error)

@@ -199,7 +199,7 @@ public enum ProtobufWire {
 
         /// Two or more varints filling `range` exactly, each in its shortest
         /// form (encoders write no other).
-        func packedVarints(_ range: Range<Int>) -> [UInt64]? {
+        private func packedVarints(_ range: Range<Int>) -> [UInt64]? {
             var values: [UInt64] = []
             var index = range.lowerBound
             while index < range.upperBound {
