@@ -62,7 +62,7 @@ test-devices: build
 
 # HTTP/2 and gRPC with real peers alone (root; about three minutes): curl
 # --http2, nghttp and h2load, Python's h2 (hostile clients too), hypercorn,
-# an h2-only and an HTTP/1-only origin, grpcio's client and server.
+# an h2-only and an HTTP/1-only origin, grpcio's client and server, protoc.
 test-h2: build
 	@scripts/install-deps.sh --test
 	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)

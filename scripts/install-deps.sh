@@ -7,10 +7,11 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # for certificates of their own, prlimit, setpriv and mount (util-linux)
 # for the hostile-client and fault suites, and Chromium with its driver for
 # the web page, dig(1) for the DNS forwarder, nghttp and h2load
-# (nghttp2-client) for the HTTP/2 suite; the benchmark's origin is nginx,
+# (nghttp2-client) and protoc (protobuf-compiler, for gRPC descriptor sets)
+# for the HTTP/2 suite; the benchmark's origin is nginx,
 # and h2load checks its direct HTTP/2 figures.
 # nftables (nft) is what transparent mode runs.
-[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client)
+[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client)
 missing=()
 for p in "${packages[@]}"; do

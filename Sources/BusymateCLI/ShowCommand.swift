@@ -8,7 +8,8 @@ struct Show: AsyncParsableCommand {
         abstract: "Show exchanges: headers, timing, TLS and bodies.",
         discussion: """
             Bodies are shown decoded (gzip, deflate, br undone), JSON pretty-printed with its keys in their order and its numbers \
-            as written, binary bodies as a hex dump. Long output goes through $PAGER when stdout is a terminal.
+            as written, binary bodies as a hex dump; a gRPC call's messages as protobuf, by field name when a descriptor set in \
+            grpc.descriptor_sets describes its method. Long output goes through $PAGER when stdout is a terminal.
             """)
 
     enum Side: String, ExpressibleByArgument, CaseIterable {
@@ -43,6 +44,8 @@ struct Show: AsyncParsableCommand {
         let traffic = TrafficRepository(database: database)
         let bodies = BodyStore(paths: database.paths)
         let records = try ids.map { try StoreAccess.exchange($0, in: traffic) }
+        // Read only when a gRPC call is shown.
+        let schema = records.contains(where: GRPCExchange.isGRPC) ? DescriptorSets.named(in: options.paths) : nil
         if saveBody.count == 2, let side = Side(rawValue: saveBody[0]), let record = records.first {
             let data = try ExchangeBody(record, side.direction, bodies: bodies, raw: raw).shown ?? Data()
             if saveBody[1] == "-" {
@@ -62,7 +65,8 @@ struct Show: AsyncParsableCommand {
                 ExchangeJSON.detail(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic),
                                     bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: raw),
                                              .response: try ExchangeBody(record, .response, bodies: bodies, raw: raw)],
-                                    breakpoints: (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [])
+                                    breakpoints: (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [],
+                                    schema: schema)
             }
             ExchangeJSON.write(nodes.count == 1 ? nodes[0] : ExchangeJSON.array(nodes))
             return
@@ -70,12 +74,12 @@ struct Show: AsyncParsableCommand {
         var out: [String] = []
         for (i, record) in records.enumerated() {
             if i > 0 { out += ["", String(repeating: "─", count: 40), ""] }
-            out += try lines(record, traffic: traffic, bodies: bodies, database: database)
+            out += try lines(record, traffic: traffic, bodies: bodies, database: database, schema: schema)
         }
         Pager.print(Terminal.visible(out.joined(separator: "\n")) + "\n", page: !noPager)
     }
 
-    private func lines(_ record: ExchangeRecord, traffic: TrafficRepository, bodies: BodyStore, database: CaptureDatabase) throws -> [String] {
+    private func lines(_ record: ExchangeRecord, traffic: TrafficRepository, bodies: BodyStore, database: CaptureDatabase, schema: DescriptorSets?) throws -> [String] {
         if let body {
             return view(try ExchangeBody(record, body.direction, bodies: bodies, raw: raw))
         }
@@ -110,7 +114,7 @@ struct Show: AsyncParsableCommand {
             out.append("")
             if let grpc = GRPCExchange(record, bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: false),
                                                         .response: try ExchangeBody(record, .response, bodies: bodies, raw: false)],
-                                       responseTrailers: GRPCExchange.storedTrailers(record)) {
+                                       responseTrailers: GRPCExchange.storedTrailers(record), schema: schema) {
                 out += grpc.lines() + [""]
             }
         }

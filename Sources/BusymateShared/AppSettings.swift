@@ -50,6 +50,9 @@ public struct AppSettings: Sendable, Equatable {
     public var onboardingListen: ListenAddress?
     public var devices = Devices()
     public var access = Access()
+    /// `grpc.descriptor_sets`: FileDescriptorSet files (absolute, or
+    /// relative to the group directory) the readers name fields from.
+    public var grpcDescriptorSets: [String] = []
 
     public init() {}
 
@@ -106,7 +109,8 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
         "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts", "web",
-             "transparent", "dns", "onboarding", "devices", "access"],
+             "transparent", "dns", "onboarding", "devices", "access", "grpc"],
+        "grpc": ["descriptor_sets"],
         "web": ["listen"],
         "transparent": networkKeys["transparent"] ?? [],
         "dns": networkKeys["dns"] ?? [],
@@ -288,6 +292,7 @@ extension AppSettings {
                 }
             }
             try readNetwork(root, into: &s)
+            try readGRPC(root, into: &s)
             return s
         }
 

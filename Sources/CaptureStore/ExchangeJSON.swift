@@ -48,14 +48,16 @@ public enum ExchangeJSON {
 
     /// `show --json`: a `list --json` row, then everything else about the
     /// exchange, bodies whole.
-    public static func detail(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent]) -> JSONNode {
-        object(detailMembers(r, resentFrom: resentFrom, bodies: bodies, breakpoints: breakpoints))
+    public static func detail(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
+                              schema: DescriptorSets? = nil) -> JSONNode {
+        object(detailMembers(r, resentFrom: resentFrom, bodies: bodies, breakpoints: breakpoints, schema: schema))
     }
 
     /// The members of `detail`, each body written by `body` (the web API
-    /// writes them without their bytes).
+    /// writes them without their bytes); a gRPC call's messages read with
+    /// `schema`'s types when it names them.
     public static func detailMembers(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
-                                     body: (ExchangeBody) -> JSONNode = ExchangeJSON.body) -> [Member] {
+                                     schema: DescriptorSets? = nil, body: (ExchangeBody) -> JSONNode = ExchangeJSON.body) -> [Member] {
         var request: [Member] = [
             ("method", string(r.method)), ("url", string(r.url)), ("scheme", string(r.scheme)), ("host", string(r.host)),
             ("port", number(r.port)), ("path", string(r.path)), ("http_version", string(r.httpVersion)),
@@ -72,7 +74,7 @@ public enum ExchangeJSON {
             ])
         }
         // A gRPC call's messages, decoded (README, "gRPC").
-        let grpc: [Member] = GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r)).map { [("grpc", $0.json())] } ?? []
+        let grpc: [Member] = GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r), schema: schema).map { [("grpc", $0.json())] } ?? []
         return summaryMembers(r, resentFrom: resentFrom) + [
             ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),
             ("first_byte_at", date(r.firstByteAt)), ("ended_at", date(r.endedAt)),

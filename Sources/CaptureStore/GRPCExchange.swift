@@ -2,19 +2,25 @@ import BusymateShared
 import Foundation
 
 /// A gRPC exchange made readable: the call (service, method, status) and
-/// each side's messages decoded as protobuf without a schema. What `show`
-/// prints in its "gRPC" section and `show --json` (and the web detail)
-/// gives as `grpc` (README, "gRPC").
+/// each side's messages decoded as protobuf, as the method's request and
+/// response types when a descriptor set describes it, else without a
+/// schema. What `show` prints in its "gRPC" section and `show --json` (and
+/// the web detail) gives as `grpc` (README, "gRPC").
 public struct GRPCExchange: Sendable {
     public var call: GRPCCall
     public var request: Side
     public var response: Side?
+    /// Why fields are shown by number although descriptor sets are named
+    /// (a file that could not be used, a method none of them has).
+    public var schemaNotes: [String] = []
 
     public struct Side: Sendable {
         public var direction: BodyStore.Direction
         public var encoding: String?
         public var split: GRPCMessages
         public var decoded: [Reading]
+        /// The message type its messages were read as (from a descriptor set).
+        public var messageType: String?
         /// The body was stored cut short (past `capture.body_max`).
         public var bodyTruncated: Bool
     }
@@ -27,12 +33,17 @@ public struct GRPCExchange: Sendable {
         /// Compressed and not decompressed (`problem` says why).
         case compressed
 
-        init(_ message: GRPCMessages.Message) {
+        init(_ message: GRPCMessages.Message, type: String?, schema: ProtobufSchema?) {
             if message.compressed && !message.decompressed {
                 self = .compressed
                 return
             }
-            switch ProtobufWire.decode(message.payload) {
+            let result = if let type, let schema {
+                ProtobufSchemaDecoder.decode(message.payload, as: type, schema: schema)
+            } else {
+                ProtobufWire.decode(message.payload)
+            }
+            switch result {
             case let .success(fields): self = .fields(fields)
             case let .failure(error): self = .notProtobuf(error)
             }
@@ -48,15 +59,25 @@ public struct GRPCExchange: Sendable {
     /// The response's trailers as stored (`response_trailers`).
     public static func storedTrailers(_ record: ExchangeRecord) -> [(String, String)] { ExchangeRecord.decodeHeaders(record.responseTrailers) }
 
-    /// nil when the exchange is no gRPC call.
-    public init?(_ record: ExchangeRecord, bodies: [BodyStore.Direction: ExchangeBody], responseTrailers: [(String, String)]) {
+    /// nil when the exchange is no gRPC call. `schema`: the descriptor
+    /// sets settings name, when they do.
+    public init?(_ record: ExchangeRecord, bodies: [BodyStore.Direction: ExchangeBody], responseTrailers: [(String, String)], schema: DescriptorSets? = nil) {
         guard Self.isGRPC(record) else { return nil }
+        let method = schema?.schema?.method(path: record.path)
         func side(_ direction: BodyStore.Direction) -> Side {
             let body = bodies[direction]
             let encoding = record.header("grpc-encoding", direction)
             let split = GRPCMessages(body?.shown ?? Data(), encoding: encoding)
+            let type = direction == .request ? method?.input : method?.output
             return Side(direction: direction, encoding: encoding, split: split,
-                        decoded: split.messages.map(Reading.init), bodyTruncated: body?.truncated ?? false)
+                        decoded: split.messages.map { Reading($0, type: type, schema: schema?.schema) }, messageType: type,
+                        bodyTruncated: body?.truncated ?? false)
+        }
+        schemaNotes = schema?.problems ?? []
+        if let known = schema?.schema, method == nil {
+            schemaNotes.append("the descriptor sets (\(known.files.count) .proto file\(known.files.count == 1 ? "" : "s")) have no method \(record.path); its fields are shown by number")
+        } else if let method, schema?.schema?.messages[method.input] == nil || schema?.schema?.messages[method.output] == nil {
+            schemaNotes.append("the descriptor sets lack \(method.input) or \(method.output) (made without --include_imports?); its fields are shown by number")
         }
         request = side(.request)
         response = record.status == nil ? nil : side(.response)
@@ -74,6 +95,7 @@ public struct GRPCExchange: Sendable {
         } else if response != nil {
             out.append("status: none (no grpc-status in the response's trailers or headers)")
         }
+        out += schemaNotes.map { "(\($0))" }
         for side in [request] + (response.map { [$0] } ?? []) {
             out += lines(side)
         }
@@ -83,7 +105,8 @@ public struct GRPCExchange: Sendable {
     private func lines(_ side: Side) -> [String] {
         let name = side.direction.rawValue
         let count = side.split.messages.count + side.split.omitted
-        var out = ["\(name): \(count) message\(count == 1 ? "" : "s")" + (side.encoding.map { " (grpc-encoding \($0))" } ?? "")]
+        var out = ["\(name): \(count) message\(count == 1 ? "" : "s")" + (side.encoding.map { " (grpc-encoding \($0))" } ?? "")
+            + (side.messageType.map { " · \($0)" } ?? "")]
         for (message, decoded) in zip(side.split.messages, side.decoded) {
             var head = "  \(name) message \(message.index)" + (message.compressed ? " · compressed" : "") + " · \(message.length) bytes"
             if message.decompressed { head += ", \(message.payload.count) decompressed" }
@@ -115,6 +138,7 @@ public struct GRPCExchange: Sendable {
             ("status", ExchangeJSON.number(call.status)), ("status_name", ExchangeJSON.string(call.statusName)),
             ("message", ExchangeJSON.string(call.message)), ("status_from", ExchangeJSON.string(call.statusFrom)),
             ("request", Self.json(request)), ("response", response.map(Self.json) ?? JSONNode(.null)),
+            ("schema_notes", ExchangeJSON.array(schemaNotes.map { ExchangeJSON.string($0) })),
         ])
     }
 
@@ -123,7 +147,7 @@ public struct GRPCExchange: Sendable {
 
     static func json(_ side: Side) -> JSONNode {
         ExchangeJSON.object([
-            ("encoding", ExchangeJSON.string(side.encoding)),
+            ("encoding", ExchangeJSON.string(side.encoding)), ("message_type", ExchangeJSON.string(side.messageType)),
             ("messages", ExchangeJSON.array(zip(side.split.messages, side.decoded).map { message, decoded in
                 var members: [ExchangeJSON.Member] = [
                     ("index", ExchangeJSON.number(message.index)), ("compressed", ExchangeJSON.bool(message.compressed)),

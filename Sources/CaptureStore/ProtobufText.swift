@@ -2,8 +2,10 @@ import BusymateShared
 import Foundation
 
 /// Decoded protobuf fields for people and for `--json`: lines indented like
-/// mitmproxy's view (`number: value  # other readings`, a nested message's
-/// fields two spaces in), and JSON members per field (README, "gRPC").
+/// mitmproxy's view (`number: value  # other readings`, or `name (number):
+/// value` for a field a descriptor set names; a nested message's fields and
+/// a map's entries two spaces in), and JSON members per field (README,
+/// "gRPC").
 public enum ProtobufText {
     /// Bytes and text past these are cut in lines (not in JSON).
     static let hexLimit = 64
@@ -12,15 +14,52 @@ public enum ProtobufText {
     public static func lines(_ fields: [ProtobufField], indent: String = "") -> [String] {
         var out: [String] = []
         for field in fields {
-            let key = indent + "\(field.number):"
-            if case let .message(nested) = field.value {
-                out.append(key)
+            let key = indent + label(field) + ":"
+            switch field.value {
+            case let .message(nested):
+                out.append(key + noted("", field.note))
                 out += lines(nested, indent: indent + "  ")
-            } else {
-                out.append(key + " " + value(field.value))
+            case let .map(entries):
+                out.append(key)
+                for entry in entries {
+                    let head = indent + "  " + value(entry.key.value) + ":"
+                    if case let .message(nested) = entry.value.value {
+                        out.append(head)
+                        out += lines(nested, indent: indent + "    ")
+                    } else {
+                        out.append(head + " " + noted(value(entry.value.value), entry.value.note))
+                    }
+                }
+            default:
+                out.append(key + " " + noted(value(field.value), field.note))
             }
         }
         return out
+    }
+
+    /// `name (1)` for a field the schema names, else its number.
+    static func label(_ field: ProtobufField) -> String {
+        field.name.map { "\($0) (\(field.number))" } ?? "\(field.number)"
+    }
+
+    /// A note after a value, in its comment when it has one.
+    static func noted(_ shown: String, _ note: String?) -> String {
+        guard let note else { return shown }
+        return shown + (shown.contains("  # ") ? ", " : "  # ") + note
+    }
+
+    /// A value read as its declared type; `short` leaves an enum's number out.
+    static func scalar(_ s: ProtobufField.Scalar, short: Bool = false) -> String {
+        switch s {
+        case let .int(v): return "\(v)"
+        case let .uint(v): return "\(v)"
+        case let .bool(b): return b ? "true" : "false"
+        case let .float(f): return "\(f)"
+        case let .double(d): return "\(d)"
+        case let .enumValue(n, name):
+            guard let name else { return short ? "\(n)" : "\(n)  # no name for it in the enum" }
+            return short ? name : "\(name)  # \(n)"
+        }
     }
 
     /// A field's value as its line shows it (a message's is its lines).
@@ -50,6 +89,13 @@ public enum ProtobufText {
             return "[\(shown)]  # packed varints (\(values.count)), or bytes \(hex(data))"
         case let .bytes(data):
             return "!bytes \(hex(data))" + (data.count > hexLimit ? "  # \(data.count) bytes" : "")
+        case let .scalar(s):
+            return scalar(s)
+        case let .packed(values, _):
+            let shown = values.prefix(hexLimit).map { scalar($0, short: true) }.joined(separator: ", ") + (values.count > hexLimit ? ", …" : "")
+            return "[\(shown)]  # packed (\(values.count))"
+        case .map:
+            return ""
         }
     }
 
@@ -92,34 +138,77 @@ public enum ProtobufText {
     // MARK: JSON
 
     public static func json(_ fields: [ProtobufField]) -> JSONNode {
-        ExchangeJSON.array(fields.map { field in
-            var members: [ExchangeJSON.Member] = [
-                ("number", ExchangeJSON.number(field.number)), ("wire_type", ExchangeJSON.string(field.wireType.name)),
-                ("type", ExchangeJSON.string(field.value.kind)),
-            ]
-            // The line `show` prints, for views that print it (JavaScript's numbers lose 64-bit values).
-            if case .message = field.value {} else { members.append(("display", ExchangeJSON.string(value(field.value)))) }
-            switch field.value {
-            case let .varint(v):
-                members.append(("value", ExchangeJSON.number(v)))
-                members.append(v > UInt64(Int64.max) ? ("int64", ExchangeJSON.number(Int64(bitPattern: v))) : ("sint", ExchangeJSON.number(zigzag(v))))
-            case let .fixed32(v):
-                members += [("value", ExchangeJSON.number(v)), ("int32", ExchangeJSON.number(Int32(bitPattern: v))),
-                            ("float", float(Double(Float(bitPattern: v)), digits: 9))]
-            case let .fixed64(v):
-                members += [("value", ExchangeJSON.number(v)), ("int64", ExchangeJSON.number(Int64(bitPattern: v))),
-                            ("double", float(Double(bitPattern: v), digits: 17))]
-            case let .string(text):
-                members.append(("value", ExchangeJSON.string(text)))
-            case let .message(nested):
-                members.append(("fields", json(nested)))
-            case let .packedVarints(values, data):
-                members += [("values", ExchangeJSON.array(values.map { ExchangeJSON.number($0) })), ("hex", ExchangeJSON.string(hex(data, limit: .max)))]
-            case let .bytes(data):
-                members.append(("hex", ExchangeJSON.string(hex(data, limit: .max))))
+        ExchangeJSON.array(fields.map(json))
+    }
+
+    static func json(_ field: ProtobufField) -> JSONNode {
+        var members: [ExchangeJSON.Member] = [
+            ("number", ExchangeJSON.number(field.number)), ("wire_type", ExchangeJSON.string(field.wireType.name)),
+            ("type", ExchangeJSON.string(jsonType(field))),
+        ]
+        // What a descriptor set says of it, for fields it names.
+        if let name = field.name {
+            members += [("name", ExchangeJSON.string(name)), ("proto_type", ExchangeJSON.string(field.protoType)),
+                        ("type_name", ExchangeJSON.string(field.typeName))]
+        }
+        if let note = field.note { members.append(("note", ExchangeJSON.string(note))) }
+        // The line `show` prints, for views that print it (JavaScript's numbers lose 64-bit values).
+        switch field.value {
+        case .message, .map: break
+        default: members.append(("display", ExchangeJSON.string(value(field.value))))
+        }
+        switch field.value {
+        case let .varint(v):
+            members.append(("value", ExchangeJSON.number(v)))
+            members.append(v > UInt64(Int64.max) ? ("int64", ExchangeJSON.number(Int64(bitPattern: v))) : ("sint", ExchangeJSON.number(zigzag(v))))
+        case let .fixed32(v):
+            members += [("value", ExchangeJSON.number(v)), ("int32", ExchangeJSON.number(Int32(bitPattern: v))),
+                        ("float", float(Double(Float(bitPattern: v)), digits: 9))]
+        case let .fixed64(v):
+            members += [("value", ExchangeJSON.number(v)), ("int64", ExchangeJSON.number(Int64(bitPattern: v))),
+                        ("double", float(Double(bitPattern: v), digits: 17))]
+        case let .string(text):
+            members.append(("value", ExchangeJSON.string(text)))
+        case let .message(nested):
+            members.append(("fields", json(nested)))
+        case let .packedVarints(values, data):
+            members += [("values", ExchangeJSON.array(values.map { ExchangeJSON.number($0) })), ("hex", ExchangeJSON.string(hex(data, limit: .max)))]
+        case let .bytes(data):
+            members.append(("hex", ExchangeJSON.string(hex(data, limit: .max))))
+        case let .scalar(s):
+            members += scalarJSON(s)
+        case let .packed(values, data):
+            members += [("values", ExchangeJSON.array(values.map { scalarJSON($0)[0].node })), ("hex", ExchangeJSON.string(hex(data, limit: .max)))]
+            if values.contains(where: { if case .enumValue = $0 { return true } else { return false } }) {
+                members.append(("enums", ExchangeJSON.array(values.map { scalarJSON($0).last?.node ?? JSONNode(.null) })))
             }
-            return ExchangeJSON.object(members)
-        })
+        case let .map(entries):
+            members.append(("entries", ExchangeJSON.array(entries.map { ExchangeJSON.object([("key", json($0.key)), ("value", json($0.value))]) })))
+        }
+        return ExchangeJSON.object(members)
+    }
+
+    /// A declared scalar's type in the vocabulary of the schema-less view:
+    /// how it was sent.
+    static func jsonType(_ field: ProtobufField) -> String {
+        guard case .scalar = field.value else { return field.value.kind }
+        switch field.wireType {
+        case .i32: return "fixed32"
+        case .i64: return "fixed64"
+        default: return "varint"
+        }
+    }
+
+    /// `value` as the declared type reads it; an enum's also `enum`, its name.
+    static func scalarJSON(_ s: ProtobufField.Scalar) -> [ExchangeJSON.Member] {
+        switch s {
+        case let .int(v): return [("value", ExchangeJSON.number(v))]
+        case let .uint(v): return [("value", ExchangeJSON.number(v))]
+        case let .bool(b): return [("value", ExchangeJSON.bool(b))]
+        case let .float(f): return [("value", float(Double(f), digits: 9))]
+        case let .double(d): return [("value", float(d, digits: 17))]
+        case let .enumValue(n, name): return [("value", ExchangeJSON.number(n)), ("enum", ExchangeJSON.string(name))]
+        }
     }
 
     /// JSON has no NaN or infinity: those are null.

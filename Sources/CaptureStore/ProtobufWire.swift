@@ -80,6 +80,19 @@ public enum ProtobufWire {
         return text
     }
 
+    /// One field as the wire gives it: a varint's or fixed field's value in
+    /// `scalar`, a length-delimited field's bytes in `payload` (indices of
+    /// the parser's bytes); `start` is where its tag is.
+    struct RawField {
+        var number: Int
+        var wireType: WireType
+        var start: Int
+        var scalar: UInt64
+        var payload: Range<Int>
+    }
+
+    /// The one reader of protobuf's wire format here: the schema-less view,
+    /// descriptor sets and the schema's view all read fields through it.
     struct Parser {
         let bytes: [UInt8]
         let limits: Limits
@@ -94,61 +107,72 @@ public enum ProtobufWire {
         mutating func message(_ range: Range<Int>, depth: Int) -> Result<[ProtobufField], DecodeError> {
             var out: [ProtobufField] = []
             var index = range.lowerBound
-            let end = range.upperBound
             work += range.count
-            func failure(_ at: Int, _ reason: String) -> Result<[ProtobufField], DecodeError> {
-                .failure(DecodeError(offset: at - range.lowerBound, reason: reason))
-            }
-            while index < end {
-                let start = index
-                guard let (tag, tagLength) = ProtobufWire.varint(bytes, at: index, end: end) else {
-                    return failure(start, "a field tag cut short")
+            while index < range.upperBound {
+                let raw: RawField
+                switch next(&index, in: range) {
+                case let .success(field): raw = field
+                case let .failure(error): return .failure(error)
                 }
-                index += tagLength
-                guard tag <= UInt64(UInt32.max) else { return failure(start, "a field tag past 32 bits") }
-                let number = Int(tag >> 3)
-                guard number > 0 else { return failure(start, "field number 0") }
-                guard let wireType = WireType(rawValue: UInt8(tag & 7)) else {
-                    return failure(start, "wire type \(tag & 7) (there is none such)")
-                }
-                fields += 1
-                guard fields <= limits.maxFields else { return failure(start, "more than \(limits.maxFields) fields") }
                 let value: ProtobufField.Value
-                switch wireType {
-                case .varint:
-                    guard let (v, length) = ProtobufWire.varint(bytes, at: index, end: end) else {
-                        return failure(start, "field \(number): a varint cut short or past 64 bits")
-                    }
-                    index += length
-                    value = .varint(v)
-                case .i64:
-                    guard end - index >= 8 else { return failure(start, "field \(number): 8 bytes of fixed64, \(end - index) left") }
-                    value = .fixed64(littleEndian(index, 8))
-                    index += 8
-                case .i32:
-                    guard end - index >= 4 else { return failure(start, "field \(number): 4 bytes of fixed32, \(end - index) left") }
-                    value = .fixed32(UInt32(littleEndian(index, 4)))
-                    index += 4
-                case .len:
-                    guard let (length, lengthSize) = ProtobufWire.varint(bytes, at: index, end: end) else {
-                        return failure(start, "field \(number): a length cut short")
-                    }
-                    index += lengthSize
-                    guard length <= UInt64(end - index) else {
-                        return failure(start, "field \(number) declares \(length) bytes, \(end - index) left")
-                    }
-                    let payload = index..<(index + Int(length))
-                    index = payload.upperBound
-                    value = lengthDelimited(payload, depth: depth)
-                case .startGroup, .endGroup:
-                    return failure(start, "field \(number): a group (wire type \(wireType.rawValue)), which is not decoded")
+                switch raw.wireType {
+                case .varint: value = .varint(raw.scalar)
+                case .i64: value = .fixed64(raw.scalar)
+                case .i32: value = .fixed32(UInt32(truncatingIfNeeded: raw.scalar))
+                default: value = lengthDelimited(raw.payload, depth: depth)
                 }
-                out.append(ProtobufField(number: number, wireType: wireType, value: value, offset: start - range.lowerBound))
+                out.append(ProtobufField(number: raw.number, wireType: raw.wireType, value: value, offset: raw.start - range.lowerBound))
             }
             return .success(out)
         }
 
-        private func littleEndian(_ start: Int, _ count: Int) -> UInt64 {
+        /// The field at `index` of the message in `range`, counted against
+        /// the limit on fields; `index` moves past it. Groups are refused.
+        mutating func next(_ index: inout Int, in range: Range<Int>) -> Result<RawField, DecodeError> {
+            let start = index
+            let end = range.upperBound
+            func failure(_ reason: String) -> Result<RawField, DecodeError> {
+                .failure(DecodeError(offset: start - range.lowerBound, reason: reason))
+            }
+            guard let (tag, tagLength) = ProtobufWire.varint(bytes, at: index, end: end) else { return failure("a field tag cut short") }
+            index += tagLength
+            guard tag <= UInt64(UInt32.max) else { return failure("a field tag past 32 bits") }
+            let number = Int(tag >> 3)
+            guard number > 0 else { return failure("field number 0") }
+            guard let wireType = WireType(rawValue: UInt8(tag & 7)) else { return failure("wire type \(tag & 7) (there is none such)") }
+            fields += 1
+            guard fields <= limits.maxFields else { return failure("more than \(limits.maxFields) fields") }
+            var field = RawField(number: number, wireType: wireType, start: start, scalar: 0, payload: index..<index)
+            switch wireType {
+            case .varint:
+                guard let (v, length) = ProtobufWire.varint(bytes, at: index, end: end) else {
+                    return failure("field \(number): a varint cut short or past 64 bits")
+                }
+                index += length
+                field.scalar = v
+            case .i64:
+                guard end - index >= 8 else { return failure("field \(number): 8 bytes of fixed64, \(end - index) left") }
+                field.scalar = littleEndian(index, 8)
+                index += 8
+            case .i32:
+                guard end - index >= 4 else { return failure("field \(number): 4 bytes of fixed32, \(end - index) left") }
+                field.scalar = littleEndian(index, 4)
+                index += 4
+            case .len:
+                guard let (length, lengthSize) = ProtobufWire.varint(bytes, at: index, end: end) else {
+                    return failure("field \(number): a length cut short")
+                }
+                index += lengthSize
+                guard length <= UInt64(end - index) else { return failure("field \(number) declares \(length) bytes, \(end - index) left") }
+                field.payload = index..<(index + Int(length))
+                index = field.payload.upperBound
+            case .startGroup, .endGroup:
+                return failure("field \(number): a group (wire type \(wireType.rawValue)), which is not decoded")
+            }
+            return .success(field)
+        }
+
+        func littleEndian(_ start: Int, _ count: Int) -> UInt64 {
             var value: UInt64 = 0
             for i in 0..<count { value |= UInt64(bytes[start + i]) << (8 * UInt64(i)) }
             return value
@@ -157,7 +181,7 @@ public enum ProtobufWire {
         /// Text first (as mitmproxy does: printable text rarely parses as a
         /// message, and when it does the text is the likelier reading), then
         /// a nested message, then packed varints, else bytes.
-        private mutating func lengthDelimited(_ range: Range<Int>, depth: Int) -> ProtobufField.Value {
+        mutating func lengthDelimited(_ range: Range<Int>, depth: Int) -> ProtobufField.Value {
             if range.isEmpty { return .string("") }
             work += range.count
             if let text = ProtobufWire.printable(bytes[range]) { return .string(text) }

@@ -8,6 +8,8 @@ import NIOCore
 /// `/api/exchanges…`: the list by keyset pages, one exchange, its bodies.
 struct ExchangeRoutes<Context: RequestContext> {
     let reader: CaptureReader
+    /// Descriptor sets parsed once while their files are unchanged.
+    let descriptorSets = DescriptorSets.Cache()
 
     static var maxPage: Int { 500 }
     /// A body's text in the detail answer; past it, the page fetches the bytes.
@@ -79,8 +81,10 @@ struct ExchangeRoutes<Context: RequestContext> {
                 .response: try ExchangeBody(record, .response, bodies: repos.bodies, raw: false),
             ]
             let events = try repos.breakpoints.events(requestID: record.requestID)
+            // On the thread pool, as the store is: the files are read here.
+            let schema = GRPCExchange.isGRPC(record) ? DescriptorSets.named(in: reader.paths, cache: descriptorSets) : nil
             let held = events.contains { $0.resumedAt == nil && $0.outcome == nil }
-            var members = ExchangeJSON.detailMembers(record, resentFrom: resentFrom, bodies: bodies, breakpoints: events) { body in
+            var members = ExchangeJSON.detailMembers(record, resentFrom: resentFrom, bodies: bodies, breakpoints: events, schema: schema) { body in
                 WebRows.body(body, id: id, textLimit: Self.textLimit)
             }
             members.insert(("held", ExchangeJSON.bool(held)), at: WebRows.heldIndex)

@@ -103,4 +103,46 @@ extension ApplianceTests {
         #expect(plain.status == 0 && plain.stdout.contains("\"request\"") && !plain.stdout.contains("\"grpc\""))
         #expect(!(try appliance.cli(["show", "\(plainID)", "--no-pager"]).stdout.contains("gRPC")))
     }
+
+    /// With `grpc.descriptor_sets` naming a descriptor set (Tests/Fixtures/grpc/shop.pb, protoc's of
+    /// shop.proto beside it), the same captured call is shown by field name; without it, by number.
+    @Test func showNamesFieldsOnceSettingsNameADescriptorSet() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        // Order {customer: "Ada", status: SHIPPED, codes: [3, -1, 300]}, as protoc --encode writes it.
+        let file = appliance.base.appendingPathComponent("order.bin")
+        try Self.grpcFrame(Self.bytes("0a03416461 1802 220d03ffffffffffffffffff01ac02")).write(to: file)
+        let url = "http://127.0.0.1:\(origin.port)/shop.v1.Orders/Place"
+        _ = try Command.curl(proxyPort: try appliance.proxyPort, url, extra: ["--data-binary", "@\(file.path)", "-H", "Content-Type: application/grpc"])
+        let rows = try appliance.rows("the call") { rows in rows.contains { $0["url"] as? String == url } }
+        let id = try #require(rows.first { $0["url"] as? String == url }?["id"] as? Int)
+
+        let numbers = try appliance.cli(["show", "\(id)", "--no-pager"]).stdout
+        #expect(numbers.contains("    1: \"Ada\"\n    3: 2  # sint: 1\n") && !numbers.contains("customer"), "\(numbers)")
+
+        try FileManager.default.copyItem(at: Command.repoRoot.appendingPathComponent("Tests/Fixtures/grpc/shop.pb"),
+                                         to: appliance.group.appendingPathComponent("shop.pb"))
+        var settings = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: appliance.settingsURL)) as? [String: Any])
+        settings["grpc"] = ["descriptor_sets": ["shop.pb"]]
+        try JSONSerialization.data(withJSONObject: settings).write(to: appliance.settingsURL)
+        let named = try appliance.cli(["show", "\(id)", "--no-pager"])
+        #expect(named.status == 0, "\(named.stderr)")
+        let expected = """
+            request: 1 message · shop.v1.Order
+              request message 0 · 22 bytes
+                customer (1): "Ada"
+                status (3): SHIPPED  # 2
+                codes (4): [3, -1, 300]  # packed (3)
+            """
+        #expect(named.stdout.contains(expected), "\(named.stdout)")
+        let json = try appliance.cli(["show", "\(id)", "--json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stdout)")
+        let grpc = JSONObject(try #require(object["grpc"] as? [String: Any]))
+        #expect(grpc.string("request.message_type") == "shop.v1.Order")
+        let fields = (grpc.array("request.messages").first?["fields"] as? [[String: Any]]) ?? []
+        #expect(fields.map { $0["name"] as? String } == ["customer", "status", "codes"])
+        #expect(fields.map { $0["number"] as? Int } == [1, 3, 4] && fields[1]["enum"] as? String == "SHIPPED" && fields[2]["values"] as? [Int] == [3, -1, 300])
+    }
 }

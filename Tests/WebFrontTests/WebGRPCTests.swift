@@ -44,4 +44,41 @@ import Testing
             }
         }
     }
+
+    /// With `grpc.descriptor_sets` in settings, the detail's fields carry
+    /// their names (Tests/Fixtures/grpc: shop.pb is protoc's of shop.proto);
+    /// a file that is not there is a note, and the fields are numbers.
+    @Test func theDetailNamesFieldsFromTheDescriptorSetsInSettings() async throws {
+        let fixture = try WebFixture()
+        let shop = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/grpc/shop.pb")
+        var r = ExchangeRecord(startedAt: fixture.base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
+                               path: "/shop.v1.Orders/Place", url: "https://grpc.example.com/shop.v1.Orders/Place", tlsMode: .mitm)
+        r.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc")])
+        // Order {customer: "Ada", status: PAID}.
+        let order = Data([0x0A, 0x03, 0x41, 0x64, 0x61, 0x18, 0x01])
+        r.requestBody = Data([0, 0, 0, 0, UInt8(order.count)]) + order
+        r.requestBodySize = r.requestBody?.count ?? 0
+        let id = try #require(try fixture.traffic.insert([r])[0].id)
+        func request(_ settings: String) async throws -> [String: Any] {
+            try Data(settings.utf8).write(to: fixture.paths.settings)
+            let body = try await Application(router: fixture.app.router()).test(.router) { client in
+                try await client.execute(uri: "/api/exchanges/\(id)", method: .get, headers: [.cookie: fixture.cookie]) { response in
+                    #expect(response.status == .ok)
+                    return response.body
+                }
+            }
+            return try WebAPITests.json(body)["grpc"] as? [String: Any] ?? [:]
+        }
+        let named = try await request(#"{"grpc": {"descriptor_sets": ["\#(shop.path)"]}}"#)
+        let side = named["request"] as? [String: Any]
+        let fields = (side?["messages"] as? [[String: Any]])?.first?["fields"] as? [[String: Any]] ?? []
+        #expect(side?["message_type"] as? String == "shop.v1.Order" && (named["schema_notes"] as? [Any])?.isEmpty == true)
+        #expect(fields.map { $0["name"] as? String } == ["customer", "status"], "\(fields)")
+        #expect(fields.last?["display"] as? String == "PAID  # 1" && fields.last?["enum"] as? String == "PAID")
+
+        let missing = try await request(#"{"grpc": {"descriptor_sets": ["gone.pb"]}}"#)
+        #expect(missing["schema_notes"] as? [String] == ["descriptor set gone.pb: no such file; its fields are shown by number"])
+        let numbers = ((missing["request"] as? [String: Any])?["messages"] as? [[String: Any]])?.first?["fields"] as? [[String: Any]] ?? []
+        #expect(numbers.map { $0["name"] as? String } == [nil, nil] && numbers.first?["display"] as? String == "\"Ada\"")
+    }
 }

@@ -134,8 +134,49 @@ def plaintext(w):
               [{k: r.get(k) for k in ("url", "tls", "error")} for r in rows])
 
 
+def descriptor_set(w):
+    """Field names from a FileDescriptorSet: a call captured through the MITM is shown by field number, then, once
+    grpc.descriptor_sets names what protoc made of echo.proto, by name (show and show --json); a file that is not
+    there is named in one line and the call is shown by number again."""
+    out = call(w, "unary", "bm.Named")
+    check(out.get("status") == "OK" and out.get("messages") == ["echo:hello"], "a unary call to bm.Named through the MITM is answered", out)
+    row, _ = stored(w, "bm.Named", "Unary")
+    if row is None:
+        return
+    pb = os.path.join(w.busymate.group, "echo.pb")
+    made = subprocess.run(["protoc", "--include_imports", "-I", HERE, "-o", pb, os.path.join(HERE, "echo.proto")], capture_output=True, text=True)
+    check(made.returncode == 0, "protoc makes the descriptor set", made.stderr[-400:])
+
+    def shown():
+        return w.busymate.cli("show", "--no-pager", str(row["id"])).stdout
+
+    def request_fields(detail):
+        messages = ((detail.get("grpc") or {}).get("request") or {}).get("messages") or [{}]
+        return messages[0].get("fields") or []
+
+    text = shown()
+    check('    1: "hello"' in text and "text (1)" not in text, "without grpc.descriptor_sets, show gives field numbers", text[:900])
+    try:
+        w.busymate.write_settings(grpc={"descriptor_sets": ["echo.pb"]})
+        text = shown()
+        check("request: 1 message · bm.EchoRequest" in text and '    text (1): "hello"' in text and '    reply (1): "echo:hello"' in text,
+              "with it (a path relative to the group directory), show names the request's and the response's fields", text[:900])
+        detail = w.busymate.show(row["id"])
+        fields = request_fields(detail)
+        check([(f.get("number"), f.get("name"), f.get("proto_type"), f.get("type"), f.get("value")) for f in fields] == [(1, "text", "string", "string", "hello")]
+              and detail["grpc"]["request"].get("message_type") == "bm.EchoRequest",
+              "show --json gives each field's name and declared type beside its number", fields)
+        w.busymate.write_settings(grpc={"descriptor_sets": ["missing.pb"]})
+        text = shown()
+        check("(descriptor set missing.pb: no such file; its fields are shown by number)" in text and '    1: "hello"' in text,
+              "a descriptor set that is not there is named in one line, and the fields are shown by number", text[:900])
+    finally:
+        w.busymate.write_settings()
+        w.busymate.wait_applied()
+
+
 CASES = [
     ("grpc_unary", unary), ("grpc_server_stream", server_stream), ("grpc_client_stream", client_stream),
     ("grpc_bidi_pingpong", bidi), ("grpc_empty_response", empty), ("grpc_big_response", big), ("grpc_plaintext_h2c", plaintext),
-    ("grpc_trailers_only", trailers_only),
+    ("grpc_trailers_only", trailers_only), ("grpc_descriptor_set", descriptor_set),
 ]

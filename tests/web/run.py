@@ -306,6 +306,32 @@ def run(appliance, origin, page, downloads):
           "a gRPC request body opens in the gRPC view with its fields decoded: %r" % text[:300])
     page.shot("detail-grpc")
 
+    # 3c'. With grpc.descriptor_sets naming what protoc made of helloworld.proto, the same view names the fields it
+    # describes (field 2 it does not: by number) and the message type.
+    here = os.path.dirname(os.path.abspath(__file__))
+    made = subprocess.run(["protoc", "--include_imports", "-I", here, "-o", os.path.join(appliance.group, "helloworld.pb"),
+                           os.path.join(here, "helloworld.proto")], capture_output=True, text=True)
+    settings_path = os.path.join(appliance.group, "settings.json")
+    document = json.load(open(settings_path))
+    document["grpc"] = {"descriptor_sets": ["helloworld.pb"]}
+    with open(settings_path, "w") as f:
+        json.dump(document, f, indent=2)
+    page.row_for("/data.json").click()
+    page.wait("another detail", lambda: "data.json" in page.find("#detail .d-url").text, 10)
+    page.row_for("/helloworld.Greeter/SayHello").click()
+    page.wait("its detail", lambda: "SayHello" in page.find("#detail .d-url").text and len(page.all("#detail [data-tab=request]")) == 1, 10)
+    page.find("#detail [data-tab=request]").click()
+    named = page.wait("the named fields", lambda: 'name (1): "hello"' in page.find("#body-view").text, 10)
+    text = page.d.execute_script("return document.querySelector('#body-view').textContent") if named else page.find("#body-view").text
+    check(made.returncode == 0 and named and 'name (1): "hello"\n2:\n  1: 65534  # sint: 32767\n2: 150  # sint: 75' in text
+          and "helloworld.HelloRequest" in text,
+          "with grpc.descriptor_sets the gRPC view names the fields the schema has, and shows the others by number: %r %s"
+          % (text[:300], made.stderr[-300:]))
+    page.shot("detail-grpc-named")
+    del document["grpc"]
+    with open(settings_path, "w") as f:
+        json.dump(document, f, indent=2)
+
     # 3d. Mark and comment in the detail: the list shows them, the filter and the CLI find them.
     page.row_for("/data.json").click()
     page.wait("the mark button", lambda: page.find("#mark").is_displayed())
