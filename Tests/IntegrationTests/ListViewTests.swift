@@ -24,7 +24,7 @@ extension ApplianceTests {
         _ = try appliance.rows("the resend is stored") { rows in rows.contains { $0["resent_from"] is Int } }
 
         // A real terminal of 80 columns (script(1) gives the CLI a pty).
-        let cli = try Command.binary("busymate")
+        let cli = Command.binary("busymate")
         let shell = "stty cols 80 rows 50; NO_COLOR=1 '\(cli)' list --group '\(appliance.group.path)'"
         let r = try Command.run("/usr/bin/script", ["-qec", shell, "/dev/null"])
         let lines = r.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
