@@ -6,11 +6,12 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOSSL
 
-/// Carries out `StreamStateMachine` for one client connection (or HTTP/2 stream): requests
-/// go upstream (`UpstreamSide` dials, reuses and times the server), the
-/// proxy's own answers come from `LocalResponse`, held messages from the
-/// breakpoints, and every step is reported to the capture hook. Reads on
-/// either side wait while the other side cannot take more.
+/// Carries out `StreamStateMachine` for one client connection (or HTTP/2
+/// stream): requests go upstream (`UpstreamSide` dials, reuses and times
+/// the server, and reports back as its `UpstreamDelegate`), the proxy's own
+/// answers come from `LocalResponse`, held messages from the breakpoints,
+/// and every step is reported to the connection's hooks. Reads on either
+/// side wait while the other side cannot take more.
 final class HTTPExchangeHandler {
     var machine = StreamStateMachine()
     var context: ChannelHandlerContext?
