@@ -2,15 +2,20 @@ import BusymateShared
 import Foundation
 @testable import ProxyEngine
 
-/// An interception CA made for one test by openssl (as a user's own CA
-/// would be), loaded the way the tunnel loads the group's.
+/// An interception CA made by openssl (as a user's own CA would be), once
+/// per test process, loaded the way the tunnel loads the group's. Once:
+/// Foundation's `Process` is not to be spawned and waited on from many
+/// test tasks at the same time.
 enum TestAuthority {
     struct Failed: Error, CustomStringConvertible { let description: String }
 
-    static func install(in interception: Interception) throws {
+    private static let made: Result<GroupPaths, Failed> = {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("busymate-ca-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        } catch {
+            return .failure(Failed(description: "cannot make \(dir.path): \(error)"))
+        }
         let paths = GroupPaths(root: dir)
         let openssl = Process()
         openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
@@ -21,9 +26,18 @@ enum TestAuthority {
         ]
         openssl.standardOutput = FileHandle.nullDevice
         openssl.standardError = FileHandle.nullDevice
-        try openssl.run()
+        do {
+            try openssl.run()
+        } catch {
+            return .failure(Failed(description: "cannot run openssl: \(error)"))
+        }
         openssl.waitUntilExit()
-        guard openssl.terminationStatus == 0 else { throw Failed(description: "openssl req exited \(openssl.terminationStatus)") }
+        guard openssl.terminationStatus == 0 else { return .failure(Failed(description: "openssl req exited \(openssl.terminationStatus)")) }
+        return .success(paths)
+    }()
+
+    static func install(in interception: Interception) throws {
+        let paths = try made.get()
         interception.reloadCA(paths)
         if let error = interception.caError { throw Failed(description: "the test CA was not loaded: \(error)") }
     }
