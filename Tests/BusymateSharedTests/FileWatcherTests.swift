@@ -40,7 +40,7 @@ import Testing
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
         p.arguments = ["-c", command]
         try p.run()
-        p.waitUntilExit()
+        p.waitForExit()
         #expect(p.terminationStatus == 0)
     }
 

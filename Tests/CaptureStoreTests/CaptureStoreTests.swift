@@ -210,7 +210,7 @@ import GRDB
             input.fileHandleForWriting.write(text)
             try input.fileHandleForWriting.close()
             let data = output.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
+            p.waitForExit()
             return data
         }
         #expect(BodyDecoder.decode(try gzip(["gzip.compress(d)"]), encoding: "gzip") == text)

@@ -212,7 +212,7 @@ final class Appliance: @unchecked Sendable {
     func killSupervisor() {
         guard let supervisor else { return }
         kill(supervisor.processIdentifier, SIGKILL)
-        supervisor.waitUntilExit()
+        supervisor.waitForExit()
         self.supervisor = nil
     }
 
@@ -221,7 +221,7 @@ final class Appliance: @unchecked Sendable {
     func stop() -> Int32? {
         guard let supervisor else { return nil }
         kill(supervisor.processIdentifier, SIGTERM)
-        supervisor.waitUntilExit()
+        supervisor.waitForExit()
         self.supervisor = nil
         return supervisor.terminationStatus
     }

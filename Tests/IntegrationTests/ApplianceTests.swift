@@ -86,7 +86,7 @@ import Glibc
             }
             tunnels.insert(try appliance.status().int("tunnel.pid") ?? 0)
         }
-        loop.waitUntilExit()
+        loop.waitForExit()
         let results = try String(contentsOf: codes, encoding: .utf8).split(separator: "\n")
         #expect(results.count == 300)
         let curlErrors = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
@@ -129,7 +129,7 @@ import Glibc
             let current = try appliance.status().int("tunnel.pid") ?? old
             return ProcessProbe.status(Int32(old))["State"] != nil && current != old
         }
-        slow.waitUntilExit()
+        slow.waitForExit()
         #expect(String(decoding: code.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) == "200")
         #expect(try String(contentsOf: out, encoding: .utf8) == "origin GET /slow?ms=1200\n")
         // Drained before its 2 s grace ran out, then gone.
@@ -353,7 +353,7 @@ import Glibc
             try String(contentsOf: out, encoding: .utf8).split(separator: "\n").contains { $0.contains("tunnelStateChanged from tunnel-") && $0.hasSuffix(" ready") }
         }
         kill(tail.processIdentifier, SIGTERM)
-        tail.waitUntilExit()
+        tail.waitForExit()
         let lines = try String(contentsOf: out, encoding: .utf8)
         #expect(lines.contains(" ready"))
         // tail removes its own socket when it ends.

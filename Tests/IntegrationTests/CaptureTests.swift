@@ -222,7 +222,7 @@ extension ApplianceTests {
         tail.arguments = ["tail", "--group", appliance.group.path]
         tail.standardOutput = try FileHandle(forWritingTo: out)
         try tail.run()
-        defer { kill(tail.processIdentifier, SIGTERM); tail.waitUntilExit() }
+        defer { kill(tail.processIdentifier, SIGTERM); tail.waitForExit() }
         try waitUntil("tail listens", timeout: 3) {
             try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
         }

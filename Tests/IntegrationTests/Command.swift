@@ -33,7 +33,7 @@ enum Command {
         DispatchQueue.global().asyncAfter(deadline: deadline, execute: killer)
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        process.waitForExit()
         killer.cancel()
         return CommandResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }
@@ -91,10 +91,10 @@ final class Running: @unchecked Sendable {
         while process.isRunning && Date() < deadline { usleep(20_000) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
             throw Failure("\(process.executableURL?.lastPathComponent ?? "?") did not finish within \(timeout) s; it printed: \(stdout)")
         }
-        process.waitUntilExit()
+        process.waitForExit()
         return CommandResult(status: process.terminationStatus, stdout: stdout, stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
     }
 }

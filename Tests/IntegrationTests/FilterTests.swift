@@ -62,10 +62,10 @@ extension ApplianceTests {
 
         // tail: only the new exchanges the filter keeps.
         let tail = try Command.start(Command.binary("busymate"), ["tail", "~m POST", "--group", appliance.group.path], in: appliance.base)
-        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitUntilExit() }
+        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitForExit() }
         // And as JSON lines: one `list --json` row per line.
         let jsonTail = try Command.start(Command.binary("busymate"), ["tail", "--json", "~m POST", "--group", appliance.group.path], in: appliance.base)
-        defer { kill(jsonTail.process.processIdentifier, SIGTERM); jsonTail.process.waitUntilExit() }
+        defer { kill(jsonTail.process.processIdentifier, SIGTERM); jsonTail.process.waitForExit() }
         try waitUntil("both tails listen", timeout: 3) {
             try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).filter { $0.hasPrefix("cli-") }.count == 2
         }

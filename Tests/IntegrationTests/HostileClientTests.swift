@@ -186,7 +186,7 @@ import Glibc
         let refusals = appliance.log.components(separatedBy: "cannot accept a connection").count - 1
         #expect(refusals >= 1 && refusals <= 3, "logged \(refusals) times")
         flood.process.terminate()
-        flood.process.waitUntilExit()
+        flood.process.waitForExit()
         try waitUntil("new clients are served again", timeout: 5) {
             try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200
         }

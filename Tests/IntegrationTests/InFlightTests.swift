@@ -19,7 +19,7 @@ extension ApplianceTests {
         try appliance.start()
         let base = "http://127.0.0.1:\(origin.port)"
         let tail = try Command.start(Command.binary("busymate"), ["tail", "--group", appliance.group.path], in: appliance.base)
-        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitUntilExit() }
+        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitForExit() }
         try waitUntil("tail listens", timeout: 3) {
             try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
         }
@@ -51,8 +51,8 @@ extension ApplianceTests {
 
         // Done: stored rows, and nothing in flight.
         #expect(try appliance.cli(["breakpoints", "continue", "\(try appliance.held(1).first?["id"] as? Int ?? 0)"]).status == 0)
-        slow.process.waitUntilExit()
-        held.process.waitUntilExit()
+        slow.process.waitForExit()
+        held.process.waitForExit()
         _ = try appliance.rows("both are stored") { $0.count == 2 }
         try waitUntil("nothing is in flight", timeout: 3) {
             let json = try JSONSerialization.jsonObject(with: Data(try appliance.cli(["status", "--json"]).stdout.utf8)) as? [String: Any]

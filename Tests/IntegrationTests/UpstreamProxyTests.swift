@@ -91,7 +91,7 @@ extension ApplianceTests {
         func stop() {
             guard process.isRunning else { return }
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
 
         deinit { stop() }

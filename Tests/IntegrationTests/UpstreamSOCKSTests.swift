@@ -36,7 +36,7 @@ import Testing
         func stop() {
             guard process.isRunning else { return }
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
 
         deinit { stop() }

@@ -31,7 +31,7 @@ enum TestAuthority {
         } catch {
             return .failure(Failed(description: "cannot run openssl: \(error)"))
         }
-        openssl.waitUntilExit()
+        openssl.waitForExit()
         guard openssl.terminationStatus == 0 else { return .failure(Failed(description: "openssl req exited \(openssl.terminationStatus)")) }
         return .success(paths)
     }()

@@ -67,7 +67,7 @@ import Testing
         try process.run()
         input.fileHandleForWriting.write(Data(script.utf8))
         try input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        process.waitForExit()
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "\(stderr)\n\(script)")
     }

@@ -17,7 +17,7 @@ import Testing
         var sockets: [ListenSocket] = []
         for i in 0..<3 {
             let file = dir.appendingPathComponent("source-\(i)")
-            FileManager.default.createFile(atPath: file.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: file.path, contents: nil)
             let fd = open(file.path, O_RDONLY)
             #expect(fd >= 0)
             let moved = fcntl(fd, F_DUPFD, 22)

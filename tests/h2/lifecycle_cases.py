@@ -216,8 +216,30 @@ def origin_goaway_queued_stream(w):
     check(len(rows) == 2, "both rows are 200", row_summary(w.busymate.rows("~u case=goaway-queued-", expect=2, timeout=1)))
 
 
+def origin_goaway_two_steps(w):
+    """A graceful stop as grpc-go, Envoy and h2o make it: GOAWAY naming the highest stream id, then (0.1 s later)
+    GOAWAY with the real last-stream-id, below the stream in flight. Only the second says the stream was never
+    processed: it goes again on a new origin connection and is answered, not 502."""
+    with ScriptedOrigin(w.certs["chain"], w.certs["key"]) as origin:
+        client, _ = mitm_client(w, origin)
+        if not client:
+            return
+        authority = "localhost:%d" % origin.port
+        try:
+            sid = client.request("GET", authority, "/answer?goaway=twostep&case=goaway-twostep")
+            client.wait([sid], 8)
+            s = client.streams[sid]
+            seen = body_json(bytes(s.data)) or {}
+            check(s.status == "200" and seen.get("connection") == 2, "the stream is answered on a new origin connection after the second GOAWAY",
+                  "status %s, reset %s, body %r; %s" % (s.status, s.reset, bytes(s.data)[:300], origin.describe()))
+        finally:
+            client.close()
+    rows = w.busymate.rows("~u case=goaway-twostep", expect=1)
+    check(len(rows) == 1 and rows[0].get("status") == 200, "its row is 200", row_summary(rows))
+
+
 CASES = [
     ("client_fin_ends_connection", client_fin_ends_connection), ("client_fin_mid_stream", client_fin_mid_stream),
     ("origin_goaway_new_connection", origin_goaway_new_connection), ("origin_goaway_refuses_stream", origin_goaway_refuses_stream),
-    ("origin_goaway_queued_stream", origin_goaway_queued_stream),
+    ("origin_goaway_queued_stream", origin_goaway_queued_stream), ("origin_goaway_two_steps", origin_goaway_two_steps),
 ]

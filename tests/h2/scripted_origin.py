@@ -13,7 +13,11 @@ Query words:
   keepalive_requests); the connection stays open;
 - goaway=refuse: do not answer; GOAWAY (NO_ERROR) with the last-stream-id
   below this stream, so this stream is one the origin never processed
-  (RFC 9113 6.8); the connection stays open.
+  (RFC 9113 6.8); the connection stays open;
+- goaway=twostep: on the first connection only, a graceful stop as grpc-go
+  and Envoy make it: GOAWAY naming the highest stream id (2^31-1), 0.1 s
+  later GOAWAY with the last-stream-id below this stream, and no answer; on
+  any later connection, answered.
 A stream that comes after this connection's GOAWAY, above its last-stream-id,
 is refused (RST_STREAM REFUSED_STREAM) and counted.
 
@@ -164,13 +168,18 @@ class ScriptedOrigin:
                         record.requests.append((sid, path))
                     if "goaway=refuse" in path:
                         sock.sendall(conn.data_to_send() + goaway(max(0, sid - 2)))
+                    if "goaway=twostep" in path and record.number == 1:
+                        sock.sendall(conn.data_to_send() + goaway(0x7FFFFFFF))
+                        time.sleep(0.1)
+                        sock.sendall(goaway(max(0, sid - 2)))
                 elif isinstance(event, h2.events.DataReceived):
                     conn.acknowledge_received_data(event.flow_controlled_length, sid)
                 elif isinstance(event, h2.events.StreamReset):
                     due[:] = [d for d in due if d[1] != sid]
                     with self.lock:
                         record.resets.append((sid, int(event.error_code)))
-                if isinstance(event, h2.events.StreamEnded) and sid in paths and "goaway=refuse" not in paths[sid]:
+                unanswered = "goaway=refuse" in paths.get(sid, "") or ("goaway=twostep" in paths.get(sid, "") and record.number == 1)
+                if isinstance(event, h2.events.StreamEnded) and sid in paths and not unanswered:
                     delay = int(parse_qs(paths[sid].partition("?")[2]).get("delay_ms", ["0"])[0])
                     due.append((time.monotonic() + delay / 1000, sid))
             sock.sendall(conn.data_to_send())

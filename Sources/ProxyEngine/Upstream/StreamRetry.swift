@@ -38,12 +38,24 @@ struct StreamRetry {
         refusedByGoaway = false
     }
 
-    mutating func responseHead() { responseBegun = true }
+    /// The answer has begun: the stream can no longer be sent again, and its parts need not be kept.
+    mutating func responseHead() {
+        responseBegun = true
+        dropParts()
+    }
+
+    /// An HTTP/1.1 connection: there is no stream to send again.
+    mutating func notOnAStream() { dropParts() }
+
+    private mutating func dropParts() {
+        replayable = false
+        parts = []
+    }
 
     /// Whether a stream that closed with `error` may have been refused: decided once the GOAWAY (if any) is read.
     func mayHaveBeenRefused(_ error: Error?) -> Bool {
-        guard connection != nil, !responseBegun else { return false }
-        return refusedByGoaway || error is NIOHTTP2Errors.StreamClosed
+        guard let connection, !responseBegun else { return false }
+        return refusedByGoaway || error is NIOHTTP2Errors.StreamClosed || connection.goaway.value != nil
     }
 
     /// The origin did not process it: REFUSED_STREAM, or a GOAWAY whose last stream id is below it.

@@ -16,7 +16,9 @@ final class UpstreamHTTP2Pool {
         let channel: Channel
         let multiplexer: NIOHTTP2Handler.StreamMultiplexer
         let hello: TLSHello?
-        /// The last stream id of the origin's GOAWAY, once it sent one.
+        /// The last stream id of the origin's GOAWAY, once it sent one. Bound
+        /// to the origin connection's loop, which is its client's: the
+        /// connector dials on the client connection's loop.
         let goaway: NIOLoopBoundBox<HTTP2StreamID?>
     }
 
@@ -155,6 +157,7 @@ final class UpstreamHTTP2Pool {
     func stopWatching(_ connection: Connection, for side: AnyObject) {
         let id = ObjectIdentifier(connection.channel)
         streams[id]?[ObjectIdentifier(side)] = nil
+        if streams[id]?.isEmpty == true, retired[id] == nil { streams[id] = nil }
         closeIfDrained(id)
     }
 

@@ -37,7 +37,8 @@ extension UpstreamSide {
                 if let pool {
                     let forget = NIOLoopBound(pool, eventLoop: connection.channel.eventLoop)
                     try? connection.channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { last in
-                        connection.goaway.value = last
+                        // A later GOAWAY only lowers it (RFC 9113 §6.8).
+                        connection.goaway.value = min(connection.goaway.value ?? last, last)
                         forget.value.forget(key, connection, lastStreamID: last)
                     })
                 }
@@ -123,8 +124,9 @@ extension UpstreamSide {
             report(.closed(key.target, OriginRefusedStream(bodyAlreadySent: !retry.replayable)))
             return
         }
-        services.logger.debug("the origin did not process a stream; sending it again on a new connection", metadata: ["TARGET": "\(key.target)"])
-        pool.forget(key, connection)
+        services.logger.debug("the origin did not process a stream; sending it again", metadata: ["TARGET": "\(key.target)"])
+        // Only a GOAWAY retires the connection: a stream refused on its own (REFUSED_STREAM) goes again on it.
+        if connection.goaway.value != nil { pool.forget(key, connection) }
         state = .connecting(key, pending: retry.parts)
         retry.retrying()
         askPool()

@@ -25,6 +25,7 @@ extension UpstreamSide {
     func adopt(_ parked: UpstreamHTTP2Pool.Parked, key: Key) {
         guard case let .connecting(_, pending) = state else { return }
         parked.layer.handler.attach(self)
+        retry.notOnAStream()
         hello = parked.hello
         report(.connected(server: parked.channel.remoteAddress))
         if key.secure { report(.tls(parked.hello, doneAt: nil)) }

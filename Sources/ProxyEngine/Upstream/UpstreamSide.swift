@@ -74,8 +74,8 @@ final class UpstreamSide {
     /// HTTP/2 origin connection (dialling it when there is none).
     func begin(_ request: UpstreamRequest, override: String?) {
         let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil)
+        stopWatchingGoaway()
         retry = StreamRetry()
-        if leg != nil { retry.sent(.head(request.head)) }
         switch state {
         case let .connected(current, channel, _) where current == key && channel.isActive:
             send(.head(request.head))
@@ -83,6 +83,7 @@ final class UpstreamSide {
         default:
             close()
         }
+        if leg != nil { retry.sent(.head(request.head)) }
         let dial = Dial(key: key, proxy: request.chained, override: override)
         guard let leg, let offer = http2Offer(key, leg: leg, request: request) else {
             connect(dial, first: .head(request.head), offer: nil)
@@ -274,6 +275,8 @@ final class UpstreamSide {
                 if key.secure { report(.tls(hello, doneAt: .now)) }
             }
             report(.connected(server: channel.remoteAddress))
+            // An HTTP/1.1 connection of its own: no stream for an origin's GOAWAY to refuse.
+            retry.notOnAStream()
             state = .connected(key, channel, layer)
             for part in pending { channel.write(part, promise: nil) }
             channel.flush()

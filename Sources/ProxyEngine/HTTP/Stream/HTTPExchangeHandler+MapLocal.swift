@@ -24,8 +24,8 @@ extension HTTPExchangeHandler {
         }
         found.futureResult.whenComplete { result in
             let handler = bound.value
-            // The client left meanwhile: its close ended the row.
-            guard let context = handler.context else { return }
+            // The client left meanwhile (its close ended the row and the exchange), or is leaving.
+            guard let context = handler.context, handler.machine.rowOpen else { return }
             let allocator = context.channel.allocator
             switch result {
             case let .success(.success((real, body))):
