@@ -86,22 +86,25 @@ import Testing
 /// Held messages are records of the capture store: they go through the
 /// capture sink (which writes off the event loops), not around it.
 @Suite struct HeldMessageRecordTests {
-    final class BreakpointSink: CaptureSink, @unchecked Sendable {
-        var paused: [BreakpointEvent] = []
-        var outcomes: [(Int64, BreakpointEvent.Outcome)] = []
+    /// Called on NIO's thread pool as well as the test's thread: what it keeps is behind a lock.
+    final class BreakpointSink: CaptureSink, Sendable {
+        private let pausedEvents = Mutex<[BreakpointEvent]>([])
+        private let outcomeList = Mutex<[(Int64, BreakpointEvent.Outcome)]>([])
+        var paused: [BreakpointEvent] { pausedEvents.withLock { $0 } }
+        var outcomes: [(Int64, BreakpointEvent.Outcome)] { outcomeList.withLock { $0 } }
         let bodyMax = 1 << 20
         let isBehind = false
         func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? { nil }
         func submit(_ record: ExchangeRecord, files: [BodyFileWriter]) {}
         func whenCaughtUp(on eventLoop: EventLoop, _ body: @escaping @Sendable () -> Void) { body() }
         func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent> {
-            paused.append(event)
+            pausedEvents.withLock { $0.append(event) }
             var stored = event
             stored.id = 7
             return eventLoop.makeSucceededFuture(stored)
         }
         func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-            outcomes.append((id, outcome))
+            outcomeList.withLock { $0.append((id, outcome)) }
             return eventLoop.makeSucceededVoidFuture()
         }
     }
