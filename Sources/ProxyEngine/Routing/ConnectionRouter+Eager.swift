@@ -28,12 +28,12 @@ extension ConnectionRouter {
         logger.debug("eager ALPN: dialling the origin first", metadata: ["TARGET": "\(target)", "ALPN": "\(offer)"])
         EagerOrigin.dial(target, override: override, offer: offer, upstreamTLS: tls.upstream, services: services,
                          on: context.eventLoop) { [self] result in
-            eagerDialled(target, tls, result)
+            eagerDialled(target, tls, offer: offer, result)
         }
         return true
     }
 
-    private func eagerDialled(_ target: ProxyTarget, _ tls: InterceptTLS, _ result: Result<EagerOrigin, Error>) {
+    private func eagerDialled(_ target: ProxyTarget, _ tls: InterceptTLS, offer: [String], _ result: Result<EagerOrigin, Error>) {
         guard case .eagerDialling = state, let context else {
             // The client went meanwhile.
             if case let .success(origin) = result { origin.close() }
@@ -41,7 +41,9 @@ extension ConnectionRouter {
         }
         switch result {
         case let .success(origin):
-            let chosen = origin.isHTTP2 ? ["h2"] : ["http/1.1"]
+            // A client that offered `h2` alone is offered it whatever the origin chose: it can speak nothing else, and
+            // its streams are translated to HTTP/1.1.
+            let chosen = origin.isHTTP2 || !offer.contains("http/1.1") ? ["h2"] : ["http/1.1"]
             logger.debug("eager ALPN: the origin chose", metadata: ["TARGET": "\(target)", "ALPN": "\(chosen[0])"])
             do {
                 let serverContext = try tls.contexts.serverContext(for: target.host, alpn: chosen)

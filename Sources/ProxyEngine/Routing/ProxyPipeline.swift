@@ -282,10 +282,9 @@ final class ProxyPipeline {
                     let leg = try self.installHTTP2(route: route, pinnedAddress: pinnedAddress, position: .after(chooser))
                     // The streams share the origin connection dialled first.
                     if let eager = self.takeEagerOrigin() {
-                        if case let .http2(connection, settled) = eager.connection {
-                            leg.upstream.adoptEager(eager.key, connection, settled: settled)
-                        } else {
-                            eager.close()
+                        switch eager.connection {
+                        case let .http2(connection, settled): leg.upstream.adoptEager(eager.key, connection, settled: settled)
+                        case let .http1(parked): leg.upstream.adoptEager(eager.key, parked: parked)
                         }
                     }
                 } else {

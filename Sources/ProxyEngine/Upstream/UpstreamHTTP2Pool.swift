@@ -205,6 +205,17 @@ final class UpstreamHTTP2Pool {
         }
     }
 
+    /// The origin chose HTTP/1.1 for a client that offered `h2` alone: its
+    /// streams go over HTTP/1.1, the first on this connection.
+    func adoptEager(_ key: Key, parked connection: Parked) {
+        guard !closed, entries[key] == nil else {
+            connection.channel.close(promise: nil)
+            return
+        }
+        entries[key] = .http1Only
+        park(key, connection)
+    }
+
     /// The first stream asks for `key`: one that goes elsewhere leaves the eager connection unused, closed.
     private func dropEagerUnless(_ key: Key) {
         guard let (eagerKey, channel) = eager else { return }
