@@ -2,7 +2,7 @@
 "HTTP/2 and gRPC"): the origin is dialled before the client's TLS handshake,
 offered the client's own ALPN list, and the client is offered what the origin
 chose. Each case names its rows by a token in the URL."""
-import json, socket, threading, time
+import json, socket, ssl, threading, time
 
 import h2client
 from harness import check, body_json, curl
@@ -104,17 +104,35 @@ def h2_origin_one_connection(w):
 
 
 def h1_client_adopts(w):
-    """An HTTP/1.1 client (ALPN http/1.1 only) to an h2-capable origin: the origin is offered http/1.1 only, and the
-    connection dialled during the handshake carries the client's first request (one TCP connection)."""
+    """An HTTP/1.1 client (ALPN http/1.1 alone) to an h2-capable origin: the origin is dialled during the client's
+    handshake offered http/1.1 alone, and that connection carries the client's first request (one TCP connection)."""
     relay = CountingRelay(w.origins["main_tls"])
     try:
-        results, rc, log = curl(w.proxy, w.busymate.ca, [w.url("main_tls", "/echo?case=eager-h1-client").replace(
-            ":%d/" % w.origins["main_tls"], ":%d/" % relay.port)], "--http1.1")
-        r = results[0]
-        seen = body_json(r["body"]) or {}
-        check(rc == 0 and r["code"] == "200" and r["version"] == "1.1" and seen.get("http_version") == "1.1",
-              "curl --http1.1 gets 200 over HTTP/1.1, and so does the origin", "rc %d %s %s, origin %s" % (rc, r["code"], r["version"], seen))
+        sock, alpn = h2client.open_mitm(w.proxy, "localhost", relay.port, w.busymate.ca, alpn=("http/1.1",))
+        check(alpn == "http/1.1", "the client negotiated http/1.1", "ALPN %r" % alpn)
+        check(relay.count() == 1, "the origin was dialled before the client sent any request (eager ALPN)",
+              "%d connections at the origin after the client's handshake" % relay.count())
+        sock.settimeout(10)
+        sock.sendall(b"GET /echo?case=eager-h1-client HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\n\r\n" % relay.port)
+        answer = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (OSError, ssl.SSLError):
+                break
+            if not chunk:
+                break
+            answer += chunk
+        sock.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        seen = body_json(body) or {}
+        check(head.startswith(b"HTTP/1.1 200") and seen.get("http_version") == "1.1",
+              "the request got 200 over HTTP/1.1, and the origin was offered http/1.1 alone (it chose 1.1)",
+              "%r, origin %s" % (head[:60], seen.get("http_version")))
         check(relay.count() == 1, "the origin saw one TCP connection (the first request took the eager one)", "%d connections" % relay.count())
+        rows = w.busymate.rows("~u case=eager-h1-client")
+        check(len(rows) == 1 and rows[0].get("http_version") == "HTTP/1.1" and rows[0].get("status") == 200,
+              "one HTTP/1.1 row with status 200", summary(rows))
     finally:
         relay.close()
 
