@@ -44,7 +44,7 @@ extension ConnectionRouter {
             // A client that offered `h2` alone is offered it whatever the origin chose: it can speak nothing else, and
             // its streams are translated to HTTP/1.1.
             let chosen = origin.isHTTP2 || !offer.contains("http/1.1") ? ["h2"] : ["http/1.1"]
-            logger.debug("eager ALPN: the origin chose", metadata: ["TARGET": "\(target)", "ALPN": "\(chosen[0])"])
+            logger.debug("eager ALPN: the origin chose", metadata: ["TARGET": "\(target)", "H2": "\(origin.isHTTP2)", "OFFERED": "\(chosen)"])
             do {
                 let serverContext = try tls.contexts.serverContext(for: target.host, alpn: chosen)
                 handOverTLS(target, serverContext: serverContext, upstream: tls.upstream, eager: origin, context: context)
