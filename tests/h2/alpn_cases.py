@@ -13,7 +13,7 @@ class CountingRelay:
     connections it accepts (what the origin sees) and pipes bytes both ways."""
 
     def __init__(self, port):
-        self.target, self.accepted, self.lock = port, 0, threading.Lock()
+        self.target, self.accepted, self.closed, self.lock = port, 0, 0, threading.Lock()
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
         self.server.listen(16)
@@ -33,11 +33,10 @@ class CountingRelay:
             except OSError:
                 client.close()
                 continue
-            for a, b in ((client, origin), (origin, client)):
-                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(client, origin, True), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(origin, client, False), daemon=True).start()
 
-    @staticmethod
-    def pipe(source, sink):
+    def pipe(self, source, sink, from_proxy):
         try:
             while True:
                 data = source.recv(65536)
@@ -47,6 +46,14 @@ class CountingRelay:
             sink.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+        if from_proxy:
+            # Busymate closed (or reset) its connection to the origin.
+            with self.lock:
+                self.closed += 1
+
+    def closed_count(self):
+        with self.lock:
+            return self.closed
 
     def count(self):
         with self.lock:
@@ -137,6 +144,42 @@ def h1_client_adopts(w):
         relay.close()
 
 
+def moved_first_request(w):
+    """The first request goes elsewhere (a map_remote rule): the connection dialled during the handshake is
+    closed unused, for an HTTP/1.1 client (the connection's slot) and for an HTTP/2 one (its pool)."""
+    relay = CountingRelay(w.origins["main_tls"])
+    to = "https://localhost:%d/" % w.origins["main_tls"]
+    w.busymate.write_settings(rules=[{"name": "moved", "match": "localhost:%d/*" % relay.port, "action": "map_remote", "to": to}])
+    w.busymate.wait_applied()
+    try:
+        for alpn in (("http/1.1",), ("h2", "http/1.1")):
+            before = relay.count()
+            sock, chosen = h2client.open_mitm(w.proxy, "localhost", relay.port, w.busymate.ca, alpn=alpn)
+            check(relay.count() == before + 1, "%s: the origin was dialled during the handshake" % chosen, relay.count() - before)
+            closed = relay.closed_count()
+            if chosen == "h2":
+                client = h2client.H2Client(sock)
+                sid = client.request("GET", "localhost:%d" % relay.port, "/echo?case=eager-moved-h2")
+                client.wait([sid], 10)
+                status = client.streams[sid].status
+            else:
+                sock.settimeout(10)
+                sock.sendall(b"GET /echo?case=eager-moved-h1 HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % relay.port)
+                status = sock.recv(65536)[9:12].decode()
+            check(status == "200", "%s: the moved request got 200 from where the rule sent it" % chosen, status)
+            deadline = time.monotonic() + 5
+            while relay.closed_count() == closed and time.monotonic() < deadline:
+                time.sleep(0.05)
+            check(relay.closed_count() == closed + 1, "%s: the unused eager connection was closed while the client stays" % chosen,
+                  "%d closed" % (relay.closed_count() - closed))
+            check(relay.count() == before + 1, "%s: nothing more was dialled to the first target" % chosen, relay.count() - before)
+            sock.close()
+    finally:
+        relay.close()
+        w.busymate.write_settings()
+        w.busymate.wait_applied()
+
+
 def refused_origin(w):
     """An origin that refuses the TCP connection: the client's handshake still completes, and its request gets 502
     with the reason (eager ALPN falls back to the offer it would make without it)."""
@@ -152,4 +195,5 @@ def refused_origin(w):
 
 
 CASES = [("eager_h1_origin", h1_origin_offers_h1), ("eager_h2_one_connection", h2_origin_one_connection),
-         ("eager_h1_client", h1_client_adopts), ("eager_refused_origin", refused_origin)]
+         ("eager_h1_client", h1_client_adopts), ("eager_moved_first_request", moved_first_request),
+         ("eager_refused_origin", refused_origin)]
