@@ -43,15 +43,16 @@ def curl_h2(w):
 
 
 def h1_origin(w):
-    """An h2 client in front of an HTTP/1.1-only origin. ALPN is lazy (README, HTTP/2 and gRPC): the client
-    keeps h2 and Busymate translates to HTTP/1.1 towards the origin; bodies cross intact both ways."""
+    """curl --http2 (h2,http/1.1) in front of an HTTP/1.1-only origin. ALPN is eager (README, HTTP/2 and gRPC):
+    the origin chose http/1.1, so the client is offered http/1.1 and both legs speak it; bodies cross intact.
+    A client that offers h2 alone keeps it and is translated (its first stream rides the eager connection)."""
     body = pattern(100000)
     with open(w.base + "/h1-body", "wb") as f:
         f.write(body)
     urls = [w.url("h1only_tls", "/echo?case=h1-origin-a"), w.url("h1only_tls", "/echo?case=h1-origin-b")]
     results, rc, log = curl(w.proxy, w.busymate.ca, urls, "--http2", "--data-binary", "@" + w.base + "/h1-body")
     check(rc == 0 and all(r["code"] == "200" for r in results), "curl --http2 to an HTTP/1.1-only origin gets 200 twice", "rc %d %s" % (rc, log[-600:]))
-    check(all(r["version"] == "2" for r in results), "the client keeps HTTP/2 (lazy ALPN: the origin is asked after the client's handshake)",
+    check(all(r["version"] == "1.1" for r in results), "the client speaks HTTP/1.1, what the origin chose (eager ALPN)",
           "curl spoke %s" % [r["version"] for r in results])
     seen = [body_json(r["body"]) or {} for r in results]
     check(all(s.get("http_version") == "HTTP/1.1" and s.get("method") == "POST" for s in seen), "the origin got both POSTs over HTTP/1.1",
@@ -59,9 +60,31 @@ def h1_origin(w):
     check(all(s.get("body_sha256") == hashlib.sha256(body).hexdigest() for s in seen), "the 100 KB request bodies reached the origin intact",
           [s.get("body_size") for s in seen])
     rows = w.busymate.rows("~u case=h1-origin-", expect=2)
-    check_h2_rows(rows, "h2 client, HTTP/1.1 origin", 2)
-    by_filter, error = w.busymate.select("~proto h2 & ~u case=h1-origin-")
-    check(by_filter and len(by_filter) == 2, "`list '~proto h2'` selects them (the client's version)", error or row_summary(by_filter))
+    check(len(rows) == 2 and all(r.get("http_version") == "HTTP/1.1" and r.get("stream_id") is None for r in rows),
+          "two rows say HTTP/1.1, no stream_id", row_summary(rows))
+    by_filter, error = w.busymate.select("~proto h1 & ~u case=h1-origin-")
+    check(by_filter and len(by_filter) == 2, "`list '~proto h1'` selects them (the client's version)", error or row_summary(by_filter))
+    # h2 alone: the client keeps HTTP/2 and Busymate translates.
+    sock, alpn = h2client.open_mitm(w.proxy, "localhost", w.origins["h1only_tls"], w.busymate.ca, alpn=("h2",))
+    check(alpn == "h2", "a client offering h2 alone is offered h2 in front of the HTTP/1.1-only origin", "ALPN %r" % alpn)
+    if alpn != "h2":
+        sock.close()
+        return
+    client = h2client.H2Client(sock)
+    try:
+        authority = "localhost:%d" % w.origins["h1only_tls"]
+        # One DATA frame (the h2 library neither splits frames nor waits for window).
+        small = body[:16000]
+        sid = client.request("POST", authority, "/echo?case=h1-origin-h2only", body=small)
+        client.wait([sid], 15)
+        seen = body_json(bytes(client.streams[sid].data)) or {}
+        check(client.streams[sid].status == "200" and seen.get("http_version") == "HTTP/1.1"
+              and seen.get("body_sha256") == hashlib.sha256(small).hexdigest(),
+              "its stream reached the origin over HTTP/1.1 with the 16 KB body intact",
+              "status %s, origin %s" % (client.streams[sid].status, {k: seen.get(k) for k in ("http_version", "body_size")}))
+    finally:
+        client.close()
+    check_h2_rows(w.busymate.rows("~u case=h1-origin-h2only"), "h2-alone client, HTTP/1.1 origin", 1)
 
 
 def h1_client(w):

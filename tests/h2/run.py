@@ -32,9 +32,9 @@ sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
-import basic_cases, breakpoint_cases, browser_cases, grpc_cases, hostile_cases, lifecycle_cases, rule_cases, stream_cases  # noqa: E402
+import alpn_cases, basic_cases, breakpoint_cases, browser_cases, grpc_cases, hostile_cases, lifecycle_cases, rule_cases, stream_cases  # noqa: E402
 
-CASES = (basic_cases.CASES + stream_cases.CASES + lifecycle_cases.CASES + breakpoint_cases.CASES + rule_cases.CASES + grpc_cases.CASES
+CASES = (basic_cases.CASES + alpn_cases.CASES + stream_cases.CASES + lifecycle_cases.CASES + breakpoint_cases.CASES + rule_cases.CASES + grpc_cases.CASES
          + browser_cases.CASES + hostile_cases.CASES)
 
 

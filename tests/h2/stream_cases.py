@@ -10,8 +10,8 @@ from harness import check, note, body_json, curl, wait_until
 from origins import RESPONSE_TRAILERS
 
 
-def h2_via_mitm(w, origin):
-    sock, alpn = h2client.open_mitm(w.proxy, "localhost", w.origins[origin], w.busymate.ca)
+def h2_via_mitm(w, origin, alpn=("h2", "http/1.1")):
+    sock, alpn = h2client.open_mitm(w.proxy, "localhost", w.origins[origin], w.busymate.ca, alpn=alpn)
     check(alpn == "h2", "the proxy negotiated h2 with the client (ALPN)", "ALPN %r" % alpn)
     return h2client.H2Client(sock) if alpn == "h2" else None
 
@@ -264,8 +264,9 @@ def concurrent_streams(w):
 
 def bodies_without_length(w):
     """GET and DELETE with a body and no content-length from an HTTP/2 client reach an
-    HTTP/1.1-only origin framed (chunked), the body whole; none is left for the origin to read as a next request."""
-    client = h2_via_mitm(w, "h1only_tls")
+    HTTP/1.1-only origin framed (chunked), the body whole; none is left for the origin to read as a next request.
+    The client offers `h2` alone, so eager ALPN still gives it h2 and its streams are translated."""
+    client = h2_via_mitm(w, "h1only_tls", alpn=("h2",))
     if not client:
         return
     authority = "localhost:%d" % w.origins["h1only_tls"]

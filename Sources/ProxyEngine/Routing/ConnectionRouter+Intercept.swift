@@ -9,8 +9,9 @@ extension ConnectionRouter {
     /// first bytes (a client may speak plaintext in the tunnel); a
     /// redirected connection has peeked already and hands over to TLS.
     func intercept(_ target: ProxyTarget, _ contexts: MITMContexts, _ upstream: UpstreamTLS, context: ChannelHandlerContext) {
-        // Upstream is dialled per request, after the client's handshake, so
-        // an upstream failure can reach the client as a 502.
+        // With ALPN on, the origin is dialled before the client's handshake
+        // (`dialEagerly`); else per request, after it. A failed dial reaches
+        // the client as a 502, after its handshake.
         let connect = connectHead != nil
         if connect {
             logger.debug("CONNECT, intercepting", metadata: ["TARGET": "\(target)"])
@@ -32,11 +33,11 @@ extension ConnectionRouter {
         }
         guard connect else {
             hooks.tunnelIntercepted()
-            handOverTLS(target, (serverContext, upstream), context: context)
+            handOverTLS(target, (serverContext, upstream, contexts), context: context)
             return
         }
         writeEstablished(context: context)
-        state = .peeking((serverContext, upstream))
+        state = .peeking((serverContext, upstream, contexts))
         startHandshakeClock(context: context)
         // The bytes that came meanwhile (the decoder's left-over ones) are peeked at first.
         for data in held.parts {
@@ -50,11 +51,19 @@ extension ConnectionRouter {
 
     /// The TLS interception layer with HTTP inside, in place of the router:
     /// the bytes held (the ClientHello) go to TLS.
+    /// When the client offered ALPN, the origin is dialled first and the
+    /// client is offered what it chose (`dialEagerly`).
     func handOverTLS(_ target: ProxyTarget, _ tls: InterceptTLS, context: ChannelHandlerContext) {
-        state = .handingOver
         dropDialled()
+        if dialEagerly(target, tls, context: context) { return }
+        handOverTLS(target, serverContext: tls.serverContext, upstream: tls.upstream, eager: nil, context: context)
+    }
+
+    func handOverTLS(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, eager: EagerOrigin?,
+                     context: ChannelHandlerContext) {
+        state = .handingOver
         do {
-            try owner.intercept(target, serverContext: tls.serverContext, upstream: tls.upstream, pinnedAddress: pinned, replacing: self)
+            try owner.intercept(target, serverContext: serverContext, upstream: upstream, pinnedAddress: pinned, eager: eager, replacing: self)
         } catch {
             logger.error("cannot set up interception", metadata: ["ERROR": "\(error)"])
             close(context)

@@ -24,14 +24,17 @@ final class ConnectionRouter {
         case peeking(InterceptTLS?)
         /// Dialling the target to pass the bytes through.
         case dialling
+        /// Dialling the origin before the client's TLS handshake (eager ALPN); the ClientHello is held.
+        case eagerDialling
         /// Handing over; the bytes held are delivered on removal.
         case handingOver
         /// Refused (a CONNECT has had its error reply) or failed: closing.
         case closed
     }
 
-    /// An intercepting leaf's context, and TLS towards the origin.
-    typealias InterceptTLS = (serverContext: NIOSSLContext, upstream: UpstreamTLS)
+    /// An intercepting leaf's context, TLS towards the origin, and the
+    /// contexts for another ALPN offer (eager ALPN).
+    typealias InterceptTLS = (serverContext: NIOSSLContext, upstream: UpstreamTLS, contexts: MITMContexts)
 
     var state: State
     let owner: ProxyPipeline

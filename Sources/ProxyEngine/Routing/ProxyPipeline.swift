@@ -24,6 +24,9 @@ final class ProxyPipeline {
     private(set) var clientSNI: String?
     /// On an HTTP/2 stream's owner: the client connection's HTTP/2 layer.
     private(set) var http2: HTTP2ClientLeg?
+    /// On an intercepted connection: the origin connection dialled before
+    /// the client's handshake (eager ALPN), until an exchange takes it.
+    private var eager: EagerOrigin?
 
     /// One HTTP/1 server layer: bytes in, exchanges to `exchange`, responses out.
     private struct HTTPLayer {
@@ -49,6 +52,8 @@ final class ProxyPipeline {
         channel.closeFuture.whenComplete { _ in
             bound.value.http = nil
             bound.value.raw = nil
+            bound.value.eager?.close()
+            bound.value.eager = nil
         }
     }
 
@@ -260,9 +265,11 @@ final class ProxyPipeline {
     /// The TLS interception layer with HTTP inside, in place of the router:
     /// the bytes it held (the ClientHello) go to TLS. When `h2` is offered
     /// (`proxy.http2`), the HTTP layer waits for what the client chose.
+    /// `eager`: the origin connection dialled first (eager ALPN), for the first exchange.
     func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, pinnedAddress: String? = nil,
-                   replacing router: some RemovableChannelHandler) throws {
+                   eager: EagerOrigin? = nil, replacing router: some RemovableChannelHandler) throws {
         removeKeptEncoder()
+        self.eager = eager
         let watcher = MITMHandler(target: target, services: services)
         let tls = NIOSSLServerHandler(context: serverContext)
         let raw = RawCloser()
@@ -272,7 +279,14 @@ final class ProxyPipeline {
         if upstream.http2 {
             let chooser = ALPNLayerChooser { [self] negotiated, chooser in
                 if negotiated == "h2" {
-                    try self.installHTTP2(route: route, pinnedAddress: pinnedAddress, position: .after(chooser))
+                    let leg = try self.installHTTP2(route: route, pinnedAddress: pinnedAddress, position: .after(chooser))
+                    // The streams share the origin connection dialled first.
+                    if let eager = self.takeEagerOrigin() {
+                        switch eager.connection {
+                        case let .http2(connection, settled): leg.upstream.adoptEager(eager.key, connection, settled: settled)
+                        case let .http1(parked): leg.upstream.adoptEager(eager.key, parked: parked)
+                        }
+                    }
                 } else {
                     let exchange = try self.installHTTP(route: route, position: .after(chooser))
                     exchange.pinnedAddress = pinnedAddress
@@ -291,6 +305,12 @@ final class ProxyPipeline {
         }
         try ops.addHandler(sniffer, position: .after(router))
         ops.removeHandler(router, promise: nil)
+    }
+
+    /// The origin connection dialled before the client's handshake, once: the first exchange's to take or close.
+    func takeEagerOrigin() -> EagerOrigin? {
+        defer { eager = nil }
+        return eager
     }
 
     // MARK: closing

@@ -4,7 +4,7 @@ import NIOSSL
 import Synchronization
 
 /// TLS server contexts for intercepted hosts, cached per CONNECT host and
-/// ALPN offer (`h2` and `http/1.1`, or `http/1.1` alone). A
+/// ALPN offer (`h2` and `http/1.1`, or one of them alone). A
 /// context's own leaf is for that host (so a client that sends no SNI, as
 /// when it connects by IP, still gets the right name); its
 /// `sslContextCallback` swaps in a leaf for any other SNI.
@@ -26,15 +26,20 @@ final class MITMContexts: Sendable {
     static func alpn(http2: Bool) -> [String] { http2 ? ["h2", "http/1.1"] : ["http/1.1"] }
 
     func serverContext(for host: String, http2: Bool) throws -> NIOSSLContext {
+        try serverContext(for: host, alpn: Self.alpn(http2: http2))
+    }
+
+    /// A context offering exactly `alpn` (eager ALPN: what the origin chose).
+    func serverContext(for host: String, alpn: [String]) throws -> NIOSSLContext {
         let name = host.lowercased()
-        let key = http2 ? "h2 " + name : name
+        let key = alpn.joined(separator: ",") + " " + name
         if let cached = contexts.withLock({ $0.get(key) }), cached.notAfter.timeIntervalSinceNow > 86_400 {
             return cached.context
         }
         let leaf = try authority.leaf(for: name)
         var config = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(leaf.certificate)], privateKey: .privateKey(authority.leafKeyForNIO))
-        config.applicationProtocols = Self.alpn(http2: http2)
+        config.applicationProtocols = alpn
         config.shutdownTimeout = Self.shutdownTimeout
         let authority = self.authority
         config.sslContextCallback = { values, promise in

@@ -1,11 +1,13 @@
 import NIOCore
 
-/// What a ClientHello or ServerHello says in plaintext: the SNI a client
-/// asked for; the version and cipher suite a server chose.
+/// What a ClientHello or ServerHello says in plaintext: the SNI and the
+/// ALPN protocols a client asked for; the version and cipher suite a server chose.
 struct TLSHello: Equatable, Sendable {
     var sni: String?
     var version: String?
     var cipher: String?
+    /// The client's ALPN list, in its order (nil: it sent none).
+    var alpn: [String]? = nil
 
     enum Parse: Equatable {
         case incomplete
@@ -42,12 +44,24 @@ struct TLSHello: Equatable, Sendable {
               let compressionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(compressionLength)) != nil else { return nil }
         var hello = TLSHello()
         forEachExtension(&body) { type, data in
+            if type == 16 {
+                hello.alpn = protocolNames(&data)
+                return
+            }
             // server_name: a list of (type 0 = host_name, name).
             guard type == 0, data.readInteger(as: UInt16.self) != nil, data.readInteger(as: UInt8.self) == 0,
                   let length = data.readInteger(as: UInt16.self), let name = data.readString(length: Int(length)) else { return }
             hello.sni = name.lowercased()
         }
         return hello
+    }
+
+    /// application_layer_protocol_negotiation: a list of length-prefixed names.
+    private static func protocolNames(_ data: inout ByteBuffer) -> [String]? {
+        guard let total = data.readInteger(as: UInt16.self), var list = data.readSlice(length: Int(total)) else { return nil }
+        var names: [String] = []
+        while let length = list.readInteger(as: UInt8.self), let name = list.readString(length: Int(length)) { names.append(name) }
+        return names
     }
 
     private static func serverHello(_ body: inout ByteBuffer) -> TLSHello? {

@@ -12,6 +12,11 @@ struct UpstreamTLS: Sendable {
     let insecure: NIOSSLContext
     let verifyingH2: NIOSSLContext
     let insecureH2: NIOSSLContext
+    /// Eager ALPN offers the client's own list: these are its other orders.
+    let verifyingH2Only: NIOSSLContext
+    let insecureH2Only: NIOSSLContext
+    let verifyingH1First: NIOSSLContext
+    let insecureH1First: NIOSSLContext
     let insecureHosts: SSLProxyMatcherBox
     /// `proxy.http2`: clients and origins are offered HTTP/2.
     let http2: Bool
@@ -32,6 +37,10 @@ struct UpstreamTLS: Sendable {
         insecure = try make(verify: false, alpn: ["http/1.1"])
         verifyingH2 = try make(verify: true, alpn: ["h2", "http/1.1"])
         insecureH2 = try make(verify: false, alpn: ["h2", "http/1.1"])
+        verifyingH2Only = try make(verify: true, alpn: ["h2"])
+        insecureH2Only = try make(verify: false, alpn: ["h2"])
+        verifyingH1First = try make(verify: true, alpn: ["http/1.1", "h2"])
+        insecureH1First = try make(verify: false, alpn: ["http/1.1", "h2"])
         self.insecureHosts = insecureHosts
         self.http2 = http2
     }
@@ -43,6 +52,17 @@ struct UpstreamTLS: Sendable {
         case (true, false): return (insecure, false)
         case (false, true): return (verifyingH2, true)
         case (false, false): return (verifying, true)
+        }
+    }
+
+    /// A context offering `alpn`, a client's list of `h2` and `http/1.1` in its order (eager ALPN).
+    func context(for host: String, offering alpn: [String]) -> (context: NIOSSLContext, verified: Bool) {
+        let loose = insecureHosts.matcher.shouldIntercept(host: host)
+        switch alpn {
+        case ["h2"]: return loose ? (insecureH2Only, false) : (verifyingH2Only, true)
+        case ["http/1.1", "h2"]: return loose ? (insecureH1First, false) : (verifyingH1First, true)
+        case ["http/1.1"]: return context(for: host, offeringH2: false)
+        default: return context(for: host, offeringH2: true)
         }
     }
 }

@@ -86,6 +86,7 @@ final class UpstreamHTTP2Pool {
     }
 
     func lookup(_ key: Key, waiter: @escaping Waiter) -> Lookup {
+        dropEagerUnless(key)
         switch entries[key] {
         case let .ready(connection) where connection.channel.isActive:
             return .ready(connection)
@@ -168,9 +169,72 @@ final class UpstreamHTTP2Pool {
         channel.close(promise: nil)
     }
 
+    // MARK: eager ALPN
+
+    /// The origin connection dialled before the client's handshake, until the first stream asks.
+    private var eager: (key: Key, channel: Channel)?
+    /// It, until its SETTINGS come, unless it was dropped.
+    private var eagerSettling: Channel?
+
+    /// The origin connection dialled before the client's handshake, which
+    /// chose `h2`: the streams wait for its SETTINGS as for a dial of theirs.
+    func adoptEager(_ key: Key, _ connection: Connection, settled: EventLoopFuture<Void>) {
+        let channel = connection.channel
+        guard !closed, entries[key] == nil else {
+            channel.close(promise: nil)
+            return
+        }
+        entries[key] = .dialling([])
+        eager = (key, channel)
+        eagerSettling = channel
+        settled.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] result in
+            // Not wanted meanwhile (the first stream went elsewhere, or the client left).
+            guard let self, self.eagerSettling === channel else {
+                channel.close(promise: nil)
+                return
+            }
+            self.eagerSettling = nil
+            switch result {
+            case .success:
+                try? channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { [weak self] last in
+                    connection.goaway.value = last
+                    self?.forget(key, connection, lastStreamID: last)
+                })
+                self.dialled(key, .success(connection))
+            case let .failure(error):
+                channel.close(promise: nil)
+                self.dialled(key, .failure(error))
+            }
+        }
+    }
+
+    /// The origin chose HTTP/1.1 for a client that offered `h2` alone: its
+    /// streams go over HTTP/1.1, the first on this connection.
+    func adoptEager(_ key: Key, parked connection: Parked) {
+        guard !closed, entries[key] == nil else {
+            connection.channel.close(promise: nil)
+            return
+        }
+        entries[key] = .http1Only
+        park(key, connection)
+    }
+
+    /// The first stream asks for `key`: one that goes elsewhere leaves the eager connection unused, closed.
+    private func dropEagerUnless(_ key: Key) {
+        guard let (eagerKey, channel) = eager else { return }
+        eager = nil
+        guard eagerKey != key else { return }
+        if eagerSettling === channel { eagerSettling = nil }
+        if case .dialling(let waiters) = entries[eagerKey], waiters.isEmpty { entries[eagerKey] = nil }
+        if case let .ready(connection) = entries[eagerKey], connection.channel === channel { entries[eagerKey] = nil }
+        channel.close(promise: nil)
+    }
+
     /// The client connection has closed: its origin connections go too.
     func closeAll() {
         closed = true
+        eager?.channel.close(promise: nil)
+        eager = nil
         for case let .ready(connection) in entries.values { connection.channel.close(promise: nil) }
         for connection in parked.values.joined() { connection.channel.close(promise: nil) }
         for channel in retired.values { channel.close(promise: nil) }

@@ -19,6 +19,9 @@ final class UpstreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     init(side: UpstreamSide) { self.side = side }
 
+    /// For a connection dialled before any exchange (eager ALPN): the exchange that adopts it attaches.
+    init() {}
+
     func detach() { side = nil }
 
     /// To the next exchange's side that takes this connection over (a parked one).

@@ -72,18 +72,29 @@ final class UpstreamSide {
     /// Sends `request`'s head, dialling when the connection in use goes elsewhere.
     /// A stream of an HTTP/2 client opens a stream on its connection's
     /// HTTP/2 origin connection (dialling it when there is none).
-    func begin(_ request: UpstreamRequest, override: String?) {
+    /// `eager`: the origin connection dialled before the client's handshake,
+    /// offered to an HTTP/1 client's first exchange (taken when it fits, else closed).
+    func begin(_ request: UpstreamRequest, override: String?, eager: EagerOrigin? = nil) {
         let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil)
         stopWatchingGoaway()
         retry = StreamRetry()
         switch state {
         case let .connected(current, channel, _) where current == key && channel.isActive:
+            eager?.close()
             send(.head(request.head))
             return
         default:
             close()
         }
         if leg != nil { retry.sent(.head(request.head)) }
+        if let eager {
+            if eager.fits(key, override: override), case let .http1(parked) = eager.connection {
+                state = .connecting(key, pending: [.head(request.head)])
+                adopt(parked, key: key)
+                return
+            }
+            eager.close()
+        }
         let dial = Dial(key: key, proxy: request.chained, override: override)
         guard let leg, let offer = http2Offer(key, leg: leg, request: request) else {
             connect(dial, first: .head(request.head), offer: nil)

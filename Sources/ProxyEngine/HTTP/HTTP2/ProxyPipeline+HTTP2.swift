@@ -38,8 +38,9 @@ extension ProxyPipeline {
         ops.removeHandler(router, promise: nil)
     }
 
+    @discardableResult
     func installHTTP2(route: ForwardRoute, pinnedAddress: String?, priorKnowledge: Bool = false,
-                      position: ChannelPipeline.SynchronousOperations.Position) throws {
+                      position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTP2ClientLeg {
         let leg = HTTP2ClientLeg(owner: self, priorKnowledge: priorKnowledge)
         let timeouts = services.timeouts
         let manager = NIOHTTP2ServerConnectionManagementHandler(
@@ -72,6 +73,7 @@ extension ProxyPipeline {
         let pool = leg.upstream
         channel.closeFuture.assumeIsolated().whenComplete { _ in pool.closeAll() }
         services.logger.debug("HTTP/2 with the client", metadata: ["PRIOR_KNOWLEDGE": "\(priorKnowledge)"])
+        return leg
     }
 
     /// On a stream's owner: RST_STREAM with NO_ERROR after a complete

@@ -170,7 +170,9 @@ extension HTTPExchangeHandler {
         current = exchange
         logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.request.target)"])
         // A transparent connection goes where its client was going (unless a rule moved it).
-        upstream.begin(request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil))
+        // The connection's first request may take the origin connection dialled before the client's handshake.
+        upstream.begin(request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil),
+                       eager: owner.takeEagerOrigin())
     }
 
     // MARK: actions
