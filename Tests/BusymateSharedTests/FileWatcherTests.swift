@@ -39,7 +39,7 @@ import Testing
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
         p.arguments = ["-c", command]
-        try p.run()
+        try p.runSerialized()
         p.waitForExit()
         #expect(p.terminationStatus == 0)
     }

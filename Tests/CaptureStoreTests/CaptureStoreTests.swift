@@ -206,7 +206,7 @@ import GRDB
             let input = Pipe(), output = Pipe()
             p.standardInput = input
             p.standardOutput = output
-            try p.run()
+            try p.runSerialized()
             input.fileHandleForWriting.write(text)
             try input.fileHandleForWriting.close()
             let data = output.fileHandleForReading.readDataToEndOfFile()

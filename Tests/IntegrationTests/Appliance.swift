@@ -132,7 +132,7 @@ final class Appliance: @unchecked Sendable {
         log.seekToEndOfFile()
         process.standardError = log
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         supervisor = process
     }
 

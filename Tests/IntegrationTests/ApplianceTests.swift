@@ -74,7 +74,7 @@ import Glibc
         loop.executableURL = URL(fileURLWithPath: "/bin/sh")
         let errors = appliance.base.appendingPathComponent("curl-errors.txt")
         loop.arguments = ["-c", "for i in $(seq 1 300); do curl -sS -o /dev/null --max-time 10 -w '%{http_code}\\n' -x http://127.0.0.1:\(port) http://127.0.0.1:\(origin.port)/$i 2>>\(errors.path); done > \(codes.path)"]
-        try loop.run()
+        try loop.runSerialized()
         var tunnels: Set<Int> = []
         for _ in 0..<3 {
             usleep(300_000)
@@ -122,7 +122,7 @@ import Glibc
         slow.arguments = ["-sS", "-o", out.path, "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/slow?ms=1200"]
         let code = Pipe()
         slow.standardOutput = code
-        try slow.run()
+        try slow.runSerialized()
         usleep(300_000)
         #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
         try waitUntil("the old tunnel is draining", timeout: 2) {
@@ -343,7 +343,7 @@ import Glibc
         tail.arguments = ["tail", "--events", "--group", appliance.group.path]
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         tail.standardOutput = try FileHandle(forWritingTo: out)
-        try tail.run()
+        try tail.runSerialized()
         try waitUntil("tail has bound its socket", timeout: 3) {
             (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains { $0.hasPrefix("cli-") }
         }

@@ -221,7 +221,7 @@ extension ApplianceTests {
         tail.executableURL = URL(fileURLWithPath: Command.binary("busymate"))
         tail.arguments = ["tail", "--group", appliance.group.path]
         tail.standardOutput = try FileHandle(forWritingTo: out)
-        try tail.run()
+        try tail.runSerialized()
         defer { kill(tail.processIdentifier, SIGTERM); tail.waitForExit() }
         try waitUntil("tail listens", timeout: 3) {
             try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }

@@ -27,7 +27,7 @@ enum Command {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        try process.runSerialized()
         let deadline = DispatchTime.now() + timeout
         let killer = DispatchWorkItem { if process.isRunning { process.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: deadline, execute: killer)
@@ -55,7 +55,7 @@ enum Command {
         process.standardOutput = try FileHandle(forWritingTo: running.out)
         process.standardError = try FileHandle(forWritingTo: running.err)
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runSerialized()
         return running
     }
 

@@ -76,7 +76,7 @@ extension ApplianceTests {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try process.runSerialized()
             var port: Int?
             let log = self.log
             do {

@@ -18,7 +18,7 @@ import Testing
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try process.runSerialized()
             var port: Int?
             let log = self.log
             do {

@@ -27,7 +27,7 @@ enum TestAuthority {
         openssl.standardOutput = FileHandle.nullDevice
         openssl.standardError = FileHandle.nullDevice
         do {
-            try openssl.run()
+            try openssl.runSerialized()
         } catch {
             return .failure(Failed(description: "cannot run openssl: \(error)"))
         }

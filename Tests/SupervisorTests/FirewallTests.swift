@@ -64,7 +64,7 @@ import Testing
         let input = Pipe(), errors = Pipe()
         process.standardInput = input
         process.standardError = errors
-        try process.run()
+        try process.runSerialized()
         input.fileHandleForWriting.write(Data(script.utf8))
         try input.fileHandleForWriting.close()
         process.waitForExit()
