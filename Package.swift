@@ -225,6 +225,8 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "BusymateShared",
+                // Command.run spawns with posix_spawn (busymate_spawn), not Foundation's Process.
+                "CLinux",
                 // A store made in a test for the CLI to read (rows the data path cannot make yet).
                 "CaptureStore",
                 .product(name: "NIOCore", package: "swift-nio"),
