@@ -24,7 +24,7 @@ public final class CaptureWriter: CaptureSink {
     private var traffic: TrafficRepository { TrafficRepository(database: store.database) }
     private var pins: PinnedDomainRepository { PinnedDomainRepository(database: store.database) }
     /// Taken at each use: the store may be replaced (a corrupt file).
-    private var breakpoints: BreakpointRepository { BreakpointRepository(database: store.database) }
+    var breakpoints: BreakpointRepository { BreakpointRepository(database: store.database) }
     /// What is wrong with the store now, for `status` (nil: commits work).
     private let problem = Mutex<String?>(nil)
     private let failedCommits = Atomic<Int>(0)
@@ -164,19 +164,6 @@ public final class CaptureWriter: CaptureSink {
         }
         if !kept { logger.error("too many pinned hosts wait for the capture store; one is not recorded", metadata: ["HOST": "\(host)"]) }
         wakeUp.yield()
-    }
-
-    /// A held message is recorded at once (`busymate breakpoints` must see
-    /// it to resolve it), on NIO's thread pool: the store may be locked for
-    /// seconds, and the loop that holds the message serves other clients.
-    public func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent> {
-        let repository = breakpoints
-        return NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { try repository.pause(event) }
-    }
-
-    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
-        let repository = breakpoints
-        return NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { try repository.resolve(id: id, outcome, final: final) }
     }
 
     /// Pinned hosts, with when a client last refused us for each; pins not
