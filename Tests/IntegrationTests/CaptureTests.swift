@@ -128,9 +128,10 @@ extension ApplianceTests {
         try waitUntil("the short TTL is in force", timeout: 3) { try appliance.status().bool("settings.valid") == true }
         try appliance.trustUsElsewhere(tlsOrigin)
         // Two refusals (the removal forgot the earlier ones), then passed through.
-        try waitUntil("pinned again, for 2 s", timeout: 3) {
-            _ = try Command.run("/usr/bin/curl", pinningClient)
-            return try Command.run("/usr/bin/curl", pinningClient).status == 0
+        // Under load a 2 s pin can end between two curls: any pass-through shows it was pinned.
+        try waitUntil("pinned again, for 2 s", timeout: 6) {
+            let first = try Command.run("/usr/bin/curl", pinningClient).status
+            return try first == 0 || Command.run("/usr/bin/curl", pinningClient).status == 0
         }
         try waitUntil("the pin expired", timeout: 6) { try Command.run("/usr/bin/curl", pinningClient).status != 0 }
         // That refusal pinned it again (a pinning client keeps refusing); left alone, the pin ends.

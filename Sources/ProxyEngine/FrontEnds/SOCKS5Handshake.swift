@@ -53,7 +53,7 @@ extension SOCKS5Handshake: ChannelDuplexHandler, RemovableChannelHandler {
         let seconds = services.timeouts.requestHead
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
             guard state == .greeting || state == .request, let context = self.context else { return }
-            refuse("no SOCKS5 handshake within \(ClientTimeoutHandler.format(seconds)) s (timeouts.request_head_seconds)", target: nil,
+            refuse("no SOCKS5 handshake within \(TimeoutWords.format(seconds)) s (timeouts.request_head_seconds)", target: nil,
                    reply: nil, context: context)
         }
     }

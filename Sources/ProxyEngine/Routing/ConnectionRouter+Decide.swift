@@ -90,7 +90,7 @@ extension ConnectionRouter {
         clock = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
             guard case .peeking = state, let context = self.context else { return }
             // As MITMHandler says of a handshake that never finishes: our own hang-up, one row, no pin.
-            let why = "the client's TLS handshake did not finish within \(ClientTimeoutHandler.format(seconds)) s (timeouts.tls_handshake_seconds)"
+            let why = "the client's TLS handshake did not finish within \(TimeoutWords.format(seconds)) s (timeouts.tls_handshake_seconds)"
             logger.notice("closed a TLS handshake that did not finish", metadata: ["WHY": "\(why)"])
             hooks.handshakeRefused(original, sni: nil, client: context.channel.remoteAddress, why: why)
             close(context)

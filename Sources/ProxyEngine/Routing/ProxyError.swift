@@ -34,7 +34,7 @@ enum ProxyError: Error, CustomStringConvertible {
         case let .unsupported(what): return what
         case let .upstreamProtocol(what): return what
         case let .upstreamTimedOut(host, port, seconds):
-            return "\(host):\(port) sent no response within \(ClientTimeoutHandler.format(seconds)) s of the request (timeouts.upstream_response_seconds)"
+            return "\(host):\(port) sent no response within \(TimeoutWords.format(seconds)) s of the request (timeouts.upstream_response_seconds)"
         }
     }
 

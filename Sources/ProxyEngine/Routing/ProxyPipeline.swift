@@ -33,10 +33,7 @@ final class ProxyPipeline {
         let encoder: HTTPResponseEncoder
         let tap: RequestLineTap
         let decoder: ByteToMessageHandler<HTTPRequestDecoder>
-        let clock: ClientTimeoutHandler
-        let lifecycle: DrainHandler
-        let pipelining: HTTPServerPipelineHandler
-        let errors: ProtocolErrorResponder
+        let connection: HTTP1ServerConnection
         let exchange: HTTPExchangeHandler
     }
 
@@ -115,20 +112,17 @@ final class ProxyPipeline {
         encoderConfig.automaticallySetFramingHeaders = false
         let target: ProxyTarget? = { if case let .intercepted(target, _) = route { target } else { nil } }()
         let hooks = ExchangeHooks(services: services)
-        let clock = ClientTimeoutHandler(timeouts: services.timeouts, hooks: hooks, logger: services.logger, interceptedTarget: target)
-        let tap = RequestLineTap(clock: clock)
+        let connection = HTTP1ServerConnection(timeouts: services.timeouts, hooks: hooks, logger: services.logger, interceptedTarget: target, owner: self)
+        let tap = RequestLineTap()
+        tap.connection = connection
+        connection.tap = tap
         let layer = HTTPLayer(
             encoder: HTTPResponseEncoder(configuration: encoderConfig),
             tap: tap,
-            decoder: ProtocolErrorResponder.requestDecoder(),
-            clock: clock,
-            lifecycle: DrainHandler(idleWait: services.timeouts.drainIdleWait, owner: self),
-            pipelining: HTTPServerPipelineHandler(),
-            errors: ProtocolErrorResponder(hooks: hooks, logger: services.logger, interceptedTarget: target, tap: tap),
+            decoder: MalformedRequest.requestDecoder(),
+            connection: connection,
             exchange: HTTPExchangeHandler(owner: self, route: route))
-        let handlers: [ChannelHandler] = [
-            layer.encoder, layer.tap, layer.decoder, layer.clock, layer.lifecycle, layer.pipelining, layer.errors, layer.exchange,
-        ]
+        let handlers: [ChannelHandler] = [layer.encoder, layer.tap, layer.decoder, layer.connection, layer.exchange]
         try ops.addHandlers(handlers, position: position)
         http = layer
         return layer.exchange
@@ -144,10 +138,7 @@ final class ProxyPipeline {
         guard let layer = http else { return channel.eventLoop.makeSucceededVoidFuture() }
         http = nil
         if !keepingEncoder { ops.removeHandler(layer.encoder, promise: nil) }
-        ops.removeHandler(layer.errors, promise: nil)
-        ops.removeHandler(layer.pipelining, promise: nil)
-        ops.removeHandler(layer.lifecycle, promise: nil)
-        ops.removeHandler(layer.clock, promise: nil)
+        ops.removeHandler(layer.connection, promise: nil)
         ops.removeHandler(layer.exchange, promise: nil)
         let decoderGone = channel.eventLoop.makePromise(of: Void.self)
         ops.removeHandler(layer.decoder, promise: decoderGone)

@@ -51,7 +51,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func handshakeTimedOut(context: ChannelHandlerContext) {
         guard state == .handshaking else { return }
         state = .done
-        let why = "the client's TLS handshake did not finish within \(ClientTimeoutHandler.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
+        let why = "the client's TLS handshake did not finish within \(TimeoutWords.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
         logger.notice("closed a TLS handshake that did not finish", metadata: ["HOST": "\(host)", "WHY": "\(why)"])
         hooks.handshakeRefused(target, sni: sni, client: context.channel.remoteAddress, why: why)
         context.close(promise: nil)

@@ -3,9 +3,8 @@
 // `ProxyPipeline.installHTTP` builds for the explicit proxy, or for an
 // intercepted tunnel behind TLS: NIO's HTTPResponseEncoder and
 // ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy:
-// .forwardBytes)), RequestLineTap, ClientTimeoutHandler, DrainHandler,
-// HTTPServerPipelineHandler, ProtocolErrorResponder and HTTPExchangeHandler,
-// all of them the tunnel's own, installed by the tunnel's own owner.
+// .forwardBytes)), RequestLineTap, HTTP1ServerConnection and
+// HTTPExchangeHandler, all of them the tunnel's own, installed by the tunnel's own owner.
 //
 // Upstream dials go through `RefusingConnector`: a CONNECT that passes
 // through reaches the real ConnectionRouter, which answers 502. `HeadStage`

@@ -3,7 +3,7 @@ import NIOCore
 /// Sits before the HTTP decoder, tells the connection's clock that bytes
 /// came, and keeps a reference (not a copy) to the
 /// bytes being decoded, only while they are: when the decoder refuses a
-/// request, `ProtocolErrorResponder` reads the refused request line from
+/// request, `HTTP1ServerConnection` reads the refused request line from
 /// here, so its row still says which method and URL were refused.
 /// Between requests it percent-encodes raw bytes outside ASCII in a request
 /// line's target (`RequestTargetEncoder`), which the decoder would refuse,
@@ -19,15 +19,15 @@ final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     private var held: ByteBuffer?
     static let holdLimit = 64 << 10
     /// Told when bytes arrive: a request head's clock starts at its first byte.
-    private let clock: ClientTimeoutHandler?
+    weak var connection: HTTP1ServerConnection?
 
     /// Targets percent-encoded here, oldest first, until their exchange takes its note.
     private var encodedTargets: [String] = []
 
-    init(clock: ClientTimeoutHandler? = nil) { self.clock = clock }
+    init() {}
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        clock?.bytesArrived()
+        connection?.bytesArrived()
         var buffer = Self.unwrapInboundIn(data)
         if var start = held {
             held = nil
@@ -35,7 +35,7 @@ final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
             buffer = start
         }
         // Only where a request line may begin: no request is being read.
-        if clock?.requestUnderway == false {
+        if connection?.readingRequest == false {
             if buffer.readableBytes < Self.holdLimit, RequestTargetEncoder.awaitsRestOfLine(buffer) {
                 held = buffer
                 return

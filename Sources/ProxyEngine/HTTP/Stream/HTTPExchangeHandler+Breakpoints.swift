@@ -6,7 +6,7 @@ import NIOHTTP1
 /// Breakpoints: a held message is read whole, recorded, and sent on (as
 /// it was or as edited), answered with an error, or dropped, once
 /// `BreakpointController` resolves it. Meanwhile the next request on the
-/// connection waits in `HTTPServerPipelineHandler`, so order is kept.
+/// connection waits in `HTTP1ServerConnection`, so order is kept.
 extension HTTPExchangeHandler {
     // MARK: requests
 

@@ -132,9 +132,9 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     static let clientLeft = "the client closed the connection before the exchange completed"
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // A client clock ran out: ClientTimeoutHandler answers and closes;
+        // A client clock ran out: HTTP1ServerConnection answers and closes;
         // the exchange's row says why, and the server side goes.
-        if let expired = error as? ClientTimeoutHandler.Expired {
+        if let expired = error as? ClientClockExpired {
             if expired.answered { hooks.answered(.requestTimeout) }
             perform(machine.clientTimedOut(expired.description), context: context)
             return
@@ -152,22 +152,22 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
-        // A body that stopped parsing mid-request: ProtocolErrorResponder
+        // A body that stopped parsing mid-request: HTTP1ServerConnection
         // answered; this exchange's row says so rather than "client closed".
         // (An EOF mid-message is the client leaving: channelInactive says so.)
         if let parse = error as? HTTPParserError, parse != .invalidEOFState, machine.rowOpen {
             let status: HTTPResponseStatus = parse == .headerOverflow ? .requestHeaderFieldsTooLarge : .badRequest
-            // As ProtocolErrorResponder, before this handler, sent it: only
+            // As HTTP1ServerConnection, before this handler, sent it: only
             // when no response had begun (it sends nothing then, and the
             // origin's answer already in the row stays as it was).
             let answered = machine.response == .waiting || machine.response == .holding || machine.response == .paused
             if answered {
                 let allocator = context.channel.allocator
-                hooks.answered(ProtocolErrorResponder.answer(status, ProtocolErrorResponder.explain(parse), allocator: allocator),
+                hooks.answered(MalformedRequest.answer(status, MalformedRequest.explain(parse), allocator: allocator),
                                headRequest: current?.request.head.method == .HEAD)
             }
             releaseHold()
-            let why = "malformed request: \(ProtocolErrorResponder.explain(parse))" + (answered ? "; answered \(status.code)" : "; the response had begun, so none was sent")
+            let why = "malformed request: \(MalformedRequest.explain(parse))" + (answered ? "; answered \(status.code)" : "; the response had begun, so none was sent")
             perform(machine.clientFailed(why), context: context)
             return
         }

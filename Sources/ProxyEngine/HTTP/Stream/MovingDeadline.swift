@@ -14,7 +14,11 @@ final class MovingDeadline {
 
     /// Due `amount` from now (the loop's clock, which a test can move).
     func set(after amount: TimeAmount, on eventLoop: EventLoop) {
-        let due = eventLoop.now + amount
+        set(at: eventLoop.now + amount, on: eventLoop)
+    }
+
+    /// Due at `due` (a deadline on the loop's clock).
+    func set(at due: NIODeadline, on eventLoop: EventLoop) {
         self.due = due
         if let at = checkAt, at <= due { return }
         arm(at: due, on: eventLoop)
