@@ -167,11 +167,33 @@ struct HTTP1ConnectionStateMachineTests {
         #expect(m.responseEnd(now: at(2)) == .write)
         #expect(m.nextWaiting(now: at(2))?.1 == .deliver)
         #expect(m.nextWaiting(now: at(2))?.1 == .deliver)
-        // The second request is under way: the half-close waits for its answer.
-        #expect(m.nextWaiting(now: at(2)) == nil)
+        // The second request is under way: the half-close goes up at once, so its answer is the last.
+        #expect(m.nextWaiting(now: at(2))?.1 == .inputClosed(closeNow: false))
+        #expect(m.responseHead(.ok) == .writeSayingClose)
+        #expect(m.responseEnd(now: at(3)) == .writeThenClose)
+    }
+
+    @Test func theEndOfInputMidHeadBehindARequestWaitsAndTheRequestIsAnsweredFirst() {
+        var m = started()
+        _ = m.inbound(head, now: at(1))
+        _ = m.inbound(end, now: at(1))
+        #expect(m.inbound(.malformed(.invalidEOFState), now: at(1)) == .wait)
+        #expect(m.inbound(.inputClosed, now: at(1)) == .wait)
         _ = m.responseHead(.ok)
+        #expect(m.responseEnd(now: at(2)) == .write)
+        // Nobody's head: dropped; the half-close closes.
+        #expect(m.nextWaiting(now: at(2))?.1 == .drop)
+        #expect(m.nextWaiting(now: at(2))?.1 == .inputClosed(closeNow: true))
+    }
+
+    @Test func anUpgradedConnectionIsNotClosedByADrainOrAHalfClose() {
+        var m = started()
+        _ = m.inbound(.part(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/ws"))), now: at(1))
+        _ = m.inbound(end, now: at(1))
+        m.quiesce(now: at(2))
+        #expect(m.inbound(.inputClosed, now: at(2)) == .inputClosed(closeNow: false))
+        #expect(m.responseHead(.switchingProtocols) == .write)
         #expect(m.responseEnd(now: at(3)) == .write)
-        #expect(m.nextWaiting(now: at(3))?.1 == .inputClosed(closeNow: true))
     }
 
     @Test func aMalformedRequestIsAnsweredAndRecordedHereOnlyWhenNoExchangeHasIt() {

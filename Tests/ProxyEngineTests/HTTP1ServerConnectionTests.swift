@@ -12,21 +12,34 @@ import Testing
     /// Stands where the exchange handler is: records what it is handed.
     final class Recorder: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
-        var seen: [String] = []
+        var events: [String] = []
+        /// What was handed up, without the read-completes.
+        var seen: [String] { events.filter { $0 != "readComplete" } }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch Self.unwrapInboundIn(data) {
-            case let .head(head): seen.append("head \(head.uri)")
-            case .body: seen.append("body")
-            case .end: seen.append("end")
+            case let .head(head): events.append("head \(head.uri)")
+            case .body: events.append("body")
+            case .end: events.append("end")
             }
         }
         func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-            if event is ChannelShouldQuiesceEvent { seen.append("quiesce") }
-            if case .inputClosed = event as? ChannelEvent { seen.append("inputClosed") }
+            if event is ChannelShouldQuiesceEvent { events.append("quiesce") }
+            if case .inputClosed = event as? ChannelEvent { events.append("inputClosed") }
+        }
+        func channelReadComplete(context: ChannelHandlerContext) { events.append("readComplete") }
+    }
+
+    /// Stands where the socket is: counts the reads that reach it.
+    final class ReadCounter: ChannelOutboundHandler {
+        typealias OutboundIn = Any
+        var reads = 0
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
         }
     }
 
-    private func make(drainWait: Double = 1) throws -> (EmbeddedChannel, Recorder) {
+    private func make(drainWait: Double = 1, reads: ReadCounter = ReadCounter()) throws -> (EmbeddedChannel, Recorder) {
         var timeouts = AppSettings.Timeouts()
         timeouts.drainIdleWait = drainWait
         timeouts.requestHead = 5
@@ -36,7 +49,7 @@ import Testing
         let recorder = Recorder()
         let channel = EmbeddedChannel()
         let connection = HTTP1ServerConnection(timeouts: timeouts, hooks: ExchangeHooks(services: services), logger: Logger(label: "test"))
-        try channel.pipeline.syncOperations.addHandlers([connection, recorder])
+        try channel.pipeline.syncOperations.addHandlers([reads, connection, recorder])
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return (channel, recorder)
     }
@@ -60,6 +73,28 @@ import Testing
         #expect(recorder.seen == ["head /1", "end"])
         _ = try respond(channel)
         #expect(recorder.seen == ["head /1", "end", "head /2", "end"])
+        // Handed up as a read from the socket would be: the exchange flushes upstream at its end.
+        #expect(recorder.events.last == "readComplete")
+    }
+
+    @Test func theSocketIsNotReadWhileARequestWaitsAndIsReadAgainOnceItIsAnswered() throws {
+        let reads = ReadCounter()
+        let (channel, _) = try make(reads: reads)
+        let before = reads.reads
+        channel.read()
+        #expect(reads.reads == before + 1, "nothing is under way: the read goes through")
+        try channel.writeInbound(head("/1"))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        channel.read()
+        #expect(reads.reads == before + 1, "a request is being answered: the socket is not read")
+        try channel.writeInbound(head("/2"))
+        channel.read()
+        #expect(reads.reads == before + 1, "a request waits: the socket is not read")
+        _ = try respond(channel)
+        #expect(reads.reads == before + 2, "the waiting request is handed up and its body may follow: the held read goes")
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        _ = try respond(channel)
+        #expect(reads.reads == before + 2, "no read was asked for since: none is made")
     }
 
     @Test func aFreshConnectionGetsToSendOneRequestWhileDrainingToldItIsTheLast() throws {

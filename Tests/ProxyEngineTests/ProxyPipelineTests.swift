@@ -288,6 +288,24 @@ import CaptureStore
         #expect(!h.client.isActive)
     }
 
+    @Test func pipelinedRequestsFromAClientThatShutItsWriteSideAreAllAnsweredTheLastSayingClose() throws {
+        let h = try Harness()
+        try h.send("GET http://example.com/1 HTTP/1.1\r\nHost: example.com\r\n\r\nGET http://example.com/2 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        h.client.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(try h.upstreamReceived().hasPrefix("GET /1 HTTP/1.1\r\n"))
+        try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
+        let first = try h.clientReceived()
+        #expect(first.hasSuffix("one"), "\(first)")
+        #expect(h.client.isActive)
+        let sent = try h.upstreamReceived()
+        #expect(sent.hasPrefix("GET /2 HTTP/1.1\r\n"), "\(sent) \(h.connector.upstreams.count)")
+        try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+        let second = try h.clientReceived()
+        #expect(second.hasPrefix("HTTP/1.1 200 OK\r\n") && second.hasSuffix("two"), "\(second)")
+        #expect(second.contains("Connection: close\r\n") || second.contains("connection: close\r\n"), "\(second)")
+        #expect(!h.client.isActive)
+    }
+
     // MARK: CONNECT
 
     @Test func aConnectWithoutAPortIsRefused() throws {

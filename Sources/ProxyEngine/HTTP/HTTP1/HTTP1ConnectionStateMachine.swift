@@ -95,8 +95,11 @@ struct HTTP1ConnectionStateMachine {
 
     /// The next waiting item that may go up now, and what to do with it.
     mutating func nextWaiting(now: NIODeadline) -> (Inbound, InboundAction)? {
-        guard !busy, !closing, let item = waiting.popFirst() else { return nil }
-        return (item, take(item, now: now, waited: true))
+        guard !closing, let first = waiting.first else { return nil }
+        // A half-close at the front is news for the exchange under way, busy or not.
+        guard !busy || first == .inputClosed else { return nil }
+        waiting.removeFirst()
+        return (first, take(first, now: now, waited: true))
     }
 
     private mutating func track(_ item: Inbound) {
@@ -110,7 +113,6 @@ struct HTTP1ConnectionStateMachine {
 
     private mutating func take(_ item: Inbound, now: NIODeadline, waited: Bool) -> InboundAction {
         if closing { return .drop }
-        if case .malformed(.invalidEOFState) = item { return .passOn }
         // Behind a request that is still being answered, or behind what
         // already waits. A half-close alone is news for the exchange under way.
         let behind = item == .inputClosed ? !waiting.isEmpty : busy || !waiting.isEmpty
@@ -118,6 +120,9 @@ struct HTTP1ConnectionStateMachine {
             waiting.append(item)
             return .wait
         }
+        // The connection ended mid-message: the exchange reading it learns so;
+        // a head that never came whole is nobody's (the half-close that follows closes).
+        if case .malformed(.invalidEOFState) = item { return exchange == nil ? .drop : .passOn }
         switch item {
         case let .part(.head(head)):
             exchange = Exchange()
@@ -161,8 +166,11 @@ struct HTTP1ConnectionStateMachine {
     /// A response head is going out: whether it must say `Connection: close`.
     mutating func responseHead(_ status: HTTPResponseStatus) -> HeadAction {
         if status == .switchingProtocols {
+            // No longer HTTP: neither a drain nor a half-close closes it after this answer.
             leftHTTP = true
             deadline = nil
+            if drain == .last { drain = .draining }
+            inputClosed = false
             return .write
         }
         guard status.code >= 200, exchange != nil else { return .write }
@@ -174,6 +182,10 @@ struct HTTP1ConnectionStateMachine {
     /// A response ended.
     mutating func responseEnd(now: NIODeadline) -> EndAction {
         guard var current = exchange else { return .write }
+        if leftHTTP {
+            exchange = nil
+            return .write
+        }
         current.response = .ended
         // Answered before the request ended (a refusal, an early error): the rest is still read.
         guard current.requestEnded else {
@@ -191,7 +203,7 @@ struct HTTP1ConnectionStateMachine {
 
     /// The tunnel is draining: each connection gets one more exchange, told it is the last.
     mutating func quiesce(now: NIODeadline) {
-        guard drain == .serving, !closing else { return }
+        guard drain == .serving, !closing, !leftHTTP else { return }
         guard let current = exchange else {
             drain = .draining
             if waiting.isEmpty { set(.drain, now) }

@@ -29,6 +29,8 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
     weak var tap: RequestLineTap?
     /// Closes a client that has had its last answer (the layers' owner knows how).
     private weak var owner: ProxyPipeline?
+    /// While what waited is handed up after an answer: that answer's end being written.
+    private var answerBeingWritten: EventLoopFuture<Void>?
 
     init(timeouts: AppSettings.Timeouts, hooks: ExchangeHooks, logger: Logger, interceptedTarget: ProxyTarget? = nil, owner: ProxyPipeline? = nil) {
         machine = HTTP1ConnectionStateMachine(clocks: .init(
@@ -146,8 +148,9 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
             rearm(context)
             switch action {
             case .write:
-                context.write(data, promise: promise)
-                handUpWaiting(context)
+                let written = context.write(data)
+                written.cascade(to: promise)
+                handUpWaiting(context, after: written)
             case .writeThenClose:
                 let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
                 context.write(data).whenComplete { result in
@@ -158,13 +161,27 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
         }
     }
 
-    /// The exchange under way was answered: what waited behind it goes up, then reads resume.
-    private func handUpWaiting(_ context: ChannelHandlerContext) {
-        while let (item, action) = machine.nextWaiting(now: context.eventLoop.now) {
+    /// The exchange under way was answered: what waited behind it goes up,
+    /// then reads resume. The answer is flushed first, and a close this
+    /// causes waits for the answer's end to be written.
+    private func handUpWaiting(_ context: ChannelHandlerContext, after written: EventLoopFuture<Void>) {
+        guard let first = machine.nextWaiting(now: context.eventLoop.now) else {
+            if machine.takeReadPending() { context.read() }
+            return
+        }
+        context.flush()
+        let outer = answerBeingWritten
+        answerBeingWritten = written
+        var next: (HTTP1ConnectionStateMachine.Inbound, HTTP1ConnectionStateMachine.InboundAction)? = first
+        while let (item, action) = next {
             rearm(context)
             carryOut(action, item, data: nil, context: context)
+            next = machine.nextWaiting(now: context.eventLoop.now)
         }
+        answerBeingWritten = outer
         rearm(context)
+        // As after a read from the socket: the exchange flushes what it sent upstream.
+        context.fireChannelReadComplete()
         if machine.takeReadPending() { context.read() }
     }
 
@@ -182,9 +199,11 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
             if case let .malformed(error) = item { context.fireErrorCaught(error) }
         case let .refuse(error, answer, recordRow):
             refuse(error, answer: answer, recordRow: recordRow, context: context)
-        case let .inputClosed(closeNow):
+        case .inputClosed(closeNow: true):
+            // Nothing in flight: this layer closes (the exchange handler has nothing to finish).
+            closeFinished()
+        case .inputClosed(closeNow: false):
             context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            if closeNow { closeFinished() }
         }
     }
 
@@ -193,7 +212,18 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
         context.fireChannelRead(data ?? Self.wrapInboundOut(part))
     }
 
+    /// Closes once the client has its last answer: at once, or, while an
+    /// answer's end is being written, when that write is done.
     func closeFinished() {
+        if let written = answerBeingWritten, let context {
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            written.whenComplete { _ in bound.value.closeNow() }
+            return
+        }
+        closeNow()
+    }
+
+    private func closeNow() {
         if let owner { owner.closeFinishedClient() } else { context?.close(promise: nil) }
     }
 
