@@ -22,8 +22,6 @@ extension EagerOrigin {
             done(result)
         }
         let tls = upstreamTLS.context(for: target.host, offering: offer).context
-        // SNI carries names only, never IP literals.
-        let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         let hello = NIOLoopBoundBox<TLSHello?>(nil, eventLoop: eventLoop)
         let alpn = eventLoop.makePromise(of: String?.self)
         let seconds = services.timeouts.tlsHandshake
@@ -33,11 +31,7 @@ extension EagerOrigin {
         }
         services.connector.connect(UpstreamDial(target: target, proxy: nil), override: override, autoRead: true, halfClosure: false,
                                    on: eventLoop) { channel in
-            let ops = channel.pipeline.syncOperations
-            let client = try NIOSSLClientHandler(context: tls, serverHostname: serverName)
-            try ops.addHandler(client, position: .first)
-            try ops.addHandler(TLSHelloSniffer(.server) { found in hello.value = found }, position: .first)
-            try ops.addHandler(UpstreamALPNWatcher(promise: alpn), position: .after(client))
+            try OriginTLSHandshake.add(to: channel, context: tls, host: target.host, alpn: alpn) { found in hello.value = found }
         }
         .flatMap { channel in
             alpn.futureResult.map { (channel, $0) }.flatMapErrorThrowing { error in

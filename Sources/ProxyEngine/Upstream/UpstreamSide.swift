@@ -190,27 +190,14 @@ final class UpstreamSide {
         let eventLoop = self.eventLoop
         let bound = NIOLoopBound((self, pool), eventLoop: eventLoop)
         let layer = NIOLoopBound(UpstreamLayer(handler: UpstreamHandler(side: self)), eventLoop: eventLoop)
-        // SNI carries names only, never IP literals.
-        let serverName = IPAddressText.isLiteral(target.host) ? nil : target.host
         let upstreamDial = UpstreamDial(target: target, proxy: proxy)
+        // What the origin chose decides the layer: it goes in once the handshake is done, which is part of this dial.
         let alpn: EventLoopPromise<String?>? = offer == .alpn ? eventLoop.makePromise() : nil
-        if let alpn {
-            // The handshake is part of this dial: an origin that never answers it must not hold the stream (and the pool's waiters).
-            let seconds = services.timeouts.tlsHandshake
-            let timer = eventLoop.scheduleTask(in: .milliseconds(Int64(seconds * 1000))) {
-                alpn.fail(UpstreamHandshakeTimeout(seconds: seconds))
-            }
-            alpn.futureResult.whenComplete { _ in timer.cancel() }
-        }
+        if let alpn { OriginTLSHandshake.bound(alpn, seconds: services.timeouts.tlsHandshake, on: eventLoop) }
         /// TLS goes first in the pipeline; through a proxy, only once CONNECT is answered.
         @Sendable func addTLS(_ channel: Channel) throws {
             guard let tls else { return }
-            let ops = channel.pipeline.syncOperations
-            let client = try NIOSSLClientHandler(context: tls, serverHostname: serverName)
-            try ops.addHandler(client, position: .first)
-            try ops.addHandler(TLSHelloSniffer(.server) { hello in layer.value.handler.serverHello(hello) }, position: .first)
-            // What the origin chose decides the layer: it goes in once the handshake is done.
-            if let alpn { try ops.addHandler(UpstreamALPNWatcher(promise: alpn), position: .after(client)) }
+            try OriginTLSHandshake.add(to: channel, context: tls, host: target.host, alpn: alpn) { hello in layer.value.handler.serverHello(hello) }
         }
         services.connector.connect(upstreamDial, override: dial.override, autoRead: true, halfClosure: false, on: eventLoop) { channel in
             if proxy == nil { try addTLS(channel) }
