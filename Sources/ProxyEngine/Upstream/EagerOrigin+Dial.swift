@@ -11,7 +11,7 @@ extension EagerOrigin {
     /// failure or the deadline is closed.
     static func dial(_ target: ProxyTarget, override: String?, offer: [String], upstreamTLS: UpstreamTLS, services: ProxyServices,
                      on eventLoop: EventLoop, done: @escaping (Result<EagerOrigin, Error>) -> Void) {
-        let key = UpstreamSide.Key(target: target, secure: true, chained: false)
+        let key = UpstreamSide.Key(target: target, secure: true, chained: false, override: override)
         let pending = NIOLoopBoundBox<((Result<EagerOrigin, Error>) -> Void)?>(done, eventLoop: eventLoop)
         @Sendable func finish(_ result: Result<EagerOrigin, Error>) {
             guard let done = pending.value else {
@@ -52,7 +52,7 @@ extension EagerOrigin {
                 // Inline with the handshake's end: nothing the origin sends next is missed.
                 do {
                     let connection = try Self.layer(for: negotiated, on: channel, hello: hello.value, services: services)
-                    finish(.success(EagerOrigin(key: key, override: override, connection: connection)))
+                    finish(.success(EagerOrigin(key: key, connection: connection)))
                 } catch {
                     channel.close(promise: nil)
                     finish(.failure(error))
