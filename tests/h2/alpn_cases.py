@@ -225,6 +225,27 @@ def overridden_first_request(w):
         w.busymate.wait_applied()
 
 
+def socks_one_connection(w):
+    """curl --socks5-hostname --http2 through the proxy port to an h2 origin: the connection SOCKS5 opened to answer
+    the client carries the eager TLS handshake and the request, so the origin sees one connection for one request."""
+    relay = CountingRelay(w.origins["main_tls"])
+    try:
+        results, rc, log = curl(w.proxy, w.busymate.ca, ["https://localhost:%d/echo?case=socks-eager" % relay.port], "--http2",
+                                "-x", "socks5h://127.0.0.1:%d" % w.proxy)
+        r = results[0]
+        check(rc == 0 and r["code"] == "200" and r["version"] == "2", "curl over SOCKS5 got 200 over HTTP/2",
+              "rc %d, code %s, version %s: %s" % (rc, r["code"], r["version"], log[-600:]))
+        seen = body_json(r["body"]) or {}
+        check(seen.get("http_version") == "2", "the origin got HTTP/2", seen.get("http_version"))
+        time.sleep(0.3)
+        check(relay.count() == 1, "the origin saw one TCP connection for the one request", "%d connections" % relay.count())
+        rows = w.busymate.rows("~u case=socks-eager")
+        check(len(rows) == 1 and rows[0].get("status") == 200 and rows[0].get("front_end") == "socks5",
+              "one 200 row from the socks5 front end", summary(rows))
+    finally:
+        relay.close()
+
+
 def refused_origin(w):
     """An origin that refuses the TCP connection: the client's handshake still completes, and its request gets 502
     with the reason (eager ALPN falls back to the offer it would make without it)."""
@@ -241,5 +262,5 @@ def refused_origin(w):
 
 CASES = [("eager_h1_origin", h1_origin_offers_h1), ("eager_h2_one_connection", h2_origin_one_connection),
          ("eager_h1_client", h1_client_adopts), ("eager_moved_first_request", moved_first_request),
-         ("eager_overridden_first_request", overridden_first_request),
+         ("eager_overridden_first_request", overridden_first_request), ("eager_socks_one_connection", socks_one_connection),
          ("eager_refused_origin", refused_origin)]
