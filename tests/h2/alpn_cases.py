@@ -226,22 +226,26 @@ def overridden_first_request(w):
 
 
 def socks_one_connection(w):
-    """curl --socks5-hostname --http2 through the proxy port to an h2 origin: the connection SOCKS5 opened to answer
-    the client carries the eager TLS handshake and the request, so the origin sees one connection for one request."""
+    """curl --socks5-hostname through the proxy port to an h2 origin, with --http2 and with no ALPN at all: the
+    connection SOCKS5 opened to answer the client carries the TLS handshake to the origin and the request, so the
+    origin sees one connection for one request."""
     relay = CountingRelay(w.origins["main_tls"])
     try:
-        results, rc, log = curl(w.proxy, w.busymate.ca, ["https://localhost:%d/echo?case=socks-eager" % relay.port], "--http2",
-                                "-x", "socks5h://127.0.0.1:%d" % w.proxy)
-        r = results[0]
-        check(rc == 0 and r["code"] == "200" and r["version"] == "2", "curl over SOCKS5 got 200 over HTTP/2",
-              "rc %d, code %s, version %s: %s" % (rc, r["code"], r["version"], log[-600:]))
-        seen = body_json(r["body"]) or {}
-        check(seen.get("http_version") == "2", "the origin got HTTP/2", seen.get("http_version"))
-        time.sleep(0.3)
-        check(relay.count() == 1, "the origin saw one TCP connection for the one request", "%d connections" % relay.count())
-        rows = w.busymate.rows("~u case=socks-eager")
-        check(len(rows) == 1 and rows[0].get("status") == 200 and rows[0].get("front_end") == "socks5",
-              "one 200 row from the socks5 front end", summary(rows))
+        for name, flags, version in (("h2", ("--http2",), "2"), ("no-alpn", ("--http1.1", "--no-alpn"), "1.1")):
+            before = relay.count()
+            results, rc, log = curl(w.proxy, w.busymate.ca, ["https://localhost:%d/echo?case=socks-eager-%s" % (relay.port, name)], *flags,
+                                    "-x", "socks5h://127.0.0.1:%d" % w.proxy)
+            r = results[0]
+            check(rc == 0 and r["code"] == "200" and r["version"] == version, "%s: curl over SOCKS5 got 200 over HTTP/%s" % (name, version),
+                  "rc %d, code %s, version %s: %s" % (rc, r["code"], r["version"], log[-600:]))
+            seen = body_json(r["body"]) or {}
+            check(seen.get("http_version") == version, "%s: the origin got HTTP/%s" % (name, version), seen.get("http_version"))
+            time.sleep(0.3)
+            check(relay.count() == before + 1, "%s: the origin saw one TCP connection for the one request" % name,
+                  "%d connections" % (relay.count() - before))
+        rows = w.busymate.rows("~u case=socks-eager-", expect=2)
+        check(len(rows) == 2 and all(r.get("status") == 200 and r.get("front_end") == "socks5" for r in rows),
+              "two 200 rows from the socks5 front end", summary(rows))
     finally:
         relay.close()
 
