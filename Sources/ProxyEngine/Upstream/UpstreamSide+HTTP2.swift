@@ -103,8 +103,8 @@ extension UpstreamSide {
             }
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
             report(.ready)
-        case .failure where !fresh && !retriedStream && pooledDial != nil:
-            // The origin's connection takes no new stream (it sent GOAWAY): once, a connection anew.
+        case .failure where (!fresh || connection.goaway.value != nil) && !retriedStream && pooledDial != nil:
+            // The origin's connection takes no new stream (it sent GOAWAY, perhaps with its first SETTINGS): once, a connection anew.
             retriedStream = true
             pooledDial?.pool.forget(key, connection)
             askPool()
