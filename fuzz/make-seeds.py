@@ -356,9 +356,75 @@ seeds("grpc", {
     "snappy": b"\x04" + grpc_frame(b"\xff\x06\x00\x00sNaPpY", True),
     "path-and-status": b"\x00/helloworld.Greeter/SayHello%20%C3%A9",
 })
+
+# The descriptor-set half of fuzz-grpc: a selector byte with its high bit
+# set (its low bits pick a message type), a 2-byte length, a
+# FileDescriptorSet (descriptor.proto, written here by hand as protoc -o
+# writes it), then one message's bytes.
+def pb_varint(n):
+    out = b""
+    while True:
+        byte, n = n & 0x7f, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+def pb_len(number, payload):
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return pb_varint(number << 3 | 2) + pb_varint(len(payload)) + payload
+
+def pb_int(number, value):
+    return pb_varint(number << 3) + pb_varint(value)
+
+def pb_field(name, number, type_, label=1, type_name=None, packed=None):
+    # No type (None): a type name alone, resolved to a message or an enum.
+    out = pb_len(1, name) + pb_int(3, number) + pb_int(4, label) + (pb_int(5, type_) if type_ is not None else b"")
+    if type_name is not None:
+        out += pb_len(6, type_name)
+    if packed is not None:
+        out += pb_len(8, pb_int(2, 1 if packed else 0))
+    return pb_len(2, out)
+
+def pb_method(name, input_, output):
+    return pb_len(2, pb_len(1, name) + pb_len(2, input_) + pb_len(3, output))
+
+entry = pb_len(1, "AttrsEntry") + pb_field("key", 1, 9) + pb_field("value", 2, 9) + pb_len(7, pb_int(7, 1))
+echo_message = (pb_len(1, "Msg") + pb_field("text", 1, 9) + pb_field("n", 2, 5) + pb_field("inner", 3, 11, type_name=".echo.Msg")
+                + pb_field("tags", 4, 5, label=3, packed=True) + pb_field("kind", 5, 14, type_name=".echo.Kind")
+                + pb_field("attrs", 6, 11, label=3, type_name=".echo.Msg.AttrsEntry") + pb_field("blob", 7, 12)
+                + pb_field("ratio", 8, 1) + pb_field("small", 9, 17) + pb_len(3, entry))
+echo_enum = pb_len(1, "Kind") + pb_len(2, pb_len(1, "A") + pb_int(2, 0)) + pb_len(2, pb_len(1, "B") + pb_int(2, 1))
+echo_file = (pb_len(1, "echo.proto") + pb_len(2, "echo") + pb_len(4, echo_message) + pb_len(5, echo_enum)
+             + pb_len(6, pb_len(1, "Echo") + pb_method("Say", ".echo.Msg", ".echo.Msg")))
+echo_set = pb_len(1, echo_file)
+# Type names relative to their scope (protoc writes full ones; others may not), and a message that holds itself.
+relative_file = (pb_len(1, "rel.proto") + pb_len(2, "a.b") + pb_len(4, pb_len(1, "Outer") + pb_field("inner", 1, None, type_name="Inner")
+                 + pb_field("self", 2, 11, type_name="Outer") + pb_field("color", 3, None, type_name="Color")
+                 + pb_len(3, pb_len(1, "Inner") + pb_field("x", 1, 18, label=3))
+                 + pb_len(4, pb_len(1, "Color") + pb_len(2, pb_len(1, "RED") + pb_int(2, 1)))))
+relative_set = pb_len(1, relative_file)
+echo_payload = (pb_len(1, "hello") + pb_int(2, 150) + pb_len(3, pb_len(1, "inner")) + pb_len(4, pb_varint(1) + pb_varint(300))
+                + pb_int(5, 1) + pb_len(6, pb_len(1, "k") + pb_len(2, "v")) + pb_len(7, b"\x00\xff") + b"\x41" + b"\x00" * 8
+                + b"\x4d\x01\x00\x00\x00" + pb_int(99, 7))
+
+def schema_seed(selector, descriptor_set, payload):
+    return bytes([0x80 | selector]) + struct.pack(">H", len(descriptor_set)) + descriptor_set + payload
+
+seeds("grpc", {
+    "schema-echo": schema_seed(0, echo_set, echo_payload),
+    "schema-echo-map-entry": schema_seed(0, echo_set, pb_len(1, "k") + pb_len(2, "v")),
+    "schema-echo-wrong-wire-types": schema_seed(1, echo_set, pb_int(1, 5) + pb_len(2, "x") + pb_len(3, b"\xff\xff")),
+    "schema-relative-names": schema_seed(0, relative_set, pb_len(1, pb_int(1, 3) + pb_int(1, 4)) + pb_len(2, pb_len(2, b"")) + pb_int(3, 1)),
+    "schema-two-files": schema_seed(2, echo_set + relative_set, echo_payload),
+    "schema-not-a-set": schema_seed(0, pb_int(2, 1), b""),
+    "schema-cut-short": schema_seed(0, echo_set[:40], echo_payload),
+})
+
 dictionary("grpc", [
     "\x00\x00\x00\x00", "\x01\x00\x00\x00", "\x80\x00\x00\x00", "\x08", "\x0a", "\x0d", "\x09", "\x0b", "\x0c", "\x12", "\x1a",
     "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "\x1f\x8b\x08\x00", "grpc-status: ", "grpc-message: ", "%C3%A9",
+    # descriptor.proto's tags: a file's name, package, message_type, enum_type, service; a field's number, label, type, type_name, options
+    "\x22", "\x2a", "\x32", "\x18", "\x20", "\x28", "\x30", "\x3a", "\x42", "\x10\x01", ".echo.Msg", ".google.protobuf.Any",
 ])
 
 # --- http2: what an h2c client sends to the explicit proxy after the

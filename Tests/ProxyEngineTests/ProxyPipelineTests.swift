@@ -167,6 +167,22 @@ import CaptureStore
         #expect(try h.upstreamReceived().hasPrefix("GET /again HTTP/1.1\r\n"))
     }
 
+    /// A kept-alive connection is reused only for the same address: a
+    /// request a host_override rule sends elsewhere is dialled there, not
+    /// written on the connection to where the name resolves.
+    @Test func aRequestMovedByHostOverrideDoesNotRideTheConnectionToTheName() throws {
+        let h = try Harness(rules: #"{"name": "moved", "match": "example.com/moved*", "action": "host_override", "address": "127.0.0.9"}"#)
+        try h.send("GET http://example.com/first HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        #expect(try h.upstreamReceived(0).hasPrefix("GET /first HTTP/1.1\r\n"))
+        try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
+        #expect(try h.clientReceived().hasSuffix("hi"))
+        try h.send("GET http://example.com/moved HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        #expect(h.connector.dials == ["example.com:80", "example.com:80"] && h.connector.overrides == [nil, "127.0.0.9"],
+                "dials \(h.connector.dials), to \(h.connector.overrides)")
+        #expect(try h.upstreamReceived(0).isEmpty, "nothing more went to the connection to the name")
+        #expect(try h.upstreamReceived(1).hasPrefix("GET /moved HTTP/1.1\r\n"))
+    }
+
     @Test func aBodyIsStreamedBothWaysAndACloseDelimitedAnswerIsRechunked() throws {
         let h = try Harness()
         try h.send("POST http://example.com/up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 6\r\n\r\nabc")

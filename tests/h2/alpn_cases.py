@@ -12,10 +12,11 @@ class CountingRelay:
     """A TCP relay on 127.0.0.1 port 0 in front of an origin: counts the
     connections it accepts (what the origin sees) and pipes bytes both ways."""
 
-    def __init__(self, port):
+    def __init__(self, port, host="127.0.0.1", listen_port=0):
         self.target, self.accepted, self.closed, self.lock = port, 0, 0, threading.Lock()
         self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind((host, listen_port))
         self.server.listen(16)
         self.port = self.server.getsockname()[1]
         threading.Thread(target=self.serve, daemon=True).start()
@@ -180,6 +181,75 @@ def moved_first_request(w):
         w.busymate.wait_applied()
 
 
+def overridden_first_request(w):
+    """The first request has a host_override rule of its own (it matches the request, not the CONNECT): it goes to
+    the rule's address, not over the connection dialled during the handshake to where the name resolves, for an
+    HTTP/1.1 client and for an HTTP/2 one; the eager connection carries nothing and is closed."""
+    named = CountingRelay(w.origins["main_tls"])
+    moved = CountingRelay(w.origins["main_tls"], host="127.0.0.2", listen_port=named.port)
+    w.busymate.write_settings(rules=[{"name": "override-first", "match": "~u case=eager-override", "action": "host_override",
+                                      "address": "127.0.0.2"}])
+    w.busymate.wait_applied()
+    try:
+        for alpn in (("http/1.1",), ("h2", "http/1.1")):
+            before, moved_before = named.count(), moved.count()
+            sock, chosen = h2client.open_mitm(w.proxy, "localhost", named.port, w.busymate.ca, alpn=alpn)
+            check(named.count() == before + 1, "%s: the origin was dialled during the handshake" % chosen, named.count() - before)
+            closed = named.closed_count()
+            path = "/echo?case=eager-override-%s" % chosen
+            if chosen == "h2":
+                client = h2client.H2Client(sock)
+                sid = client.request("GET", "localhost:%d" % named.port, path)
+                client.wait([sid], 10)
+                status = client.streams[sid].status
+            else:
+                sock.settimeout(10)
+                sock.sendall(b"GET %s HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % (path.encode(), named.port))
+                status = sock.recv(65536)[9:12].decode()
+            check(status == "200", "%s: the overridden request got 200" % chosen, status)
+            check(moved.count() == moved_before + 1, "%s: the request went to the rule's address (127.0.0.2), dialled for it" % chosen,
+                  "%d connections at 127.0.0.2" % (moved.count() - moved_before))
+            deadline = time.monotonic() + 2
+            while named.closed_count() == closed and time.monotonic() < deadline:
+                time.sleep(0.05)
+            check(named.closed_count() == closed + 1, "%s: the unused eager connection was closed" % chosen,
+                  "%d closed" % (named.closed_count() - closed))
+            sock.close()
+        rows = w.busymate.rows("~u case=eager-override", expect=2)
+        check(len(rows) == 2 and all(r.get("status") == 200 and r.get("rule") == "override-first" for r in rows),
+              "two 200 rows naming the rule", summary(rows))
+    finally:
+        named.close()
+        moved.close()
+        w.busymate.write_settings()
+        w.busymate.wait_applied()
+
+
+def socks_one_connection(w):
+    """curl --socks5-hostname through the proxy port to an h2 origin, with --http2 and with no ALPN at all: the
+    connection SOCKS5 opened to answer the client carries the TLS handshake to the origin and the request, so the
+    origin sees one connection for one request."""
+    relay = CountingRelay(w.origins["main_tls"])
+    try:
+        for name, flags, version in (("h2", ("--http2",), "2"), ("no-alpn", ("--http1.1", "--no-alpn"), "1.1")):
+            before = relay.count()
+            results, rc, log = curl(w.proxy, w.busymate.ca, ["https://localhost:%d/echo?case=socks-eager-%s" % (relay.port, name)], *flags,
+                                    "-x", "socks5h://127.0.0.1:%d" % w.proxy)
+            r = results[0]
+            check(rc == 0 and r["code"] == "200" and r["version"] == version, "%s: curl over SOCKS5 got 200 over HTTP/%s" % (name, version),
+                  "rc %d, code %s, version %s: %s" % (rc, r["code"], r["version"], log[-600:]))
+            seen = body_json(r["body"]) or {}
+            check(seen.get("http_version") == version, "%s: the origin got HTTP/%s" % (name, version), seen.get("http_version"))
+            time.sleep(0.3)
+            check(relay.count() == before + 1, "%s: the origin saw one TCP connection for the one request" % name,
+                  "%d connections" % (relay.count() - before))
+        rows = w.busymate.rows("~u case=socks-eager-", expect=2)
+        check(len(rows) == 2 and all(r.get("status") == 200 and r.get("front_end") == "socks5" for r in rows),
+              "two 200 rows from the socks5 front end", summary(rows))
+    finally:
+        relay.close()
+
+
 def refused_origin(w):
     """An origin that refuses the TCP connection: the client's handshake still completes, and its request gets 502
     with the reason (eager ALPN falls back to the offer it would make without it)."""
@@ -196,4 +266,5 @@ def refused_origin(w):
 
 CASES = [("eager_h1_origin", h1_origin_offers_h1), ("eager_h2_one_connection", h2_origin_one_connection),
          ("eager_h1_client", h1_client_adopts), ("eager_moved_first_request", moved_first_request),
+         ("eager_overridden_first_request", overridden_first_request), ("eager_socks_one_connection", socks_one_connection),
          ("eager_refused_origin", refused_origin)]

@@ -12,21 +12,35 @@ extension ConnectionRouter {
     static let eagerProtocols: Set<String> = ["h2", "http/1.1"]
 
     /// Starts the origin's dial when the client offered ALPN and HTTP/2 is
-    /// on (`proxy.http2`); false: hand over as without it.
+    /// on (`proxy.http2`); false: hand over as without it. A SOCKS5
+    /// connection's TLS to the origin goes over the connection its handshake
+    /// opened (offering `http/1.1` alone when the client offered no ALPN or
+    /// HTTP/2 is off), so the origin sees one connection, not two.
     func dialEagerly(_ target: ProxyTarget, _ tls: InterceptTLS, context: ChannelHandlerContext) -> Bool {
-        guard tls.upstream.http2, case let .found(hello) = TLSHello.parse(seen, expecting: 1),
-              let offer = hello.alpn?.filter(Self.eagerProtocols.contains), !offer.isEmpty else { return false }
+        let peer = dialled.flatMap { $0.peer.isActive && $0.tunnel.early == nil ? $0.peer : nil }
+        let fromHello: [String]? = {
+            guard tls.upstream.http2, case let .found(hello) = TLSHello.parse(seen, expecting: 1) else { return nil }
+            return hello.alpn?.filter(Self.eagerProtocols.contains)
+        }()
+        guard let offer = fromHello.flatMap({ $0.isEmpty ? nil : $0 }) ?? (peer != nil ? ["http/1.1"] : nil) else {
+            dropDialled()
+            return false
+        }
         if services.interception.upstreamProxy(for: target.host) != nil {
             logger.debug("eager ALPN skipped: upstream_proxy chains this host; the origin is dialled per request",
                          metadata: ["TARGET": "\(target)"])
+            dropDialled()
             return false
         }
-        // Where the first request would go: the redirected connection's
-        // pin, or a CONNECT's host_override.
-        let override = pinned ?? connectHead.flatMap { owner.passThroughOverride(for: target, headers: $0.headers)?.address }
+        // Where the first request would go: the redirected or SOCKS5
+        // connection's pin, or a host_override rule's address.
+        let override = pinned ?? owner.passThroughOverride(for: target, headers: connectHead?.headers)?.address
+        // SOCKS5's connection is the eager one's now: the router no longer closes it.
+        dialled = nil
         state = .eagerDialling
-        logger.debug("eager ALPN: dialling the origin first", metadata: ["TARGET": "\(target)", "ALPN": "\(offer)"])
-        EagerOrigin.dial(target, override: override, offer: offer, upstreamTLS: tls.upstream, services: services,
+        logger.debug("eager ALPN: dialling the origin first",
+                     metadata: ["TARGET": "\(target)", "ALPN": "\(offer)", "OVER_SOCKS5_CONNECTION": "\(peer != nil)"])
+        EagerOrigin.dial(target, override: override, over: peer, offer: offer, upstreamTLS: tls.upstream, services: services,
                          on: context.eventLoop) { [self] result in
             eagerDialled(target, tls, offer: offer, result)
         }

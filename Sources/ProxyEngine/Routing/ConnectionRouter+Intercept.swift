@@ -54,7 +54,7 @@ extension ConnectionRouter {
     /// When the client offered ALPN, the origin is dialled first and the
     /// client is offered what it chose (`dialEagerly`).
     func handOverTLS(_ target: ProxyTarget, _ tls: InterceptTLS, context: ChannelHandlerContext) {
-        dropDialled()
+        // SOCKS5's connection: the eager dial takes it, else it is closed.
         if dialEagerly(target, tls, context: context) { return }
         handOverTLS(target, serverContext: tls.serverContext, upstream: tls.upstream, eager: nil, context: context)
     }

@@ -14,10 +14,10 @@ struct EagerOrigin {
         case http1(UpstreamHTTP2Pool.Parked)
     }
 
-    /// Where it goes: the intercepted target, over TLS, never chained.
+    /// Where it goes: the intercepted target, over TLS, never chained, to
+    /// the address it was dialled to (a transparent connection's pin, a
+    /// CONNECT's host_override).
     let key: UpstreamSide.Key
-    /// The address it was dialled to (a transparent connection's pin, a CONNECT's host_override).
-    let override: String?
     let connection: Connection
 
     var channel: Channel {
@@ -29,9 +29,9 @@ struct EagerOrigin {
 
     var isHTTP2: Bool { if case .http2 = connection { true } else { false } }
 
-    /// What a request must look like to take it over.
-    func fits(_ key: UpstreamSide.Key, override: String?) -> Bool {
-        key == self.key && override == self.override && channel.isActive
+    /// What a request must look like to take it over: the same target at the same address.
+    func fits(_ key: UpstreamSide.Key) -> Bool {
+        key == self.key && channel.isActive
     }
 
     func close() { channel.close(promise: nil) }

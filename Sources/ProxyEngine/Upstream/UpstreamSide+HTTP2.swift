@@ -73,6 +73,19 @@ extension UpstreamSide {
             return
         }
         switch result {
+        case let .success(stream) where connection.goaway.value != nil:
+            // The origin's GOAWAY came while the stream was being opened (a
+            // server shutting down sends it with its first SETTINGS): nothing
+            // went on it, so it goes on a new connection, once.
+            stream.close(promise: nil)
+            guard !retriedStream, let pool = pooledDial?.pool else {
+                state = .none
+                report(.closed(key.target, OriginRefusedStream(bodyAlreadySent: false)))
+                return
+            }
+            retriedStream = true
+            pool.forget(key, connection)
+            askPool()
         case let .success(stream):
             if !fresh {
                 hello = connection.hello
@@ -90,8 +103,8 @@ extension UpstreamSide {
             }
             if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
             report(.ready)
-        case .failure where !fresh && !retriedStream && pooledDial != nil:
-            // The origin's connection takes no new stream (it sent GOAWAY): once, a connection anew.
+        case .failure where (!fresh || connection.goaway.value != nil) && !retriedStream && pooledDial != nil:
+            // The origin's connection takes no new stream (it sent GOAWAY, perhaps with its first SETTINGS): once, a connection anew.
             retriedStream = true
             pooledDial?.pool.forget(key, connection)
             askPool()

@@ -18,11 +18,15 @@ final class UpstreamSide {
         case connected(Key, Channel, UpstreamLayer)
     }
 
-    /// What an upstream connection is for: reused only for the same.
+    /// What an upstream connection is for: reused only for the same. The
+    /// address a host_override rule (or a redirected connection's pin)
+    /// sends the name to is part of it: a request moved elsewhere does not
+    /// ride a connection dialled to where the name resolves.
     struct Key: Hashable {
         var target: ProxyTarget
         var secure: Bool
         var chained: Bool
+        var override: String?
     }
 
     var state = State.none
@@ -75,7 +79,7 @@ final class UpstreamSide {
     /// `eager`: the origin connection dialled before the client's handshake,
     /// offered to an HTTP/1 client's first exchange (taken when it fits, else closed).
     func begin(_ request: UpstreamRequest, override: String?, eager: EagerOrigin? = nil) {
-        let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil)
+        let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil, override: override)
         stopWatchingGoaway()
         retry = StreamRetry()
         switch state {
@@ -88,7 +92,7 @@ final class UpstreamSide {
         }
         if leg != nil { retry.sent(.head(request.head)) }
         if let eager {
-            if eager.fits(key, override: override), case let .http1(parked) = eager.connection {
+            if eager.fits(key), case let .http1(parked) = eager.connection {
                 state = .connecting(key, pending: [.head(request.head)])
                 adopt(parked, key: key)
                 return

@@ -4,7 +4,8 @@
 //
 // Input: the first byte picks the side's grpc-encoding (gzip, deflate,
 // identity, snappy, none); the rest is the body, split and decoded as the
-// views do, and also decoded whole as one protobuf message.
+// views do, and also decoded whole as one protobuf message. A first byte
+// with its high bit set picks the descriptor-set half instead (Schema.swift).
 //
 // Properties:
 // - it never traps, whatever the bytes (lengths past the end, bad flags,
@@ -61,6 +62,10 @@ func check(_ result: Result<[ProtobufField], ProtobufWire.DecodeError>, size: In
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     Fuzz.input(data, size) { input in
         guard let selector = input.first else { return }
+        if selector & 0x80 != 0 {
+            fuzzDescriptorSet(selector, Array(input.dropFirst())[...])
+            return
+        }
         let body = Data(input.dropFirst())
         let encoding = [nil, "gzip", "deflate", "identity", "snappy"][Int(selector) % 5]
         let split = GRPCMessages(body, encoding: encoding)
