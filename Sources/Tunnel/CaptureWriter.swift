@@ -169,8 +169,9 @@ public final class CaptureWriter: CaptureSink {
     /// Pinned hosts, with when a client last refused us for each; pins not
     /// committed yet included (a reload meanwhile must not unpin them).
     func pinnedHosts() -> [String: Date] {
-        let stored = ((try? pins.all()) ?? []).map { ($0.host, $0.lastSeen) }
+        // The queue first: a pin committed between the two reads is then in one of them.
         let queued = pendingPins.withLock { $0.map { ($0.host, $0.at) } }
+        let stored = ((try? pins.all()) ?? []).map { ($0.host, $0.lastSeen) }
         return Dictionary(stored + queued, uniquingKeysWith: max)
     }
 

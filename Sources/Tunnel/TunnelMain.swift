@@ -154,7 +154,10 @@ public enum TunnelMain {
             case .settings:
                 await runtime.reloadSettings()
                 // pin_ttl may have changed: the pins' ends follow it.
-                if let capture { interception.setPinned(capture.pinnedHosts()) }
+                if let capture {
+                    let since = Date()
+                    interception.setPinned(capture.pinnedHosts(), readSince: since)
+                }
             case .controlSocket: await runtime.attachIfNeeded()
             case .caPEM, .caKey: await runtime.reloadCA()
             case .deviceToken: break
@@ -166,7 +169,10 @@ public enum TunnelMain {
                 case .settingsDidChange:
                     await runtime.reloadSettings()
                     // `busymate pinned remove` posts this too.
-                    if let capture { interception.setPinned(capture.pinnedHosts()) }
+                    if let capture {
+                        let since = Date()
+                        interception.setPinned(capture.pinnedHosts(), readSince: since)
+                    }
                 case .caDidChange: await runtime.reloadCA()
                 case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
                 default: break

@@ -125,7 +125,8 @@ extension ApplianceTests {
         // Pins expire after ssl_proxying.pin_ttl.
         try appliance.writeSettings(Appliance.pinningSettings(trust: originCA)
             .replacingOccurrences(of: #""ssl_proxying": {"#, with: #""ssl_proxying": {"pin_ttl": "2s", "#))
-        try waitUntil("the short TTL is in force", timeout: 3) { try appliance.status().bool("settings.valid") == true }
+        // The tunnel runs on the new file (a reload forgets what it learned of the client, so it must come first).
+        try appliance.waitUntilTunnelApplied(timeout: 5)
         try appliance.trustUsElsewhere(tlsOrigin)
         // Two refusals (the removal forgot the earlier ones), then passed through.
         // Under load a 2 s pin can end between two curls: any pass-through shows it was pinned.

@@ -35,4 +35,22 @@ import Testing
         for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] { #expect(IPNetwork.isLoopback(ip)) }
         for ip in ["10.0.0.2", "192.168.1.20", "fe80::1", "::ffff:10.0.0.2"] { #expect(!IPNetwork.isLoopback(ip)) }
     }
+
+    /// A pin made while the store was being read is not in what was read:
+    /// it is kept, where one made before the read and gone from it was removed.
+    @Test func aPinMadeWhileTheStoreWasReadSurvivesTheRead() {
+        let interception = Interception()
+        interception.apply(AppSettings())
+        interception.noteTrusted(client: "10.0.0.2", host: "other.test")
+        let readBegan = Date()
+        #expect(interception.refused("pinned.test", reason: "test", client: "10.0.0.2") == .firstRefusal)
+        guard case .pinned = interception.refused("pinned.test", reason: "test", client: "10.0.0.2") else {
+            Issue.record("a second refusal pins")
+            return
+        }
+        interception.setPinned([:], readSince: readBegan)
+        #expect(interception.isPinned("pinned.test"), "a pin newer than the read stays")
+        interception.setPinned([:], readSince: Date().addingTimeInterval(1))
+        #expect(!interception.isPinned("pinned.test"), "a read that began after it, without it: removed (busymate pinned remove)")
+    }
 }

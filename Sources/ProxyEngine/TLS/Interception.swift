@@ -117,6 +117,11 @@ public final class Interception: Sendable {
         return .intercept(contexts, upstream)
     }
 
+    /// Whether `host` is passed through as pinned now.
+    func isPinned(_ host: String) -> Bool {
+        pinned.withLock { $0[host.lowercased()] }.map { $0 > Date() } ?? false
+    }
+
     /// What became of a refused handshake.
     enum PinOutcome: Equatable {
         /// Passed through until then.
@@ -172,13 +177,15 @@ public final class Interception: Sendable {
     }
 
     /// The stored pins (host → when a client last refused us for it): each
-    /// lasts `pin_ttl` from then.
-    public func setPinned(_ lastRefused: [String: Date]) {
+    /// lasts `pin_ttl` from then. `readSince`: when the read of the store
+    /// began; a pin made here after that is not in it yet and is kept.
+    public func setPinned(_ lastRefused: [String: Date], readSince: Date = .distantFuture) {
         let ttl = state.withLock { $0.pinTTL }
         let removed = pinned.withLock { table -> Set<String> in
-            let old = Set(table.keys)
+            let old = table
             table = Dictionary(lastRefused.map { ($0.key.lowercased(), $0.value.addingTimeInterval(ttl)) }, uniquingKeysWith: max)
-            return old.subtracting(table.keys)
+            for (host, until) in old where table[host] == nil && until.addingTimeInterval(-ttl) >= readSince { table[host] = until }
+            return Set(old.keys).subtracting(table.keys)
         }
         // A removed pin starts from no refusals: it takes two again.
         if !removed.isEmpty { evidence.withLock { e in removed.forEach { e.forget(host: $0) } } }
