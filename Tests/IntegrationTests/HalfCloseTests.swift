@@ -47,6 +47,26 @@ import Testing
         #expect(rows.first?["error"] == nil || rows.first?["error"] is NSNull, "\(rows)")
     }
 
+    /// Two requests in one write and the FIN right behind them (`printf … | nc -N`):
+    /// both are answered in order, the second says it is the last, then the proxy closes.
+    @Test func pipelinedRequestsFromAClientThatShutItsWriteSideAreAllAnswered() async throws {
+        let origin = try await Origin.plain()
+        defer { Task { await origin.stop() } }
+        let appliance = try Appliance()
+        try appliance.start()
+        let base = "http://127.0.0.1:\(origin.port)"
+        let got = try Self.run(Reply.self, ["pipelined", "\(try appliance.proxyPort)", "\(base)/slow?ms=200", "\(base)/slow?ms=100"])
+        let reply = got.reply ?? ""
+        let answers = reply.components(separatedBy: "HTTP/1.1 200").dropFirst()
+        #expect(answers.count == 2, "\(got)")
+        #expect(answers.first?.contains("origin GET /slow?ms=200") == true, "\(got)")
+        #expect(answers.last?.hasSuffix("origin GET /slow?ms=100\n") == true, "\(got)")
+        #expect(answers.last?.lowercased().contains("connection: close\r\n") == true, "\(got)")
+        #expect(got.end == "eof")
+        let rows = try appliance.rows("both exchanges are stored", until: { $0.count == 2 })
+        #expect(rows.allSatisfy { $0["status"] as? Int == 200 && ($0["error"] == nil || $0["error"] is NSNull) }, "\(rows)")
+    }
+
     @Test func anInterceptedRequestAfterTheClientsCloseNotifyIsAnswered() async throws {
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }

@@ -5,6 +5,9 @@ object with what it got.
 usage:
   halfclose.py plain PROXY_PORT URL
       An absolute-form GET, then shutdown(SHUT_WR) at once; reads the reply to EOF.
+  halfclose.py pipelined PROXY_PORT URL1 URL2
+      Two absolute-form GETs in one write, then shutdown(SHUT_WR) at once;
+      reads both replies to EOF.
   halfclose.py mitm PROXY_PORT HOST:PORT PATH CA_FILE
       CONNECT, TLS trusting CA_FILE, a GET for PATH, then TLS close_notify and
       shutdown(SHUT_WR); reads the decrypted reply to the server's EOF.
@@ -71,6 +74,16 @@ def raw_origin(handler):
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     return server.getsockname()[1], thread, result
+
+
+def pipelined(proxy_port, first, second):
+    s = socket.create_connection(("127.0.0.1", proxy_port))
+    requests = b"".join(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (url.encode(), url.split("/")[2].encode()) for url in (first, second))
+    s.sendall(requests)
+    s.shutdown(socket.SHUT_WR)
+    data, end = read_to_eof(s)
+    s.close()
+    return {"reply": data.decode("latin-1"), "end": end}
 
 
 def plain(proxy_port, url):
@@ -186,6 +199,8 @@ def main():
     mode = sys.argv[1]
     if mode == "plain":
         out = plain(int(sys.argv[2]), sys.argv[3])
+    elif mode == "pipelined":
+        out = pipelined(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif mode == "mitm":
         out = mitm(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
     elif mode == "passthrough-client":
