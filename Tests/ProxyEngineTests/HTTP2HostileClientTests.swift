@@ -52,6 +52,27 @@ import Testing
         #expect(h.client.isActive)
     }
 
+    /// One stream's error (a header name in upper case: RST_STREAM) while
+    /// the client is not reading, as in a back-pressured download: only that
+    /// stream ends; the connection, and what its other streams carry, stays.
+    @Test func aStreamErrorWhileTheClientIsNotReadingLeavesTheConnectionOpen() throws {
+        let h = try Harness()
+        try Self.send(h, H2Wire.opening)
+        _ = try Self.received(h)
+        h.client.isWritable = false
+        h.client.pipeline.fireChannelWritabilityChanged()
+        let bad = H2Wire.request("/x") + H2Wire.literal("X-Upper", "v")
+        try? Self.send(h, H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, bad))
+        #expect(h.client.isActive, "a stream error closed the whole connection")
+        h.client.isWritable = true
+        h.client.pipeline.fireChannelWritabilityChanged()
+        h.client.embeddedEventLoop.run()
+        let frames = try Self.received(h)
+        #expect(frames.contains { $0.is(.rstStream) && $0.stream == 1 }, "\(frames.map(\.kind))")
+        #expect(Self.goaway(frames) == nil)
+        #expect(h.connector.dials.isEmpty)
+    }
+
     /// CVE-2023-44487: a stream opened and cancelled, over and over. The
     /// connection ends with ENHANCE_YOUR_CALM once HTTP2Limits.maxResets is
     /// passed; the dials it caused stay within that bound, none follow the

@@ -20,7 +20,7 @@ extension UpstreamSide {
         // An origin that breaks the protocol gets its GOAWAY and is let go: the streams on it fail now, not at their timeout.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger, client: true)
         try channel.pipeline.syncOperations.addHandlers([closer, handler, RemoteSettingsWatcher(promise: settled),
-                                                         HTTP2ConnectionErrorCloser.Stalled(logger: services.logger)])
+                                                         HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)])
         let connection = UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello,
                                                       goaway: NIOLoopBoundBox(nil, eventLoop: channel.eventLoop))
         return (connection, settled.futureResult)

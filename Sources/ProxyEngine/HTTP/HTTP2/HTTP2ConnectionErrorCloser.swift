@@ -24,6 +24,8 @@ final class HTTP2ConnectionErrorCloser {
 
     private static let goawayType: UInt8 = 7
     private var state: State
+    /// A GOAWAY with an error went down: the connection is over (for `Stalled`).
+    private(set) var sentErrorGoaway = false
     private let logger: Logger
 
     /// `client`: the connection is ours to an origin, and opens with the 24-byte preface.
@@ -100,6 +102,7 @@ extension HTTP2ConnectionErrorCloser: ChannelDuplexHandler {
             context.write(data, promise: promise)
             return
         }
+        sentErrorGoaway = true
         // Close once the GOAWAY is out: closing first would drop it.
         let written = promise ?? context.eventLoop.makePromise()
         context.write(data, promise: written)
@@ -113,16 +116,22 @@ extension HTTP2ConnectionErrorCloser: ChannelDuplexHandler {
 
 extension HTTP2ConnectionErrorCloser {
     /// At the end of the connection's pipeline, where NIO's handler reports
-    /// its errors: one while the client does not read closes the connection
-    /// (its GOAWAY could not be written).
+    /// its errors: a connection error (its GOAWAY went down) while the peer
+    /// does not read closes the connection, as that GOAWAY cannot reach it.
+    /// One stream's error (a RST_STREAM) leaves the connection alone: in a
+    /// back-pressured download the other streams go on.
     final class Stalled: ChannelInboundHandler {
         typealias InboundIn = NIOAny
         private let logger: Logger
+        private let closer: HTTP2ConnectionErrorCloser
 
-        init(logger: Logger) { self.logger = logger }
+        init(logger: Logger, closer: HTTP2ConnectionErrorCloser) {
+            self.logger = logger
+            self.closer = closer
+        }
 
         func errorCaught(context: ChannelHandlerContext, error: Error) {
-            if !context.channel.isWritable, context.channel.isActive {
+            if closer.sentErrorGoaway, !context.channel.isWritable, context.channel.isActive {
                 logger.debug("closing an HTTP/2 connection that does not read after an error", metadata: ["ERROR": "\(error)"])
                 context.close(promise: nil)
             }
