@@ -43,6 +43,20 @@ import Testing
         #expect(frames.contains { $0.is(.data) && $0.stream == 1 && $0.payload == Array("hi".utf8) })
     }
 
+    /// h2c to the explicit proxy with `:scheme https`: refused as an
+    /// absolute-form https:// URL is (it must come through CONNECT), never
+    /// fetched in plain text from the named port.
+    @Test func anH2CRequestForHTTPSIsRefusedNotFetchedInPlainText() throws {
+        let h = try Harness()
+        let request = H2Wire.literal(":method", "GET") + H2Wire.literal(":scheme", "https") + H2Wire.literal(":authority", "example.com:443")
+            + H2Wire.literal(":path", "/secret")
+        try Self.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, request))
+        h.client.embeddedEventLoop.run()
+        #expect(h.connector.dials.isEmpty, "dialled \(h.connector.dials)")
+        var decoder = HPACKDecoder(allocator: .init())
+        #expect(try H2Wire.statuses(Self.received(h), decoder: &decoder) == [1: "400"])
+    }
+
     @Test func aPingIsAnsweredWithItsOwnData() throws {
         let h = try Harness()
         let opaque = Array("busymate".utf8)

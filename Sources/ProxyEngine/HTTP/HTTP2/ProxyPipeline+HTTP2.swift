@@ -61,6 +61,8 @@ extension ProxyPipeline {
                 let exchange = HTTPExchangeHandler(owner: owner, route: route)
                 exchange.pinnedAddress = pinnedAddress
                 exchange.clientSNI = sni
+                // h2c to the explicit proxy: the request's :scheme decides whether it may be fetched.
+                if priorKnowledge, case .absoluteForm = route { try stream.pipeline.syncOperations.addHandler(H2CSchemeTap(exchange: exchange)) }
                 try stream.pipeline.syncOperations.addHandlers([HeadersEndMerger(), HTTP2FramePayloadToHTTP1ServerCodec(), exchange])
             }
         }

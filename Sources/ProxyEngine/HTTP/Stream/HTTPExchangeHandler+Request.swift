@@ -38,7 +38,7 @@ extension HTTPExchangeHandler {
             }
             // h2c to the explicit proxy: :authority names the host, the request is plain HTTP.
             if leg.priorKnowledge, case .absoluteForm = route, received.uri.hasPrefix("/"), let host = received.headers.first(name: "host") {
-                received.uri = "http://\(host)\(received.uri)"
+                received.uri = "\(requestScheme == "https" ? "https" : "http")://\(host)\(received.uri)"
             }
         }
         if case .absoluteForm = route, received.method == .CONNECT {

@@ -42,6 +42,8 @@ final class HTTPExchangeHandler {
     /// A transparent connection's original destination address: every
     /// request on it is dialled there, whatever its Host resolves to.
     var pinnedAddress: String?
+    /// An h2c stream's `:scheme` (`H2CSchemeTap`), which NIO's codec drops.
+    var requestScheme: String?
     private var pendingRead = false
     private var waitingForCapture = false
 
