@@ -7,15 +7,22 @@ import Testing
 /// Streams answered in one event loop tick share one flush of their HTTP/2
 /// connection (one TLS flush, one `write`), each direction: the responses
 /// the origins sent meanwhile, to the client; the requests a client sent
-/// in one read, to an HTTP/2 origin. Each test counts the flushes that
-/// reach the connection's socket.
+/// in one read, to an HTTP/2 origin; their small frames as one write (one
+/// TLS record). Each test counts the writes and flushes that reach the
+/// connection's socket.
 @Suite struct HTTP2FlushTests {
     typealias Harness = ProxyPipelineTests.Harness
 
-    /// Next to the socket: counts the flushes that reach it.
+    /// Next to the socket: counts the writes and flushes that reach it.
     final class FlushCounter: ChannelOutboundHandler {
         typealias OutboundIn = NIOAny
         var flushes = 0
+        var writes = 0
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            writes += 1
+            context.write(data, promise: promise)
+        }
 
         func flush(context: ChannelHandlerContext) {
             flushes += 1
@@ -37,6 +44,7 @@ import Testing
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb", 1)
         h.client.embeddedEventLoop.run()
         #expect(counter.flushes == 1, "\(counter.flushes) flushes for two answers in one tick")
+        #expect(counter.writes == 1, "\(counter.writes) writes for two small answers in one tick")
         let frames = try HTTP2HostileClientTests.received(h)
         var decoder = HPACKDecoder(allocator: .init())
         #expect(try H2Wire.statuses(frames, decoder: &decoder) == [1: "200", 3: "200"])
@@ -66,6 +74,7 @@ import Testing
         try HTTP2HostileClientTests.send(h, call(3) + call(5))
         #expect(h.connector.dials.count == 1, "dials: \(h.connector.dials)")
         #expect(counter.flushes == 1, "\(counter.flushes) flushes for two calls read together")
+        #expect(counter.writes == 1, "\(counter.writes) writes for two small calls read together")
         var bytes: [UInt8] = []
         while let buffer = try origin.readOutbound(as: ByteBuffer.self) { bytes += buffer.readableBytesView }
         let frames = H2Wire.frames(bytes).frames
