@@ -12,10 +12,12 @@ import Testing
 @Suite struct HTTP2HostileClientTests {
     typealias Harness = ProxyPipelineTests.Harness
 
-    /// The client's bytes in, then what the loop was asked to do next.
+    /// The client's bytes in, then what the loop was asked to do next; the
+    /// loop goes round also when the bytes end in an error (a connection's
+    /// flush waits for the end of the tick, GOAWAY included).
     static func send(_ h: Harness, _ bytes: [UInt8]) throws {
+        defer { h.client.embeddedEventLoop.run() }
         try h.client.writeInbound(ByteBuffer(bytes: bytes))
-        h.client.embeddedEventLoop.run()
     }
 
     /// Everything the proxy wrote to the client so far, as frames.

@@ -7,9 +7,9 @@ import NIOHTTP2
 /// the bytes are glued instead). Confined to the connection's event loop.
 final class UpstreamLayer {
     let handler: UpstreamHandler
-    private let encoder = HTTPRequestEncoder()
-    // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
-    private let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward))
+    /// The HTTP/1 codec of a connection of its own; made there only (a
+    /// stream has NIO's HTTP/2 codec, and there is one layer per stream).
+    private var http1: (encoder: HTTPRequestEncoder, decoder: ByteToMessageHandler<HTTPResponseDecoder>)?
     private let validator = UpstreamRequestValidator()
     private(set) var channel: Channel?
     /// On a stream of an origin HTTP/2 connection (not a connection of its own).
@@ -19,6 +19,10 @@ final class UpstreamLayer {
 
     func install(on channel: Channel) throws {
         self.channel = channel
+        let encoder = HTTPRequestEncoder()
+        // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
+        let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward))
+        http1 = (encoder, decoder)
         try channel.pipeline.syncOperations.addHandlers([encoder, decoder, validator, handler])
     }
 
@@ -36,10 +40,11 @@ final class UpstreamLayer {
         guard let ops = channel?.pipeline.syncOperations else { return }
         ops.removeHandler(handler, promise: nil)
         ops.removeHandler(validator, promise: nil)
-        ops.removeHandler(encoder, promise: nil)
+        if let encoder = http1?.encoder { ops.removeHandler(encoder, promise: nil) }
     }
 
     func removeDecoder() {
+        guard let decoder = http1?.decoder else { return }
         channel?.pipeline.syncOperations.removeHandler(decoder, promise: nil)
     }
 }

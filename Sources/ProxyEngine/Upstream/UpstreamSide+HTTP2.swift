@@ -19,7 +19,7 @@ extension UpstreamSide {
         let settled = channel.eventLoop.makePromise(of: Void.self)
         // An origin that breaks the protocol gets its GOAWAY and is let go: the streams on it fail now, not at their timeout.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger, client: true)
-        try channel.pipeline.syncOperations.addHandlers([closer, handler, RemoteSettingsWatcher(promise: settled),
+        try channel.pipeline.syncOperations.addHandlers([FlushCoalescer(), closer, handler, RemoteSettingsWatcher(promise: settled),
                                                          HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)])
         let connection = UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello,
                                                       goaway: NIOLoopBoundBox(nil, eventLoop: channel.eventLoop))

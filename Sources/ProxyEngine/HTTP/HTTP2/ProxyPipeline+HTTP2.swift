@@ -68,7 +68,8 @@ extension ProxyPipeline {
         }
         // After a connection error the client is told (GOAWAY) and let go.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger)
-        try ops.addHandlers([closer, handler, manager, HTTP2ClientEnd(owner: self), HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)],
+        try ops.addHandlers([FlushCoalescer(), closer, handler, manager, HTTP2ClientEnd(owner: self),
+                             HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)],
                             position: position)
         // The connection was active before the layer came: start its idle clock.
         if channel.isActive, let context = try? ops.context(handler: manager) { manager.channelActive(context: context) }
