@@ -80,4 +80,18 @@ import Testing
         let frames = H2Wire.frames(bytes).frames
         #expect(Set(frames.filter { $0.is(.headers) }.map(\.stream)) == [3, 5], "\(frames.map { "\($0.kind)/\($0.stream)" })")
     }
+
+    /// Frames written and not yet flushed when the connection is closed go out first, not lost.
+    @Test func framesWrittenBeforeACloseAreSentFirst() throws {
+        let channel = EmbeddedChannel(handler: FlushCoalescer())
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let written = channel.write(ByteBuffer(string: "goaway"))
+        channel.close(promise: nil)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "goaway"))
+        // Not `wait()`: on an embedded loop a write that never completes would block the test.
+        var outcome: Bool?
+        written.assumeIsolated().whenComplete { result in outcome = (try? result.get()) != nil }
+        #expect(outcome == true, "the write failed, or never completed")
+    }
 }

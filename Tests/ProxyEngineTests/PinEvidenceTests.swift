@@ -53,4 +53,21 @@ import Testing
         interception.setPinned([:], readSince: Date().addingTimeInterval(1))
         #expect(!interception.isPinned("pinned.test"), "a read that began after it, without it: removed (busymate pinned remove)")
     }
+
+    /// `busymate pinned remove` and a shorter `pin_ttl` in one reload: the
+    /// pin was made before the read, so it goes, whatever its old end.
+    @Test func aRemovedPinGoesEvenWhenTheSameReloadShortensTheTTL() {
+        let interception = Interception()
+        var settings = AppSettings()
+        settings.pinTTL = 24 * 3600
+        interception.apply(settings)
+        interception.noteTrusted(client: "10.0.0.2", host: "other.test")
+        _ = interception.refused("pinned.test", reason: "test", client: "10.0.0.2")
+        _ = interception.refused("pinned.test", reason: "test", client: "10.0.0.2")
+        #expect(interception.isPinned("pinned.test"))
+        settings.pinTTL = 3600
+        interception.apply(settings)
+        interception.setPinned([:], readSince: Date())
+        #expect(!interception.isPinned("pinned.test"))
+    }
 }

@@ -17,7 +17,11 @@ extension ConnectionRouter {
     /// opened (offering `http/1.1` alone when the client offered no ALPN or
     /// HTTP/2 is off), so the origin sees one connection, not two.
     func dialEagerly(_ target: ProxyTarget, _ tls: InterceptTLS, context: ChannelHandlerContext) -> Bool {
-        let peer = dialled.flatMap { $0.peer.isActive && $0.tunnel.early == nil ? $0.peer : nil }
+        // SOCKS5's connection goes where its target (or pin) went: usable only when the
+        // handshake names that host, not another the ClientHello's SNI chose.
+        let sameHost = pinned != nil || target.host.lowercased() == original.host.lowercased()
+        let peer = dialled.flatMap { $0.peer.isActive && $0.tunnel.early == nil && sameHost ? $0.peer : nil }
+        if peer == nil { dropDialled() }
         let fromHello: [String]? = {
             guard tls.upstream.http2, case let .found(hello) = TLSHello.parse(seen, expecting: 1) else { return nil }
             return hello.alpn?.filter(Self.eagerProtocols.contains)

@@ -35,7 +35,8 @@ public final class Interception: Sendable {
 
     private let state = Mutex(Snapshot())
     /// Host → when its pin expires.
-    private let pinned = Mutex([String: Date]())
+    /// Pinned hosts: when a client last refused us for each, and until when it is passed through.
+    private let pinned = Mutex([String: (refused: Date, until: Date)]())
     /// Which clients trust our CA for which hosts, and their refusals.
     private let evidence = Mutex(PinEvidence())
     private let logger = Logger(label: "busymate.mitm")
@@ -111,7 +112,7 @@ public final class Interception: Sendable {
         let snapshot = state.withLock { $0 }
         guard snapshot.matcher.shouldIntercept(host: host) else { return .passthrough(why: "not on the SSL-proxying list") }
         // With auto_pin off, pins are not honoured either: every host on the list is intercepted.
-        if snapshot.autoPin, let until = pinned.withLock({ $0[host.lowercased()] }), until > Date() { return .passthrough(why: "pinned") }
+        if snapshot.autoPin, let until = pinned.withLock({ $0[host.lowercased()]?.until }), until > Date() { return .passthrough(why: "pinned") }
         guard let contexts = snapshot.contexts else { return .passthrough(why: "no usable CA") }
         guard let upstream = snapshot.upstream else { return .passthrough(why: "no upstream TLS context") }
         return .intercept(contexts, upstream)
@@ -119,7 +120,7 @@ public final class Interception: Sendable {
 
     /// Whether `host` is passed through as pinned now.
     func isPinned(_ host: String) -> Bool {
-        pinned.withLock { $0[host.lowercased()] }.map { $0 > Date() } ?? false
+        pinned.withLock { $0[host.lowercased()]?.until }.map { $0 > Date() } ?? false
     }
 
     /// What became of a refused handshake.
@@ -164,10 +165,11 @@ public final class Interception: Sendable {
         }
         guard let strikes else { return .clientDoesNotTrustUs }
         guard strikes >= PinEvidence.strikesToPin else { return .firstRefusal }
-        let until = Date().addingTimeInterval(ttl)
+        let now = Date()
+        let until = now.addingTimeInterval(ttl)
         let fresh = pinned.withLock { table -> Bool in
-            defer { table[host] = until }
-            return (table[host] ?? .distantPast) <= Date()
+            defer { table[host] = (now, until) }
+            return (table[host]?.until ?? .distantPast) <= now
         }
         if fresh {
             logger.notice("a client that trusts our CA for other hosts refused our certificate again (pinning); passing this host through",
@@ -183,8 +185,9 @@ public final class Interception: Sendable {
         let ttl = state.withLock { $0.pinTTL }
         let removed = pinned.withLock { table -> Set<String> in
             let old = table
-            table = Dictionary(lastRefused.map { ($0.key.lowercased(), $0.value.addingTimeInterval(ttl)) }, uniquingKeysWith: max)
-            for (host, until) in old where table[host] == nil && until.addingTimeInterval(-ttl) >= readSince { table[host] = until }
+            table = Dictionary(lastRefused.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: max)
+                .mapValues { (refused: $0, until: $0.addingTimeInterval(ttl)) }
+            for (host, pin) in old where table[host] == nil && pin.refused >= readSince { table[host] = pin }
             return Set(old.keys).subtracting(table.keys)
         }
         // A removed pin starts from no refusals: it takes two again.

@@ -61,7 +61,10 @@ final class FlushCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        flushNow(context: context)
+        // What was written goes before the close, flushed or not yet (a half-close sends it).
+        if case .scheduled = state { state = .idle }
+        writeMerged(context: context)
+        context.flush()
         context.close(mode: mode, promise: promise)
     }
 

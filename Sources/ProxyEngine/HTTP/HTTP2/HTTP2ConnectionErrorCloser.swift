@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import NIOHTTP2
 
 /// Closes an HTTP/2 connection, a client's or an origin's, once it has been
 /// told why. NIO's HTTP/2 handler answers a connection error (Rapid Reset,
@@ -131,7 +132,10 @@ extension HTTP2ConnectionErrorCloser {
         }
 
         func errorCaught(context: ChannelHandlerContext, error: Error) {
-            if closer.sentErrorGoaway, !context.channel.isWritable, context.channel.isActive {
+            // A peer that reads nothing overflows NIO's frame buffer: a connection error whose GOAWAY
+            // may not be sent at all (a drain's GOAWAY came first).
+            let connectionError = closer.sentErrorGoaway || error is NIOHTTP2Errors.ExcessiveOutboundFrameBuffering
+            if connectionError, !context.channel.isWritable, context.channel.isActive {
                 logger.debug("closing an HTTP/2 connection that does not read after an error", metadata: ["ERROR": "\(error)"])
                 context.close(promise: nil)
             }
