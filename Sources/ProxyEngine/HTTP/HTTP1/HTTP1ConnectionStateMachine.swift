@@ -146,7 +146,10 @@ struct HTTP1ConnectionStateMachine {
                 return .deliver
             }
             exchange = nil
-            if drain == .last || inputClosed { return finish(.deliverThenClose) }
+            if drain == .last || inputClosed {
+                finish()
+                return .deliverThenClose
+            }
             settle(now)
             return .deliver
         case let .malformed(error):
@@ -194,7 +197,7 @@ struct HTTP1ConnectionStateMachine {
         }
         exchange = nil
         if drain == .last || inputClosed {
-            _ = finish(.deliverThenClose)
+            finish()
             return .writeThenClose
         }
         settle(now)
@@ -255,17 +258,13 @@ struct HTTP1ConnectionStateMachine {
         return (Array(waiting), readPending)
     }
 
-    mutating func connectionClosed() {
-        closing = true
-        waiting.removeAll()
-        deadline = nil
-    }
+    mutating func connectionClosed() { finish() }
 
-    private mutating func finish(_ action: InboundAction) -> InboundAction {
+    /// The last exchange is done: the connection closes, and what came after it is dropped.
+    private mutating func finish() {
         closing = true
         waiting.removeAll()
         deadline = nil
-        return action
     }
 
     /// Nothing in flight: which clock runs until the next request.
