@@ -13,12 +13,15 @@ final class HTTP2FrameClient: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     /// What the handler reports to its worker.
-    struct Events {
-        var ended: (_ status: UInt, _ since: NIODeadline) -> Void
-        var lost: (_ reason: String) -> Void
-        var body: (_ bytes: Int) -> Void
+    struct Events: Sendable {
+        var ended: @Sendable (_ status: UInt, _ since: NIODeadline) -> Void
+        var lost: @Sendable (_ reason: String) -> Void
+        var body: @Sendable (_ bytes: Int) -> Void
         /// Whether another request may start (the cell's deadline).
-        var mayStart: () -> Bool
+        var mayStart: @Sendable () -> Bool
+        /// The last stream has ended after the deadline: the worker is done
+        /// (and closes the connection).
+        var drained: @Sendable () -> Void
     }
 
     private struct Stream {
@@ -27,14 +30,15 @@ final class HTTP2FrameClient: ChannelInboundHandler {
     }
 
     private static let preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-    /// A response's window: far more than a 1 KiB answer needs.
-    private static let streamWindow: UInt32 = 1 << 20
+    /// Each stream carries one response: with the largest window it never needs a WINDOW_UPDATE.
+    private static let streamWindow = UInt32(Int32.max)
+    private static let lastStreamID: UInt32 = 0x7fff_ffff
     /// The connection's window is topped up by what was read once this much has been.
     private static let replenishAt = 1 << 20
 
     private let events: Events
     private let streams: Int
-    /// The request's header block: literals never indexed, so the same bytes serve every stream.
+    /// The request's header block: literals without indexing (RFC 7541 §6.2.2), so the same bytes serve every stream.
     private let requestBlock: ByteBuffer
     private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
     private var inbound: ByteBuffer?
@@ -43,6 +47,8 @@ final class HTTP2FrameClient: ChannelInboundHandler {
     private var nextStreamID: UInt32 = 1
     /// Streams may open once the server's first SETTINGS has come (its stream limit known).
     private var limit: Int?
+    /// The server sent GOAWAY: no stream opens on this connection again (RFC 9113 §6.8).
+    private var goingAway = false
     private var unacknowledged = 0
     /// A header block spread over CONTINUATION frames.
     private var continuing: (id: UInt32, block: ByteBuffer, endStream: Bool)?
@@ -85,8 +91,16 @@ final class HTTP2FrameClient: ChannelInboundHandler {
             guard var payload = buffer.readSlice(length: length) else { break }
             frame(type: type, flags: flags, stream: id, payload: &payload, context: context)
         }
-        if buffer.readableBytes > 0 { inbound = buffer }
+        // A partial frame is kept in a buffer of our own: a slice would pin NIOSSL's read buffer.
+        if buffer.readableBytes > 0 {
+            var own = context.channel.allocator.buffer(capacity: max(buffer.readableBytes, 16 * 1024))
+            own.writeBuffer(&buffer)
+            inbound = own
+        }
     }
+
+    /// Whether the server's first SETTINGS came: a connection that ends before it never spoke HTTP/2.
+    var began: Bool { limit != nil }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         flush(context)
@@ -124,7 +138,8 @@ final class HTTP2FrameClient: ChannelInboundHandler {
                 continuing = (id, block, flags & 0x1 != 0)
             }
         case 0x9: // CONTINUATION
-            guard var (cid, block, endStream) = continuing else { return protocolError("CONTINUATION without HEADERS", context) }
+            guard let (cid, started, endStream) = continuing else { return protocolError("CONTINUATION without HEADERS", context) }
+            var block = started
             block.writeBuffer(&payload)
             if flags & 0x4 != 0 {
                 continuing = nil
@@ -154,12 +169,12 @@ final class HTTP2FrameClient: ChannelInboundHandler {
         case 0x7: // GOAWAY
             let last = (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff
             let code = payload.readInteger(as: UInt32.self) ?? 0
-            limit = 0
+            goingAway = true
             for id in open.keys where id > last {
                 open[id] = nil
                 events.lost("GOAWAY (error code \(code))")
             }
-            if open.isEmpty { context.close(promise: nil) }
+            startStreams(context)
         default: // PRIORITY, WINDOW_UPDATE (nothing is sent that waits on one), unknown
             break
         }
@@ -181,20 +196,30 @@ final class HTTP2FrameClient: ChannelInboundHandler {
         guard let stream = open.removeValue(forKey: id) else { return }
         events.ended(stream.status, stream.started)
         startStreams(context)
-        if limit == 0 && open.isEmpty { context.close(promise: nil) }
     }
 
+    /// Opens streams up to the limit; with none open and none to open, the
+    /// connection is over: after the deadline the worker is done, before it
+    /// (a GOAWAY, stream ids spent) it closes and the worker dials anew.
     private func startStreams(_ context: ChannelHandlerContext) {
         guard let limit else { return }
-        while open.count < min(streams, limit), nextStreamID < 0x7fff_ffff, events.mayStart() {
+        let mayStart = !goingAway && nextStreamID <= Self.lastStreamID
+        while mayStart, open.count < min(streams, limit), nextStreamID <= Self.lastStreamID, events.mayStart() {
             let id = nextStreamID
-            nextStreamID += 2
+            nextStreamID &+= 2
             open[id] = Stream(started: .now())
             // HEADERS with END_STREAM | END_HEADERS: a GET has no body.
             Self.writeFrameHeader(&outbound, length: requestBlock.readableBytes, type: 0x1, flags: 0x5, stream: id)
             outbound.writeImmutableBuffer(requestBlock)
         }
-        if open.isEmpty && !events.mayStart() { context.close(promise: nil) }
+        guard open.isEmpty else { return }
+        if !events.mayStart() {
+            flush(context)
+            events.drained()
+        } else if !mayStart {
+            flush(context)
+            context.close(promise: nil)
+        }
     }
 
     private func flush(_ context: ChannelHandlerContext) {

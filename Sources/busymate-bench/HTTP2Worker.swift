@@ -16,7 +16,12 @@ final class HTTP2Worker: @unchecked Sendable {
     private let finished: EventLoopPromise<LoadTally>
     private var tally = LoadTally()
     private var connection: Channel?
+    private var client: HTTP2FrameClient?
+    /// The connection's failure is counted already (ALPN refused).
+    private var connectionCounted = false
     private var done = false
+    /// How long after the deadline a worker waits for its last responses.
+    private static let grace = TimeAmount.seconds(30)
     /// SNI carries names only.
     private var serverName: String? { plan.host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : plan.host }
 
@@ -29,6 +34,12 @@ final class HTTP2Worker: @unchecked Sendable {
 
     func run() -> EventLoopFuture<LoadTally> {
         loop.execute { self.connect(first: true) }
+        // A server that never answers (or never lets a stream start) must not hold the run.
+        loop.scheduleTask(deadline: deadline + Self.grace) {
+            guard !self.done else { return }
+            self.count("responses still open \(Self.grace.nanoseconds / 1_000_000_000) s after the deadline")
+            self.finish()
+        }
         return finished.futureResult
     }
 
@@ -44,7 +55,8 @@ final class HTTP2Worker: @unchecked Sendable {
             ended: { status, started in self.streamEnded(status: status, since: started) },
             lost: { reason in self.streamLost(reason) },
             body: { bytes in self.tally.bodyBytes += bytes },
-            mayStart: { !self.done && NIODeadline.now() < self.deadline })
+            mayStart: { !self.done && NIODeadline.now() < self.deadline },
+            drained: { self.finish() })
         ClientBootstrap(group: loop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
@@ -54,8 +66,11 @@ final class HTTP2Worker: @unchecked Sendable {
                 return tunnel.flatMapThrowing {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    try sync.addHandler(HTTP2FrameClient(authority: "\(plan.host):\(plan.port)", path: plan.path, streams: plan.streams, events: events))
+                    let client = try HTTP2FrameClient(authority: "\(plan.host):\(plan.port)", path: plan.path, streams: plan.streams, events: events)
+                    try sync.addHandler(client)
                     try sync.addHandler(ConnectionWatcher(self))
+                    self.client = client
+                    self.connectionCounted = false
                     return channel
                 }.flatMapErrorThrowing { error in
                     channel.close(promise: nil)
@@ -91,11 +106,16 @@ final class HTTP2Worker: @unchecked Sendable {
 
     /// The connection went (its streams reported lost first): after the
     /// deadline the worker is done, before it a new one opens shortly, as
-    /// an HTTP/1 worker's would.
+    /// an HTTP/1 worker's would. One that never began HTTP/2 (its TLS
+    /// handshake failed, or it closed before the server's SETTINGS) is a
+    /// failure of its own: it had no streams to count.
     fileprivate func connectionClosed(_ channel: Channel) {
         guard channel === connection, !done else { return }
         connection = nil
+        let began = client?.began ?? false
+        client = nil
         guard NIODeadline.now() < deadline else { return finish() }
+        if !began && !connectionCounted { count("the connection closed before HTTP/2 began") }
         loop.scheduleTask(in: .milliseconds(10)) { self.connect() }
     }
 
@@ -103,6 +123,7 @@ final class HTTP2Worker: @unchecked Sendable {
     fileprivate func connectionRefused(_ reason: String) {
         tally.failures += 1
         tally.firstError = reason
+        connectionCounted = true
         connection?.close(promise: nil)
     }
 
@@ -129,6 +150,7 @@ final class HTTP2Worker: @unchecked Sendable {
         done = true
         let old = connection
         connection = nil
+        client = nil
         old?.close(promise: nil)
         finished.succeed(tally)
     }
