@@ -203,8 +203,8 @@ final class HTTP2FrameClient: ChannelInboundHandler {
     /// (a GOAWAY, stream ids spent) it closes and the worker dials anew.
     private func startStreams(_ context: ChannelHandlerContext) {
         guard let limit else { return }
-        let mayStart = !goingAway && nextStreamID <= Self.lastStreamID
-        while mayStart, open.count < min(streams, limit), nextStreamID <= Self.lastStreamID, events.mayStart() {
+        let connectionTakesMore = !goingAway && nextStreamID <= Self.lastStreamID
+        while connectionTakesMore, open.count < min(streams, limit), nextStreamID <= Self.lastStreamID, events.mayStart() {
             let id = nextStreamID
             nextStreamID &+= 2
             open[id] = Stream(started: .now())
@@ -216,7 +216,7 @@ final class HTTP2FrameClient: ChannelInboundHandler {
         if !events.mayStart() {
             flush(context)
             events.drained()
-        } else if !mayStart {
+        } else if !connectionTakesMore {
             flush(context)
             context.close(promise: nil)
         }
