@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import NIOPosix
 import Synchronization
 import Testing
 @testable import ProxyEngine
@@ -117,22 +118,28 @@ import Testing
         let breakpoints = BreakpointController(store: StoreHandle(try CaptureDatabase(paths: GroupPaths(root: dir))), records: sink, notifier: nil,
                                                groupPath: dir.path)
         breakpoints.apply(try AppSettings.decode(#"{"breakpoints": {"request": ["example.com/held"], "timeout_seconds": 0}}"#).settings)
-        let loop = EmbeddedEventLoop()
+        // A real loop: the outcome is recorded on NIO's thread pool, which
+        // hands back to the loop; an EmbeddedEventLoop cannot be handed to.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
         let message = try RawHTTPMessage.parse(Array("GET /held HTTP/1.1\r\nHost: example.com\r\n\r\n".utf8), as: .request)
         let resolution = breakpoints.pause(message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
                                            url: "http://example.com/held", on: loop)
-        loop.run()
-        #expect(sink.paused.map(\.requestID) == ["held-1"] && breakpoints.heldCount == 1, "the held message went to the sink")
-        breakpoints.clientLeft(requestID: "held-1")
-        // The outcome is recorded off the loop (NIO's thread pool), then the message is let go.
+        let dropped = Atomic<Int>(0)
+        resolution.whenSuccess { resolved in
+            if case .dropped = resolved { dropped.store(1, ordering: .relaxed) } else { dropped.store(2, ordering: .relaxed) }
+        }
         let deadline = Date().addingTimeInterval(5)
-        while sink.outcomes.isEmpty && Date() < deadline { usleep(10_000) }
-        loop.run()
+        while breakpoints.heldCount == 0 && Date() < deadline { usleep(10_000) }
+        // Registered on the loop once the sink gave the row its id.
+        try loop.submit {}.wait()
+        #expect(sink.paused.map(\.requestID) == ["held-1"] && breakpoints.heldCount == 1, "the held message went to the sink")
+        #expect(dropped.load(ordering: .relaxed) == 0, "nothing resolved it yet")
+        breakpoints.clientLeft(requestID: "held-1")
+        while dropped.load(ordering: .relaxed) == 0 && Date() < deadline { usleep(10_000) }
         #expect(sink.outcomes.map(\.0) == [7] && sink.outcomes.first?.1 == .clientClosed, "\(sink.outcomes)")
-        let dropped = Atomic<Bool>(false)
-        resolution.whenSuccess { if case .dropped = $0 { dropped.store(true, ordering: .relaxed) } }
-        loop.run()
-        let wasDropped = dropped.load(ordering: .relaxed)
+        let wasDropped = dropped.load(ordering: .relaxed) == 1
         #expect(wasDropped, "a held request whose client left goes nowhere")
     }
 }
