@@ -4,7 +4,8 @@ import NIOHTTP2
 
 /// What an exchange's stream on an origin HTTP/2 connection needs to be
 /// sent again on a new connection when the origin did not process it
-/// (RFC 9113 §8.7: a GOAWAY below its id, or REFUSED_STREAM): the parts
+/// (RFC 9113 §8.7: REFUSED_STREAM, from the origin or from `OriginStreams`
+/// for a stream above its GOAWAY's last stream id): the parts
 /// sent so far, up to a budget, and whether the answer has begun. Once.
 struct StreamRetry {
     /// Request bodies larger than this are not kept: such a stream fails instead.
@@ -15,11 +16,8 @@ struct StreamRetry {
     private(set) var replayable = true
     private(set) var responseBegun = false
     private(set) var retried = false
-    /// The stream in use: its connection and id.
+    /// The connection of the stream in use.
     private(set) var connection: UpstreamHTTP2Pool.Connection?
-    private(set) var streamID: HTTP2StreamID?
-    /// The origin's GOAWAY left this stream out while it waited behind the origin's stream limit.
-    var refusedByGoaway = false
 
     mutating func sent(_ part: HTTPClientRequestPart) {
         guard replayable else { return }
@@ -32,10 +30,8 @@ struct StreamRetry {
         parts.append(part)
     }
 
-    mutating func opened(on connection: UpstreamHTTP2Pool.Connection, id: HTTP2StreamID?) {
+    mutating func opened(on connection: UpstreamHTTP2Pool.Connection) {
         self.connection = connection
-        streamID = id
-        refusedByGoaway = false
     }
 
     /// The answer has begun: the stream can no longer be sent again, and its parts need not be kept.
@@ -52,23 +48,18 @@ struct StreamRetry {
         parts = []
     }
 
-    /// Whether a stream that closed with `error` may have been refused: decided once the GOAWAY (if any) is read.
+    /// Whether a stream that closed with `error` was refused before its answer began, and can go again.
     func mayHaveBeenRefused(_ error: Error?) -> Bool {
-        guard let connection, !responseBegun else { return false }
-        return refusedByGoaway || error is NIOHTTP2Errors.StreamClosed || connection.goaway.value != nil
+        connection != nil && !responseBegun && wasRefused(error)
     }
 
-    /// The origin did not process it: REFUSED_STREAM, or a GOAWAY whose last stream id is below it.
+    /// The origin did not process it: REFUSED_STREAM.
     func wasRefused(_ error: Error?) -> Bool {
-        if refusedByGoaway { return true }
-        if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream { return true }
-        guard let last = connection?.goaway.value, let streamID else { return false }
-        return streamID > last
+        (error as? NIOHTTP2Errors.StreamClosed)?.errorCode == .refusedStream
     }
 
     mutating func retrying() {
         retried = true
         connection = nil
-        streamID = nil
     }
 }

@@ -14,7 +14,7 @@ final class UpstreamHTTP2Pool {
     /// An origin HTTP/2 connection and what its handshake said.
     struct Connection {
         let channel: Channel
-        let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+        let streams: NIOLoopBound<OriginStreams>
         let hello: TLSHello?
         /// The last stream id of the origin's GOAWAY, once it sent one. Bound
         /// to the origin connection's loop, which is its client's: the
@@ -36,8 +36,6 @@ final class UpstreamHTTP2Pool {
     private var closed = false
     /// Connections the origin retired (GOAWAY): their open streams finish; closed with the client's.
     private var retired: [ObjectIdentifier: Channel] = [:]
-    /// Per connection, our streams on it, to tell of its GOAWAY (keyed by their side).
-    private var streams: [ObjectIdentifier: [ObjectIdentifier: (HTTP2StreamID) -> Void]] = [:]
 
     /// A finished HTTP/1.1 origin connection, kept for the client's next stream.
     struct Parked {
@@ -128,45 +126,24 @@ final class UpstreamHTTP2Pool {
         for waiter in waiters { waiter(result) }
     }
 
-    /// A connection that takes no new stream (the origin sent GOAWAY, with
-    /// its last stream id): the next stream dials anew; the streams on it
-    /// hear of it (those the origin will not process go elsewhere), and it
-    /// is closed once none of ours is left on it.
-    func forget(_ key: Key, _ connection: Connection, lastStreamID: HTTP2StreamID? = nil) {
+    /// A connection that takes no new stream (the origin sent GOAWAY): the
+    /// next stream dials anew, and it is closed once none of ours is left on
+    /// it (those the origin will not process were refused by its
+    /// `OriginStreams`, and go elsewhere).
+    func forget(_ key: Key, _ connection: Connection) {
         let channel = connection.channel
         let id = ObjectIdentifier(channel)
         if case let .ready(current) = entries[key], current.channel === channel { entries[key] = nil }
-        if retired[id] == nil, channel.isActive, !closed {
-            retired[id] = channel
-            channel.closeFuture.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] _ in
-                self?.retired[id] = nil
-                self?.streams[id] = nil
-            }
+        guard retired[id] == nil, channel.isActive, !closed else { return }
+        guard !connection.streams.value.isEmpty else {
+            channel.close(promise: nil)
+            return
         }
-        if let lastStreamID, let listeners = streams[id] {
-            for listener in listeners.values { listener(lastStreamID) }
+        retired[id] = channel
+        channel.closeFuture.hop(to: channel.eventLoop).assumeIsolated().whenComplete { [weak self] _ in
+            self?.retired[id] = nil
         }
-        closeIfDrained(id)
-    }
-
-    /// A stream of ours on `connection`: it hears of its GOAWAY until `stopWatching`.
-    func whenGoaway(_ connection: Connection, for side: AnyObject, _ listener: @escaping (HTTP2StreamID) -> Void) {
-        streams[ObjectIdentifier(connection.channel), default: [:]][ObjectIdentifier(side)] = listener
-    }
-
-    /// The stream is done with `connection` (ended, failed, or moved).
-    func stopWatching(_ connection: Connection, for side: AnyObject) {
-        let id = ObjectIdentifier(connection.channel)
-        streams[id]?[ObjectIdentifier(side)] = nil
-        if streams[id]?.isEmpty == true, retired[id] == nil { streams[id] = nil }
-        closeIfDrained(id)
-    }
-
-    private func closeIfDrained(_ id: ObjectIdentifier) {
-        guard let channel = retired[id], streams[id]?.isEmpty ?? true else { return }
-        retired[id] = nil
-        streams[id] = nil
-        channel.close(promise: nil)
+        connection.streams.value.onDrained = { channel.close(promise: nil) }
     }
 
     // MARK: eager ALPN
@@ -197,8 +174,8 @@ final class UpstreamHTTP2Pool {
             switch result {
             case .success:
                 try? channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { [weak self] last in
-                    connection.goaway.value = last
-                    self?.forget(key, connection, lastStreamID: last)
+                    connection.goaway.value = min(connection.goaway.value ?? last, last)
+                    self?.forget(key, connection)
                 })
                 self.dialled(key, .success(connection))
             case let .failure(error):
@@ -241,6 +218,5 @@ final class UpstreamHTTP2Pool {
         entries = [:]
         parked = [:]
         retired = [:]
-        streams = [:]
     }
 }

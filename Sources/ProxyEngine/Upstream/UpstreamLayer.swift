@@ -1,19 +1,15 @@
 import NIOCore
 import NIOHTTP1
-import NIOHTTP2
 
 /// The HTTP client layer of one upstream connection, as installed, and
 /// the only code that adds or removes its handlers (after a `101`, when
 /// the bytes are glued instead). Confined to the connection's event loop.
 final class UpstreamLayer {
     let handler: UpstreamHandler
-    /// The HTTP/1 codec of a connection of its own; made there only (a
-    /// stream has NIO's HTTP/2 codec, and there is one layer per stream).
+    /// The HTTP/1 codec, removed after a `101`.
     private var http1: (encoder: HTTPRequestEncoder, decoder: ByteToMessageHandler<HTTPResponseDecoder>)?
     private let validator = UpstreamRequestValidator()
     private(set) var channel: Channel?
-    /// On a stream of an origin HTTP/2 connection (not a connection of its own).
-    private(set) var isStream = false
 
     init(handler: UpstreamHandler) { self.handler = handler }
 
@@ -24,14 +20,6 @@ final class UpstreamLayer {
         let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward))
         http1 = (encoder, decoder)
         try channel.pipeline.syncOperations.addHandlers([encoder, decoder, validator, handler])
-    }
-
-    /// On a stream of an origin HTTP/2 connection: NIO's HTTP/1-to-HTTP/2
-    /// codec in place of the HTTP/1 encoder and decoder.
-    func install(onStream stream: Channel, secure: Bool) throws {
-        channel = stream
-        isStream = true
-        try stream.pipeline.syncOperations.addHandlers([HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: secure ? .https : .http), validator, handler])
     }
 
     /// What writes HTTP: out first, so the bytes the decoder hands on as it

@@ -9,20 +9,18 @@ import NIOTLS
 /// have come, and sent again on a new connection when the origin did not
 /// process them.
 extension UpstreamSide {
-    /// NIO's HTTP/2 client on an origin connection that chose `h2`.
+    /// NIO's HTTP/2 client on an origin connection that chose `h2`, at the
+    /// frame level: `OriginStreams` carries the exchanges' streams.
     static func http2Connection(_ channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> (UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>) {
-        let handler = NIOHTTP2Handler(mode: .client, eventLoop: channel.eventLoop, connectionConfiguration: HTTP2Limits.clientConnection,
-                                      streamConfiguration: HTTP2Limits.stream) { pushed in
-            // Push is off (SETTINGS_ENABLE_PUSH 0): a pushed stream is refused.
-            pushed.close()
-        }
+        // Push is off (SETTINGS_ENABLE_PUSH 0): NIO treats a PUSH_PROMISE as the origin's protocol error.
+        let handler = NIOHTTP2Handler(mode: .client, connectionConfiguration: HTTP2Limits.clientConnection, streamConfiguration: HTTP2Limits.stream)
+        let streams = OriginStreams()
         let settled = channel.eventLoop.makePromise(of: Void.self)
         // An origin that breaks the protocol gets its GOAWAY and is let go: the streams on it fail now, not at their timeout.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger, client: true)
-        try channel.pipeline.syncOperations.addHandlers([FlushCoalescer(), closer, handler, RemoteSettingsWatcher(promise: settled),
+        try channel.pipeline.syncOperations.addHandlers([FlushCoalescer(), closer, handler, streams, RemoteSettingsWatcher(promise: settled),
                                                          HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)])
-        let connection = UpstreamHTTP2Pool.Connection(channel: channel, multiplexer: try handler.syncMultiplexer(), hello: hello,
-                                                      goaway: NIOLoopBoundBox(nil, eventLoop: channel.eventLoop))
+        let connection = UpstreamHTTP2Pool.Connection(channel: channel, streams: NIOLoopBound(streams, eventLoop: channel.eventLoop), hello: hello, goaway: NIOLoopBoundBox(nil, eventLoop: channel.eventLoop))
         return (connection, settled.futureResult)
     }
 
@@ -39,7 +37,7 @@ extension UpstreamSide {
                     try? connection.channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { last in
                         // A later GOAWAY only lowers it (RFC 9113 §6.8).
                         connection.goaway.value = min(connection.goaway.value ?? last, last)
-                        forget.value.forget(key, connection, lastStreamID: last)
+                        forget.value.forget(key, connection)
                     })
                 }
                 pool?.dialled(key, .success(connection))
@@ -56,74 +54,39 @@ extension UpstreamSide {
     /// Opens this exchange's stream on an origin HTTP/2 connection; the
     /// parts queued meanwhile go on it. `fresh`: this exchange dialled it.
     func openStream(on connection: UpstreamHTTP2Pool.Connection, key: Key, fresh: Bool) {
-        let layer = UpstreamLayer(handler: UpstreamHandler(side: self))
-        let bound = NIOLoopBound((self, layer), eventLoop: eventLoop)
-        let secure = key.secure
-        connection.multiplexer.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture { try bound.value.1.install(onStream: stream, secure: secure) }
-        }.whenComplete { result in
-            let (side, layer) = bound.value
-            side.streamOpened(result, key: key, layer: layer, connection: connection, fresh: fresh)
-        }
-    }
-
-    func streamOpened(_ result: Result<Channel, Error>, key: Key, layer: UpstreamLayer, connection: UpstreamHTTP2Pool.Connection, fresh: Bool) {
-        guard case let .connecting(current, pending) = state, current == key, delegate != nil else {
-            if case let .success(stream) = result { stream.close(promise: nil) }
-            return
-        }
-        switch result {
-        case let .success(stream) where connection.goaway.value != nil:
-            // The origin's GOAWAY came while the stream was being opened (a
-            // server shutting down sends it with its first SETTINGS): nothing
-            // went on it, so it goes on a new connection, once.
-            stream.close(promise: nil)
+        guard case let .connecting(current, pending) = state, current == key, delegate != nil else { return }
+        guard connection.goaway.value == nil, let stream = connection.streams.value.open(secure: key.secure, delegate: self) else {
+            // The connection takes no new stream (the origin sent GOAWAY, perhaps
+            // with its first SETTINGS, or it closed): nothing went on it, so
+            // the exchange goes on a new connection, once.
             guard !retriedStream, let pool = pooledDial?.pool else {
-                state = .none
-                report(.closed(key.target, OriginRefusedStream(bodyAlreadySent: false)))
+                if connection.goaway.value != nil {
+                    state = .none
+                    report(.closed(key.target, OriginRefusedStream(bodyAlreadySent: false)))
+                } else {
+                    dialFailed(Self.dialFailure(key.target, ChannelError.ioOnClosedChannel))
+                }
                 return
             }
             retriedStream = true
             pool.forget(key, connection)
             askPool()
-        case let .success(stream):
-            if !fresh {
-                hello = connection.hello
-                report(.connected(server: connection.channel.remoteAddress))
-                if key.secure { report(.tls(connection.hello, doneAt: nil)) }
-            }
-            state = .connected(key, stream, layer)
-            for part in pending { stream.write(part, promise: nil) }
-            stream.flush()
-            // Its id is known once its first frame has gone (or waits behind the origin's stream limit).
-            retry.opened(on: connection, id: try? stream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID))
-            if let pool = pooledDial?.pool {
-                let bound = NIOLoopBound(self, eventLoop: eventLoop)
-                pool.whenGoaway(connection, for: self) { last in bound.value.originWentAway(last) }
-            }
-            if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
-            report(.ready)
-        case .failure where (!fresh || connection.goaway.value != nil) && !retriedStream && pooledDial != nil:
-            // The origin's connection takes no new stream (it sent GOAWAY, perhaps with its first SETTINGS): once, a connection anew.
-            retriedStream = true
-            pooledDial?.pool.forget(key, connection)
-            askPool()
-        case let .failure(error):
-            dialFailed(Self.dialFailure(key.target, error))
+            return
         }
+        if !fresh {
+            hello = connection.hello
+            report(.connected(server: connection.channel.remoteAddress))
+            if key.secure { report(.tls(connection.hello, doneAt: nil)) }
+        }
+        state = .streaming(key, stream)
+        retry.opened(on: connection)
+        for part in pending { stream.write(part) }
+        stream.flush()
+        if pending.contains(where: { if case .end = $0 { true } else { false } }) { startTimer() }
+        report(.ready)
     }
 
     // MARK: streams the origin did not process
-
-    /// The origin retired the connection this exchange's stream is on: a
-    /// stream it will not process (above `last`, or still waiting behind its
-    /// stream limit) is closed here and sent again on a new connection.
-    func originWentAway(_ last: HTTP2StreamID) {
-        guard case let .connected(_, stream, layer) = state, layer.isStream, !retry.responseBegun else { return }
-        if let id = retry.streamID, id <= last { return }
-        retry.refusedByGoaway = true
-        stream.close(promise: nil)
-    }
 
     func retryOrReport(_ key: Key, _ error: Error?) {
         guard case .connecting(key, _) = state else { return }
@@ -144,8 +107,38 @@ extension UpstreamSide {
         retry.retrying()
         askPool()
     }
+}
 
-    func stopWatchingGoaway() {
-        if let connection = retry.connection { pooledDial?.pool.stopWatching(connection, for: self) }
+extension UpstreamSide: OriginStreamDelegate {
+    private func isCurrent(_ stream: OriginStream) -> Bool {
+        if case let .streaming(_, current) = state { current === stream } else { false }
+    }
+
+    func originStream(_ stream: OriginStream, received part: HTTPClientResponsePart) {
+        guard isCurrent(stream) else { return }
+        if case .head = part { retry.responseHead() }
+        report(.response(part))
+    }
+
+    func originStreamReadComplete(_ stream: OriginStream) {
+        if isCurrent(stream) { report(.readComplete) }
+    }
+
+    func originStreamWritable(_ stream: OriginStream) {
+        if isCurrent(stream) { report(.ready) }
+    }
+
+    func originStream(_ stream: OriginStream, closed error: Error?) {
+        guard case let .streaming(key, current) = state, current === stream else { return }
+        stopTimer()
+        if pooledDial != nil, retry.mayHaveBeenRefused(error) {
+            // Decided on the next tick, out of the connection's GOAWAY handling; the client waits meanwhile.
+            state = .connecting(key, pending: [])
+            let bound = NIOLoopBound(self, eventLoop: eventLoop)
+            eventLoop.execute { bound.value.retryOrReport(key, error) }
+            return
+        }
+        state = .none
+        report(.closed(key.target, error))
     }
 }

@@ -16,6 +16,8 @@ final class UpstreamSide {
         case none
         case connecting(Key, pending: [HTTPClientRequestPart])
         case connected(Key, Channel, UpstreamLayer)
+        /// A stream of an origin HTTP/2 connection (the pool's), one per exchange.
+        case streaming(Key, OriginStream)
     }
 
     /// What an upstream connection is for: reused only for the same. The
@@ -69,6 +71,7 @@ final class UpstreamSide {
         switch state {
         case .connecting: return true
         case let .connected(_, channel, _): return !channel.isWritable
+        case let .streaming(_, stream): return !stream.isWritable
         case .none: return false
         }
     }
@@ -80,7 +83,6 @@ final class UpstreamSide {
     /// offered to an HTTP/1 client's first exchange (taken when it fits, else closed).
     func begin(_ request: UpstreamRequest, override: String?, eager: EagerOrigin? = nil) {
         let key = Key(target: request.destination, secure: request.secure, chained: request.chained != nil, override: override)
-        stopWatchingGoaway()
         retry = StreamRetry()
         switch state {
         case let .connected(current, channel, _) where current == key && channel.isActive:
@@ -129,22 +131,35 @@ final class UpstreamSide {
             } else {
                 channel.write(part, promise: nil)
             }
+        case let .streaming(_, stream):
+            stream.write(part)
+            if case .end = part {
+                stream.flush()
+                startTimer()
+            }
         case .none:
             break
         }
     }
 
     func flush() {
-        if case let .connected(_, channel, _) = state { channel.flush() }
+        switch state {
+        case let .connected(_, channel, _): channel.flush()
+        case let .streaming(_, stream): stream.flush()
+        case .connecting, .none: break
+        }
     }
 
     func close() {
         stopTimer()
-        stopWatchingGoaway()
+        if case let .streaming(_, stream) = state {
+            stream.delegate = nil
+            stream.close()
+        }
         if case let .connected(key, channel, layer) = state {
             layer.handler.detach()
             // A stream of an HTTP/2 client leaves its finished HTTP/1.1 connection to the next stream.
-            if let pool = pooledDial?.pool, !layer.isStream, layer.handler.isReusable, delegate?.exchangeIsIdle ?? false, channel.isActive {
+            if let pool = pooledDial?.pool, layer.handler.isReusable, delegate?.exchangeIsIdle ?? false, channel.isActive {
                 pool.park(key, UpstreamHTTP2Pool.Parked(channel: channel, layer: layer, hello: hello))
             } else {
                 channel.close(promise: nil)
@@ -163,7 +178,11 @@ final class UpstreamSide {
     }
 
     func clientBecameWritable() {
-        if case let .connected(_, _, layer) = state { layer.handler.clientBecameWritable() }
+        switch state {
+        case let .connected(_, _, layer): layer.handler.clientBecameWritable()
+        case let .streaming(_, stream): stream.clientBecameWritable()
+        case .connecting, .none: break
+        }
     }
 
     // MARK: dialling
@@ -333,14 +352,6 @@ final class UpstreamSide {
     func closed(_ handler: UpstreamHandler, error: Error?) {
         guard case let .connected(key, _, layer) = state, layer.handler === handler else { return }
         stopTimer()
-        stopWatchingGoaway()
-        if layer.isStream, pooledDial != nil, retry.mayHaveBeenRefused(error) {
-            // Decided on the next tick, once the GOAWAY that closed it has been read; the client waits meanwhile.
-            state = .connecting(key, pending: [])
-            let bound = NIOLoopBound(self, eventLoop: eventLoop)
-            eventLoop.execute { bound.value.retryOrReport(key, error) }
-            return
-        }
         state = .none
         report(.closed(key.target, error))
     }
@@ -358,7 +369,7 @@ final class UpstreamSide {
     private func timedOut() {
         let target: ProxyTarget? = {
             switch state {
-            case let .connected(key, _, _), let .connecting(key, _): return key.target
+            case let .connected(key, _, _), let .connecting(key, _), let .streaming(key, _): return key.target
             case .none: return nil
             }
         }()
