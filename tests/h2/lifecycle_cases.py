@@ -107,6 +107,34 @@ def client_fin_mid_stream(w):
               "%s: the waiting stream's row says the client closed before the exchange completed" % how, row_summary(rows))
 
 
+def bodyless_requests_one_frame(w):
+    """GETs, one after another and then ten at once, on one client connection: each reaches the origin as one
+    HEADERS frame carrying END_STREAM, as the client sent it, on the proxy's one origin connection. Sent as
+    HEADERS and then an empty DATA frame with END_STREAM, an origin that answers at the HEADERS (nginx does)
+    resets the stream to refuse the rest, and NIO counts those resets as an attack."""
+    with ScriptedOrigin(w.certs["chain"], w.certs["key"]) as origin:
+        client, _ = mitm_client(w, origin)
+        if not client:
+            return
+        authority = "localhost:%d" % origin.port
+        try:
+            statuses = []
+            for i in range(5):
+                sid = client.request("GET", authority, "/answer?case=oneframe-seq-%d" % i)
+                client.wait([sid], 10)
+                statuses.append(client.streams[sid].status)
+            sids = [client.request("GET", authority, "/answer?case=oneframe-burst-%d" % i) for i in range(10)]
+            client.wait(sids, 10)
+            statuses += [client.streams[s].status for s in sids]
+            check(statuses == ["200"] * 15, "all 15 GETs are answered", "%s; %s" % (statuses, origin.describe()))
+            conns = origin.snapshot()
+            check(len(conns) == 1 and len(conns[0].requests) == 15, "they went on one origin connection", origin.describe())
+            check(all(not c.split_ends for c in conns), "each came as one HEADERS frame with END_STREAM", origin.describe())
+            check(all(not c.resets for c in conns), "the proxy reset none of them", origin.describe())
+        finally:
+            client.close()
+
+
 def origin_goaway_new_connection(w):
     """The origin answers a stream and sends GOAWAY naming it the last (nginx after keepalive_requests), keeping
     its connection open: the proxy retires that connection, and the client's next stream on the same client
@@ -240,6 +268,6 @@ def origin_goaway_two_steps(w):
 
 CASES = [
     ("client_fin_ends_connection", client_fin_ends_connection), ("client_fin_mid_stream", client_fin_mid_stream),
-    ("origin_goaway_new_connection", origin_goaway_new_connection), ("origin_goaway_refuses_stream", origin_goaway_refuses_stream),
+    ("bodyless_requests_one_frame", bodyless_requests_one_frame), ("origin_goaway_new_connection", origin_goaway_new_connection), ("origin_goaway_refuses_stream", origin_goaway_refuses_stream),
     ("origin_goaway_queued_stream", origin_goaway_queued_stream), ("origin_goaway_two_steps", origin_goaway_two_steps),
 ]

@@ -40,10 +40,11 @@ class Connection:
         self.resets = []  # (stream id, error code) the proxy sent
         self.goaway_last = None  # the last-stream-id of the GOAWAY this origin sent
         self.refused_after_goaway = 0
+        self.split_ends = []  # paths of bodyless requests whose end came in a frame after their HEADERS
 
     def describe(self):
-        return "connection %d: requests %s, resets %s, goaway last %s, refused after it %d, %s" % (
-            self.number, self.requests, self.resets, self.goaway_last, self.refused_after_goaway,
+        return "connection %d: requests %s, resets %s, goaway last %s, refused after it %d, ends apart %s, %s" % (
+            self.number, self.requests, self.resets, self.goaway_last, self.refused_after_goaway, self.split_ends,
             "closed %.2f s after it opened" % (self.closed - self.opened) if self.closed else "open")
 
 
@@ -166,6 +167,8 @@ class ScriptedOrigin:
                     paths[sid] = path
                     with self.lock:
                         record.requests.append((sid, path))
+                        if event.stream_ended is None and dict(event.headers).get(":method") in ("GET", "HEAD"):
+                            record.split_ends.append(path)
                     if "goaway=refuse" in path:
                         sock.sendall(conn.data_to_send() + goaway(max(0, sid - 2)))
                     if "goaway=twostep" in path and record.number == 1:
