@@ -16,11 +16,36 @@ final class HTTP2ConnectionErrorCloser {
     private enum State {
         /// A client's connection preface, before its first frame: the bytes of it still to come.
         case preface(Int)
-        /// Reading a frame header: the bytes of it seen so far.
-        case header([UInt8])
-        /// Inside a frame's payload; a GOAWAY's first 8 bytes are kept.
-        case payload(remaining: Int, goaway: [UInt8]?)
+        /// Reading a frame header: what of it has been seen.
+        case header(FrameHeader)
+        /// Inside a frame's payload; for a GOAWAY, how much of its first 8 bytes has gone by.
+        case payload(remaining: Int, goaway: GoawayStart?)
         case closing
+    }
+
+    /// A frame header taken a byte at a time (no buffer: this sees every frame sent).
+    struct FrameHeader {
+        var seen = 0
+        var length = 0
+        var type: UInt8 = 0
+        var streamIDIsZero = true
+
+        mutating func take(_ byte: UInt8) {
+            switch seen {
+            case 0...2: length = length << 8 | Int(byte)
+            case 3: type = byte
+            case 5: streamIDIsZero = byte & 0x7F == 0
+            case 6...8: streamIDIsZero = streamIDIsZero && byte == 0
+            default: break
+            }
+            seen += 1
+        }
+    }
+
+    /// A GOAWAY's last stream id (4 bytes) and error code (4 bytes), as they go by.
+    struct GoawayStart {
+        var seen = 0
+        var hasError = false
     }
 
     private static let goawayType: UInt8 = 7
@@ -32,7 +57,7 @@ final class HTTP2ConnectionErrorCloser {
     /// `client`: the connection is ours to an origin, and opens with the 24-byte preface.
     init(logger: Logger, client: Bool = false) {
         self.logger = logger
-        state = client ? .preface(24) : .header([])
+        state = client ? .preface(24) : .header(FrameHeader())
     }
 
     /// Follows `bytes` through the frames; true when they end a GOAWAY that carries an error.
@@ -46,28 +71,32 @@ final class HTTP2ConnectionErrorCloser {
             case let .preface(remaining):
                 let take = min(remaining, bytes.endIndex - index)
                 index += take
-                state = remaining == take ? .header([]) : .preface(remaining - take)
-            case var .header(seen):
-                let take = min(9 - seen.count, bytes.endIndex - index)
-                seen += bytes[index..<index + take]
-                index += take
-                guard seen.count == 9 else {
-                    state = .header(seen)
+                state = remaining == take ? .header(FrameHeader()) : .preface(remaining - take)
+            case var .header(header):
+                while header.seen < 9, index < bytes.endIndex {
+                    header.take(bytes[index])
+                    index += 1
+                }
+                guard header.seen == 9 else {
+                    state = .header(header)
                     continue
                 }
-                let length = Int(seen[0]) << 16 | Int(seen[1]) << 8 | Int(seen[2])
-                let onConnection = seen[5] & 0x7F == 0 && seen[6] == 0 && seen[7] == 0 && seen[8] == 0
-                state = .payload(remaining: length, goaway: seen[3] == Self.goawayType && onConnection && length >= 8 ? [] : nil)
-                if length == 0 { state = .header([]) }
+                let goaway = header.type == Self.goawayType && header.streamIDIsZero && header.length >= 8
+                state = header.length == 0 ? .header(FrameHeader()) : .payload(remaining: header.length, goaway: goaway ? GoawayStart() : nil)
             case .payload(let remaining, var goaway):
                 let take = min(remaining, bytes.endIndex - index)
-                if var kept = goaway, kept.count < 8 {
-                    kept += bytes[index..<index + min(take, 8 - kept.count)]
-                    goaway = kept
-                    if kept.count == 8, kept[4..<8].contains(where: { $0 != 0 }) { found = true }
+                if var start = goaway, start.seen < 8 {
+                    let end = index + min(take, 8 - start.seen)
+                    for position in index..<end {
+                        // Bytes 4 to 7 are the error code.
+                        if start.seen >= 4, bytes[position] != 0 { start.hasError = true }
+                        start.seen += 1
+                    }
+                    goaway = start
+                    if start.seen == 8, start.hasError { found = true }
                 }
                 index += take
-                state = remaining - take == 0 ? .header([]) : .payload(remaining: remaining - take, goaway: goaway)
+                state = remaining - take == 0 ? .header(FrameHeader()) : .payload(remaining: remaining - take, goaway: goaway)
             }
         }
         return found
@@ -95,7 +124,7 @@ extension HTTP2ConnectionErrorCloser: ChannelDuplexHandler {
             // Only ever a DATA frame's payload: its bytes are skipped, and the frames after it still line up.
             if case let .payload(remaining, kept) = state {
                 let left = max(0, remaining - region.readableBytes)
-                state = left == 0 ? .header([]) : .payload(remaining: left, goaway: kept)
+                state = left == 0 ? .header(FrameHeader()) : .payload(remaining: left, goaway: kept)
             }
             goaway = false
         }
