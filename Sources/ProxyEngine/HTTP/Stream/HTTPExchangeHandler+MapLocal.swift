@@ -10,11 +10,11 @@ import NIOPosix
 /// and dropped; the next one waits (the pipeline handler holds it) until
 /// this answer has ended.
 extension HTTPExchangeHandler {
-    func serveLocal(_ rule: Rule, context: ChannelHandlerContext) {
+    func serveLocal(_ rule: Rule, client: any ExchangeClient) {
         guard case let .mapLocal(file, directory) = rule.action, let exchange = current else { return }
         let path = exchange.request.originForm
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let found = context.eventLoop.makePromise(of: Result<(String, ByteBuffer), MapLocal.Refusal>.self)
+        let bound = NIOLoopBound(self, eventLoop: client.eventLoop)
+        let found = client.eventLoop.makePromise(of: Result<(String, ByteBuffer), MapLocal.Refusal>.self)
         found.completeWithTask {
             let real = try await NIOThreadPool.singleton.runIfActive { MapLocal.file(for: rule, file: file, directory: directory, path: path) }
             switch real {
@@ -25,20 +25,20 @@ extension HTTPExchangeHandler {
         found.futureResult.whenComplete { result in
             let handler = bound.value
             // The client left meanwhile (its close ended the row and the exchange), or is leaving.
-            guard let context = handler.context, handler.machine.rowOpen else { return }
-            let allocator = context.channel.allocator
+            guard let client = handler.client, handler.machine.rowOpen else { return }
+            let allocator = client.allocator
             switch result {
             case let .success(.success((real, body))):
                 var headers = HTTPHeaders([("Content-Type", MapLocal.contentType(real)), ("Content-Length", "\(body.readableBytes)"), ("Via", "1.1 busymate")])
                 handler.hooks.responseEdits(for: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))?.apply(to: &headers)
                 let local = LocalResponse(head: HTTPResponseHead(version: .http1_1, status: .ok, headers: headers), body: body)
-                handler.respond(local, error: nil, context: context)
+                handler.respond(local, error: nil, client: client)
             case let .success(.failure(refusal)):
                 let why = "map_local rule \"\(rule.name)\": \(refusal)"
-                handler.respond(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), why, allocator: allocator), error: why, context: context)
+                handler.respond(LocalResponse.text(HTTPResponseStatus(statusCode: refusal.status), why, allocator: allocator), error: why, client: client)
             case let .failure(error):
                 let why = "map_local rule \"\(rule.name)\": \(error)"
-                handler.respond(LocalResponse.text(.internalServerError, why, allocator: allocator), error: why, context: context)
+                handler.respond(LocalResponse.text(.internalServerError, why, allocator: allocator), error: why, client: client)
             }
         }
     }

@@ -7,20 +7,20 @@ import NIOHTTP1
 /// rules, breakpoints), its parts go upstream, are held, or are dropped, as
 /// the machine says.
 extension HTTPExchangeHandler {
-    func requestHead(_ received: HTTPRequestHead, context: ChannelHandlerContext) {
+    func requestHead(_ received: HTTPRequestHead, client: any ExchangeClient) {
         let info = StreamStateMachine.Request(isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
                                               isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
         switch machine.requestHead(info) {
         case .openExchange:
-            decide(received, isHead: info.isHead, context: context)
+            decide(received, isHead: info.isHead, client: client)
         case let .illegal(what):
-            violation(what, context: context)
+            violation(what, client: client)
         }
     }
 
     /// What happens to a request: CONNECT, a refusal, or the hooks' decision
     /// (they open its row: the rules edit it, the breakpoints may hold it).
-    private func decide(_ received: HTTPRequestHead, isHead: Bool, context: ChannelHandlerContext) {
+    private func decide(_ received: HTTPRequestHead, isHead: Bool, client: any ExchangeClient) {
         var received = received
         var codecFramed = false
         if let leg = owner.http2 {
@@ -33,7 +33,7 @@ extension HTTPExchangeHandler {
             // CONNECT (and RFC 8441's extended CONNECT) inside HTTP/2 is not offered: it is answered, and the stream ends.
             if received.method == .CONNECT {
                 answer(.methodNotAllowed, "CONNECT inside HTTP/2 is not supported by this proxy; send CONNECT over HTTP/1.1", close: true,
-                       isHead: isHead, context: context)
+                       isHead: isHead, client: client)
                 return
             }
             // h2c to the explicit proxy: :authority names the host, the request is plain HTTP.
@@ -44,11 +44,11 @@ extension HTTPExchangeHandler {
         if case .absoluteForm = route, received.method == .CONNECT {
             guard let target = ProxyTarget.parseAuthority(received.uri[...], defaultPort: nil) else {
                 logger.notice("rejected a CONNECT with a malformed target", metadata: ["TARGET": "\(received.uri)"])
-                answer(.badRequest, "CONNECT needs host:port, got \"\(received.uri)\"", close: true, isHead: isHead, context: context)
+                answer(.badRequest, "CONNECT needs host:port, got \"\(received.uri)\"", close: true, isHead: isHead, client: client)
                 return
             }
             current = Current(request: ClientRequest(head: received, target: target, originForm: ""))
-            carryOut(machine.requestDecided(.connect), context: context)
+            carryOut(machine.requestDecided(.connect), client: client)
             return
         }
         var head = received
@@ -56,12 +56,12 @@ extension HTTPExchangeHandler {
         head.headers.remove(name: Self.resentFromHeader)
         guard let (target, originForm) = route.destination(of: head) else {
             logger.notice("rejected a request that is not absolute-form", metadata: ["URI": "\(head.uri)"])
-            answer(.badRequest, ForwardRoute.whyNoDestination(head), close: true, isHead: isHead, context: context)
+            answer(.badRequest, ForwardRoute.whyNoDestination(head), close: true, isHead: isHead, client: client)
             return
         }
-        let origin = ExchangeHooks.Origin(client: context.channel.remoteAddress, clientSNI: clientSNI,
+        let origin = ExchangeHooks.Origin(client: client.remoteAddress, clientSNI: clientSNI,
                                           reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
-        let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: context.eventLoop)
+        let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: client.eventLoop)
         if codecFramed, !head.headers.contains(name: "content-length") { head.headers.add(name: "transfer-encoding", value: "chunked") }
         if owner.tookEncodedTarget(received.uri) {
             hooks.note("raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
@@ -73,48 +73,49 @@ extension HTTPExchangeHandler {
         case let .refuse(status, why):
             // Its framing is suspect: answered, recorded with why, and closed.
             logger.notice("refused a request", metadata: ["STATUS": "\(status.code)", "WHY": "\(why)"])
-            answer(status, why, error: why, close: true, isHead: isHead, context: context)
+            answer(status, why, error: why, close: true, isHead: isHead, client: client)
         case let .block(rule):
             logger.debug("a rule blocked the request", metadata: ["RULE": "\(rule.name)"])
             guard case let .block(code) = rule.action else {
-                carryOut(machine.requestDecided(.hangUp(error: "dropped by the rule \"\(rule.name)\"")), context: context)
+                carryOut(machine.requestDecided(.hangUp(error: "dropped by the rule \"\(rule.name)\"")), client: client)
                 return
             }
-            answer(HTTPResponseStatus(statusCode: code), "blocked by the rule \"\(rule.name)\"", close: false, isHead: isHead, context: context)
+            answer(HTTPResponseStatus(statusCode: code), "blocked by the rule \"\(rule.name)\"", close: false, isHead: isHead, client: client)
         case let .mapLocal(rule):
-            carryOut(machine.requestDecided(.answer(close: false)), context: context) { $0.serveLocal(rule, context: $1) }
+            carryOut(machine.requestDecided(.answer(close: false)), client: client) { $0.serveLocal(rule, client: $1) }
         case .hold:
             // The body is read whole before anything goes upstream: say go now.
             if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }) {
                 head.headers.remove(name: "expect")
                 current?.request.head = head
-                context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
+                client.write(.head(HTTPResponseHead(version: .http1_1, status: .continue)), promise: nil)
+client.flush()
             }
             current?.heldRequest = HeldRequest()
-            carryOut(machine.requestDecided(.hold), context: context)
+            carryOut(machine.requestDecided(.hold), client: client)
         case .forward where owner.http2 != nil && !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding"):
             // An HTTP/2 request whose head gives no length (a GET, a DELETE): whether a body follows is known
             // at its first part, in the same read; the head waits for it so its framing can say so.
-            carryOut(machine.requestDecided(.forwardAtFirstPart), context: context)
+            carryOut(machine.requestDecided(.forwardAtFirstPart), client: client)
         case .forward:
-            carryOut(machine.requestDecided(.forward), context: context)
+            carryOut(machine.requestDecided(.forward), client: client)
         }
     }
 
     /// The proxy's own text answer to a request it will not forward; the
     /// row (with `error`, if any) records it as sent.
-    private func answer(_ status: HTTPResponseStatus, _ text: String, error: String? = nil, close: Bool, isHead: Bool, context: ChannelHandlerContext) {
-        let local = LocalResponse.text(status, text, allocator: context.channel.allocator)
+    private func answer(_ status: HTTPResponseStatus, _ text: String, error: String? = nil, close: Bool, isHead: Bool, client: any ExchangeClient) {
+        let local = LocalResponse.text(status, text, allocator: client.allocator)
         if current == nil {
             current = Current(request: ClientRequest(head: HTTPRequestHead(version: .http1_1, method: isHead ? .HEAD : .GET, uri: ""),
                                                      target: ProxyTarget(host: "", port: 0), originForm: ""))
         }
-        carryOut(machine.requestDecided(.answer(close: close)), context: context) { handler, context in
-            handler.respond(local, error: error, context: context)
+        carryOut(machine.requestDecided(.answer(close: close)), client: client) { handler, client in
+            handler.respond(local, error: error, client: client)
         }
     }
 
-    func requestBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+    func requestBody(_ buffer: ByteBuffer, client: any ExchangeClient) {
         switch machine.requestBody() {
         case .forward:
             hooks.requestBody(buffer)
@@ -122,28 +123,28 @@ extension HTTPExchangeHandler {
         case .forwardHeadThenPart:
             // A body after all: chunked, so an HTTP/1.1 origin reads exactly it.
             current?.request.head.headers.add(name: "transfer-encoding", value: "chunked")
-            forwardHead(context: context)
+            forwardHead(client: client)
             hooks.requestBody(buffer)
             upstream.send(.body(.byteBuffer(buffer)))
         case .hold:
             hooks.requestBodyHeld(buffer)
-            holdRequestBody(buffer, context: context)
+            holdRequestBody(buffer, client: client)
         case .drop:
             break
         case let .illegal(what):
-            violation(what, context: context)
+            violation(what, client: client)
         }
     }
 
-    func requestEnd(context: ChannelHandlerContext) {
+    func requestEnd(client: any ExchangeClient) {
         switch machine.requestEnd() {
         case .forwardEnd:
-            forwardEnd(context: context)
+            forwardEnd(client: client)
         case .forwardHeadThenEnd:
-            forwardHead(context: context)
-            forwardEnd(context: context)
+            forwardHead(client: client)
+            forwardEnd(client: client)
         case .pauseRequest:
-            pauseRequest(context: context)
+            pauseRequest(client: client)
         case .routeConnect:
             guard let exchange = current, exchange.request.head.method == .CONNECT else { return }
             current = nil
@@ -151,18 +152,18 @@ extension HTTPExchangeHandler {
         case .drop:
             break
         case let .illegal(what):
-            violation(what, context: context)
+            violation(what, client: client)
         }
     }
 
     /// The request's end (with its trailers) goes upstream; a 101 that ended first switches now.
-    func forwardEnd(context: ChannelHandlerContext) {
+    func forwardEnd(client: any ExchangeClient) {
         upstream.send(.end(current?.requestTrailers))
         if machine.requestForwarded() == .switchProtocols { switchProtocols() }
     }
 
     /// Sends the request's head upstream (its body follows as it is read).
-    func forwardHead(context: ChannelHandlerContext) {
+    func forwardHead(client: any ExchangeClient) {
         guard var exchange = current else { return }
         let request = UpstreamRequest(exchange.request, route: route,
                                       plan: hooks.plan, interception: services.interception)
@@ -178,25 +179,25 @@ extension HTTPExchangeHandler {
     // MARK: actions
 
     /// Does what the machine decided; `answer` makes the proxy's own answer.
-    func carryOut(_ action: StreamStateMachine.DecisionAction, context: ChannelHandlerContext,
-                  answer: ((HTTPExchangeHandler, ChannelHandlerContext) -> Void)? = nil) {
+    func carryOut(_ action: StreamStateMachine.DecisionAction, client: any ExchangeClient,
+                  answer: ((HTTPExchangeHandler, any ExchangeClient) -> Void)? = nil) {
         switch action {
         case .forwardHead:
-            forwardHead(context: context)
+            forwardHead(client: client)
         case .awaitFirstPart, .hold, .awaitConnectEnd:
             break
         case .answer:
-            answer?(self, context)
+            answer?(self, client)
         case let .hangUp(end):
             endRow(end)
-            if owner.http2 != nil { owner.resetStream() } else { context.close(promise: nil) }
+            if owner.http2 != nil { owner.resetStream() } else { client.close() }
         case let .illegal(what):
-            violation(what, context: context)
+            violation(what, client: client)
         }
     }
 
     /// The client's side of the machine: close now, or after the answer.
-    func perform(_ action: StreamStateMachine.ClientAction, context: ChannelHandlerContext) {
+    func perform(_ action: StreamStateMachine.ClientAction, client: any ExchangeClient) {
         switch action {
         case let .abandon(end):
             endRow(end)
@@ -206,7 +207,7 @@ extension HTTPExchangeHandler {
             endRow(end)
             upstream.close()
             current = nil
-            context.close(promise: nil)
+            client.close()
         case .closeFinished:
             owner.closeFinishedClient()
         case .closeAfterResponse:

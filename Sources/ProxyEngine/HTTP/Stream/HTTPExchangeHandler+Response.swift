@@ -8,7 +8,7 @@ import NIOSSL
 /// framed and closed as the state machine says.
 extension HTTPExchangeHandler {
     func upstreamResponse(_ part: HTTPClientResponsePart) {
-        guard let context, var exchange = current else { return }
+        guard let client, var exchange = current else { return }
         switch part {
         case var .head(head):
             let final = head.status.code >= 200 || head.status == .switchingProtocols
@@ -24,7 +24,8 @@ extension HTTPExchangeHandler {
                 // 100 Continue and friends: passed on, and the real answer follows.
                 var headers = head.headers
                 HopByHop.strip(&headers)
-                context.writeAndFlush(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers))), promise: nil)
+                client.write(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)), promise: nil)
+client.flush()
             case let .writeHead(framing, close):
                 // Recorded as the client gets it: HTTP/2 carries no chunked framing.
                 if owner.http2 != nil {
@@ -36,42 +37,42 @@ extension HTTPExchangeHandler {
                 }
                 let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
                                                             upgrade: exchange.upstreamRequest?.upgrade)
-                context.write(Self.wrapOutboundOut(.head(clientHead)), promise: nil)
+                client.write(.head(clientHead), promise: nil)
             case .hold:
                 exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.request.head.method == .HEAD)
             case .unaskedSwitch:
-                fail(.upstreamProtocol("the server switched protocols unasked"), context: context)
+                fail(.upstreamProtocol("the server switched protocols unasked"), client: client)
                 return
             case .unexpected:
-                upstreamOutOfTurn("a response head", context: context)
+                upstreamOutOfTurn("a response head", client: client)
                 return
             }
             current = exchange
         case let .body(buffer):
             switch machine.responseBody() {
-            case .write: respondBody(buffer, context: context)
-            case .hold: holdResponseBody(buffer, context: context)
+            case .write: respondBody(buffer, client: client)
+            case .hold: holdResponseBody(buffer, client: client)
             case .drop: break
-            case .unexpected: upstreamOutOfTurn("a response body part", context: context)
+            case .unexpected: upstreamOutOfTurn("a response body part", client: client)
             }
         case let .end(trailers):
-            responseEnded(trailers, context: context)
+            responseEnded(trailers, client: client)
         }
     }
 
     /// The upstream sent a response part no exchange waits for (a second
     /// answer to one request): its connection is not to be trusted further.
-    private func upstreamOutOfTurn(_ what: String, context: ChannelHandlerContext) {
+    private func upstreamOutOfTurn(_ what: String, client: any ExchangeClient) {
         logger.notice("the server sent \(what) out of turn; closing its connection")
         upstream.close()
     }
 
-    func respondBody(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+    func respondBody(_ buffer: ByteBuffer, client: any ExchangeClient) {
         hooks.responseBody(buffer)
-        context.write(Self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        client.write(.body(.byteBuffer(buffer)), promise: nil)
     }
 
-    func responseEnded(_ trailers: HTTPHeaders?, context: ChannelHandlerContext) {
+    func responseEnded(_ trailers: HTTPHeaders?, client: any ExchangeClient) {
         switch machine.responseEnd() {
         case let .writeEnd(close, done, releaseUpstream, end):
             if let trailers, !trailers.isEmpty { hooks.responseTrailers(trailers) }
@@ -80,53 +81,59 @@ extension HTTPExchangeHandler {
             if releaseUpstream { upstream.close() }
             // Before the end goes out: writing it may hand a pipelined request over at once.
             if done { current = nil }
-            let written = context.writeAndFlush(Self.wrapOutboundOut(.end(trailers)))
             if close {
-                let owner = NIOLoopBound(owner, eventLoop: context.eventLoop)
-                written.whenComplete { _ in owner.value.closeFinishedClient() }
+                let written = client.eventLoop.makePromise(of: Void.self)
+                client.write(.end(trailers), promise: written)
+                client.flush()
+                let owner = NIOLoopBound(owner, eventLoop: client.eventLoop)
+                written.futureResult.whenComplete { _ in owner.value.closeFinishedClient() }
+            } else {
+                client.write(.end(trailers), promise: nil)
+                client.flush()
             }
         case .pauseResponse:
-            if let held = current?.heldResponse { pauseResponse(held, context: context) }
+            if let held = current?.heldResponse { pauseResponse(held, client: client) }
         case let .endSwitch(now):
             // The 101's end: the bytes flow once the request has ended too.
-            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+            client.write(.end(nil), promise: nil)
+client.flush()
             if now { switchProtocols() }
         case .unexpected:
-            upstreamOutOfTurn("a response end", context: context)
+            upstreamOutOfTurn("a response end", client: client)
         }
     }
 
     /// The proxy's own answer, head to end, framed like any other and
     /// recorded as sent; `error` is its row's.
-    func respond(_ local: LocalResponse, error: String?, context: ChannelHandlerContext) {
+    func respond(_ local: LocalResponse, error: String?, client: any ExchangeClient) {
         switch machine.localResponseHead(status: local.head.status, error: error) {
         case let .writeHead(framing, close):
             hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
             let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.request.head.version == .http1_0)
-            context.write(Self.wrapOutboundOut(.head(head)), promise: nil)
+            client.write(.head(head), promise: nil)
             if let body = local.body, machine.responseBody() == .write {
-                context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+                client.write(.body(.byteBuffer(body)), promise: nil)
             }
-            responseEnded(nil, context: context)
+            responseEnded(nil, client: client)
         case let .illegal(what):
-            violation(what, context: context)
+            violation(what, client: client)
         }
     }
 
     /// The upstream failed: an error answer if nothing went out yet, else a close.
-    func fail(_ error: ProxyError, context: ChannelHandlerContext) {
+    func fail(_ error: ProxyError, client: any ExchangeClient) {
         logger.notice("request failed", metadata: ["ERROR": "\(error)"])
         upstream.close()
         switch machine.upstreamFailed(error.description) {
         case .answerError:
             // Nothing went to the client yet: the error answer it gets is the row's response.
             current?.heldResponse = nil
-            respond(LocalResponse.text(error.status, "\(error)", allocator: context.channel.allocator), error: error.description, context: context)
+            respond(LocalResponse.text(error.status, "\(error)", allocator: client.allocator), error: error.description, client: client)
         case let .closeMidResponse(end):
             // Part of the response is out already: only a close can say so.
             endRow(end)
             current = nil
-            context.close(promise: nil)
+            client.close()
         case .ignore:
             break
         }
@@ -135,13 +142,13 @@ extension HTTPExchangeHandler {
     /// The upstream connection in use closed.
     func upstreamClosed(_ target: ProxyTarget, error: Error?) {
         // Nothing of this exchange went to that server, or a held response was read whole: it may go.
-        guard let context, current?.upstreamRequest != nil, machine.response != .paused, machine.response != .ended else { return }
+        guard let client, current?.upstreamRequest != nil, machine.response != .paused, machine.response != .ended else { return }
         if let error = error as? NIOSSLError {
-            fail(.upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(error)), context: context)
+            fail(.upstreamTLS(host: target.host, port: target.port, detail: ProxyError.describeTLS(error)), client: client)
         } else if let error {
-            fail(.upstreamFailed(host: target.host, port: target.port, underlying: error), context: context)
+            fail(.upstreamFailed(host: target.host, port: target.port, underlying: error), client: client)
         } else {
-            fail(.upstreamClosedEarly, context: context)
+            fail(.upstreamClosedEarly, client: client)
         }
     }
 
@@ -149,19 +156,19 @@ extension HTTPExchangeHandler {
     /// the bytes. The exchange's row (the handshake) is written when both
     /// have closed, with the bytes that went each way.
     func switchProtocols() {
-        guard let context, let (channel, layer) = upstream.detachForSwitch() else { return }
+        guard let client, let (channel, layer) = upstream.detachForSwitch() else { return }
         current = nil
         let counts = TunnelByteCounts()
         let glue = counts.gluePair(stats: services.stats)
         // The row's end goes with the glue: written once both sides have closed.
-        if machine.endRow(nil) != nil { hooks.switched(client: context.channel, server: channel, counts: counts) }
+        if machine.endRow(nil) != nil { hooks.switched(client: owner.channel, server: channel, counts: counts) }
         logger.debug("switched protocols; passing bytes through")
         do {
             try owner.switchProtocols(upstream: layer, glue: glue)
         } catch {
             logger.error("cannot switch protocols", metadata: ["ERROR": "\(error)"])
             channel.close(promise: nil)
-            context.close(promise: nil)
+            client.close()
         }
     }
 }

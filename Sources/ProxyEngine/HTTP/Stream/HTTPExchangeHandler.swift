@@ -14,7 +14,8 @@ import NIOSSL
 /// side wait while the other side cannot take more.
 final class HTTPExchangeHandler {
     var machine = StreamStateMachine()
-    var context: ChannelHandlerContext?
+    /// Its client's end: set while it carries the exchange.
+    var client: (any ExchangeClient)?
     var logger: Logger
     let services: ProxyServices
     let route: ForwardRoute
@@ -44,8 +45,8 @@ final class HTTPExchangeHandler {
     var pinnedAddress: String?
     /// An h2c stream's `:scheme` (`H2CSchemeTap`), which NIO's codec drops.
     var requestScheme: String?
-    private var pendingRead = false
-    private var waitingForCapture = false
+    var pendingRead = false
+    var waitingForCapture = false
 
     init(owner: ProxyPipeline, route: ForwardRoute) {
         self.owner = owner
@@ -71,86 +72,65 @@ final class HTTPExchangeHandler {
     /// The machine was driven out of turn: a bug in this handler, not the
     /// peer's doing. Loud in debug builds; in release the connection closes
     /// and the row says why.
-    func violation(_ what: String, context: ChannelHandlerContext) {
+    func violation(_ what: String, client: any ExchangeClient) {
         logger.critical("the exchange's state machine was driven out of turn; closing the connection", metadata: ["EVENT": "\(what)"])
         assertionFailure("StreamStateMachine: \(what)")
         releaseHold()
-        perform(machine.clientFailed("the proxy closed the connection after an internal error (\(what))"), context: context)
+        perform(machine.clientFailed("the proxy closed the connection after an internal error (\(what))"), client: client)
     }
 }
 
-extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        self.context = nil
-        upstream.close()
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch Self.unwrapInboundIn(data) {
+/// What the client does, from whichever end carries the exchange (an
+/// HTTP/1 connection's pipeline, below, or an HTTP/2 stream).
+extension HTTPExchangeHandler {
+    func clientSent(_ part: HTTPServerRequestPart, client: any ExchangeClient) {
+        switch part {
         case let .head(head):
-            requestHead(head, context: context)
+            requestHead(head, client: client)
         case let .body(buffer):
-            requestBody(buffer, context: context)
+            requestBody(buffer, client: client)
         case let .end(trailers):
             if let trailers, !trailers.isEmpty {
                 current?.requestTrailers = trailers
                 hooks.requestTrailers(trailers)
             }
-            requestEnd(context: context)
+            requestEnd(client: client)
         }
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
-        // Request body parts are written as they come and flushed per read.
-        upstream.flush()
-        context.fireChannelReadComplete()
-    }
+    /// Request body parts are written as they come and flushed per read.
+    func clientReadComplete() { upstream.flush() }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
-            // A client that stops sending while its request is held has
-            // left (a killed curl's FIN): the request must go nowhere.
-            if machine.request == .holding || machine.request == .paused {
-                logger.info("the client closed its side while its request was held; dropping the request")
-            }
-            perform(machine.clientInputClosed(), context: context)
+    func clientInputClosed(client: any ExchangeClient) {
+        // A client that stops sending while its request is held has
+        // left (a killed curl's FIN): the request must go nowhere.
+        if machine.request == .holding || machine.request == .paused {
+            logger.info("the client closed its side while its request was held; dropping the request")
         }
-        context.fireUserInboundEventTriggered(event)
+        perform(machine.clientInputClosed(), client: client)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    func clientClosed(client: any ExchangeClient) {
         upstream.cancelTimer()
         releaseHold()
-        perform(machine.clientClosed(Self.clientLeft), context: context)
-        context.fireChannelInactive()
+        perform(machine.clientClosed(Self.clientLeft), client: client)
     }
 
     static let clientLeft = "the client closed the connection before the exchange completed"
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
+    func clientFailed(_ error: Error, client: any ExchangeClient) {
         // A client clock ran out: HTTP1ServerConnection answers and closes;
         // the exchange's row says why, and the server side goes.
         if let expired = error as? ClientClockExpired {
             if expired.answered { hooks.answered(.requestTimeout) }
-            perform(machine.clientTimedOut(expired.description), context: context)
+            perform(machine.clientTimedOut(expired.description), client: client)
             return
         }
         // An HTTP/2 client reset its stream: it has gone, as a closed connection has.
         if let reset = error as? NIOHTTP2Errors.StreamClosed {
             logger.debug("the client reset its stream", metadata: ["CODE": "\(reset.errorCode.name)"])
             releaseHold()
-            perform(machine.clientFailed("the client reset the stream (\(reset.errorCode.name)) before the exchange completed"), context: context)
-            return
-        }
-        // TLS without close_notify: the EOF that follows is the client's half-close.
-        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls {
-            owner.noteRaggedTLSEnd()
+            perform(machine.clientFailed("the client reset the stream (\(reset.errorCode.name)) before the exchange completed"), client: client)
             return
         }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
@@ -164,29 +144,27 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // origin's answer already in the row stays as it was).
             let answered = machine.response == .waiting || machine.response == .holding || machine.response == .paused
             if answered {
-                let allocator = context.channel.allocator
-                hooks.answered(MalformedRequest.answer(status, MalformedRequest.explain(parse), allocator: allocator),
+                hooks.answered(MalformedRequest.answer(status, MalformedRequest.explain(parse), allocator: client.allocator),
                                headRequest: current?.request.head.method == .HEAD)
             }
             releaseHold()
             let why = "malformed request: \(MalformedRequest.explain(parse))" + (answered ? "; answered \(status.code)" : "; the response had begun, so none was sent")
-            perform(machine.clientFailed(why), context: context)
+            perform(machine.clientFailed(why), client: client)
             return
         }
         upstream.close()
-        context.close(promise: nil)
+        client.close()
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { upstream.clientBecameWritable() }
-        context.fireChannelWritabilityChanged()
-    }
+    func clientBecameWritable() { upstream.clientBecameWritable() }
 
-    func read(context: ChannelHandlerContext) {
+    /// The client's end would read more of the request: it may, unless the
+    /// store is behind or the upstream side cannot take more yet.
+    func clientWantsRead(client: any ExchangeClient) {
         if let capture = services.capture, capture.isBehind {
             // The store is behind: no new requests until it catches up.
             pendingRead = true
-            waitForCapture(context)
+            waitForCapture(client)
             return
         }
         if upstream.holdsClientReads {
@@ -194,16 +172,16 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             pendingRead = true
             return
         }
-        context.read()
+        client.read()
     }
 
     /// Holds reads until the capture writer says the store has caught up
     /// (one wait per connection at most).
-    private func waitForCapture(_ context: ChannelHandlerContext) {
+    private func waitForCapture(_ client: any ExchangeClient) {
         guard !waitingForCapture, let capture = services.capture else { return }
         waitingForCapture = true
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        capture.whenCaughtUp(on: context.eventLoop) {
+        let bound = NIOLoopBound(self, eventLoop: client.eventLoop)
+        capture.whenCaughtUp(on: client.eventLoop) {
             let handler = bound.value
             handler.waitingForCapture = false
             handler.resumeClientReads()
@@ -211,18 +189,71 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func resumeClientReads() {
-        if pendingRead, let context {
+        if pendingRead, let client {
             pendingRead = false
-            context.read()
+            client.read()
         }
     }
+}
 
+/// An HTTP/1 connection's end: the handler in its pipeline.
+extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    func handlerAdded(context: ChannelHandlerContext) { client = ContextClient(context) }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        client = nil
+        upstream.close()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let client else { return }
+        clientSent(Self.unwrapInboundIn(data), client: client)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        clientReadComplete()
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed, let client { clientInputClosed(client: client) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let client { clientClosed(client: client) }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // TLS without close_notify: the EOF that follows is the client's half-close.
+        if let tls = error as? NIOSSLError, case .uncleanShutdown = tls {
+            owner.noteRaggedTLSEnd()
+            return
+        }
+        guard let client else { return }
+        clientFailed(error, client: client)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { clientBecameWritable() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard let client else { return }
+        clientWantsRead(client: client)
+    }
 }
 
 extension HTTPExchangeHandler: UpstreamDelegate {
     /// The upstream side's one way in: what the server did, carried out here.
     func upstream(_ event: UpstreamEvent) {
-        guard let context else { return }
+        guard let client else { return }
         switch event {
         case let .connected(server):
             hooks.upstreamConnected(to: server)
@@ -231,22 +262,22 @@ extension HTTPExchangeHandler: UpstreamDelegate {
         case let .response(part):
             upstreamResponse(part)
         case .readComplete:
-            context.flush()
+            client.flush()
         case .ready:
             resumeClientReads()
         case let .failed(error):
-            fail(error, context: context)
+            fail(error, client: client)
             resumeClientReads()
         case let .closed(target, error):
             upstreamClosed(target, error: error)
         case let .timedOut(error):
             // Only while no answer has begun: a held or streaming one is not the server's to time out.
             guard machine.response == .waiting, !machine.isIdle else { return }
-            fail(error, context: context)
+            fail(error, client: client)
         }
     }
 
-    var clientIsWritable: Bool { context?.channel.isWritable ?? false }
+    var clientIsWritable: Bool { client?.isWritable ?? false }
     var exchangeIsIdle: Bool { machine.isIdle }
 }
 

@@ -1,0 +1,23 @@
+import NIOCore
+import NIOHTTP1
+
+/// An HTTP/1 connection's end of its exchange: the exchange handler's own
+/// place in the connection's pipeline.
+final class ContextClient: ExchangeClient {
+    private let context: ChannelHandlerContext
+
+    init(_ context: ChannelHandlerContext) { self.context = context }
+
+    var eventLoop: EventLoop { context.eventLoop }
+    var allocator: ByteBufferAllocator { context.channel.allocator }
+    var remoteAddress: SocketAddress? { context.channel.remoteAddress }
+    var isWritable: Bool { context.channel.isWritable }
+
+    func write(_ part: HTTPServerResponsePart, promise: EventLoopPromise<Void>?) {
+        context.write(NIOAny(part), promise: promise)
+    }
+
+    func flush() { context.flush() }
+    func read() { context.read() }
+    func close() { context.close(promise: nil) }
+}
