@@ -315,11 +315,6 @@ final class ProxyPipeline {
     /// without close_notify is not waited for: NIOSSL would wait for its
     /// close_notify (`MITMContexts.shutdownTimeout`), which cannot come.
     func closeFinishedClient() {
-        // A stream's answer has ended: the rest of the request is not wanted (RFC 9113 §8.1), the connection stays.
-        if http2 != nil {
-            endStreamEarly()
-            return
-        }
         if tlsEndedRaggedly, let raw {
             raw.closeSocket()
         } else {

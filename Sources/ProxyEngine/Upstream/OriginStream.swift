@@ -96,7 +96,11 @@ final class OriginStream {
     /// usually follows in it, and then both go as one HEADERS frame (an
     /// origin that has answered a request whose end has not come resets it).
     func flush() {
-        guard !isClosed else { return }
+        // Even once closed: writing the last frame may close the stream in NIO before its flush.
+        guard !isClosed else {
+            connection?.flush()
+            return
+        }
         if pendingHead != nil {
             connection?.sendHeadSoon(self)
             return

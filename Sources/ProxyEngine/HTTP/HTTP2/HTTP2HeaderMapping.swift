@@ -16,6 +16,11 @@ enum HTTP2HeaderMapping {
         }
     }
 
+    struct BadRequestBlock: Error, CustomStringConvertible {
+        let problem: String
+        var description: String { "the client's request header block \(problem)" }
+    }
+
     struct BadStatus: Error, CustomStringConvertible {
         let value: String?
         var description: String { "the server's response has \(value.map { "an invalid :status \($0)" } ?? "no :status")" }
@@ -33,6 +38,54 @@ enum HTTP2HeaderMapping {
         block.add(name: ":authority", value: authority)
         block.add(name: ":path", value: head.uri)
         appendRegular(head.headers, to: &block, skippingHost: true)
+        return block
+    }
+
+    /// A client's request header block as an HTTP/1-shaped head, as NIO's
+    /// server codec makes it: `:authority` becomes `Host` (unless there is
+    /// one), and a request whose method may carry a body and whose length
+    /// is not given gets `content-length: 0` (ended already) or chunked
+    /// framing. Also returns `:scheme`.
+    static func requestHead(_ block: HPACKHeaders, endStream: Bool) throws -> (HTTPRequestHead, scheme: String) {
+        var method: String?, path: String?, scheme: String?, authority: String?
+        var hasHost = false, hasLength = false
+        for (name, value, _) in block {
+            guard name.utf8.first == UInt8(ascii: ":") else {
+                if name == "host" { hasHost = true } else if name == "content-length" { hasLength = true }
+                continue
+            }
+            // These become the HTTP/1 request line: no byte that could split it (RFC 9113 §8.3.1).
+            guard !value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw BadRequestBlock(problem: "has a space or control byte in \(name)") }
+            switch name {
+            case ":method": method = value
+            case ":path": path = value
+            case ":scheme": scheme = value
+            case ":authority": authority = value
+            default: break
+            }
+        }
+        guard let method, let path, let scheme, let authority else { throw BadRequestBlock(problem: "lacks :method, :path, :scheme or :authority") }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(block.count - 2)
+        if !hasHost { headers.add(name: "host", value: authority) }
+        let httpMethod = HTTPMethod(rawValue: method)
+        switch httpMethod {
+        case .GET, .HEAD, .DELETE, .CONNECT, .TRACE: break
+        default:
+            if !hasLength { headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked") }
+        }
+        for (name, value, _) in block where name.utf8.first != UInt8(ascii: ":") {
+            headers.add(name: name, value: value)
+        }
+        return (HTTPRequestHead(version: .http2, method: httpMethod, uri: path, headers: headers), scheme)
+    }
+
+    /// A response head as a response's header block.
+    static func response(_ head: HTTPResponseHead) -> HPACKHeaders {
+        var block = HPACKHeaders()
+        block.reserveCapacity(head.headers.count + 1)
+        block.add(name: ":status", value: String(head.status.code))
+        appendRegular(head.headers, to: &block, skippingHost: false)
         return block
     }
 

@@ -4,8 +4,8 @@ import NIOHTTP1
 import NIOHTTP2
 
 /// The HTTP/2 server layer facing the client: NIO's HTTP/2 handler and
-/// connection manager on the connection, and on each stream NIO's
-/// HTTP/2-to-HTTP/1 codec in front of an `HTTPExchangeHandler` of its own,
+/// connection manager on the connection, and `ClientStreams` behind the
+/// handler, where each stream carries an `HTTPExchangeHandler` of its own,
 /// so each stream is one exchange with everything an HTTP/1 exchange has
 /// (rules, breakpoints, capture, timeouts) and a held stream holds only
 /// itself.
@@ -47,28 +47,17 @@ extension ProxyPipeline {
             eventLoop: channel.eventLoop,
             configuration: .init(maxIdleTime: .milliseconds(Int64(timeouts.idle * 1000)), maxAge: nil,
                                  maxGraceTime: .milliseconds(Int64(max(1, timeouts.drainIdleWait) * 1000)), keepalive: nil))
-        let bound = NIOLoopBound((self, leg), eventLoop: channel.eventLoop)
-        let (sni, services) = (clientSNI, self.services)
-        let handler = NIOHTTP2Handler(
-            mode: .server, eventLoop: channel.eventLoop, connectionConfiguration: HTTP2Limits.serverConnection,
-            streamConfiguration: HTTP2Limits.stream, streamDelegate: manager.http2StreamDelegate
-        ) { stream in
-            stream.eventLoop.makeCompletedFuture {
-                let (_, leg) = bound.value
-                var streamServices = services
-                streamServices.peer.streamID = (try? stream.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) }
-                let owner = ProxyPipeline(channel: stream, services: streamServices, http2: leg)
-                let exchange = HTTPExchangeHandler(owner: owner, route: route)
-                exchange.pinnedAddress = pinnedAddress
-                exchange.clientSNI = sni
-                // h2c to the explicit proxy: the request's :scheme decides whether it may be fetched.
-                if priorKnowledge, case .absoluteForm = route { try stream.pipeline.syncOperations.addHandler(H2CSchemeTap(exchange: exchange)) }
-                try stream.pipeline.syncOperations.addHandlers([HeadersEndMerger(), HTTP2FramePayloadToHTTP1ServerCodec(), exchange])
-            }
-        }
+        // Frames, not stream channels: each stream is a `ClientStream` carrying its own exchange.
+        let handler = NIOHTTP2Handler(mode: .server, connectionConfiguration: HTTP2Limits.serverConnection, streamConfiguration: HTTP2Limits.stream)
+        var tapsScheme = false
+        if priorKnowledge, case .absoluteForm = route { tapsScheme = true }
+        let streams = ClientStreams(
+            exchanges: .init(owner: self, leg: leg, route: route, pinnedAddress: pinnedAddress, clientSNI: clientSNI, services: services,
+                             tapsScheme: tapsScheme),
+            manager: manager.http2StreamDelegate)
         // After a connection error the client is told (GOAWAY) and let go.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger)
-        try ops.addHandlers([FlushCoalescer(), closer, handler, manager, HTTP2ClientEnd(owner: self),
+        try ops.addHandlers([FlushCoalescer(), closer, handler, streams, manager, HTTP2ClientEnd(owner: self),
                              HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)],
                             position: position)
         // The connection was active before the layer came: start its idle clock.
@@ -77,27 +66,5 @@ extension ProxyPipeline {
         channel.closeFuture.assumeIsolated().whenComplete { _ in pool.closeAll() }
         services.logger.debug("HTTP/2 with the client", metadata: ["PRIOR_KNOWLEDGE": "\(priorKnowledge)"])
         return leg
-    }
-
-    /// On a stream's owner: RST_STREAM with NO_ERROR after a complete
-    /// answer, so the client stops sending a request nobody reads; a
-    /// stream that has ended both ways is closed already.
-    /// A stream is ended on the next tick: NIO tells its connection manager
-    /// that a stream opened only after the stream's first frame has been
-    /// read, and a stream ended within that read would be closed before it
-    /// was ever open to the manager.
-    func endStreamEarly() {
-        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
-        channel.eventLoop.execute {
-            let owner = bound.value
-            guard owner.channel.isActive, let codec = try? owner.ops.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) else { return }
-            codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
-        }
-    }
-
-    /// A dropped stream (a drop rule): reset on the next tick, for the same reason.
-    func resetStream() {
-        let stream = channel
-        channel.eventLoop.execute { stream.close(promise: nil) }
     }
 }

@@ -5,8 +5,12 @@ import NIOHTTP1
 /// place in the connection's pipeline.
 final class ContextClient: ExchangeClient {
     private let context: ChannelHandlerContext
+    private unowned let owner: ProxyPipeline
 
-    init(_ context: ChannelHandlerContext) { self.context = context }
+    init(_ context: ChannelHandlerContext, owner: ProxyPipeline) {
+        self.context = context
+        self.owner = owner
+    }
 
     var eventLoop: EventLoop { context.eventLoop }
     var allocator: ByteBufferAllocator { context.channel.allocator }
@@ -20,4 +24,6 @@ final class ContextClient: ExchangeClient {
     func flush() { context.flush() }
     func read() { context.read() }
     func close() { context.close(promise: nil) }
+    func hangUp() { context.close(promise: nil) }
+    func closeFinished() { owner.closeFinishedClient() }
 }

@@ -15,4 +15,9 @@ protocol ExchangeClient: AnyObject {
     /// More of the request, please (the exchange holds this while the other side cannot take more).
     func read()
     func close()
+    /// A drop rule: the client gets no answer (an HTTP/1 connection closes; an HTTP/2 stream is reset).
+    func hangUp()
+    /// The client has had its last answer (an HTTP/1 connection closes; an
+    /// HTTP/2 stream whose request has not ended is told to stop sending).
+    func closeFinished()
 }

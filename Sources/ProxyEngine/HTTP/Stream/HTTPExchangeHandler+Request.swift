@@ -23,7 +23,7 @@ extension HTTPExchangeHandler {
     private func decide(_ received: HTTPRequestHead, isHead: Bool, client: any ExchangeClient) {
         var received = received
         var codecFramed = false
-        if let leg = owner.http2 {
+        if let leg {
             // NIO's codec adds chunked framing to the HTTP/1 view of a stream: the row leaves it out (no
             // header the client sent), the request keeps it (an HTTP/1.1 origin needs the body framed).
             if received.headers.contains(name: "transfer-encoding") {
@@ -93,7 +93,7 @@ client.flush()
             }
             current?.heldRequest = HeldRequest()
             carryOut(machine.requestDecided(.hold), client: client)
-        case .forward where owner.http2 != nil && !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding"):
+        case .forward where leg != nil && !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding"):
             // An HTTP/2 request whose head gives no length (a GET, a DELETE): whether a body follows is known
             // at its first part, in the same read; the head waits for it so its framing can say so.
             carryOut(machine.requestDecided(.forwardAtFirstPart), client: client)
@@ -190,7 +190,7 @@ client.flush()
             answer?(self, client)
         case let .hangUp(end):
             endRow(end)
-            if owner.http2 != nil { owner.resetStream() } else { client.close() }
+            client.hangUp()
         case let .illegal(what):
             violation(what, client: client)
         }
@@ -209,7 +209,7 @@ client.flush()
             current = nil
             client.close()
         case .closeFinished:
-            owner.closeFinishedClient()
+            client.closeFinished()
         case .closeAfterResponse:
             break
         }

@@ -28,7 +28,7 @@ extension HTTPExchangeHandler {
 client.flush()
             case let .writeHead(framing, close):
                 // Recorded as the client gets it: HTTP/2 carries no chunked framing.
-                if owner.http2 != nil {
+                if leg != nil {
                     var sent = head
                     sent.headers.remove(name: "transfer-encoding")
                     hooks.responseHeadSent(sent)
@@ -85,8 +85,8 @@ client.flush()
                 let written = client.eventLoop.makePromise(of: Void.self)
                 client.write(.end(trailers), promise: written)
                 client.flush()
-                let owner = NIOLoopBound(owner, eventLoop: client.eventLoop)
-                written.futureResult.whenComplete { _ in owner.value.closeFinishedClient() }
+                let bound = NIOLoopBound(client, eventLoop: client.eventLoop)
+                written.futureResult.whenComplete { _ in bound.value.closeFinished() }
             } else {
                 client.write(.end(trailers), promise: nil)
                 client.flush()

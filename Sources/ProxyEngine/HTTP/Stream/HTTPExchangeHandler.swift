@@ -21,7 +21,9 @@ final class HTTPExchangeHandler {
     let route: ForwardRoute
     /// The connection's layers' owner: CONNECT and `101` go through it.
     let owner: ProxyPipeline
-    lazy var upstream = UpstreamSide(delegate: self, services: services, route: route, leg: owner.http2, eventLoop: owner.channel.eventLoop)
+    lazy var upstream = UpstreamSide(delegate: self, services: services, route: route, leg: leg, eventLoop: owner.channel.eventLoop)
+    /// The client connection's HTTP/2 layer, when the exchange is one of its streams.
+    let leg: HTTP2ClientLeg?
 
     /// The exchange under way, as the handler needs it beyond the machine.
     struct Current {
@@ -48,12 +50,14 @@ final class HTTPExchangeHandler {
     var pendingRead = false
     var waitingForCapture = false
 
-    init(owner: ProxyPipeline, route: ForwardRoute) {
+    /// `services`: the connection's, or for an HTTP/2 stream its own copy (naming the stream).
+    init(owner: ProxyPipeline, route: ForwardRoute, services: ProxyServices? = nil, leg: HTTP2ClientLeg? = nil) {
         self.owner = owner
-        services = owner.services
-        logger = services.logger
-        hooks = ExchangeHooks(services: owner.services)
+        self.services = services ?? owner.services
+        logger = self.services.logger
+        hooks = ExchangeHooks(services: self.services)
         self.route = route
+        self.leg = leg ?? owner.http2
     }
 
     /// Set by `busymate resend`: the exchange this request repeats. Recorded,
@@ -202,7 +206,7 @@ extension HTTPExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    func handlerAdded(context: ChannelHandlerContext) { client = ContextClient(context) }
+    func handlerAdded(context: ChannelHandlerContext) { client = ContextClient(context, owner: owner) }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         client = nil
