@@ -139,7 +139,7 @@ final class OriginStream {
         guard !isClosed else { return }
         if let id, !(sentEnd && receivedEnd), closedWhileHeld == nil {
             connection?.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
-            connection?.flushSoon()
+            connection?.flush()
         }
         finish(failure)
     }
@@ -256,7 +256,7 @@ final class OriginStream {
         guard open < target, target - open >= open else { return }
         inboundWindow = window + (target - open)
         connection.write(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: target - open)))
-        connection.flushSoon()
+        connection.flush()
     }
 
     /// NIO closed the stream: both ends finished, or it was reset (`reason`).

@@ -23,6 +23,7 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
     private var touchedInRead: [OriginStream] = []
     private(set) var isReading = false
     private var flushAfterRead = false
+    private var flushScheduled = false
     /// Streams whose head was flushed without the request's end: sent at the end of the tick.
     private var headsDue: [OriginStream] = []
     /// Called once when no stream of ours is left (a retired connection closes then).
@@ -59,11 +60,20 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(frame), promise: promise)
     }
 
-    func flush() { context?.flush() }
-
-    /// A window update or a reset: flushed at the end of the read it came in, or now.
-    func flushSoon() {
-        if isReading { flushAfterRead = true } else { context?.flush() }
+    /// Streams flush as they write: NIO's handler runs its buffers at
+    /// each flush, so they become one, at the end of the read under way or
+    /// of this tick.
+    func flush() {
+        if isReading {
+            flushAfterRead = true
+            return
+        }
+        guard !flushScheduled, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            self.context?.flush()
+        }
     }
 
     func sendHeadSoon(_ stream: OriginStream) {
@@ -142,7 +152,7 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
         let target = Self.connectionWindow
         guard window < target, target - window >= window else { return }
         write(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: target - window)))
-        flushSoon()
+        flush()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

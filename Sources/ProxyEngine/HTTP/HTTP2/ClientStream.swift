@@ -240,7 +240,7 @@ final class ClientStream: ExchangeClient {
         guard open < target, target - open >= open else { return }
         inboundWindow = window + (target - open)
         connection.write(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: target - open)))
-        connection.flushSoon()
+        connection.flush()
     }
 
     /// NIO closed the stream: both ends finished, or it was reset (`reason`).

@@ -36,6 +36,7 @@ final class ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     private var touchedInRead: [ClientStream] = []
     private(set) var isReading = false
     private var flushAfterRead = false
+    private var flushScheduled = false
 
     /// NIO's default: the connection window the streams share.
     static let connectionWindow = 65_535
@@ -55,10 +56,20 @@ final class ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(frame), promise: promise)
     }
 
-    func flush() { context?.flush() }
-
-    func flushSoon() {
-        if isReading { flushAfterRead = true } else { context?.flush() }
+    /// Streams flush as they write: NIO's handler runs its buffers at
+    /// each flush, so they become one, at the end of the read under way or
+    /// of this tick.
+    func flush() {
+        if isReading {
+            flushAfterRead = true
+            return
+        }
+        guard !flushScheduled, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            self.context?.flush()
+        }
     }
 
     func remove(_ stream: ClientStream) { streams[stream.id] = nil }
@@ -133,7 +144,7 @@ final class ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
         let target = Self.connectionWindow
         guard window < target, target - window >= window else { return }
         write(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: target - window)))
-        flushSoon()
+        flush()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
