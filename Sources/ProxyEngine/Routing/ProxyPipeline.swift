@@ -22,8 +22,6 @@ final class ProxyPipeline {
     private var tlsEndedRaggedly = false
     /// The SNI the client sent (intercepted connections), for each exchange's row.
     private(set) var clientSNI: String?
-    /// On an HTTP/2 stream's owner: the client connection's HTTP/2 layer.
-    private(set) var http2: HTTP2ClientLeg?
     /// On an intercepted connection: the origin connection dialled before
     /// the client's handshake (eager ALPN), until an exchange takes it.
     private var eager: EagerOrigin?
@@ -37,12 +35,11 @@ final class ProxyPipeline {
         let exchange: HTTPExchangeHandler
     }
 
-    init(channel: Channel, services: ProxyServices, http2: HTTP2ClientLeg? = nil) {
+    init(channel: Channel, services: ProxyServices) {
         self.channel = channel
         self.services = services
-        self.http2 = http2
         if services.peer.connectionID == nil { self.services.peer.connectionID = ConnectionID.make() }
-        // Once per connection: an HTTP/2 stream's owner gets its connection's list.
+        // Once per connection (an HTTP/2 connection's streams share it).
         if services.hooks == nil { self.services.hooks = HookList(services) }
         // The layers' handlers hold this owner; it lets go of them at the end.
         let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
@@ -308,7 +305,7 @@ final class ProxyPipeline {
 
     /// The client's TLS ended with a TCP FIN and no close_notify.
     func noteRaggedTLSEnd() {
-        if let connection = http2?.owner { connection.noteRaggedTLSEnd() } else { tlsEndedRaggedly = true }
+        tlsEndedRaggedly = true
     }
 
     /// The client has had its last answer: close. A TLS client that hung up

@@ -45,7 +45,7 @@ final class HTTPExchangeHandler {
     /// A transparent connection's original destination address: every
     /// request on it is dialled there, whatever its Host resolves to.
     var pinnedAddress: String?
-    /// An h2c stream's `:scheme` (`H2CSchemeTap`), which NIO's codec drops.
+    /// An h2c stream's `:scheme` (its `ClientStream` reads it).
     var requestScheme: String?
     var pendingRead = false
     var waitingForCapture = false
@@ -57,7 +57,7 @@ final class HTTPExchangeHandler {
         logger = self.services.logger
         hooks = ExchangeHooks(services: self.services)
         self.route = route
-        self.leg = leg ?? owner.http2
+        self.leg = leg
     }
 
     /// Set by `busymate resend`: the exchange this request repeats. Recorded,
