@@ -119,7 +119,7 @@ final class OriginStream {
         pendingHead = nil
         guard let connection, let id = connection.number(self) else {
             // The connection takes no new stream now (GOAWAY, or closed): the origin never saw this one.
-            refused()
+            refused(heldBack: false)
             return false
         }
         self.id = id
@@ -135,13 +135,20 @@ final class OriginStream {
     }
 
     /// The exchange is done with the stream: reset unless both ends finished.
+    /// A stream NIO opened on the wire, or still holds back behind the
+    /// origin's stream limit (its buffer drops it then), is reset; one NIO
+    /// refused to open never gets here (`failed`): a reset on a stream the
+    /// origin never saw is a protocol error that takes the connection down.
+    /// Finished here first: NIO closes the stream within the reset's write.
     func close() {
         guard !isClosed else { return }
-        if let id, !(sentEnd && receivedEnd), closedWhileHeld == nil {
+        let connection = connection
+        let reset = id != nil && !(sentEnd && receivedEnd) && closedWhileHeld == nil
+        finish(failure)
+        if reset, let id {
             connection?.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
             connection?.flush()
         }
-        finish(failure)
     }
 
     // MARK: the response
@@ -250,7 +257,7 @@ final class OriginStream {
     /// Reopens the window once at most half of it is left, counting held
     /// bytes as unread, as NIO's stream channels do.
     private func reopenWindow() {
-        guard !isClosed, !receivedEnd, let id, let window = inboundWindow, let connection else { return }
+        guard !isClosed, closedWhileHeld == nil, !receivedEnd, let id, let window = inboundWindow, let connection else { return }
         let open = window + heldBytes
         let target = HTTP2Limits.streamWindow
         guard open < target, target - open >= open else { return }
@@ -280,18 +287,25 @@ final class OriginStream {
 
     /// The origin will not process it (above its GOAWAY's last stream id,
     /// or never sent): the exchange may send it again elsewhere.
-    func refused() {
+    /// `heldBack`: its HEADERS wait in NIO's buffer (never sent, and now
+    /// never to be): a reset drops them there without touching the wire.
+    func refused(heldBack: Bool) {
         guard !isClosed else { return }
+        let connection = connection
         finish(NIOHTTP2Errors.streamClosed(streamID: id ?? .rootStream, errorCode: .refusedStream))
+        if heldBack, let id {
+            connection?.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
+            connection?.flush()
+        }
     }
 
-    /// NIO refused a frame of ours or the origin's on this stream. When NIO
-    /// reset the stream itself its StreamClosedEvent follows in the same
-    /// read; otherwise it is reset here, on the next tick.
+    /// NIO refused a frame of ours on this stream (errors in what the
+    /// origin sent reach NIO's StreamClosedEvent instead). A stream NIO did
+    /// not open ends here, with no reset; an open one is reset on the next tick.
     func failed(_ error: Error) {
         guard !isClosed else { return }
         failure = error
-        guard id != nil else {
+        guard let id, connection?.isOpen(id) ?? false else {
             finish(error)
             return
         }

@@ -18,6 +18,8 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
     /// Opened, their HEADERS not gone yet.
     private var waiting: [ObjectIdentifier: OriginStream] = [:]
     private var nextID = HTTP2StreamID(1)
+    /// Streams NIO has opened on the wire (its StreamCreatedEvent) and not closed yet.
+    private var open: Set<HTTP2StreamID> = []
     private var goawayLast: HTTP2StreamID?
     /// Streams that handed parts over in this read: told when it ends.
     private var touchedInRead: [OriginStream] = []
@@ -33,6 +35,8 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
     static let connectionWindow = 65_535
 
     var isEmpty: Bool { numbered.isEmpty && waiting.isEmpty }
+
+    func isOpen(_ id: HTTP2StreamID) -> Bool { open.contains(id) }
     var isWritable: Bool { context?.channel.isWritable ?? false }
 
     /// A new stream, or nil when the connection takes none (closed, or the origin sent GOAWAY).
@@ -114,9 +118,21 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
         }
         context.fireChannelRead(data)
         if case let .goAway(last, _, _) = frame.payload {
-            // After the pool has retired the connection: the refused streams go to a new one.
+            // After the pool has retired the connection: the refused streams
+            // go to a new one. Those still held back behind the stream limit
+            // are refused too, whatever their id: NIO opens no stream after a GOAWAY.
             goawayLast = min(goawayLast ?? last, last)
-            for stream in all where stream.id.map({ $0 > last }) ?? true { stream.refused() }
+            for stream in all {
+                guard let id = stream.id else {
+                    stream.refused(heldBack: false)
+                    continue
+                }
+                if !open.contains(id) {
+                    stream.refused(heldBack: true)
+                } else if id > last {
+                    stream.refused(heldBack: false)
+                }
+            }
         }
     }
 
@@ -134,6 +150,7 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent {
+            open.remove(closed.streamID)
             numbered[closed.streamID]?.closedOnWire(reason: closed.reason)
         } else if let window = event as? NIOHTTP2WindowUpdatedEvent {
             guard let inbound = window.inboundWindowSize else { return }
@@ -142,7 +159,9 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
             } else {
                 numbered[window.streamID]?.inboundWindowChanged(inbound)
             }
-        } else if !(event is NIOHTTP2StreamCreatedEvent || event is NIOHTTP2BulkStreamWindowChangeEvent) {
+        } else if let created = event as? NIOHTTP2StreamCreatedEvent {
+            open.insert(created.streamID)
+        } else if !(event is NIOHTTP2BulkStreamWindowChangeEvent) {
             context.fireUserInboundEventTriggered(event)
         }
     }

@@ -198,14 +198,17 @@ final class ClientStream: ExchangeClient {
     }
 
     /// The exchange gives up on the stream: reset, unless both ends are done.
+    /// Finished here first: NIO closes the stream within the reset's write,
+    /// and its StreamClosedEvent then finds nothing left to tell.
     func close() {
         guard !isClosed else { return }
-        sendHeldHead()
-        if !(sentEnd && receivedEnd), !closedOnWire {
+        let reset = !(sentEnd && receivedEnd) && !closedOnWire
+        let connection = connection
+        finish(nil)
+        if reset {
             connection?.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
             connection?.flush()
         }
-        finish(nil)
     }
 
     /// A drop rule: reset on the next tick (the connection manager hears of
@@ -218,7 +221,8 @@ final class ClientStream: ExchangeClient {
     /// the request has not ended, so the client stops sending what nobody reads.
     func closeFinished() {
         eventLoop.assumeIsolated().execute { [self] in
-            guard !isClosed, !receivedEnd, let connection else { return }
+            guard !isClosed, !receivedEnd, !closedOnWire, let connection else { return }
+            finish(nil)
             connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.noError)))
             connection.flush()
         }
@@ -234,7 +238,7 @@ final class ClientStream: ExchangeClient {
     /// Reopens the window once at most half is left, counting what waits
     /// here as unread: a stream the exchange does not read stays shut.
     private func reopenWindow() {
-        guard reading, !isClosed, !receivedEnd, let window = inboundWindow, let connection else { return }
+        guard reading, !isClosed, !closedOnWire, !receivedEnd, let window = inboundWindow, let connection else { return }
         let open = window + heldBytes
         let target = HTTP2Limits.streamWindow
         guard open < target, target - open >= open else { return }
