@@ -67,8 +67,9 @@ import Testing
         #expect(row.note == "seen by an addon", "\(row.note ?? "nil")")
     }
 
-    /// The list is made with the connection and shared by what it carries
-    /// (an HTTP/2 stream's owner is made from its connection's services).
+    /// The list is made with the connection and shared by what it carries:
+    /// an HTTP/2 stream's exchange gets a copy of its connection's services
+    /// (naming the stream), and with it the same list.
     @Test func theHookListIsMadeOncePerConnectionAndSharedByItsStreams() throws {
         let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
                                      breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
@@ -76,9 +77,11 @@ import Testing
         #expect(services.hooks == nil)
         let connection = ProxyPipeline(channel: EmbeddedChannel(), services: services)
         let list = try #require(connection.services.hooks)
-        let stream = ProxyPipeline(channel: EmbeddedChannel(), services: connection.services)
-        #expect(stream.services.hooks === list)
-        #expect(ExchangeHooks(services: stream.services).hookList === list)
+        var streamServices = connection.services
+        streamServices.peer.streamID = 3
+        let stream = HTTPExchangeHandler(owner: connection, route: .absoluteForm, services: streamServices)
+        #expect(stream.hooks.hookList === list)
+        #expect(ExchangeHooks(services: streamServices).hookList === list)
         // Counters, rules, breakpoints, capture: presence joins when the connection has a device to touch.
         #expect(list.all.count == 4 && list.bodies.count == 2 && list.steering.count == 2)
     }
