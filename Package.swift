@@ -40,6 +40,7 @@ let package = Package(
         // Without its default traits: no swift-configuration.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -87,11 +88,26 @@ let package = Package(
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ],
             swiftSettings: strict),
+        // The cloud: pairing's claim, the sink to PostgREST, Realtime.
+        .target(
+            name: "Cloud",
+            dependencies: [
+                "BusymateShared",
+                "CaptureStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
         .target(
             name: "Tunnel",
             dependencies: [
                 "BusymateShared",
                 "CaptureStore",
+                "Cloud",
                 "ProxyEngine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -156,7 +172,7 @@ let package = Package(
             ],
             swiftSettings: strict),
         .executableTarget(name: "busymate-app", dependencies: ["Supervisor"], swiftSettings: strict),
-        .executableTarget(name: "busymate-tunnel", dependencies: ["BusymateShared", "Tunnel"], swiftSettings: strict),
+        .executableTarget(name: "busymate-tunnel", dependencies: ["BusymateShared", "Cloud", "Tunnel"], swiftSettings: strict),
         .executableTarget(name: "busymate-web", dependencies: ["BusymateShared", "WebFront"], swiftSettings: strict),
         .executableTarget(name: "busymate", dependencies: ["BusymateCLI"], swiftSettings: strict),
         .executableTarget(

@@ -10,7 +10,8 @@ public struct BusymateCommand: AsyncParsableCommand {
         abstract: "Read and steer Busymate, the network debugger appliance.",
         version: BusymateVersion.current,
         subcommands: [Status.self, List.self, Show.self, Tail.self, Mark.self, Comment.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
-                      Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self])
+                      Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self,
+                      Pair.self, Unpair.self, Cloud.self])
 
     public init() {}
 
@@ -102,7 +103,7 @@ struct CLIError: Error, CustomStringConvertible {
 
 enum ControlClient {
     /// One request, one reply, over `control.sock`.
-    static func request(_ message: ControlMessage, paths: GroupPaths) throws -> ControlMessage {
+    static func request(_ message: ControlMessage, paths: GroupPaths, timeout: Double = 15) throws -> ControlMessage {
         let socket: UnixSocket
         do {
             socket = try UnixSocket.connect(path: paths.controlSocket.path)
@@ -112,7 +113,7 @@ enum ControlClient {
             throw CLIError(description: "the supervisor is not running (\(paths.controlSocket.path): \(error))")
         }
         defer { socket.close() }
-        socket.setReceiveTimeout(seconds: 15)
+        socket.setReceiveTimeout(seconds: timeout)
         try socket.send(message)
         guard let (reply, fds) = try socket.receive() else { throw CLIError(description: "the supervisor closed the connection") }
         fds.forEach { close($0) }

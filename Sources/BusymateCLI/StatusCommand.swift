@@ -116,6 +116,12 @@ struct Status: AsyncParsableCommand {
             let ok = onboarding.bound != nil && onboarding.error == nil
             lines.append("\(mark(ok)) onboarding   \(onboarding.bound.map { "http://\($0)/ (/proxy.pac, /ca.pem, /ca.der)" } ?? onboarding.listen)\(onboarding.error.map { " (cannot listen: \($0))" } ?? "")")
         }
+        if let cloud = r.cloud, cloud.state != "not paired" || !cloud.sinks.isEmpty {
+            var line = "cloud        \(cloud.detail)"
+            if let name = cloud.name, let api = cloud.api { line += " · \"\(name)\" on \(api)" }
+            lines.append("\(mark(cloud.state == "paired" && !cloud.expiringSoon)) \(line)")
+            for sink in cloud.sinks { lines.append("               " + CloudStatus.sinkLine(sink)) }
+        }
         for l in r.listeners {
             lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")
         }

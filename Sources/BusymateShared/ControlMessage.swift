@@ -6,6 +6,8 @@ public struct ControlMessage: Codable, Sendable {
     public enum Kind: String, Codable, Sendable {
         // CLI → supervisor
         case status, tunnelStart, tunnelStop, tunnelRestart, webStart, webStop, webRestart
+        // CLI (root only) → supervisor: `busymate pair` / `unpair`
+        case pair, unpair
         // tunnel or web → supervisor; `hello` carries the listeners the child
         // holds, and `role` "web" from the web front (nil: the tunnel)
         case hello, state, pong
@@ -25,6 +27,8 @@ public struct ControlMessage: Codable, Sendable {
     public var message: String?
     public var report: StatusReport?
     public var role: String?
+    /// `pair`'s code, API and name.
+    public var pairing: PairingRequest?
 
     public init(_ kind: Kind, pid: Int32? = nil, listeners: [String]? = nil, state: TunnelState? = nil, seq: Int? = nil,
                 ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil, role: String? = nil) {
@@ -39,12 +43,33 @@ public struct ControlMessage: Codable, Sendable {
         self.report = report
     }
 
+    public static func pair(_ request: PairingRequest) -> ControlMessage {
+        var message = ControlMessage(.pair)
+        message.pairing = request
+        return message
+    }
+
     public static func reply(ok: Bool, _ message: String? = nil) -> ControlMessage { ControlMessage(.reply, ok: ok, message: message) }
 
     public func encoded() throws -> [UInt8] { Array(try StatusCoding.encoder.encode(self)) }
 
     public static func decode(_ bytes: [UInt8]) throws -> ControlMessage {
         try StatusCoding.decoder.decode(ControlMessage.self, from: Data(bytes))
+    }
+}
+
+/// `busymate pair CODE [--api URL] [--anon-key KEY] [--name NAME]`.
+public struct PairingRequest: Codable, Sendable {
+    public var code: String
+    /// Nil: the ones the last pairing kept (the private `cloud.json`).
+    public var api: String?
+    public var anonKey: String?
+    public var name: String?
+    public init(code: String, api: String?, anonKey: String?, name: String?) {
+        self.code = code
+        self.api = api
+        self.anonKey = anonKey
+        self.name = name
     }
 }
 

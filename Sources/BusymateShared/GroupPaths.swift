@@ -64,6 +64,10 @@ public struct GroupPaths: Sendable, Equatable {
     }
 
     public var privateDeviceToken: URL { privateDirectory.appendingPathComponent("device-jwt.json") }
+    /// The account's API URL and anon key (`busymate pair --api … --anon-key …`).
+    public var privateCloudConfig: URL { privateDirectory.appendingPathComponent("cloud.json") }
+    /// This appliance's device uuid, made once, kept across pairings.
+    public var privateDeviceUUID: URL { privateDirectory.appendingPathComponent("device-uuid") }
 
     /// The names inside the group directory whose change means a reload.
     public enum Watched: String, Sendable, CaseIterable {

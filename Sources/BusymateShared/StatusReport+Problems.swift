@@ -14,6 +14,7 @@ extension StatusReport {
         if let web = r.web, web.error != nil || web.state == .failed || web.state == .restarting {
             problems.append("the web front is \(web.state.rawValue)\(web.error.map { ": \($0)" } ?? "")")
         }
+        if let cloud = r.cloud, cloud.state == "re-pair required" { problems.append("cloud: \(cloud.detail) (busymate pair CODE)") }
         return problems
     }
 

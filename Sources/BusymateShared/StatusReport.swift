@@ -204,6 +204,8 @@ public struct StatusReport: Codable, Sendable {
     public var network: NetworkStatus?
     /// Filled by the reader (CLI, web front), which reads the store.
     public var devices: [DeviceRow]?
+    /// The pairing and the cloud sinks (nil from an older supervisor).
+    public var cloud: CloudReport?
 
     public init(group: String, mode: String, supervisor: Supervisor, tunnel: Tunnel, listeners: [ListenerStatus], ca: CA, settings: Settings, counters: TrafficCounters) {
         self.group = group

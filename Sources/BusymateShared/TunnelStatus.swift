@@ -55,6 +55,8 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
     /// Devices seen, and what traffic says of the network (nil: an older tunnel).
     public var devices: [DevicePresence]?
     public var network: NetworkPresence?
+    /// The cloud sinks (nil: not paired, or an older tunnel).
+    public var cloud: [CloudSinkStatus]?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
                 updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],

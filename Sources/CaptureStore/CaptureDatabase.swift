@@ -223,6 +223,19 @@ public final class CaptureDatabase: Sendable {
                 t.add(column: "response_trailers", .text)
             }
         }
+        // The cloud sink's outbox: how far each sink has sent (`CloudOutbox`).
+        migrator.registerMigration("v12: cloud cursors") { db in
+            try db.create(table: "cloud_cursors") { t in
+                t.primaryKey("sink", .text)
+                t.column("account", .text)
+                t.column("sent_id", .integer).notNull()
+                t.column("sent_rows", .integer).notNull().defaults(to: 0)
+                t.column("sent_at", .datetime)
+                t.column("dropped_unsent", .integer).notNull().defaults(to: 0)
+                t.column("rejected", .integer).notNull().defaults(to: 0)
+                t.column("started_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

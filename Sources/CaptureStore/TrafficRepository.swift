@@ -262,6 +262,7 @@ public struct TrafficRepository: Sendable {
                 trimmed.removed += 1
             }
             guard let last else { break }
+            try CloudOutbox.noteDropping(db, after: mark, through: last, where: kind.condition)
             try db.cachedStatement(sql: "DELETE FROM exchanges WHERE id > ? AND id <= ? AND \(kind.condition)").execute(arguments: [mark, last])
             mark = last
         }
@@ -290,6 +291,8 @@ public struct TrafficRepository: Sendable {
                 SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
                 UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
                 """)
+            // "Clear" drops what a sink has not sent too: counted, as retention's.
+            try CloudOutbox.noteDropping(db, after: 0, through: Int64.max, where: "1")
             try db.execute(sql: "DELETE FROM exchanges")
             let removed = db.changesCount
             try db.execute(sql: "DELETE FROM host_rows")

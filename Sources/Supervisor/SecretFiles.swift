@@ -34,4 +34,32 @@ enum SecretFiles {
         fchown(fd, uid, 0)
         fchmod(fd, 0o440)
     }
+
+    /// The token's mirror, whole or not at all: written to a temporary file
+    /// that gets the tunnel-only ACL before the rename, so the tunnel never
+    /// sees a mirror it cannot read.
+    static func writeMirror(_ data: Data, to url: URL, reader user: String) throws {
+        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp")
+        unlink(temp.path)
+        let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SystemError("create \(temp.path)", errno: errno) }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(temp.path) }
+        }
+        let written = data.withUnsafeBytes { raw in raw.baseAddress.map { write(fd, $0, raw.count) } ?? 0 }
+        guard written == data.count, fsync(fd) == 0 else { throw SystemError("write \(temp.path)", errno: errno) }
+        if geteuid() == 0, let uid = PrivilegeDrop.lookupUser(user), uid != 0 {
+            fchmod(fd, 0o640)
+            if busymate_acl_owner_and_reader(fd, uid) == 0 {
+                fchown(fd, 0, 0)
+            } else {
+                fchown(fd, uid, 0)
+                fchmod(fd, 0o440)
+            }
+        }
+        guard rename(temp.path, url.path) == 0 else { throw SystemError("rename to \(url.path)", errno: errno) }
+        ok = true
+    }
 }

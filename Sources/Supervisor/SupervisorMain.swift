@@ -99,6 +99,7 @@ public enum SupervisorMain {
         })
         // Last, so shut down first, while the control socket still serves the tunnel's link.
         jobs.append(DaemonJob("supervisor", endsDaemon: true) {
+            await service.loadPairing()
             await service.start()
             await web.start()
             try? await gracefulShutdown()
@@ -157,6 +158,19 @@ public enum SupervisorMain {
                 try? peer.connection.send(await service.tunnelStop())
             case .tunnelStart:
                 try? peer.connection.send(await service.tunnelStart())
+            case .pair, .unpair:
+                // Where captures go is root's decision, not the group's.
+                guard peer.credentials.uid == 0 || peer.credentials.uid == geteuid() else {
+                    try? peer.connection.send(.reply(ok: false, "permission denied: pairing and unpairing are for root"))
+                    continue
+                }
+                if message.kind == .unpair {
+                    try? peer.connection.send(await service.unpair())
+                } else if let request = message.pairing {
+                    try? peer.connection.send(await service.pair(request))
+                } else {
+                    try? peer.connection.send(.reply(ok: false, "pair needs a code"))
+                }
             default:
                 incoming.descriptors.forEach { close($0) }
                 try? peer.connection.send(.reply(ok: false, "unexpected message \(message.kind.rawValue)"))

@@ -28,6 +28,7 @@ extension SupervisorService {
         }
         if pending != nil { parts.append("replacement starting") }
         if let webSummary { parts.append(webSummary) }
+        if let cloud = cloudReport(tunnelStatus).pill { parts.append(cloud) }
         parts.append(ca.error == nil ? "CA ok" : "CA missing")
         return parts.joined(separator: " · ")
     }
@@ -69,6 +70,7 @@ extension SupervisorService {
             settings: .init(path: paths.settings.path, valid: applied.error == nil, error: applied.error?.description, unknownKeys: applied.unknownKeys),
             counters: tunnelStatus?.counters ?? TrafficCounters())
         report.network = networkStatus(tunnelStatus)
+        report.cloud = cloudReport(tunnelStatus)
         return report
     }
 

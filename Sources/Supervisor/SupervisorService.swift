@@ -54,6 +54,8 @@ public actor SupervisorService {
     var webSummary: String?
     /// Ports below 1024 the supervisor's command line allows.
     var privilegedPorts = PrivilegedPorts()
+    /// The pairing's private copy as last read (`SupervisorService+Cloud`).
+    var paired: DeviceToken?
     /// A started tunnel that has not attached by then is hung: killed
     /// (`busymate-app --attach-deadline`).
     let attachDeadline: TimeInterval
@@ -371,6 +373,7 @@ public actor SupervisorService {
 
     /// A key or token mirror a person copied in gets the tunnel-only ACL.
     func protectSecrets() {
+        pairing.restoreMirror()
         SecretFiles.protect(paths, reader: launcher.identity.user, logger: Logger(label: "busymate.cert"))
     }
 

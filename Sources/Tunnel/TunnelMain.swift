@@ -1,5 +1,6 @@
 import BusymateShared
 import CaptureStore
+import Cloud
 import Foundation
 import Logging
 import NIOCore
@@ -129,8 +130,11 @@ public enum TunnelMain {
         let dns = DNSForwarder(group: group, capture: capture, devices: server.devices, names: server.dnsNames)
         server.devices.apply(prepared.snapshot.settings ?? AppSettings())
         dns.apply(prepared.snapshot.settings ?? AppSettings())
+        // The store is the cloud sink's outbox: no store, nothing to send from.
+        let cloud = store.map { CloudSink(store: $0, paths: paths) }
+        await cloud?.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue)
         let runtime = TunnelRuntime(paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
-                                    storeError: storeError)
+                                    storeError: storeError, cloud: cloud)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
             // Accepting waits for the supervisor's `serve`.
@@ -160,9 +164,18 @@ public enum TunnelMain {
                 }
             case .controlSocket: await runtime.attachIfNeeded()
             case .caPEM, .caKey: await runtime.reloadCA()
-            case .deviceToken: break
+            case .deviceToken: await cloud?.reloadToken()
             }
         }) { jobs.append(watcher) }
+        if let cloud {
+            jobs.append(DaemonJob("cloud sink") {
+                async let sending: Void = cloud.run()
+                try? await gracefulShutdown()
+                await cloud.stop()
+                await sending
+                await cloud.shutdown()
+            })
+        }
         if let notifier {
             jobs.append(.notifications(notifier) { note in
                 switch note.name {

@@ -1,4 +1,5 @@
 import BusymateShared
+import Cloud
 import Foundation
 import Logging
 import NIOCore
@@ -44,10 +45,13 @@ public actor TunnelRuntime {
 
     /// Why there is no store at all (it could not be opened).
     private let storeError: String?
+    /// The cloud sink (nil: no store to send from).
+    private let cloud: CloudSink?
 
     init(paths: GroupPaths, server: ProxyServer, dns: DNSForwarder, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
-         storeError: String? = nil) {
+         storeError: String? = nil, cloud: CloudSink? = nil) {
         self.dns = dns
+        self.cloud = cloud
         self.capture = capture
         self.paths = paths
         self.storeError = storeError
@@ -211,6 +215,7 @@ public actor TunnelRuntime {
             dns.apply(applied.settings)
             capture?.apply(applied.settings)
         }
+        await cloud?.setMode(applied.settings.mode.rawValue)
         await publish()
     }
 
@@ -258,6 +263,7 @@ public actor TunnelRuntime {
     /// and tells the supervisor about state changes.
     func publish() async {
         var current = status()
+        current.cloud = await cloud?.status().map { [$0] }
         if let last = lastWritten {
             var a = last, b = current
             a.updatedAt = .distantPast

@@ -1,13 +1,28 @@
 import BusymateShared
+import Cloud
 import Foundation
 import Tunnel
 
 // Usage: busymate-tunnel [--group DIR] [--user USER] [--group-name GROUP]
 // (the supervisor passes all three; see TunnelIdentity).
-switch ChildArguments.parse(CommandLine.arguments.dropFirst()) {
+// busymate-tunnel --cloud-call [--user USER] [--group-name GROUP]: one call
+// to the account's API for the supervisor's pairing (CloudCall), made
+// after giving up root.
+var arguments = Array(CommandLine.arguments.dropFirst())
+let cloudCall = arguments.first == "--cloud-call"
+if cloudCall { arguments.removeFirst() }
+switch ChildArguments.parse(arguments) {
 case let .failure(error):
     FileHandle.standardError.write(Data("busymate-tunnel: \(error.message)\nusage: busymate-tunnel \(ChildArguments.usage)\n".utf8))
     exit(64)
+case let .success(arguments) where cloudCall:
+    do {
+        _ = try PrivilegeDrop.drop(user: arguments.identity.user, group: arguments.identity.group)
+    } catch {
+        print(CloudCallResult.failed("cannot give up root for the call: \(error)").line)
+        exit(0)
+    }
+    exit(await CloudCall.main())
 case let .success(arguments):
     switch TunnelMain.prepare(groupOverride: arguments.group, identity: arguments.identity) {
     case let .failure(code):

@@ -1,0 +1,287 @@
+import AsyncHTTPClient
+import BusymateShared
+import CaptureStore
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// The tunnel's cloud sink: the store is its outbox. It reads rows after
+/// its cursor, sends them in batches (at most 500 rows or 1 MB) to the
+/// account's PostgREST, and moves the cursor only once the server has
+/// them. Offline, it backs off and the rows wait in the store; a token the
+/// server refuses stops it until the appliance is paired again.
+public actor CloudSink {
+    public static let maxBatchRows = 500
+    public static let maxBatchBytes = 1 << 20
+    public static let sinkName = "postgrest"
+
+    private let store: StoreHandle
+    /// The store's database the cursor was read from: a corrupt store set
+    /// aside for a new one restarts its ids, and the cursor is read again.
+    private var cursorDatabase: ObjectIdentifier?
+    private var outbox: CloudOutbox { CloudOutbox(database: store.database, sink: Self.sinkName) }
+    private let rows: EntryRowsFactory
+    private let tokenFile: URL
+    private let group: MultiThreadedEventLoopGroup
+    private let client: HTTPClient
+    private let logger = Logger(label: "busymate.cloud")
+    private let requestTimeout: TimeAmount
+
+    private var token: DeviceToken?
+    private var tokenProblem: String?
+    /// The token a 401 came back for: nothing is sent with it again.
+    private var refusedToken: String?
+    private var cursor: CloudOutbox.Cursor?
+    private var cursorAccount: String?
+    private var batchLimit = CloudSink.maxBatchRows
+    private var backoff = SinkBackoff()
+    private var current: CloudSinkStatus
+    private var wakes = 0
+    private var stopping = false
+    private var mode = "proxy"
+    /// What `device_status` was last told (online, vpn state, for which token).
+    private var reported: String?
+    private var sentTimes: [(at: Date, rows: Int)] = []
+    private var backlogReadAt = Date.distantPast
+
+    public init(store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30)) {
+        self.store = store
+        rows = EntryRowsFactory(bodies: BodyStore(paths: paths))
+        tokenFile = paths.deviceToken
+        self.requestTimeout = requestTimeout
+        // Its own thread: the cloud's I/O never queues behind the data path's.
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        client = HTTPClient(eventLoopGroup: group, configuration: HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: requestTimeout)))
+        current = CloudSinkStatus(sink: Self.sinkName, state: .off, detail: "not paired (busymate pair)")
+    }
+
+    // MARK: from the tunnel
+
+    /// `device-jwt.json` changed (paired, re-paired, unpaired).
+    public func reloadToken() {
+        let previous = token
+        do {
+            token = try DeviceToken.read(tokenFile)
+            tokenProblem = token.flatMap { DeviceToken.problem(with: $0.token, deviceUUID: $0.deviceUUID) }
+        } catch {
+            // Unreadable now (being replaced): the next change or loop reads it again.
+            tokenProblem = "\(error)"
+        }
+        if token != previous {
+            if let token, tokenProblem == nil {
+                logger.info("paired: the cloud sink sends to the account", metadata: ["TARGET": "\(Self.host(token))", "DEVICE_UUID": "\(token.deviceUUID)"])
+            } else if token == nil {
+                logger.info("not paired: the cloud sink is off")
+            }
+            reported = nil
+            batchLimit = Self.maxBatchRows
+            backoff.reset()
+        }
+        wakes += 1
+    }
+
+    /// The capture mode, for `device_status.vpn_state`.
+    public func setMode(_ mode: String) {
+        guard mode != self.mode else { return }
+        self.mode = mode
+        reported = nil
+        wakes += 1
+    }
+
+    public func status() async -> CloudSinkStatus? {
+        guard token != nil || cursor != nil else { return nil }
+        var status = current
+        let now = Date()
+        sentTimes.removeAll { now.timeIntervalSince($0.at) > 10 }
+        status.rowsPerSecond = Double(sentTimes.reduce(0) { $0 + $1.rows }) / 10
+        status.batchLimit = batchLimit
+        status.failures = backoff.failures
+        if let cursor {
+            status.sentID = cursor.sentID
+            if now.timeIntervalSince(backlogReadAt) > 1, let backlog = try? await outbox.backlog(after: cursor.sentID) {
+                backlogReadAt = now
+                current.backlog = backlog.rows
+                current.lagSeconds = backlog.oldest.map { max(0, now.timeIntervalSince($0)) }
+                if let fresh = try? await outbox.cursor() {
+                    current.droppedUnsent = fresh.droppedUnsent
+                    current.rejected = fresh.rejected
+                }
+            }
+            status.backlog = current.backlog
+            status.lagSeconds = current.lagSeconds
+            status.droppedUnsent = current.droppedUnsent
+            status.rejected = current.rejected
+        }
+        return status
+    }
+
+    /// A graceful stop: tells `device_status` the device went offline (two
+    /// seconds at most), then ends `run`.
+    public func stop() async {
+        stopping = true
+        wakes += 1
+        if let token, tokenProblem == nil, refusedToken != token.token, let endpoint = try? CloudEndpoint(token) {
+            let target = PostgRESTTarget(endpoint: endpoint, client: client, timeout: .seconds(2))
+            _ = await target.upsertStatus(deviceUUID: token.deviceUUID, online: false, vpnState: vpnState, token: token.token)
+        }
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+        try? await group.shutdownGracefully()
+    }
+
+    // MARK: the loop
+
+    public func run() async {
+        reloadToken()
+        while !Task.isCancelled && !stopping {
+            await step()
+        }
+    }
+
+    private func step() async {
+        guard let token else {
+            set(.off, "not paired (busymate pair)")
+            cursor = nil
+            await pause(5)
+            return
+        }
+        if let tokenProblem {
+            set(.rePairRequired, tokenProblem)
+            await pause(5)
+            return
+        }
+        if refusedToken == token.token {
+            await pause(5)
+            return
+        }
+        let endpoint: CloudEndpoint
+        do {
+            endpoint = try CloudEndpoint(token)
+        } catch {
+            set(.refused, error.description)
+            await pause(30)
+            return
+        }
+        current.target = endpoint.host
+        let target = PostgRESTTarget(endpoint: endpoint, client: client, timeout: requestTimeout)
+        await reportStatus(target, token)
+        do {
+            let account = "\(endpoint.host)/\((try? DeviceToken.claims(of: token.token).subject) ?? nil ?? token.deviceUUID)"
+            let database = ObjectIdentifier(store.database)
+            if cursor == nil || cursorAccount != account || cursorDatabase != database {
+                cursor = try await outbox.open(account: account)
+                cursorAccount = account
+                cursorDatabase = database
+            }
+            guard let sentID = cursor?.sentID else { return }
+            let fetched = try await outbox.rows(after: sentID, limit: batchLimit)
+            guard !fetched.isEmpty else {
+                if current.state != .backingOff || current.nextAttemptAt.map({ $0 < Date() }) ?? true { set(.idle, nil) }
+                await pause(0.5)
+                return
+            }
+            let encoder = rows.encoder(deviceUUID: token.deviceUUID)
+            let batch = EntryRows.batch(fetched.map(encoder.encode), maxBytes: Self.maxBatchBytes)
+            guard let last = batch.rows.last else { return }
+            set(.sending, nil)
+            let outcome = await target.pushEntries(batch.body, token: token.token)
+            try await handle(outcome, batch.rows, last: last, token: token)
+        } catch {
+            // The store: busy, full or gone for a moment. The rows are still there.
+            fail("the capture store: \(StoreHealth.describe(error))", state: .backingOff, delay: backoff.next())
+            await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 1)
+        }
+    }
+
+    private func handle(_ outcome: PushOutcome, _ sent: [EntryRows.Encoded], last: EntryRows.Encoded, token: DeviceToken) async throws {
+        switch outcome {
+        case .accepted:
+            try await outbox.advance(through: last.id, sent: sent.count)
+            cursor?.sentID = max(cursor?.sentID ?? 0, last.id)
+            current.sentRows += sent.count
+            current.lastPushAt = Date()
+            current.nextAttemptAt = nil
+            sentTimes.append((Date(), sent.count))
+            if backoff.failures > 0 { logger.notice("the cloud answers again; sending the backlog", metadata: ["TARGET": "\(current.target ?? "")"]) }
+            backoff.reset()
+            batchLimit = min(Self.maxBatchRows, batchLimit * 2)
+        case .tooLarge where sent.count > 1:
+            batchLimit = max(1, sent.count / 2)
+            logger.warning("the server took the batch as too large (413); halving it", metadata: ["ROWS": "\(sent.count)", "NOW": "\(batchLimit)"])
+        case .tooLarge:
+            // One row larger than the server takes: it cannot go; the rest can.
+            try await outbox.advance(through: last.id, sent: 0, rejected: 1)
+            cursor?.sentID = max(cursor?.sentID ?? 0, last.id)
+            logger.error("the server refuses a single row as too large (413); it stays in the local store only",
+                         metadata: ["REQUEST_ID": "\(last.requestID)"])
+        case let .unauthorized(why):
+            refusedToken = token.token
+            current.lastError = why
+            current.lastErrorAt = Date()
+            set(.rePairRequired, why)
+            logger.error("the server refuses the device token; re-pair required (busymate pair), nothing is lost meanwhile",
+                         metadata: ["ERROR": "\(why)"])
+        case let .refused(why):
+            fail(why, state: .refused, delay: max(60, backoff.next()))
+            await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 60)
+        case let .retry(why, after):
+            fail(why, state: .backingOff, delay: backoff.next(at: after))
+            await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 1)
+        }
+    }
+
+    private func fail(_ why: String, state: CloudSinkStatus.State, delay: Double) {
+        let first = backoff.failures <= 1 || current.lastError != why
+        current.lastError = why
+        current.lastErrorAt = Date()
+        current.nextAttemptAt = Date().addingTimeInterval(delay)
+        set(state, why)
+        // Once per kind of failure, not once per attempt.
+        if first {
+            logger.warning("cannot send to the cloud; the rows wait in the store", metadata: [
+                "ERROR": "\(why)", "RETRY_IN": "\(String(format: "%.1f", delay)) s", "TARGET": "\(current.target ?? "")"])
+        }
+    }
+
+    private func set(_ state: CloudSinkStatus.State, _ detail: String?) {
+        current.state = state
+        current.detail = detail
+    }
+
+    private var vpnState: String { mode == "transparent" ? "on" : "off" }
+
+    /// The seed's `device_status` events: start, a mode change. Tried once
+    /// per event; a failure waits for the next one.
+    private func reportStatus(_ target: PostgRESTTarget, _ token: DeviceToken) async {
+        let key = "\(token.jti)/\(vpnState)"
+        guard reported != key else { return }
+        reported = key
+        let outcome = await target.upsertStatus(deviceUUID: token.deviceUUID, online: true, vpnState: vpnState, token: token.token)
+        if outcome != .accepted {
+            reported = nil
+            logger.notice("cannot update device_status", metadata: ["OUTCOME": "\(outcome)"])
+        }
+    }
+
+    /// Sleeps up to `seconds`, less when woken (a token change, a stop).
+    private func pause(_ seconds: Double) async {
+        let woken = wakes
+        let until = ContinuousClock.now + .milliseconds(Int(max(0, seconds) * 1000))
+        while ContinuousClock.now < until, wakes == woken, !stopping, !Task.isCancelled {
+            let left = until - ContinuousClock.now
+            try? await Task.sleep(for: min(left, .milliseconds(250)))
+        }
+    }
+
+    static func host(_ token: DeviceToken) -> String { URL(string: token.api)?.host ?? "?" }
+}
+
+/// Row encoders for one device uuid.
+struct EntryRowsFactory: Sendable {
+    let bodies: BodyStore
+    func encoder(deviceUUID: String) -> EntryRows { EntryRows(deviceUUID: deviceUUID, bodies: bodies) }
+}
