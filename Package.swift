@@ -199,6 +199,10 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(
+            name: "CloudTests",
+            dependencies: ["Cloud", "CaptureStore", "BusymateShared", .product(name: "NIOHTTP1", package: "swift-nio")],
+            swiftSettings: strict),
+        .testTarget(
             name: "BusymateSharedTests",
             dependencies: ["BusymateShared"],
             swiftSettings: strict),

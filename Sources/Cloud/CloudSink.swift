@@ -105,6 +105,10 @@ public actor CloudSink {
                 current.backlog = backlog.rows
                 current.lagSeconds = backlog.oldest.map { max(0, now.timeIntervalSince($0)) }
                 if let fresh = try? await outbox.cursor() {
+                    if fresh.droppedUnsent > (current.droppedUnsent ?? fresh.droppedUnsent) {
+                        logger.warning("retention removed rows the cloud sink had not sent yet; they stay lost to the cloud", metadata: [
+                            "DROPPED": "\(fresh.droppedUnsent - (current.droppedUnsent ?? 0))", "DROPPED_TOTAL": "\(fresh.droppedUnsent)"])
+                    }
                     current.droppedUnsent = fresh.droppedUnsent
                     current.rejected = fresh.rejected
                 }

@@ -1,0 +1,543 @@
+#!/usr/bin/env python3
+"""The cloud suite: pairing, the device token's mirror and the cloud sink,
+against a real PostgreSQL 15 (started here in a temporary directory) behind
+the contract double of Supabase's PostgREST, edge function and Realtime
+(double.py, itself checked with the official clients by contract_test.py,
+which this suite runs first). Every check counts rows in PostgreSQL against
+rows in the appliance's own store.
+
+usage: run.py --bin DIR [--offline-seconds 600] [--kills 20] [--keep]
+Run as root: the appliance drops privileges to user busymate, and the
+suite kills its tunnel.
+"""
+import argparse, http.client, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, threading, time, urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from pg import Postgres  # noqa: E402
+from double import CloudDouble  # noqa: E402
+
+ARGS = None
+FAILURES = []
+ANON_KEY = "anon-" + "%032x" % random.getrandbits(128)
+SECRET = "jwt-secret-%032x" % random.getrandbits(128)
+
+
+def must(condition, what):
+    if not condition:
+        FAILURES.append(what)
+        print("FAIL: " + what, flush=True)
+    else:
+        print("ok   " + what, flush=True)
+    return condition
+
+
+def wait_until(what, condition, timeout, quiet=False):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except Exception:
+            pass
+        time.sleep(0.1)
+    if not quiet:
+        must(False, "timed out after %ss waiting until %s" % (timeout, what))
+    return False
+
+
+# --- the origin -------------------------------------------------------------
+
+class Origin(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = ("ok " + self.path).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass
+
+
+def start_origin():
+    server = QuietServer(("127.0.0.1", 0), Origin)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
+
+
+# --- the appliance ----------------------------------------------------------
+
+class Appliance:
+    """busymate-app on a group directory of its own, its STATUS= lines read
+    from a notify socket of the suite's (as systemd would)."""
+
+    def __init__(self, base, name):
+        self.base = os.path.join(base, name)
+        os.makedirs(self.base)
+        os.chmod(self.base, 0o755)
+        self.group = os.path.join(self.base, "group")
+        self.private = os.path.join(self.base, ".private")
+        os.makedirs(self.group)
+        self.log = os.path.join(self.base, "supervisor.log")
+        self.statuses = []
+        self.notify_path = os.path.join(self.base, "notify.sock")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        threading.Thread(target=self._read_notify, daemon=True).start()
+        self.write_settings()
+        self.process = None
+
+    def write_settings(self, extra=""):
+        with open(os.path.join(self.group, "settings.json.tmp"), "w") as f:
+            f.write('{"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 1}%s}\n' % extra)
+        os.chmod(os.path.join(self.group, "settings.json.tmp"), 0o664)
+        os.rename(os.path.join(self.group, "settings.json.tmp"), os.path.join(self.group, "settings.json"))
+
+    def _read_notify(self):
+        while True:
+            try:
+                data = self.notify.recv(65536).decode(errors="replace")
+            except OSError:
+                return
+            for line in data.split("\n"):
+                if line.startswith("STATUS="):
+                    self.statuses.append(line[len("STATUS="):])
+
+    def start(self):
+        env = dict(os.environ, BUSYMATE_LOG="stderr", NOTIFY_SOCKET=self.notify_path)
+        self.process = subprocess.Popen([os.path.join(ARGS.bin, "busymate-app"), "--group", self.group, "--restart-backoff-max", "0.5"],
+                                        stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"), env=env)
+        wait_until("the tunnel of %s is ready" % self.base, lambda: self.state() == "ready", 30)
+
+    def cli(self, *args, user=None, timeout=90):
+        command = [os.path.join(ARGS.bin, "busymate")] + list(args) + ["--group", self.group]
+        if user:
+            command = ["setpriv", "--reuid", user, "--regid", "busymate", "--init-groups"] + command
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+    def status(self):
+        try:
+            return json.loads(self.cli("status", "--json").stdout)
+        except ValueError:
+            return {}
+
+    def cloud(self):
+        r = self.cli("cloud", "status", "--json")
+        try:
+            return json.loads(r.stdout), r.returncode
+        except ValueError:
+            return {}, r.returncode
+
+    def sink(self):
+        sinks = self.cloud()[0].get("sinks") or []
+        return sinks[0] if sinks else {}
+
+    def state(self):
+        return (self.status().get("tunnel") or {}).get("state")
+
+    def tunnel_pid(self):
+        return (self.status().get("tunnel") or {}).get("pid")
+
+    def port(self):
+        for listener in self.status().get("listeners", []):
+            if listener.get("bound"):
+                return int(listener["bound"].rsplit(":", 1)[1])
+        raise RuntimeError("no bound listener")
+
+    def request_ids(self):
+        """Every row of the local store, by request id, with its start as the sink sends it."""
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.group, "capture.sqlite"), uri=True, timeout=10)
+        try:
+            return {row[0]: row[1] for row in db.execute("SELECT request_id, started_at FROM exchanges")}
+        finally:
+            db.close()
+
+    def log_text(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        for pid in pids_of(self.group):
+            os.kill(pid, 9)
+        self.notify.close()
+
+
+def pids_of(group, name=b"busymate-tunnel"):
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open("/proc/%s/stat" % entry) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(name) and group.encode() in cmd and state != "Z" and b"--cloud-call" not in cmd:
+            found.append(int(entry))
+    return found
+
+
+# --- the load ---------------------------------------------------------------
+
+class Load:
+    """Keep-alive clients through the proxy, each request tagged. Records
+    failures and the slowest answer: a sink that blocked the data path
+    would show here."""
+
+    def __init__(self, proxy_port, origin_port, clients=2, pause=0.02):
+        self.proxy_port, self.origin_port = proxy_port, origin_port
+        self.ok = 0
+        self.failed = []
+        self.slowest = 0.0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(pause,), daemon=True) for _ in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, pause):
+        conn = None
+        while not self.stopping.is_set():
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", self.proxy_port, timeout=10)
+            tag = "%016x" % random.getrandbits(64)
+            started = time.monotonic()
+            try:
+                conn.request("GET", "http://127.0.0.1:%d/c/%s" % (self.origin_port, tag))
+                response = conn.getresponse()
+                body = response.read()
+                good = response.status == 200 and body == ("ok /c/" + tag).encode()
+                error = None if good else "status %d" % response.status
+            except (OSError, http.client.HTTPException) as e:
+                good, error = False, type(e).__name__
+                conn.close()
+                conn = None
+            took = time.monotonic() - started
+            with self.lock:
+                if good:
+                    self.ok += 1
+                    self.slowest = max(self.slowest, took)
+                else:
+                    self.failed.append(error)
+            time.sleep(pause)
+        if conn:
+            conn.close()
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(15)
+        return self
+
+
+def requests(port, origin, n):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    for i in range(n):
+        conn.request("GET", "http://127.0.0.1:%d/n/%d-%x" % (origin, i, random.getrandbits(32)))
+        conn.getresponse().read()
+    conn.close()
+
+
+# --- the cloud ----------------------------------------------------------------
+
+def control(double, **settings):
+    request = urllib.request.Request(double.url + "/_control", data=json.dumps(settings).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def cloud_rows(pg, device_uuid):
+    return {row[0]: row[1] for row in pg.query("SELECT request_id, to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') FROM entries WHERE device_uuid::text = %s",
+                                               device_uuid)}
+
+
+def cloud_count(pg, device_uuid):
+    return pg.query("SELECT count(*) FROM entries WHERE device_uuid::text = %s", device_uuid)[0][0]
+
+
+def same_rows(pg, appliance, uuid, what, timeout=90, allow_missing=()):
+    """Waits until PostgreSQL holds exactly the local store's rows for this
+    device (each once, with the local start time as `ts`)."""
+    def caught_up():
+        local = {k: v for k, v in appliance.request_ids().items() if k not in allow_missing}
+        return local and cloud_rows(pg, uuid) == local and cloud_count(pg, uuid) == len(local)
+    ok = wait_until(what, caught_up, timeout, quiet=True)
+    local = {k: v for k, v in appliance.request_ids().items() if k not in allow_missing}
+    remote = cloud_rows(pg, uuid)
+    detail = "%d local, %d in PostgreSQL (%d rows counted), %d missing, %d extra, %d with another ts" % (
+        len(local), len(remote), cloud_count(pg, uuid), len(set(local) - set(remote)), len(set(remote) - set(local)),
+        sum(1 for k in set(local) & set(remote) if local[k] != remote[k]))
+    must(ok, "%s: every exchange in PostgreSQL exactly once (%s)" % (what, detail))
+    return ok
+
+
+def pair(appliance, double, name, *extra):
+    code = double.mint_code()
+    return appliance.cli("pair", code, "--api", double.url, "--anon-key", ANON_KEY, "--name", name, *extra)
+
+
+def device_uuid(appliance):
+    with open(os.path.join(appliance.private, "device-uuid")) as f:
+        return f.read().strip()
+
+
+def file_facts(path):
+    st = os.stat(path)
+    return st.st_mode & 0o777, st.st_uid
+
+
+def can_read_as(user, path):
+    r = subprocess.run(["setpriv", "--reuid", user, "--regid", "busymate", "--init-groups", "cat", path], capture_output=True)
+    return r.returncode == 0
+
+
+# --- the checks -----------------------------------------------------------------
+
+def check_pairing(a, double, pg, origin):
+    must(a.cli("pair", "ABC").returncode != 0 and "--api" in a.cli("pair", "ABC").stderr,
+         "pair without an API says to give --api and --anon-key")
+    r = a.cli("pair", "WRONG-CODE", "--api", double.url, "--anon-key", ANON_KEY)
+    must(r.returncode != 0 and "invalid or expired pairing code" in r.stderr,
+         "a wrong code is refused with the server's reason (%r)" % r.stderr.strip())
+    r = a.cli("pair", double.mint_code(), "--api", "http://198.51.100.7", "--anon-key", ANON_KEY)
+    must(r.returncode != 0 and "https" in r.stderr, "a plain-http API off this machine is refused (%r)" % r.stderr.strip())
+    r = a.cli("pair", double.mint_code(), "--api", double.url, "--anon-key", ANON_KEY, user="busymate-web")
+    must(r.returncode != 0 and "for root" in r.stderr, "a member of group busymate cannot pair (%r)" % r.stderr.strip())
+    must(a.cloud()[1] == 2, "cloud status exits 2 before pairing")
+
+    pid = a.tunnel_pid()
+    r = pair(a, double, "lab-bench")
+    must(r.returncode == 0 and "paired" in r.stdout, "busymate pair claims a token (%r %r)" % (r.stdout.strip(), r.stderr.strip()))
+    uuid = device_uuid(a)
+    token_mirror = os.path.join(a.group, "device-jwt.json")
+    token_private = os.path.join(a.private, "device-jwt.json")
+    must(file_facts(token_private) == (0o600, 0), "the private copy is 0600 root (%s)" % (file_facts(token_private),))
+    mode, owner = file_facts(token_mirror)
+    must(owner == 0 and mode & 0o007 == 0, "the mirror is root's and not world-readable (%o, uid %d)" % (mode, owner))
+    must(can_read_as("busymate", token_mirror), "the tunnel's user reads the mirror")
+    must(not can_read_as("busymate-web", token_mirror), "the web front's user (group busymate) cannot read the mirror")
+    with open(token_private) as f:
+        token = json.load(f)["token"]
+    row = pg.query("SELECT name, model, os_version, setup::text FROM devices WHERE device_uuid::text = %s", uuid)
+    must(row and row[0][0] == "lab-bench" and row[0][2], "the server has the device's name and os_version (%r)" % (row,))
+
+    wait_until("the sink reports", lambda: a.sink().get("state") in ("idle", "sending"), 20)
+    must(a.tunnel_pid() == pid, "the running tunnel took the token live (same pid %s)" % pid)
+    report, code = a.cloud()
+    must(code == 0 and report.get("state") == "paired" and report.get("expires_in_days") in (364, 365),
+         "cloud status: paired, expires in 364 days (%r, exit %d)" % ({k: report.get(k) for k in ("state", "detail", "expires_in_days")}, code))
+    text = a.cli("status").stdout
+    must("cloud" in text and "paired, expires in 36" in text, "busymate status shows the pairing")
+    wait_until("STATUS= says paired", lambda: any("· paired ·" in s for s in a.statuses), 10)
+    must(any("· paired ·" in s for s in a.statuses), "the STATUS= line says paired (%r)" % (a.statuses[-1:] or None))
+
+    requests(a.port(), origin, 150)
+    same_rows(pg, a, uuid, "150 requests after pairing")
+    status_row = pg.query("SELECT online, vpn_state, source FROM device_status WHERE device_uuid::text = %s", uuid)
+    must(status_row == [(True, "off", "tunnel")], "device_status says online, vpn off, from the tunnel (%r)" % (status_row,))
+    payload = pg.query("SELECT payload FROM entries WHERE device_uuid::text = %s LIMIT 1", uuid)[0][0]
+    if isinstance(payload, str):
+        payload = json.loads(payload)
+    must(payload.get("status") == 200 and "/n/" in payload.get("url", "") and payload["response"]["body"]["text"].startswith("ok /n/"),
+         "an entry's payload is the exchange as show --json has it")
+
+    secrets = [token, ANON_KEY]
+    leaks = [name for name, text in (("supervisor log", a.log_text()), ("status.json", open(os.path.join(a.group, "status.json")).read()),
+                                     ("status --json", a.cli("status", "--json").stdout), ("cloud status --json", a.cli("cloud", "status", "--json").stdout))
+             if any(s in text for s in secrets)]
+    must(not leaks, "no token or anon key in logs or status (found in: %s)" % (", ".join(leaks) or "none"))
+    return uuid
+
+
+def check_faults(a, double, pg, origin, uuid):
+    port = a.port()
+    for mode, extra, what in (("500", {"count": 6}, "HTTP 500"), ("garbage", {"count": 4}, "garbage answers"),
+                              ("slow", {"slow_seconds": 4, "count": 3}, "slow answers"), ("down", {"count": 5}, "dropped connections")):
+        control(double, mode=mode, **extra)
+        load = Load(port, origin)
+        time.sleep(8)
+        load.stop()
+        control(double, mode="ok")
+        must(not load.failed and load.slowest < 2, "%s: the proxy keeps serving (%d ok, %d failed, slowest %.2f s)" % (what, load.ok, len(load.failed), load.slowest))
+        same_rows(pg, a, uuid, "after %s" % what)
+    must("cannot send to the cloud; the rows wait in the store" in a.log_text(), "the log says the rows wait in the store")
+
+    # 413: halved until the gateway takes it.
+    control(double, mode="413", max_rows=40)
+    load = Load(port, origin, pause=0.005)
+    time.sleep(4)
+    load.stop()
+    wait_until("the 413 batches drain", lambda: a.sink().get("backlog") == 0, 60)
+    must(a.sink().get("batch_limit", 500) <= 40, "413: the batch is halved to what the server takes (%s)" % a.sink().get("batch_limit"))
+    control(double, mode="ok")
+    same_rows(pg, a, uuid, "after 413s")
+    must("halving it" in a.log_text(), "the log says the batch was halved")
+
+
+def check_kills(a, double, pg, origin, uuid):
+    control(double, mode="slow", slow_seconds=0.3)
+    load = Load(a.port(), origin, pause=0.01)
+    kills = 0
+    for _ in range(ARGS.kills):
+        time.sleep(random.uniform(0.6, 1.5))
+        pid = a.tunnel_pid()
+        if pid:
+            os.kill(pid, 9)
+            kills += 1
+            wait_until("a new tunnel", lambda: a.tunnel_pid() not in (None, pid) and a.state() == "ready", 20)
+    load.stop()
+    control(double, mode="ok")
+    must(kills == ARGS.kills, "the tunnel was killed -9 %d times mid-batch" % kills)
+    same_rows(pg, a, uuid, "after %d kills" % kills, timeout=120)
+
+
+def check_revoked(a, double, pg, origin, uuid):
+    pg.query("UPDATE devices SET revoked = true WHERE device_uuid::text = %s", uuid)
+    requests(a.port(), origin, 30)
+    wait_until("re-pair required", lambda: a.sink().get("state") == "re-pair required", 30)
+    report, code = a.cloud()
+    must(report.get("state") == "re-pair required" and code == 1, "a revoked token: cloud status says re-pair required, exit 1 (%s)" % report.get("detail"))
+    status = a.status()
+    must(any("re-pair" in p for p in status.get("problems", [])), "busymate status lists re-pair required as a problem")
+    requests(a.port(), origin, 40)
+    time.sleep(1)
+    must((a.sink().get("backlog") or 0) >= 40, "the rows wait in the store (backlog %s)" % a.sink().get("backlog"))
+    must("re-pair required" in a.log_text(), "the log says re-pair required")
+    r = pair(a, double, "lab-bench")
+    must(r.returncode == 0, "re-pairing works (%r)" % r.stderr.strip())
+    same_rows(pg, a, uuid, "after re-pairing: the backlog went out")
+
+
+def check_retention(a, double, pg, origin, uuid):
+    control(double, mode="down")
+    a.write_settings(', "capture": {"max_exchanges": 100}')
+    time.sleep(1.5)
+    requests(a.port(), origin, 300)
+    wait_until("retention counted", lambda: (a.sink().get("dropped_unsent") or 0) > 0, 20)
+    dropped = a.sink().get("dropped_unsent") or 0
+    must(dropped >= 150, "retention says how many unsent rows it removed (%d)" % dropped)
+    must("retention removed rows the cloud sink had not sent yet" in a.log_text(), "the log says retention removed unsent rows")
+    control(double, mode="ok")
+    a.write_settings()
+    wait_until("the rest drains", lambda: a.sink().get("backlog") == 0, 60)
+    local = a.request_ids()
+    remote = cloud_rows(pg, uuid)
+    must(set(local) <= set(remote), "every row still in the store reached PostgreSQL (%d missing)" % len(set(local) - set(remote)))
+
+
+def check_unpair(a, double, pg, origin, uuid):
+    r = a.cli("unpair")
+    must(r.returncode == 0 and "server was told" in r.stdout, "busymate unpair tells the server (%r)" % r.stdout.strip())
+    must(not os.path.exists(os.path.join(a.group, "device-jwt.json")) and not os.path.exists(os.path.join(a.private, "device-jwt.json")),
+         "unpair removes the mirror and the private copy")
+    revoked = pg.query("SELECT revoked FROM devices WHERE device_uuid::text = %s", uuid)
+    must(revoked == [(True,)], "the server marked the device unpaired")
+    wait_until("the sink is off", lambda: a.cloud()[1] == 2, 15)
+    before = cloud_count(pg, uuid)
+    requests(a.port(), origin, 20)
+    time.sleep(2)
+    must(cloud_count(pg, uuid) == before, "nothing is sent once unpaired")
+
+
+def check_offline_start(base, double2, pg, origin):
+    """Appliance B pairs, then its cloud goes away for --offline-seconds
+    under load; it runs beside the other checks."""
+    b = Appliance(base, "offline")
+    b.start()
+    r = pair(b, double2, "offline-box")
+    must(r.returncode == 0, "B pairs (%r)" % r.stderr.strip())
+    uuid = device_uuid(b)
+    control(double2, mode="down")
+    load = Load(b.port(), origin, clients=1, pause=0.05)
+    return b, uuid, load
+
+
+def check_offline_end(b, double2, pg, uuid, load):
+    load.stop()
+    sink = b.sink()
+    must(sink.get("state") == "backing off" and (sink.get("backlog") or 0) > 0,
+         "offline %ds: the sink backs off with a backlog of %s rows (%s)" % (ARGS.offline_seconds, sink.get("backlog"), sink.get("last_error")))
+    must(not load.failed and load.ok > 0, "offline: the proxy served all %d requests (%d failed)" % (load.ok, len(load.failed)))
+    control(double2, mode="ok")
+    same_rows(pg, b, uuid, "back online after %d s offline" % ARGS.offline_seconds, timeout=180)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--offline-seconds", type=int, default=600)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--keep", action="store_true")
+    ARGS = parser.parse_args()
+    if os.geteuid() != 0:
+        print("the cloud suite runs as root (the appliance drops privileges; the suite kills its tunnel)")
+        sys.exit(1)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "contract_test.py")])
+    must(r.returncode == 0, "the contract double passes the official clients' contract test")
+    base = tempfile.mkdtemp(prefix="bm-cloud-")
+    os.chmod(base, 0o755)
+    origin = start_origin()
+    started = time.monotonic()
+    appliances = []
+    with Postgres() as pg:
+        double = CloudDouble(pg, SECRET, anon_key=ANON_KEY)
+        double.start()
+        double2 = CloudDouble(pg, SECRET, anon_key=ANON_KEY)
+        double2.start()
+        try:
+            b, b_uuid, b_load = check_offline_start(base, double2, pg, origin)
+            appliances.append(b)
+            a = Appliance(base, "main")
+            appliances.append(a)
+            a.start()
+            uuid = check_pairing(a, double, pg, origin)
+            check_faults(a, double, pg, origin, uuid)
+            check_kills(a, double, pg, origin, uuid)
+            check_revoked(a, double, pg, origin, uuid)
+            check_retention(a, double, pg, origin, uuid)
+            check_unpair(a, double, pg, origin, uuid)
+            left = ARGS.offline_seconds - (time.monotonic() - started)
+            if left > 0:
+                print("waiting %.0f s more for B's offline period" % left, flush=True)
+                time.sleep(left)
+            check_offline_end(b, double2, pg, b_uuid, b_load)
+            b.stop()
+            status = pg.query("SELECT online FROM device_status WHERE device_uuid::text = %s", b_uuid)
+            must(status == [(False,)], "a graceful stop tells device_status the device went offline (%r)" % (status,))
+        finally:
+            for appliance in appliances:
+                appliance.stop()
+            double.stop()
+            double2.stop()
+    print("cloud suite: %d failure(s) in %.0f s" % (len(FAILURES), time.monotonic() - started))
+    if FAILURES or ARGS.keep:
+        print("kept %s" % base)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
