@@ -14,7 +14,7 @@ BUILD_BIN = .build/$(CONFIG)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-peers systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-peers test-cloud systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -37,6 +37,7 @@ test: build
 	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
 	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
+	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/systemd/run.sh
 	tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)
 
@@ -74,6 +75,14 @@ test-h2: build
 test-peers: build
 	@scripts/install-deps.sh --test
 	tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)
+
+# Pairing and the cloud sink (root; about eleven minutes, ten of them a
+# second appliance's outage under load): a real PostgreSQL 15 started in a
+# temporary directory, behind the contract double of PostgREST and Realtime
+# (tests/cloud/double.py, checked first with the official Python clients).
+test-cloud: build
+	@scripts/install-deps.sh --test
+	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN)
 
 systemd-test: build
 	tests/systemd/run.sh

@@ -3,6 +3,7 @@
 # and only as root; otherwise says what to install.
 set -euo pipefail
 packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl nftables)
+# postgresql-15 for the cloud suite's real PostgreSQL.
 # The tests also use ip(8), for a network namespace of their own, openssl(1)
 # for certificates of their own, prlimit, setpriv and mount (util-linux)
 # for the hostile-client and fault suites, and Chromium with its driver for
@@ -11,7 +12,7 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # for the HTTP/2 suite; the benchmark's origin is nginx,
 # and h2load checks its direct HTTP/2 figures.
 # nftables (nft) is what transparent mode runs.
-[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler)
+[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler postgresql-15)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client)
 missing=()
 for p in "${packages[@]}"; do
@@ -43,6 +44,13 @@ fi
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import h2, hpack, hypercorn, grpc' 2>/dev/null; then
   echo "busymate: installing h2, hypercorn and grpcio (pip) for the HTTP/2 suite" >&2
   python3 -m pip install --quiet h2 hypercorn grpcio
+fi
+# The cloud suite: the official Supabase clients (run against the contract
+# double), PyJWT for its tokens, psycopg for its PostgreSQL, websockets
+# for Realtime.
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import supabase, postgrest, realtime, jwt, psycopg, websockets' 2>/dev/null; then
+  echo "busymate: installing supabase, postgrest, realtime, PyJWT, psycopg and websockets (pip) for the cloud suite" >&2
+  python3 -m pip install --quiet supabase postgrest realtime PyJWT "psycopg[binary]" websockets
 fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then

@@ -95,7 +95,8 @@ struct Pairing: Sendable {
     /// replaced is written again from it.
     func restoreMirror() {
         guard let record = record(), let data = try? record.encoded() else { return }
-        if let mirror = try? Data(contentsOf: paths.deviceToken), mirror == data { return }
+        // Compared through a descriptor that is no link a group member planted.
+        if SecretFiles.readRootOwned(paths.deviceToken) == data { return }
         do {
             try SecretFiles.writeMirror(data, to: paths.deviceToken, reader: identity.user)
             logger.notice("device-jwt.json written again from the private copy")

@@ -62,4 +62,16 @@ enum SecretFiles {
         guard rename(temp.path, url.path) == 0 else { throw SystemError("rename to \(url.path)", errno: errno) }
         ok = true
     }
+
+    /// A root-owned regular file's bytes (at most 64 KiB), never through a link.
+    static func readRootOwned(_ url: URL) -> Data? {
+        let fd = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_size <= 65_536 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: Int(st.st_size))
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        return n == buffer.count ? Data(buffer) : nil
+    }
 }

@@ -583,6 +583,18 @@
       se.valid === false ? h('div', { class: 'rr-warn', 'data-test': 'settings-invalid' }, BM.settingsProblem(se.error) + ' The last good settings stay in force.') : 'valid',
       se.path ? h('div', { class: 'mono muted' }, se.path) : null,
       se.unknown_keys && se.unknown_keys.length ? h('div', { class: 'rr-warn' }, 'unknown keys: ' + se.unknown_keys.join(', ')) : null);
+    const cloud = st.cloud;
+    if (cloud && (cloud.state !== 'not paired' || (cloud.sinks || []).length)) {
+      // Seed 000's pairing: paired, re-pair soon, re-pair required; each sink's backlog and last push.
+      const color = cloud.state === 're-pair required' ? 'red' : cloud.expiring_soon || (cloud.sinks || []).some(s => s.state === 'backing off' || s.state === 'refused') ? 'amber' : 'green';
+      add(color, 'Cloud', h('span', { 'data-test': 'cloud-state' }, cloud.detail),
+        cloud.name || cloud.api ? h('div', { class: 'muted' }, (cloud.name ? '"' + cloud.name + '"' : '') + (cloud.api ? ' on ' + cloud.api : '')) : null,
+        ...(cloud.sinks || []).map(s => h('div', { class: 'muted', 'data-test': 'cloud-sink' },
+          s.sink + ' → ' + (s.target || '?') + ': ' + s.state + ' · backlog ' + BM.fmtInt(s.backlog || 0) + ' · ' + BM.fmtInt(s.sent_rows || 0) + ' sent' +
+          (s.last_push_at ? ' · last push ' + BM.fmtTime(s.last_push_at) : '') +
+          (s.dropped_unsent ? ' · ' + BM.fmtInt(s.dropped_unsent) + ' dropped by retention unsent' : ''),
+          s.last_error && s.state !== 'idle' && s.state !== 'sending' ? h('span', { class: 'rr-warn' }, ' · ' + s.last_error) : null)));
+    }
     const store = st.store || {};
     add('green', 'Store', BM.fmtInt(store.exchanges) + ' exchanges', h('span', { class: 'muted' }, ' · last id ' + BM.fmtInt(store.last_id)));
     const network = networkCard(st);
