@@ -6,14 +6,41 @@ import Foundation
 struct Cloud: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The pairing and the cloud sink.",
-        subcommands: [CloudStatus.self], defaultSubcommand: CloudStatus.self)
+        subcommands: [CloudStatus.self, CloudPostgres.self], defaultSubcommand: CloudStatus.self)
+}
+
+struct CloudPostgres: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "postgres",
+        abstract: "Send every exchange to a team's own PostgreSQL as well (root).",
+        discussion: """
+            URL is postgres://USER:PASSWORD@HOST[:PORT]/DATABASE[?sslmode=disable|require|verify-full]; TLS is verified unless \
+            sslmode says otherwise, and sslmode=disable is for this machine only. The database holds the same `entries` table as \
+            the account's cloud (partitioned by day, unique (request_id, ts)); the tunnel's second sink inserts into it with \
+            ON CONFLICT DO NOTHING, from the moment it is set. The URL (with its password) is kept in the supervisor's private \
+            directory and mirrored to the tunnel only.
+            """)
+
+    @OptionGroup var options: GroupOption
+    @Argument(help: "The database's URL.") var url: String?
+    @Flag(name: .long, help: "Stop sending to the team database.") var off = false
+
+    func validate() throws {
+        if off == (url != nil) { throw ValidationError("give a URL, or --off") }
+    }
+
+    func run() async throws {
+        var message = ControlMessage(.teamDatabase)
+        message.url = off ? nil : url
+        print(try ControlClient.request(message, paths: options.paths).message ?? "ok")
+    }
 }
 
 struct CloudStatus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Pairing, backlog (rows not sent yet), last push, lag, errors and throughput of each cloud sink.",
-        discussion: "Exit status: 0 when paired and sending (or idle), 1 when re-pairing is needed or a sink fails, 2 when not paired.")
+        discussion: "Exit status: 0 when the sinks send (or are idle), 1 when re-pairing is needed or a sink is refused, 2 when nothing is configured (not paired, no team database).")
 
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Print one JSON object.") var json = false
@@ -35,8 +62,8 @@ struct CloudStatus: AsyncParsableCommand {
             if report.state == "paired" && report.sinks.isEmpty { lines.append("sink         the tunnel has not reported yet") }
             print(lines.joined(separator: "\n"))
         }
-        if report.state == "not paired" { throw ExitCode(2) }
-        if report.state != "paired" || report.sinks.contains(where: { $0.state == .refused || $0.state == .rePairRequired }) { throw ExitCode(1) }
+        if report.sinks.contains(where: { $0.state == .refused || $0.state == .rePairRequired }) || report.state == "re-pair required" { throw ExitCode(1) }
+        if report.state == "not paired" && report.sinks.isEmpty { throw ExitCode(2) }
     }
 
     static func sinkLine(_ sink: CloudSinkStatus) -> String {

@@ -41,7 +41,7 @@ public struct CloudReport: Codable, Sendable, Equatable {
         }
         let days = Int((token.expiresAt.timeIntervalSince(now) / 86_400).rounded(.down))
         var state: PairingState = token.expiresAt > now ? .paired(expiresInDays: days) : .rePairRequired("the token expired")
-        if case .paired = state, let refused = sinks.first(where: { $0.state == .rePairRequired }) {
+        if case .paired = state, let refused = sinks.first(where: { $0.sink == "postgrest" && $0.state == .rePairRequired }) {
             state = .rePairRequired(refused.detail ?? "the server refuses the token")
         }
         let name: String

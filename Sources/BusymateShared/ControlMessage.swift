@@ -8,6 +8,8 @@ public struct ControlMessage: Codable, Sendable {
         case status, tunnelStart, tunnelStop, tunnelRestart, webStart, webStop, webRestart
         // CLI (root only) → supervisor: `busymate pair` / `unpair`
         case pair, unpair
+        // CLI (root only) → supervisor: `busymate cloud postgres URL|--off`
+        case teamDatabase
         // tunnel or web → supervisor; `hello` carries the listeners the child
         // holds, and `role` "web" from the web front (nil: the tunnel)
         case hello, state, pong
@@ -29,6 +31,8 @@ public struct ControlMessage: Codable, Sendable {
     public var role: String?
     /// `pair`'s code, API and name.
     public var pairing: PairingRequest?
+    /// `teamDatabase`'s URL (nil: off).
+    public var url: String?
 
     public init(_ kind: Kind, pid: Int32? = nil, listeners: [String]? = nil, state: TunnelState? = nil, seq: Int? = nil,
                 ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil, role: String? = nil) {

@@ -39,6 +39,8 @@ public struct GroupPaths: Sendable, Equatable {
     public var caDER: URL { file("ca.der") }
     public var caKey: URL { file("ca.key") }
     public var deviceToken: URL { file("device-jwt.json") }
+    /// The team database's mirror (`busymate cloud postgres`), for the tunnel only.
+    public var teamDatabase: URL { file("cloud-postgres.json") }
     public var captureDatabase: URL { file("capture.sqlite") }
     public var bodies: URL { file("bodies") }
     public var notifyDirectory: URL { file("notify") }
@@ -68,11 +70,13 @@ public struct GroupPaths: Sendable, Equatable {
     public var privateCloudConfig: URL { privateDirectory.appendingPathComponent("cloud.json") }
     /// This appliance's device uuid, made once, kept across pairings.
     public var privateDeviceUUID: URL { privateDirectory.appendingPathComponent("device-uuid") }
+    public var privateTeamDatabase: URL { privateDirectory.appendingPathComponent("cloud-postgres.json") }
 
     /// The names inside the group directory whose change means a reload.
     public enum Watched: String, Sendable, CaseIterable {
         case settings = "settings.json"
         case deviceToken = "device-jwt.json"
+        case teamDatabase = "cloud-postgres.json"
         case caPEM = "ca.pem"
         case caKey = "ca.key"
         case controlSocket = "control.sock"

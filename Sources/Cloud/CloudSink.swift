@@ -6,32 +6,32 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// The tunnel's cloud sink: the store is its outbox. It reads rows after
-/// its cursor, sends them in batches (at most 500 rows or 1 MB) to the
-/// account's PostgREST, and moves the cursor only once the server has
-/// them. Offline, it backs off and the rows wait in the store; a token the
-/// server refuses stops it until the appliance is paired again.
+/// A cloud sink of the tunnel's: the store is its outbox. It reads rows
+/// after its cursor, sends them in batches (at most 500 rows or 1 MB) to
+/// the account's PostgREST or a team's PostgreSQL, and moves the cursor
+/// only once the server has them. Offline, it backs off and the rows wait
+/// in the store; a credential the server refuses stops it until it changes
+/// (`busymate pair` again).
 public actor CloudSink {
     public static let maxBatchRows = 500
     public static let maxBatchBytes = 1 << 20
-    public static let sinkName = "postgrest"
 
     private let store: StoreHandle
     /// The store's database the cursor was read from: a corrupt store set
     /// aside for a new one restarts its ids, and the cursor is read again.
     private var cursorDatabase: ObjectIdentifier?
-    private var outbox: CloudOutbox { CloudOutbox(database: store.database, sink: Self.sinkName) }
+    private var outbox: CloudOutbox { CloudOutbox(database: store.database, sink: source.name) }
     private let rows: EntryRowsFactory
-    private let tokenFile: URL
+    private let source: SinkSource
     private let group: MultiThreadedEventLoopGroup
     private let client: HTTPClient
     private let logger = Logger(label: "busymate.cloud")
     private let requestTimeout: TimeAmount
 
-    private var token: DeviceToken?
-    private var tokenProblem: String?
-    /// The token a 401 came back for: nothing is sent with it again.
-    private var refusedToken: String?
+    /// The configuration as last read (nil: not read yet).
+    private var loaded: SinkSource.Loaded?
+    /// The credential a 401 came back for: nothing is sent with it again.
+    private var refusedCredential: String?
     private var cursor: CloudOutbox.Cursor?
     private var cursorAccount: String?
     private var batchLimit = CloudSink.maxBatchRows
@@ -45,41 +45,46 @@ public actor CloudSink {
     private var sentTimes: [(at: Date, rows: Int)] = []
     private var backlogReadAt = Date.distantPast
 
-    public init(store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30)) {
+    public init(_ source: SinkSource, store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30)) {
+        self.source = source
         self.store = store
         rows = EntryRowsFactory(bodies: BodyStore(paths: paths))
-        tokenFile = paths.deviceToken
         self.requestTimeout = requestTimeout
         // Its own thread: the cloud's I/O never queues behind the data path's.
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         client = HTTPClient(eventLoopGroup: group, configuration: HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: requestTimeout)))
-        current = CloudSinkStatus(sink: Self.sinkName, state: .off, detail: "not paired (busymate pair)")
+        current = CloudSinkStatus(sink: source.name, state: .off)
     }
 
     // MARK: from the tunnel
 
-    /// `device-jwt.json` changed (paired, re-paired, unpaired).
-    public func reloadToken() {
-        let previous = token
-        do {
-            token = try DeviceToken.read(tokenFile)
-            tokenProblem = token.flatMap { DeviceToken.problem(with: $0.token, deviceUUID: $0.deviceUUID) }
-        } catch {
-            // Unreadable now (being replaced): the next change or loop reads it again.
-            tokenProblem = "\(error)"
+    /// The configuration file changed (paired, re-paired, unpaired; a team
+    /// database set or removed).
+    public func reloadToken() async {
+        let previous = config
+        if let previous { await previous.target.close() }
+        let next = source.load(client: client, eventLoop: group.any(), timeout: requestTimeout)
+        loaded = next
+        switch next {
+        case let .ready(config) where config.credential != previous?.credential:
+            logger.info("the cloud sink sends to \(config.target.name)", metadata: ["SINK": "\(source.name)", "DEVICE_UUID": "\(config.deviceUUID)"])
+        case let .off(why) where previous != nil:
+            logger.info("the cloud sink is off: \(why)", metadata: ["SINK": "\(source.name)"])
+        case let .problem(why):
+            logger.warning("the cloud sink cannot send: \(why)", metadata: ["SINK": "\(source.name)"])
+        default:
+            break
         }
-        if token != previous {
-            if let token, tokenProblem == nil {
-                logger.info("paired: the cloud sink sends to the account", metadata: ["TARGET": "\(Self.host(token))", "DEVICE_UUID": "\(token.deviceUUID)"])
-            } else if token == nil {
-                logger.info("not paired: the cloud sink is off")
-            }
-            reported = nil
-            batchLimit = Self.maxBatchRows
-            backoff.reset()
-        }
+        reported = nil
+        batchLimit = Self.maxBatchRows
+        backoff.reset()
         wakes += 1
+    }
+
+    private var config: SinkConfig? {
+        if case let .ready(config)? = loaded { return config }
+        return nil
     }
 
     /// The capture mode, for `device_status.vpn_state`.
@@ -91,7 +96,10 @@ public actor CloudSink {
     }
 
     public func status() async -> CloudSinkStatus? {
-        guard token != nil || cursor != nil else { return nil }
+        switch loaded {
+        case nil, .off?: return nil
+        default: break
+        }
         var status = current
         let now = Date()
         sentTimes.removeAll { now.timeIntervalSince($0.at) > 10 }
@@ -126,13 +134,20 @@ public actor CloudSink {
     public func stop() async {
         stopping = true
         wakes += 1
-        if let token, tokenProblem == nil, refusedToken != token.token, let endpoint = try? CloudEndpoint(token) {
-            let target = PostgRESTTarget(endpoint: endpoint, client: client, timeout: .seconds(2))
-            _ = await target.upsertStatus(deviceUUID: token.deviceUUID, online: false, vpnState: vpnState, token: token.token)
+        if let config, refusedCredential != config.credential {
+            let state = vpnState
+            // Two seconds at most: a stop does not wait on the cloud.
+            _ = try? await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { _ = await config.target.upsertStatus(deviceUUID: config.deviceUUID, online: false, vpnState: state) }
+                tasks.addTask { try await Task.sleep(for: .seconds(2)) }
+                try await tasks.next()
+                tasks.cancelAll()
+            }
         }
     }
 
     public func shutdown() async {
+        await config?.target.close()
         try? await client.shutdown()
         try? await group.shutdownGracefully()
     }
@@ -140,45 +155,43 @@ public actor CloudSink {
     // MARK: the loop
 
     public func run() async {
-        reloadToken()
+        if loaded == nil { await reloadToken() }
         while !Task.isCancelled && !stopping {
             await step()
         }
     }
 
     private func step() async {
-        guard let token else {
-            set(.off, "not paired (busymate pair)")
+        let config: SinkConfig
+        switch loaded {
+        case let .off(why)?:
+            set(.off, why)
             cursor = nil
             await pause(5)
             return
+        case let .problem(why)?:
+            set(.rePairRequired, why)
+            await pause(5)
+            // An unreadable file (being replaced) is read again.
+            await reloadToken()
+            return
+        case nil:
+            await reloadToken()
+            return
+        case let .ready(ready)?:
+            config = ready
         }
-        if let tokenProblem {
-            set(.rePairRequired, tokenProblem)
+        if refusedCredential == config.credential {
             await pause(5)
             return
         }
-        if refusedToken == token.token {
-            await pause(5)
-            return
-        }
-        let endpoint: CloudEndpoint
+        current.target = config.target.name
+        await reportStatus(config)
         do {
-            endpoint = try CloudEndpoint(token)
-        } catch {
-            set(.refused, error.description)
-            await pause(30)
-            return
-        }
-        current.target = endpoint.host
-        let target = PostgRESTTarget(endpoint: endpoint, client: client, timeout: requestTimeout)
-        await reportStatus(target, token)
-        do {
-            let account = "\(endpoint.host)/\((try? DeviceToken.claims(of: token.token).subject) ?? nil ?? token.deviceUUID)"
             let database = ObjectIdentifier(store.database)
-            if cursor == nil || cursorAccount != account || cursorDatabase != database {
-                cursor = try await outbox.open(account: account)
-                cursorAccount = account
+            if cursor == nil || cursorAccount != config.account || cursorDatabase != database {
+                cursor = try await outbox.open(account: config.account)
+                cursorAccount = config.account
                 cursorDatabase = database
             }
             guard let sentID = cursor?.sentID else { return }
@@ -188,12 +201,12 @@ public actor CloudSink {
                 await pause(0.5)
                 return
             }
-            let encoder = rows.encoder(deviceUUID: token.deviceUUID)
+            let encoder = rows.encoder(deviceUUID: config.deviceUUID)
             let batch = EntryRows.batch(fetched.map(encoder.encode), maxBytes: Self.maxBatchBytes)
             guard let last = batch.rows.last else { return }
             set(.sending, nil)
-            let outcome = await target.pushEntries(batch.body, token: token.token)
-            try await handle(outcome, batch.rows, last: last, token: token)
+            let outcome = await config.target.pushEntries(batch.body)
+            try await handle(outcome, batch.rows, last: last, credential: config.credential)
         } catch {
             // The store: busy, full or gone for a moment. The rows are still there.
             fail("the capture store: \(StoreHealth.describe(error))", state: .backingOff, delay: backoff.next())
@@ -201,7 +214,7 @@ public actor CloudSink {
         }
     }
 
-    private func handle(_ outcome: PushOutcome, _ sent: [EntryRows.Encoded], last: EntryRows.Encoded, token: DeviceToken) async throws {
+    private func handle(_ outcome: PushOutcome, _ sent: [EntryRows.Encoded], last: EntryRows.Encoded, credential: String) async throws {
         switch outcome {
         case .accepted:
             try await outbox.advance(through: last.id, sent: sent.count)
@@ -223,12 +236,12 @@ public actor CloudSink {
             logger.error("the server refuses a single row as too large (413); it stays in the local store only",
                          metadata: ["REQUEST_ID": "\(last.requestID)"])
         case let .unauthorized(why):
-            refusedToken = token.token
+            refusedCredential = credential
             current.lastError = why
             current.lastErrorAt = Date()
             set(.rePairRequired, why)
-            logger.error("the server refuses the device token; re-pair required (busymate pair), nothing is lost meanwhile",
-                         metadata: ["ERROR": "\(why)"])
+            logger.error("the server refuses the credential; re-pair required (busymate pair), nothing is lost meanwhile",
+                         metadata: ["SINK": "\(source.name)", "ERROR": "\(why)"])
         case let .refused(why):
             fail(why, state: .refused, delay: max(60, backoff.next()))
             await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 60)
@@ -259,15 +272,15 @@ public actor CloudSink {
     private var vpnState: String { mode == "transparent" ? "on" : "off" }
 
     /// The seed's `device_status` events: start, a mode change. Tried once
-    /// per event; a failure waits for the next one.
-    private func reportStatus(_ target: PostgRESTTarget, _ token: DeviceToken) async {
-        let key = "\(token.jti)/\(vpnState)"
+    /// per event; a failure tries again with the next batch.
+    private func reportStatus(_ config: SinkConfig) async {
+        let key = "\(config.identity)/\(vpnState)"
         guard reported != key else { return }
         reported = key
-        let outcome = await target.upsertStatus(deviceUUID: token.deviceUUID, online: true, vpnState: vpnState, token: token.token)
+        let outcome = await config.target.upsertStatus(deviceUUID: config.deviceUUID, online: true, vpnState: vpnState)
         if outcome != .accepted {
             reported = nil
-            logger.notice("cannot update device_status", metadata: ["OUTCOME": "\(outcome)"])
+            logger.notice("cannot update device_status", metadata: ["SINK": "\(source.name)", "OUTCOME": "\(outcome)"])
         }
     }
 
@@ -281,7 +294,6 @@ public actor CloudSink {
         }
     }
 
-    static func host(_ token: DeviceToken) -> String { URL(string: token.api)?.host ?? "?" }
 }
 
 /// Row encoders for one device uuid.

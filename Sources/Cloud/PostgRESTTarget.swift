@@ -8,22 +8,28 @@ import NIOPosix
 /// The account's PostgREST (Supabase's `/rest/v1`), as seed 000's table
 /// expects it: bulk inserts into `entries` that ignore rows already there,
 /// and `device_status` upserts.
-public struct PostgRESTTarget: Sendable {
+public struct PostgRESTTarget: SinkTarget {
     public let endpoint: CloudEndpoint
     let client: HTTPClient
+    let token: String
     let timeout: TimeAmount
 
-    public init(endpoint: CloudEndpoint, client: HTTPClient, timeout: TimeAmount = .seconds(30)) {
+    public init(endpoint: CloudEndpoint, client: HTTPClient, token: String, timeout: TimeAmount = .seconds(30)) {
         self.endpoint = endpoint
         self.client = client
+        self.token = token
         self.timeout = timeout
     }
 
-    public func pushEntries(_ body: String, token: String) async -> PushOutcome {
+    public var name: String { endpoint.host }
+
+    public func close() async {}
+
+    public func pushEntries(_ body: String) async -> PushOutcome {
         let url = endpoint.url("/rest/v1/entries?columns=\(EntryRows.columns)&on_conflict=request_id,ts")
         let response: CloudResponse
         do {
-            response = try await post(url, body, token: token, prefer: "return=minimal, resolution=ignore-duplicates")
+            response = try await post(url, body, prefer: "return=minimal, resolution=ignore-duplicates")
         } catch {
             return .retry(CloudError.describe(error), after: nil)
         }
@@ -31,12 +37,12 @@ public struct PostgRESTTarget: Sendable {
     }
 
     /// The seed's `device_status` row, merged on `device_uuid`.
-    public func upsertStatus(deviceUUID: String, online: Bool, vpnState: String, token: String) async -> PushOutcome {
+    public func upsertStatus(deviceUUID: String, online: Bool, vpnState: String) async -> PushOutcome {
         let row: [String: Any] = ["device_uuid": deviceUUID, "online": online, "last_heartbeat_at": DatabaseDateText.iso8601(Date()),
                                   "vpn_state": vpnState, "source": "tunnel"]
         let body = (try? JSONSerialization.data(withJSONObject: [row], options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
         do {
-            let response = try await post(endpoint.url("/rest/v1/device_status?on_conflict=device_uuid"), body, token: token,
+            let response = try await post(endpoint.url("/rest/v1/device_status?on_conflict=device_uuid"), body,
                                           prefer: "return=minimal, resolution=merge-duplicates")
             return Self.outcome(response)
         } catch {
@@ -44,7 +50,7 @@ public struct PostgRESTTarget: Sendable {
         }
     }
 
-    func post(_ url: String, _ body: String, token: String, prefer: String) async throws -> CloudResponse {
+    func post(_ url: String, _ body: String, prefer: String) async throws -> CloudResponse {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "apikey", value: endpoint.anonKey)

@@ -91,18 +91,48 @@ struct Pairing: Sendable {
     /// The private copy as the supervisor wrote it (never the mirror).
     func record() -> DeviceToken? { try? DeviceToken.read(paths.privateDeviceToken) }
 
-    /// The mirror follows the private copy: a mirror someone removed or
+    /// Each mirror follows its private copy: a mirror someone removed or
     /// replaced is written again from it.
     func restoreMirror() {
-        guard let record = record(), let data = try? record.encoded() else { return }
-        // Compared through a descriptor that is no link a group member planted.
-        if SecretFiles.readRootOwned(paths.deviceToken) == data { return }
-        do {
-            try SecretFiles.writeMirror(data, to: paths.deviceToken, reader: identity.user)
-            logger.notice("device-jwt.json written again from the private copy")
-        } catch {
-            logger.error("cannot write device-jwt.json", metadata: ["ERROR": "\(error)"])
+        for (source, mirror) in [(paths.privateDeviceToken, paths.deviceToken), (paths.privateTeamDatabase, paths.teamDatabase)] {
+            guard let data = SecretFiles.readRootOwned(source) else { continue }
+            // Compared through a descriptor that is no link a group member planted.
+            if SecretFiles.readRootOwned(mirror) == data { continue }
+            do {
+                try SecretFiles.writeMirror(data, to: mirror, reader: identity.user)
+                logger.notice("\(mirror.lastPathComponent) written again from the private copy")
+            } catch {
+                logger.error("cannot write \(mirror.lastPathComponent)", metadata: ["ERROR": "\(error)"])
+            }
         }
+    }
+
+    /// `busymate cloud postgres URL` (nil: `--off`): the team database's
+    /// private copy and its mirror for the tunnel's second sink.
+    func setTeamDatabase(_ url: String?) -> ControlMessage {
+        guard let url else {
+            let had = FileManager.default.fileExists(atPath: paths.privateTeamDatabase.path)
+            unlink(paths.privateTeamDatabase.path)
+            unlink(paths.teamDatabase.path)
+            logger.notice("team database off")
+            return .reply(ok: true, had ? "team database off" : "no team database was set")
+        }
+        let address: TeamDatabase.Address
+        do {
+            address = try TeamDatabase.Address(url)
+        } catch {
+            return .reply(ok: false, error.description)
+        }
+        do {
+            let record = TeamDatabase(url: url, deviceUUID: try ensureDeviceUUID(), setAt: Date())
+            let data = try record.encoded()
+            try writePrivate(data, to: paths.privateTeamDatabase)
+            try SecretFiles.writeMirror(data, to: paths.teamDatabase, reader: identity.user)
+        } catch {
+            return .reply(ok: false, "cannot keep the team database: \(error)")
+        }
+        logger.notice("team database set", metadata: ["DATABASE": "\(address.redacted)"])
+        return .reply(ok: true, "the tunnel now sends every exchange captured from now on to \(address.redacted) as well (busymate cloud status)")
     }
 
     // MARK: the child

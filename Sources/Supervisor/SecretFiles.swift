@@ -10,7 +10,7 @@ import Logging
 enum SecretFiles {
     static func protect(_ paths: GroupPaths, reader user: String, logger: Logger) {
         guard geteuid() == 0, let uid = PrivilegeDrop.lookupUser(user), uid != 0 else { return }
-        for url in [paths.caKey, paths.deviceToken] {
+        for url in [paths.caKey, paths.deviceToken, paths.teamDatabase] {
             protect(url, reader: uid, logger: logger)
         }
     }

@@ -79,7 +79,7 @@ public enum SupervisorMain {
             switch file {
             case .settings: await reload()
             case .caPEM, .caKey: await service.reloadCA()
-            case .deviceToken: await service.protectSecrets()
+            case .deviceToken, .teamDatabase: await service.protectSecrets()
             case .controlSocket: break
             }
         }) { jobs.append(watcher) }
@@ -158,13 +158,15 @@ public enum SupervisorMain {
                 try? peer.connection.send(await service.tunnelStop())
             case .tunnelStart:
                 try? peer.connection.send(await service.tunnelStart())
-            case .pair, .unpair:
+            case .pair, .unpair, .teamDatabase:
                 // Where captures go is root's decision, not the group's.
                 guard peer.credentials.uid == 0 || peer.credentials.uid == geteuid() else {
-                    try? peer.connection.send(.reply(ok: false, "permission denied: pairing and unpairing are for root"))
+                    try? peer.connection.send(.reply(ok: false, "permission denied: pairing, unpairing and the team database are for root"))
                     continue
                 }
-                if message.kind == .unpair {
+                if message.kind == .teamDatabase {
+                    try? peer.connection.send(await service.pairing.setTeamDatabase(message.url))
+                } else if message.kind == .unpair {
                     try? peer.connection.send(await service.unpair())
                 } else if let request = message.pairing {
                     try? peer.connection.send(await service.pair(request))

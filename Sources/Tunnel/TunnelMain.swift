@@ -131,10 +131,13 @@ public enum TunnelMain {
         server.devices.apply(prepared.snapshot.settings ?? AppSettings())
         dns.apply(prepared.snapshot.settings ?? AppSettings())
         // The store is the cloud sink's outbox: no store, nothing to send from.
-        let cloud = store.map { CloudSink(store: $0, paths: paths) }
-        await cloud?.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue)
+        let sinks = store.map { store in
+            [CloudSink(.postgrest(token: paths.deviceToken), store: store, paths: paths),
+             CloudSink(.postgres(config: paths.teamDatabase), store: store, paths: paths)]
+        } ?? []
+        for sink in sinks { await sink.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue) }
         let runtime = TunnelRuntime(paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
-                                    storeError: storeError, cloud: cloud)
+                                    storeError: storeError, cloud: sinks)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
             // Accepting waits for the supervisor's `serve`.
@@ -164,16 +167,17 @@ public enum TunnelMain {
                 }
             case .controlSocket: await runtime.attachIfNeeded()
             case .caPEM, .caKey: await runtime.reloadCA()
-            case .deviceToken: await cloud?.reloadToken()
+            case .deviceToken: await sinks.first?.reloadToken()
+            case .teamDatabase: await sinks.last?.reloadToken()
             }
         }) { jobs.append(watcher) }
-        if let cloud {
+        for sink in sinks {
             jobs.append(DaemonJob("cloud sink") {
-                async let sending: Void = cloud.run()
+                async let sending: Void = sink.run()
                 try? await gracefulShutdown()
-                await cloud.stop()
+                await sink.stop()
                 await sending
-                await cloud.shutdown()
+                await sink.shutdown()
             })
         }
         if let notifier {

@@ -45,11 +45,11 @@ public actor TunnelRuntime {
 
     /// Why there is no store at all (it could not be opened).
     private let storeError: String?
-    /// The cloud sink (nil: no store to send from).
-    private let cloud: CloudSink?
+    /// The cloud sinks (none: no store to send from).
+    private let cloud: [CloudSink]
 
     init(paths: GroupPaths, server: ProxyServer, dns: DNSForwarder, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
-         storeError: String? = nil, cloud: CloudSink? = nil) {
+         storeError: String? = nil, cloud: [CloudSink] = []) {
         self.dns = dns
         self.cloud = cloud
         self.capture = capture
@@ -215,7 +215,7 @@ public actor TunnelRuntime {
             dns.apply(applied.settings)
             capture?.apply(applied.settings)
         }
-        await cloud?.setMode(applied.settings.mode.rawValue)
+        for sink in cloud { await sink.setMode(applied.settings.mode.rawValue) }
         await publish()
     }
 
@@ -263,7 +263,11 @@ public actor TunnelRuntime {
     /// and tells the supervisor about state changes.
     func publish() async {
         var current = status()
-        current.cloud = await cloud?.status().map { [$0] }
+        var sinks: [CloudSinkStatus] = []
+        for sink in cloud {
+            if let status = await sink.status() { sinks.append(status) }
+        }
+        current.cloud = sinks.isEmpty ? nil : sinks
         if let last = lastWritten {
             var a = last, b = current
             a.updatedAt = .distantPast

@@ -1,0 +1,100 @@
+import BusymateShared
+import CaptureStore
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PostgresNIO
+
+/// A team's own PostgreSQL, the same `entries` table the account's cloud
+/// has: each batch is one statement (`jsonb_to_recordset` over the batch's
+/// JSON, `ON CONFLICT DO NOTHING`), on one connection kept open and made
+/// again when it breaks.
+public actor PostgresTarget: SinkTarget {
+    public nonisolated let name: String
+    private let address: TeamDatabase.Address
+    private let eventLoop: any EventLoop
+    private let logger = Logger(label: "busymate.cloud")
+    private var connection: PostgresConnection?
+    private var connectionID = 0
+
+    public init(address: TeamDatabase.Address, eventLoop: any EventLoop) {
+        self.address = address
+        self.eventLoop = eventLoop
+        name = address.redacted
+    }
+
+    public func pushEntries(_ body: String) async -> PushOutcome {
+        await run("""
+            INSERT INTO entries (request_id, device_uuid, ts, kind, payload)
+            SELECT request_id, device_uuid, ts, kind, payload
+            FROM jsonb_to_recordset(\(body)::jsonb) AS x(request_id text, device_uuid uuid, ts timestamptz, kind text, payload jsonb)
+            ON CONFLICT (request_id, ts) DO NOTHING
+            """)
+    }
+
+    public func upsertStatus(deviceUUID: String, online: Bool, vpnState: String) async -> PushOutcome {
+        await run("""
+            INSERT INTO device_status (device_uuid, online, last_heartbeat_at, vpn_state, source)
+            VALUES (\(deviceUUID)::uuid, \(online), now(), \(vpnState), 'tunnel')
+            ON CONFLICT (device_uuid) DO UPDATE SET online = excluded.online, last_heartbeat_at = excluded.last_heartbeat_at,
+              vpn_state = excluded.vpn_state, source = excluded.source
+            """)
+    }
+
+    public func close() async {
+        try? await connection?.close()
+        connection = nil
+    }
+
+    private func run(_ query: PostgresQuery) async -> PushOutcome {
+        do {
+            let connection = try await connected()
+            try await connection.query(query, logger: logger)
+            return .accepted
+        } catch let error as PSQLError {
+            let outcome = Self.outcome(error)
+            if case .retry = outcome { await close() }
+            return outcome
+        } catch {
+            await close()
+            return .retry(CloudError.describe(error), after: nil)
+        }
+    }
+
+    private func connected() async throws -> PostgresConnection {
+        if let connection, !connection.isClosed { return connection }
+        let tls: PostgresConnection.Configuration.TLS
+        switch address.tls {
+        case .disable: tls = .disable
+        case .require:
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .none
+            tls = .require(try NIOSSLContext(configuration: configuration))
+        case .verifyFull: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        }
+        var configuration = PostgresConnection.Configuration(host: address.host, port: address.port, username: address.user,
+                                                             password: address.password, database: address.database, tls: tls)
+        configuration.options.connectTimeout = .seconds(10)
+        connectionID += 1
+        let made = try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: connectionID, logger: logger)
+        connection = made
+        return made
+    }
+
+    /// SQLSTATE classes: a connection or a resource problem passes; a
+    /// refused password or a table that does not fit does not.
+    static func outcome(_ error: PSQLError) -> PushOutcome {
+        guard error.code == .server, let state = error.serverInfo?[.sqlState] else {
+            return .retry("PostgreSQL: \(error.code)", after: nil)
+        }
+        let message = error.serverInfo?[.message].map { ": \(CloudCallResult.printable($0))" } ?? ""
+        let said = "PostgreSQL \(state)\(message)"
+        switch state.prefix(2) {
+        case "08", "53", "57", "40", "55", "58", "XX": return .retry(said, after: nil)
+        case "28": return .unauthorized(said)
+        default: return .refused(said)
+        }
+    }
+}
