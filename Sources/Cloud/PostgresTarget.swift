@@ -83,8 +83,8 @@ public actor PostgresTarget: SinkTarget {
         return made
     }
 
-    /// SQLSTATE classes: a connection or a resource problem passes; a
-    /// refused password or a table that does not fit does not.
+    /// SQLSTATE classes: a connection or a resource problem passes (retry);
+    /// a refused password or a table that does not fit does not (refused).
     static func outcome(_ error: PSQLError) -> PushOutcome {
         guard error.code == .server, let state = error.serverInfo?[.sqlState] else {
             return .retry("PostgreSQL: \(error.code)", after: nil)
@@ -93,7 +93,7 @@ public actor PostgresTarget: SinkTarget {
         let said = "PostgreSQL \(state)\(message)"
         switch state.prefix(2) {
         case "08", "53", "57", "40", "55", "58", "XX": return .retry(said, after: nil)
-        case "28": return .unauthorized(said)
+        // A refused role or password (28) is fixed by a new URL, which starts the sink anew.
         default: return .refused(said)
         }
     }

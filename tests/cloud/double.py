@@ -36,7 +36,6 @@ import base64
 import collections
 import contextlib
 import datetime
-import hashlib
 import http
 import json
 import os
@@ -46,7 +45,6 @@ import signal
 import socket
 import string
 import struct
-import sys
 import threading
 import time
 import urllib.parse
@@ -60,6 +58,7 @@ from psycopg.pq import TransactionStatus
 from websockets.frames import Opcode
 from websockets.protocol import State
 from websockets.server import ServerProtocol
+from websockets.utils import accept_key
 
 TOKEN_DAYS = 365
 JWT_LEEWAY = 30               # seconds of clock skew PostgREST allows
@@ -68,7 +67,6 @@ REALTIME_IDLE_TIMEOUT = 60    # Phoenix closes a socket that sent nothing for th
 PRESENCE_CALLS_PER_WINDOW = (5, 30.0)  # Realtime's client presence rate limit: 5 per 30 s
 FAULT_PATHS = ("/rest/v1/entries", "/rest/v1/device_status")
 FAULT_MODES = ("ok", "down", "500", "413", "slow", "garbage", "401")
-WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC525B5"
 MAX_BODY = 64 << 20
 
 
@@ -461,10 +459,14 @@ class CloudDouble:
     sb_publishable_ keys) is accepted as the anon role wherever a bearer token
     goes; by default the double mints an anon JWT. Any JWT signed with the
     secret whose role is anon or service_role is a valid apikey too.
+
+    expired_code: PostgREST >= 13 says PGRST303 for an expired token, <= 12
+    (what hosted Supabase ran for long) PGRST301; a client must take both.
     """
 
     def __init__(self, pg, jwt_secret, anon_key=None, host="127.0.0.1", port=0, pool_size=8,
-                 realtime_idle_timeout=REALTIME_IDLE_TIMEOUT, presence_limit=PRESENCE_CALLS_PER_WINDOW, log_size=2000):
+                 realtime_idle_timeout=REALTIME_IDLE_TIMEOUT, presence_limit=PRESENCE_CALLS_PER_WINDOW, log_size=2000,
+                 expired_code="PGRST303"):
         if hasattr(pg, "dsn_for"):
             self.admin_dsn = pg.dsn
             self.rest_dsn = pg.dsn_for("authenticator")
@@ -472,6 +474,7 @@ class CloudDouble:
             self.admin_dsn = pg
             self.rest_dsn = psycopg.conninfo.make_conninfo(pg, user="authenticator")
         self.secret = jwt_secret
+        self.expired_code = expired_code
         self.anon_key = anon_key or make_anon_key(jwt_secret)
         self.host, self.port = host, port
         self.pool_size = pool_size
@@ -552,7 +555,10 @@ class CloudDouble:
         self.server = await asyncio.start_server(self._connection, self.host, self.port, limit=1 << 20)
         self.port = self.server.sockets[0].getsockname()[1]
         self.url = "http://%s:%d" % (self.host, self.port)
-        self.listener = asyncio.create_task(self.realtime.listen_database())
+        # Ready only once LISTENing: a change made right after start() must not be missed.
+        listening = asyncio.Event()
+        self.listener = asyncio.create_task(self.realtime.listen_database(listening))
+        await asyncio.wait_for(listening.wait(), 10)
 
     async def _shutdown(self):
         self.server.close()
@@ -630,9 +636,10 @@ class CloudDouble:
         subscribers alike. Returns how many channels it reached."""
         return self._call(self.realtime.broadcast(topic, event, payload, private))
 
-    def expire_realtime(self, topic=None):
-        """Every channel (of topic, if given) hears "Token has expired" and is closed."""
-        return self._call(self.realtime.expire(topic))
+    def expire_realtime(self, topic=None, device=None):
+        """Every channel (of topic, of a device's token, if given) hears
+        "Token has expired" and is closed, as when its JWT runs out."""
+        return self._call(self.realtime.expire(topic, device))
 
     def reload_schema(self):
         with self._admin() as conn:
@@ -782,7 +789,7 @@ class CloudDouble:
             if refusal:
                 return refusal
         if path.startswith("/rest/v1/") or path == "/rest/v1":
-            if any(path == p or path.startswith(p + "?") for p in FAULT_PATHS):
+            if path in FAULT_PATHS:
                 fault = await self._fault(request)
                 if fault is not None:
                     return fault
@@ -887,12 +894,12 @@ class CloudDouble:
         """mode ok|down|500|413|slow|garbage|401; max_rows (413: the largest
         batch that passes; null: none); slow_seconds; count (the fault fires
         this many times, then the mode goes back to ok; null: until changed).
-        realtime: "expire" (with an optional topic) ends channels as an
-        expired token would."""
+        realtime: "expire" (with an optional topic and device) ends channels
+        as an expired token would."""
         if "realtime" in settings:
             if settings["realtime"] != "expire":
                 raise ValueError("realtime: only \"expire\"")
-            n = await self.realtime.expire(settings.get("topic"))
+            n = await self.realtime.expire(settings.get("topic"), settings.get("device"))
             return {"expired_channels": n}
         mode = str(settings.get("mode", self.fault["mode"]))
         if mode not in FAULT_MODES:
@@ -938,6 +945,7 @@ class CloudDouble:
             return Response(413, "413 Request Entity Too Large: %d rows\n" % rows, content_type="text/plain; charset=utf-8")
         self.fault_turn += 1
         turn = self.fault_turn
+        seconds = self.fault.get("slow_seconds") or 0
         self._fault_fired(mode)
         if mode == "down":
             # Alternately a reset and a plain close, after reading the request.
@@ -945,7 +953,7 @@ class CloudDouble:
         if mode == "500":
             return pgrst_error(500, "XX000", "injected")
         if mode == "401":
-            return auth_error_response(AuthError("PGRST303", "JWT expired"))
+            return auth_error_response(AuthError(self.expired_code, "JWT expired"))
         if mode == "garbage":
             if turn % 2 == 1:
                 # The nastier one: a success status line whose body never
@@ -954,7 +962,7 @@ class CloudDouble:
                 return Raw(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 512\r\n\r\n{\"code\":\"")
             return Raw(b"\x16\x03\x01\x00\xa5garbage, not HTTP\x00\xff\xfe\r\n\r\n")
         if mode == "slow":
-            await asyncio.sleep(self.fault.get("slow_seconds") or 0)
+            await asyncio.sleep(seconds)
             return None  # then processed normally: the rows go in even if the client gave up
         return None
 
@@ -1078,6 +1086,8 @@ class CloudDouble:
         try:
             claims = await self._claims(self._bearer(request))
         except AuthError as e:
+            if e.expired_by is not None:
+                e.code = self.expired_code
             return auth_error_response(e)
         role = claims.get("role") or "anon"
         rest = request.path[len("/rest/v1/"):] if request.path.startswith("/rest/v1/") else ""
@@ -1465,13 +1475,15 @@ class Socket:
         self.last_seen = time.monotonic()
 
     def encode(self, topic, event, payload, ref=None, join_ref=None):
+        # Phoenix's serializers: V1 a JSON object without join_ref, V2 an array
+        # [join_ref, ref, topic, event, payload]; a server push has ref null.
         if self.vsn == "2.0.0":
             return json.dumps([join_ref, ref, topic, event, payload], separators=(",", ":"))
         return json.dumps({"topic": topic, "event": event, "payload": payload, "ref": ref}, separators=(",", ":"))
 
     def push(self, topic, event, payload, ref=None, join_ref=None):
-        if self.closed:
-            return
+        if self.closed or self.protocol.state is not State.OPEN:
+            return  # the client is closing: what it asked for before goes unanswered, as with Phoenix
         text = self.encode(topic, event, payload, ref, join_ref)
         self.rt.double.realtime_log.append({"t": time.time(), "dir": "out", "text": text})
         self.protocol.send_text(text.encode("utf-8"))
@@ -1568,7 +1580,7 @@ class Realtime:
         if vsn not in ("1.0.0", "2.0.0"):
             await double._write(writer, Response(400, {"message": "unsupported vsn " + vsn}), close=True)
             return
-        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        accept = accept_key(key)
         writer.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                       "Sec-WebSocket-Accept: %s\r\nServer: busymate-cloud-double\r\n\r\n" % accept).encode())
         sock = Socket(self, writer, vsn, apikey)
@@ -1697,7 +1709,7 @@ class Realtime:
 
     def _system(self, channel, extension, status, message):
         channel.sock.push(channel.topic, "system", {"extension": extension, "status": status, "message": message,
-                                                    "channel": channel.sub_topic})
+                                                    "channel": channel.sub_topic}, join_ref=channel.join_ref)
 
     def _shutdown(self, channel, message):
         """Realtime's shutdown_response: a system error, then the channel stops (phx_close)."""
@@ -1747,7 +1759,7 @@ class Realtime:
         for sock in list(self.sockets):
             for channel in list(sock.channels.values()):
                 if channel.key == key and channel is not exclude:
-                    sock.push(channel.topic, "broadcast", payload)
+                    sock.push(channel.topic, "broadcast", payload, join_ref=channel.join_ref)
                     n += 1
         return n
 
@@ -1759,11 +1771,11 @@ class Realtime:
             n += self._relay((topic, is_private), message)
         return n
 
-    async def expire(self, topic=None):
+    async def expire(self, topic=None, device=None):
         n = 0
         for sock in list(self.sockets):
             for channel in list(sock.channels.values()):
-                if topic is None or channel.sub_topic == topic or channel.topic == topic:
+                if (topic is None or topic in (channel.sub_topic, channel.topic)) and (device is None or device_of(channel.claims) == str(device).lower()):
                     self._shutdown(channel, "Token has expired 0 seconds ago")
                     n += 1
         return n
@@ -1821,14 +1833,14 @@ class Realtime:
         return state
 
     def _send_presence_state(self, channel):
-        channel.sock.push(channel.topic, "presence_state", self._state(channel.key))
+        channel.sock.push(channel.topic, "presence_state", self._state(channel.key), join_ref=channel.join_ref)
 
     def _presence_diff(self, key, joins, leaves):
         # A public channel hears every diff; a private one once presence is on for it.
         for sock in list(self.sockets):
             for channel in list(sock.channels.values()):
                 if channel.key == key and (not channel.private or channel.presence_enabled):
-                    sock.push(channel.topic, "presence_diff", {"joins": joins, "leaves": leaves})
+                    sock.push(channel.topic, "presence_diff", {"joins": joins, "leaves": leaves}, join_ref=channel.join_ref)
 
     def _untrack(self, channel):
         meta = self.presence.get(channel.key, {}).pop(channel, None)
@@ -1845,7 +1857,7 @@ class Realtime:
 
     # --- the database's messages and changes -------------------------------------------------
 
-    async def listen_database(self):
+    async def listen_database(self, listening):
         """LISTEN for realtime.send() messages and captured table changes; on a
         lost connection, try again."""
         while True:
@@ -1855,6 +1867,7 @@ class Realtime:
                     await conn.execute("SET TimeZone TO 'UTC'")
                     await conn.execute("LISTEN busymate_realtime")
                     await conn.execute("LISTEN busymate_changes")
+                    listening.set()
                     reader = await psycopg.AsyncConnection.connect(self.double.admin_dsn, autocommit=True)
                     async with reader:
                         await reader.execute("SET TimeZone TO 'UTC'")
@@ -1907,7 +1920,7 @@ class Realtime:
                     data["record"] = record
                 if kind != "INSERT":
                     data["old_record"] = old_record
-                sock.push(channel.topic, "postgres_changes", {"ids": ids, "data": data})
+                sock.push(channel.topic, "postgres_changes", {"ids": ids, "data": data}, join_ref=channel.join_ref)
 
     @staticmethod
     def _binding_matches(binding, schema, table, kind, record):

@@ -54,6 +54,22 @@ def _die_with_parent():
         pass
 
 
+def _reap_stale(age=600):
+    """Removes what a killed run left behind (SIGKILL/SIGTERM skip our exit):
+    a bm-pg- directory whose server is gone (no postmaster.pid; the server
+    itself stopped on its parent's death) and untouched for ten minutes."""
+    base = tempfile.gettempdir()
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        if not name.startswith("bm-pg-") or os.path.exists(os.path.join(path, "data", "postmaster.pid")):
+            continue
+        try:
+            if time.time() - os.stat(path).st_mtime > age:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
 class Postgres:
     """A PostgreSQL 15 cluster of its own, with the database `busymate`.
 
@@ -92,6 +108,7 @@ class Postgres:
 
     def start(self):
         started = time.monotonic()
+        _reap_stale()
         self.dir = tempfile.mkdtemp(prefix="bm-pg-")
         as_root = os.geteuid() == 0
         user = pwd.getpwnam("postgres") if as_root else pwd.getpwuid(os.geteuid())

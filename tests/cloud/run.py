@@ -460,6 +460,60 @@ def check_unpair(a, double, pg, origin, uuid):
     must(cloud_count(pg, uuid) == before, "nothing is sent once unpaired")
 
 
+def team_rows(pg):
+    import psycopg
+    with psycopg.connect(pg.dsn_for("postgres", "team"), autocommit=True) as conn:
+        rows = conn.execute("SELECT request_id, to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') FROM entries").fetchall()
+        count = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    return {r[0]: r[1] for r in rows}, count
+
+
+def check_team_database(a, pg, origin):
+    """A team's own PostgreSQL: the second sink, straight to the database."""
+    import psycopg
+    pg.query("CREATE DATABASE team")
+    with psycopg.connect(pg.dsn_for("postgres", "team"), autocommit=True) as conn, open(os.path.join(HERE, "schema.sql")) as f:
+        conn.execute(f.read())
+    password = "team-pw-%08x" % random.getrandbits(32)
+    url = "postgres://postgres:%s@127.0.0.1:%d/team" % (password, pg.port)
+    r = a.cli("cloud", "postgres", url, user="busymate-web")
+    must(r.returncode != 0 and "for root" in r.stderr, "a member of group busymate cannot set the team database")
+    r = a.cli("cloud", "postgres", "postgres://postgres:pw@db.example.com/team?sslmode=disable")
+    must(r.returncode != 0 and "this machine" in r.stderr, "sslmode=disable off this machine is refused (%r)" % r.stderr.strip())
+    before = set(a.request_ids())
+    r = a.cli("cloud", "postgres", url)
+    must(r.returncode == 0, "busymate cloud postgres URL (%r)" % (r.stdout.strip() or r.stderr.strip()))
+    mirror = os.path.join(a.group, "cloud-postgres.json")
+    must(can_read_as("busymate", mirror) and not can_read_as("busymate-web", mirror), "the team database's mirror is the tunnel's only")
+    load = Load(a.port(), origin, pause=0.01)
+    time.sleep(3)
+    # The sink's connection dropped by the server, under load.
+    killed = pg.query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'team' AND pid <> pg_backend_pid()")[0][0]
+    time.sleep(3)
+    load.stop()
+    must(killed >= 1 and not load.failed, "the team database dropped the sink's connection under load (%d dropped, %d requests failed)" % (killed, len(load.failed)))
+
+    def caught_up():
+        expected = {k: v for k, v in a.request_ids().items() if k not in before}
+        remote, count = team_rows(pg)
+        return expected and remote == expected and count == len(expected)
+    ok = wait_until("the team database catches up", caught_up, 60, quiet=True)
+    expected = {k: v for k, v in a.request_ids().items() if k not in before}
+    remote, count = team_rows(pg)
+    must(ok, "team database: every exchange since it was set, exactly once (%d expected, %d there, %d rows)" % (len(expected), len(remote), count))
+    sinks = {s["sink"]: s for s in a.cloud()[0].get("sinks", [])}
+    must("postgres" in sinks and sinks["postgres"].get("target", "").startswith("postgres://postgres@127.0.0.1"),
+         "cloud status shows the team database's sink without its password (%r)" % sinks.get("postgres", {}).get("target"))
+    leaks = [name for name, text in (("supervisor log", a.log_text()), ("status --json", a.cli("status", "--json").stdout)) if password in text]
+    must(not leaks, "the team database's password is in no log or status (found in: %s)" % (", ".join(leaks) or "none"))
+    r = a.cli("cloud", "postgres", "postgres://postgres:x@127.0.0.1:%d/nosuchdb" % pg.port)
+    wait_until("a database that does not exist is refused", lambda: {s["sink"]: s for s in a.cloud()[0].get("sinks", [])}.get("postgres", {}).get("state") == "refused", 30)
+    must("3D000" in str(a.cloud()[0]), "a database that does not exist: the sink says so (%s)" % {s["sink"]: s for s in a.cloud()[0].get("sinks", [])}.get("postgres", {}).get("detail"))
+    r = a.cli("cloud", "postgres", "--off")
+    must(r.returncode == 0 and not os.path.exists(mirror), "busymate cloud postgres --off removes the mirror")
+    wait_until("the team sink is gone", lambda: "postgres" not in {s["sink"] for s in a.cloud()[0].get("sinks", [])}, 15)
+
+
 def check_offline_start(base, double2, pg, origin):
     """Appliance B pairs, then its cloud goes away for --offline-seconds
     under load; it runs beside the other checks."""
@@ -517,6 +571,7 @@ def main():
             check_kills(a, double, pg, origin, uuid)
             check_revoked(a, double, pg, origin, uuid)
             check_retention(a, double, pg, origin, uuid)
+            check_team_database(a, pg, origin)
             check_unpair(a, double, pg, origin, uuid)
             left = ARGS.offline_seconds - (time.monotonic() - started)
             if left > 0:

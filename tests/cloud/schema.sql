@@ -10,11 +10,26 @@ SET TimeZone = 'UTC';
 
 -- --- roles, as Supabase has them ---------------------------------------------
 
-CREATE ROLE anon NOLOGIN NOINHERIT;
-CREATE ROLE authenticated NOLOGIN NOINHERIT;
-CREATE ROLE service_role NOLOGIN NOINHERIT BYPASSRLS;   -- the dashboard's / edge functions' key
-CREATE ROLE authenticator LOGIN NOINHERIT;               -- PostgREST's login role
+-- Roles belong to the cluster, not the database: created only if missing, so
+-- this file loads into a second database of the same cluster too.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'anon') THEN
+    CREATE ROLE anon NOLOGIN NOINHERIT;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticated') THEN
+    CREATE ROLE authenticated NOLOGIN NOINHERIT;
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'service_role') THEN
+    CREATE ROLE service_role NOLOGIN NOINHERIT BYPASSRLS;   -- the dashboard's / edge functions' key
+  END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'authenticator') THEN
+    CREATE ROLE authenticator LOGIN NOINHERIT;              -- PostgREST's login role
+  END IF;
+END $$;
+SET client_min_messages = warning;  -- re-granting a membership is a NOTICE
 GRANT anon, authenticated, service_role TO authenticator;
+RESET client_min_messages;
 
 GRANT USAGE ON SCHEMA public TO anon, authenticated, service_role;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public FROM PUBLIC;
