@@ -47,7 +47,9 @@ extension DaemonJob {
     /// (or, for the CA files, removed), until shutdown. Nil when inotify
     /// cannot watch it (the daemon then learns of changes by notification).
     public static func groupWatcher(_ paths: GroupPaths, _ changed: @escaping @Sendable (GroupPaths.Watched) async -> Void) -> DaemonJob? {
-        let removals: Set<String> = [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue]
+        // A removed token mirror is an unpairing (the tunnel) or a mirror to write again (the supervisor).
+        let removals: Set<String> = [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue,
+                                     GroupPaths.Watched.deviceToken.rawValue, GroupPaths.Watched.teamDatabase.rawValue]
         guard let watcher = try? FileWatcher(directory: paths.root, removals: removals) else { return nil }
         return DaemonJob("group directory watcher") {
             for await name in watcher.changes().cancelOnGracefulShutdown() {

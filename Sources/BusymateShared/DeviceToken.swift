@@ -32,9 +32,23 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
 
     public var description: String { "device token \(jti) for \(deviceUUID), expires \(expiresAt)" }
 
-    public func encoded() throws -> Data { try StatusCoding.encoder.encode(self) }
+    public func encoded() throws -> Data { try Self.encoder.encode(self) }
 
-    public static func decode(_ data: Data) throws -> DeviceToken { try StatusCoding.decoder.decode(DeviceToken.self, from: data) }
+    public static func decode(_ data: Data) throws -> DeviceToken { try decoder.decode(DeviceToken.self, from: data) }
+
+    /// The keys are spelt out (snake case): no key strategy on top.
+    static var encoder: JSONEncoder {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .iso8601
+        e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return e
+    }
+
+    static var decoder: JSONDecoder {
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .iso8601
+        return d
+    }
 
     /// The file at `url`, or nil when there is none; a file that is there
     /// but unreadable throws (a half-written mirror is not "unpaired").

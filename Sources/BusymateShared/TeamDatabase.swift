@@ -23,7 +23,7 @@ public struct TeamDatabase: Codable, Sendable, Equatable, CustomStringConvertibl
 
     public var description: String { (try? Address(url).redacted) ?? "a PostgreSQL URL" }
 
-    public func encoded() throws -> Data { try StatusCoding.encoder.encode(self) }
+    public func encoded() throws -> Data { try DeviceToken.encoder.encode(self) }
 
     public static func read(_ url: URL) throws -> TeamDatabase? {
         guard let data = FileManager.default.contents(atPath: url.path) else {
@@ -31,7 +31,7 @@ public struct TeamDatabase: Codable, Sendable, Equatable, CustomStringConvertibl
             throw DeviceToken.Problem("cannot read \(url.lastPathComponent)")
         }
         do {
-            return try StatusCoding.decoder.decode(TeamDatabase.self, from: data)
+            return try DeviceToken.decoder.decode(TeamDatabase.self, from: data)
         } catch {
             throw DeviceToken.Problem("\(url.lastPathComponent) is not a team database file")
         }

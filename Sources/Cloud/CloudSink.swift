@@ -35,6 +35,9 @@ public actor CloudSink {
     private var cursor: CloudOutbox.Cursor?
     private var cursorAccount: String?
     private var batchLimit = CloudSink.maxBatchRows
+    /// After a 413 the batch does not grow again for ten minutes: a
+    /// gateway's limit does not move between two batches.
+    private var growAfter = Date.distantPast
     private var backoff = SinkBackoff()
     private var current: CloudSinkStatus
     private var wakes = 0
@@ -78,6 +81,7 @@ public actor CloudSink {
         }
         reported = nil
         batchLimit = Self.maxBatchRows
+        growAfter = .distantPast
         backoff.reset()
         wakes += 1
     }
@@ -186,13 +190,19 @@ public actor CloudSink {
             return
         }
         current.target = config.target.name
-        await reportStatus(config)
         do {
+            // Before anything goes over the network: a new account's cursor
+            // starts where the store is when the pairing is read.
             let database = ObjectIdentifier(store.database)
             if cursor == nil || cursorAccount != config.account || cursorDatabase != database {
                 cursor = try await outbox.open(account: config.account)
                 cursorAccount = config.account
                 cursorDatabase = database
+            }
+            if let outcome = await reportStatus(config), outcome != .accepted {
+                // The same answer the rows would get: shown, and waited out.
+                try await handle(outcome, [], last: nil, credential: config.credential)
+                return
             }
             guard let sentID = cursor?.sentID else { return }
             let fetched = try await outbox.rows(after: sentID, limit: batchLimit)
@@ -214,25 +224,33 @@ public actor CloudSink {
         }
     }
 
-    private func handle(_ outcome: PushOutcome, _ sent: [EntryRows.Encoded], last: EntryRows.Encoded, credential: String) async throws {
+    /// What an answer leads to. `last` is the batch's last row (nil: the
+    /// answer was to a `device_status` report).
+    private func handle(_ outcome: PushOutcome, _ sent: [EntryRows.Encoded], last: EntryRows.Encoded?, credential: String) async throws {
         switch outcome {
         case .accepted:
+            guard let last else { return }
             try await outbox.advance(through: last.id, sent: sent.count)
-            cursor?.sentID = max(cursor?.sentID ?? 0, last.id)
+            moveCursor(to: last.id)
             current.sentRows += sent.count
             current.lastPushAt = Date()
             current.nextAttemptAt = nil
             sentTimes.append((Date(), sent.count))
             if backoff.failures > 0 { logger.notice("the cloud answers again; sending the backlog", metadata: ["TARGET": "\(current.target ?? "")"]) }
             backoff.reset()
-            batchLimit = min(Self.maxBatchRows, batchLimit * 2)
+            if Date() > growAfter { batchLimit = min(Self.maxBatchRows, batchLimit * 2) }
+        case .tooLarge where last == nil:
+            fail("HTTP 413 to a device_status report", state: .backingOff, delay: backoff.next())
+            await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 1)
         case .tooLarge where sent.count > 1:
             batchLimit = max(1, sent.count / 2)
+            growAfter = Date().addingTimeInterval(600)
             logger.warning("the server took the batch as too large (413); halving it", metadata: ["ROWS": "\(sent.count)", "NOW": "\(batchLimit)"])
         case .tooLarge:
             // One row larger than the server takes: it cannot go; the rest can.
+            guard let last else { return }
             try await outbox.advance(through: last.id, sent: 0, rejected: 1)
-            cursor?.sentID = max(cursor?.sentID ?? 0, last.id)
+            moveCursor(to: last.id)
             logger.error("the server refuses a single row as too large (413); it stays in the local store only",
                          metadata: ["REQUEST_ID": "\(last.requestID)"])
         case let .unauthorized(why):
@@ -249,6 +267,14 @@ public actor CloudSink {
             fail(why, state: .backingOff, delay: backoff.next(at: after))
             await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 1)
         }
+    }
+
+    /// Not `cursor?.sentID = max(cursor?.sentID …)`: the optional chain's
+    /// write access would span the read of the same property.
+    private func moveCursor(to id: Int64) {
+        guard var moved = cursor else { return }
+        moved.sentID = max(moved.sentID, id)
+        cursor = moved
     }
 
     private func fail(_ why: String, state: CloudSinkStatus.State, delay: Double) {
@@ -271,17 +297,15 @@ public actor CloudSink {
 
     private var vpnState: String { mode == "transparent" ? "on" : "off" }
 
-    /// The seed's `device_status` events: start, a mode change. Tried once
-    /// per event; a failure tries again with the next batch.
-    private func reportStatus(_ config: SinkConfig) async {
+    /// The seed's `device_status` events: start, a mode change, once each
+    /// (nil: nothing to report). A failed report is made again with the
+    /// next attempt, which the answer paces.
+    private func reportStatus(_ config: SinkConfig) async -> PushOutcome? {
         let key = "\(config.identity)/\(vpnState)"
-        guard reported != key else { return }
-        reported = key
+        guard reported != key else { return nil }
         let outcome = await config.target.upsertStatus(deviceUUID: config.deviceUUID, online: true, vpnState: vpnState)
-        if outcome != .accepted {
-            reported = nil
-            logger.notice("cannot update device_status", metadata: ["SINK": "\(source.name)", "OUTCOME": "\(outcome)"])
-        }
+        if outcome == .accepted { reported = key }
+        return outcome
     }
 
     /// Sleeps up to `seconds`, less when woken (a token change, a stop).

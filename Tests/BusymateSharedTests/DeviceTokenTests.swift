@@ -73,3 +73,18 @@ import Testing
         #expect(CloudCallResult.failed("line\nbreak\u{1b}").line == "failed linebreak")
     }
 }
+
+@Suite struct DeviceTokenFileTests {
+    @Test func theFilesReadBackWhatWasWritten() throws {
+        let record = DeviceToken(token: "a.b.c", jti: "j", expiresAt: Date(timeIntervalSince1970: 1_900_000_000), deviceUUID: "u",
+                                 api: "https://x.supabase.co", anonKey: "k", name: "lab", pairedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(try DeviceToken.decode(record.encoded()) == record)
+        #expect(String(decoding: try record.encoded(), as: UTF8.self).contains("\"expires_at\""))
+        let url = URL(fileURLWithPath: "/tmp/bmt-\(UInt32.random(in: 0...UInt32.max)).json")
+        defer { unlink(url.path) }
+        let team = TeamDatabase(url: "postgres://u:p@127.0.0.1/team", deviceUUID: "u", setAt: Date(timeIntervalSince1970: 1_800_000_000))
+        try team.encoded().write(to: url)
+        #expect(try TeamDatabase.read(url) == team)
+        #expect("\(team)" == "postgres://u@127.0.0.1:5432/team")
+    }
+}

@@ -22,6 +22,8 @@ ARGS = None
 FAILURES = []
 ANON_KEY = "anon-" + "%032x" % random.getrandbits(128)
 SECRET = "jwt-secret-%032x" % random.getrandbits(128)
+# The account the appliances pair with: a re-pairing to it resumes the cursor.
+OWNER = "0b5e55ed-%04x-4000-8000-%012x" % (random.getrandbits(16), random.getrandbits(48))
 
 
 def must(condition, what):
@@ -88,7 +90,8 @@ class Appliance:
         os.makedirs(self.base)
         os.chmod(self.base, 0o755)
         self.group = os.path.join(self.base, "group")
-        self.private = os.path.join(self.base, ".private")
+        # Beside a group directory named "group": "private", as installed.
+        self.private = os.path.join(self.base, "private")
         os.makedirs(self.group)
         self.log = os.path.join(self.base, "supervisor.log")
         self.statuses = []
@@ -293,7 +296,7 @@ def same_rows(pg, appliance, uuid, what, timeout=90, allow_missing=()):
 
 
 def pair(appliance, double, name, *extra):
-    code = double.mint_code()
+    code = double.mint_code(OWNER)
     return appliance.cli("pair", code, "--api", double.url, "--anon-key", ANON_KEY, "--name", name, *extra)
 
 
@@ -383,11 +386,12 @@ def check_faults(a, double, pg, origin, uuid):
         same_rows(pg, a, uuid, "after %s" % what)
     must("cannot send to the cloud; the rows wait in the store" in a.log_text(), "the log says the rows wait in the store")
 
-    # 413: halved until the gateway takes it.
-    control(double, mode="413", max_rows=40)
+    # 413: a backlog (the cloud away), then a gateway that takes 40 rows at most: halved until it fits.
+    control(double, mode="down")
     load = Load(port, origin, pause=0.005)
     time.sleep(4)
     load.stop()
+    control(double, mode="413", max_rows=40)
     wait_until("the 413 batches drain", lambda: a.sink().get("backlog") == 0, 60)
     must(a.sink().get("batch_limit", 500) <= 40, "413: the batch is halved to what the server takes (%s)" % a.sink().get("batch_limit"))
     control(double, mode="ok")
@@ -507,6 +511,7 @@ def check_team_database(a, pg, origin):
     leaks = [name for name, text in (("supervisor log", a.log_text()), ("status --json", a.cli("status", "--json").stdout)) if password in text]
     must(not leaks, "the team database's password is in no log or status (found in: %s)" % (", ".join(leaks) or "none"))
     r = a.cli("cloud", "postgres", "postgres://postgres:x@127.0.0.1:%d/nosuchdb" % pg.port)
+    requests(a.port(), origin, 5)
     wait_until("a database that does not exist is refused", lambda: {s["sink"]: s for s in a.cloud()[0].get("sinks", [])}.get("postgres", {}).get("state") == "refused", 30)
     must("3D000" in str(a.cloud()[0]), "a database that does not exist: the sink says so (%s)" % {s["sink"]: s for s in a.cloud()[0].get("sinks", [])}.get("postgres", {}).get("detail"))
     r = a.cli("cloud", "postgres", "--off")
@@ -530,7 +535,7 @@ def check_offline_start(base, double2, pg, origin):
 def check_offline_end(b, double2, pg, uuid, load):
     load.stop()
     sink = b.sink()
-    must(sink.get("state") == "backing off" and (sink.get("backlog") or 0) > 0,
+    must(sink.get("state") in ("backing off", "sending") and sink.get("failures", 0) > 0 and (sink.get("backlog") or 0) > 0,
          "offline %ds: the sink backs off with a backlog of %s rows (%s)" % (ARGS.offline_seconds, sink.get("backlog"), sink.get("last_error")))
     must(not load.failed and load.ok > 0, "offline: the proxy served all %d requests (%d failed)" % (load.ok, len(load.failed)))
     control(double2, mode="ok")
@@ -548,8 +553,10 @@ def main():
     if os.geteuid() != 0:
         print("the cloud suite runs as root (the appliance drops privileges; the suite kills its tunnel)")
         sys.exit(1)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "contract_test.py")])
-    must(r.returncode == 0, "the contract double passes the official clients' contract test")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "contract_test.py")], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout[-6000:] + r.stderr[-3000:])
+    must(r.returncode == 0, "the contract double passes the official clients' contract test (%s)" % (r.stdout.strip().splitlines() or ["no output"])[-1])
     base = tempfile.mkdtemp(prefix="bm-cloud-")
     os.chmod(base, 0o755)
     origin = start_origin()
