@@ -65,6 +65,11 @@ public struct CloudOutbox: Sendable {
         }
     }
 
+    /// Unpaired: the cursor goes, and a later pairing starts at the store's end.
+    public func forget() async throws {
+        try await database.pool.write { db in try db.execute(sql: "DELETE FROM cloud_cursors WHERE sink = ?", arguments: [sink]) }
+    }
+
     /// The next rows after `id`: at most `limit`.
     public func rows(after id: Int64, limit: Int) async throws -> [Row] {
         try await database.pool.read { db in

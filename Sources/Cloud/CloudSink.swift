@@ -46,6 +46,8 @@ public actor CloudSink {
     /// What `device_status` was last told (online, vpn state, for which token).
     private var reported: String?
     private var sentTimes: [(at: Date, rows: Int)] = []
+    private var offSince: Date?
+    private var forgotten = false
     private var backlogReadAt = Date.distantPast
 
     public init(_ source: SinkSource, store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30)) {
@@ -171,6 +173,13 @@ public actor CloudSink {
         case let .off(why)?:
             set(.off, why)
             cursor = nil
+            // Unpaired (for longer than the supervisor takes to write a
+            // removed mirror again): the cursor goes, so a later pairing
+            // does not send what was captured meanwhile.
+            if offSince == nil { offSince = Date() }
+            if let since = offSince, Date().timeIntervalSince(since) > 10, !forgotten {
+                forgotten = (try? await outbox.forget()) != nil
+            }
             await pause(5)
             return
         case let .problem(why)?:
@@ -184,6 +193,8 @@ public actor CloudSink {
             return
         case let .ready(ready)?:
             config = ready
+            offSince = nil
+            forgotten = false
         }
         if refusedCredential == config.credential {
             await pause(5)
