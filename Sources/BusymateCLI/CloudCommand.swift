@@ -22,7 +22,7 @@ struct CloudPostgres: AsyncParsableCommand {
             """)
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "The database's URL.") var url: String?
+    @Argument(help: "The database's URL; - reads it from stdin (keeps the password out of the process list and shell history).") var url: String?
     @Flag(name: .long, help: "Stop sending to the team database.") var off = false
 
     func validate() throws {
@@ -32,6 +32,7 @@ struct CloudPostgres: AsyncParsableCommand {
     func run() async throws {
         var message = ControlMessage(.teamDatabase)
         message.url = off ? nil : url
+        if url == "-" { message.url = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces) }
         print(try ControlClient.request(message, paths: options.paths).message ?? "ok")
     }
 }

@@ -53,9 +53,14 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
     /// The file at `url`, or nil when there is none; a file that is there
     /// but unreadable throws (a half-written mirror is not "unpaired").
     public static func read(_ url: URL) throws -> DeviceToken? {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            if access(url.path, F_OK) != 0 { return nil }
-            throw Problem("cannot read \(url.lastPathComponent)")
+        // Root's (the supervisor's mirror), or this process's own (a mirror
+        // on a file system without ACLs, or a development run).
+        let data: Data
+        do {
+            guard let read = try SecretFile.read(url, owners: [0, geteuid()]) else { return nil }
+            data = read
+        } catch {
+            throw DeviceToken.Problem(error.description)
         }
         do {
             return try decode(data)

@@ -26,9 +26,14 @@ public struct TeamDatabase: Codable, Sendable, Equatable, CustomStringConvertibl
     public func encoded() throws -> Data { try DeviceToken.encoder.encode(self) }
 
     public static func read(_ url: URL) throws -> TeamDatabase? {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            if access(url.path, F_OK) != 0 { return nil }
-            throw DeviceToken.Problem("cannot read \(url.lastPathComponent)")
+        // Root's (the supervisor's mirror), or this process's own (a mirror
+        // on a file system without ACLs, or a development run).
+        let data: Data
+        do {
+            guard let read = try SecretFile.read(url, owners: [0, geteuid()]) else { return nil }
+            data = read
+        } catch {
+            throw DeviceToken.Problem(error.description)
         }
         do {
             return try DeviceToken.decoder.decode(TeamDatabase.self, from: data)

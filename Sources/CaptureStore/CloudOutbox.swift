@@ -2,7 +2,8 @@ import BusymateShared
 import Foundation
 import GRDB
 
-/// The store as a cloud sink's outbox: rows go out in id order, and a
+/// The store as a cloud sink's outbox: rows captured here (not HAR
+/// imports, another device's traffic) go out in id order, and a
 /// sink's cursor (`cloud_cursors`) is the last id the server acknowledged.
 /// Nothing else marks a row sent, so a crash between the server's answer
 /// and the cursor's update sends the batch again (the server ignores
@@ -48,13 +49,15 @@ public struct CloudOutbox: Sendable {
     }
 
     /// The cursor for `account`: the one kept when it is the same account
-    /// (a re-pairing goes on where the last token stopped); a new one at the
-    /// store's end for an account seen first (nothing captured before goes
-    /// to an account that was not paired when it was captured).
-    public func open(account: String) async throws -> Cursor {
+    /// (a re-pairing goes on where the last token stopped); for an account
+    /// seen first, a new one just before the first row started at `since`
+    /// or later (the pairing's time: nothing captured before goes to it, and
+    /// nothing after is skipped however late the sink reads the pairing).
+    public func open(account: String, since: Date) async throws -> Cursor {
         try await database.pool.write { db in
             if let cursor = try Self.cursor(db, sink), cursor.account == account { return cursor }
-            let end = try Int64.fetchOne(db, sql: "SELECT max(id) FROM exchanges") ?? 0
+            let first = try Int64.fetchOne(db, sql: "SELECT min(id) FROM exchanges WHERE started_at >= ?", arguments: [since])
+            let end = try first.map { $0 - 1 } ?? Int64.fetchOne(db, sql: "SELECT max(id) FROM exchanges") ?? 0
             let now = Date()
             try db.execute(sql: """
                 INSERT INTO cloud_cursors (sink, account, sent_id, sent_rows, dropped_unsent, rejected, started_at) VALUES (?, ?, ?, 0, 0, 0, ?)
@@ -73,7 +76,7 @@ public struct CloudOutbox: Sendable {
     /// The next rows after `id`: at most `limit`.
     public func rows(after id: Int64, limit: Int) async throws -> [Row] {
         try await database.pool.read { db in
-            try ExchangeRecord.fetchAll(db, sql: "SELECT * FROM exchanges WHERE id > ? ORDER BY id LIMIT ?", arguments: [id, limit]).compactMap { record in
+            try ExchangeRecord.fetchAll(db, sql: "SELECT * FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT ?", arguments: [id, limit]).compactMap { record in
                 record.id.map { Row(id: $0, requestID: record.requestID, startedAt: record.startedAt, record: record) }
             }
         }
@@ -92,8 +95,8 @@ public struct CloudOutbox: Sendable {
     /// Rows not sent yet, and when the oldest of them was captured.
     public func backlog(after id: Int64) async throws -> (rows: Int, oldest: Date?) {
         try await database.pool.read { db in
-            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM exchanges WHERE id > ?", arguments: [id]) ?? 0
-            let oldest = try Date.fetchOne(db, sql: "SELECT started_at FROM exchanges WHERE id > ? ORDER BY id LIMIT 1", arguments: [id])
+            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM exchanges WHERE id > ? AND imported IS NULL", arguments: [id]) ?? 0
+            let oldest = try Date.fetchOne(db, sql: "SELECT started_at FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT 1", arguments: [id])
             return (count, oldest)
         }
     }
@@ -104,8 +107,9 @@ public struct CloudOutbox: Sendable {
             let sinks = try String.fetchAll(db, sql: "SELECT sink FROM cloud_cursors ORDER BY sink")
             return try sinks.compactMap { sink in
                 guard let cursor = try cursor(db, sink) else { return nil }
-                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM exchanges WHERE id > ?", arguments: [cursor.sentID]) ?? 0
-                let oldest = try Date.fetchOne(db, sql: "SELECT started_at FROM exchanges WHERE id > ? ORDER BY id LIMIT 1", arguments: [cursor.sentID])
+                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM exchanges WHERE id > ? AND imported IS NULL", arguments: [cursor.sentID]) ?? 0
+                let oldest = try Date.fetchOne(db, sql: "SELECT started_at FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT 1",
+                                               arguments: [cursor.sentID])
                 return (sink, cursor, count, oldest)
             }
         }
@@ -117,7 +121,7 @@ public struct CloudOutbox: Sendable {
     static func noteDropping(_ db: Database, after: Int64, through: Int64, where condition: String) throws {
         try db.cachedStatement(sql: """
             UPDATE cloud_cursors SET dropped_unsent = dropped_unsent + (
-                SELECT count(*) FROM exchanges WHERE id > max(?, cloud_cursors.sent_id) AND id <= ? AND \(condition))
+                SELECT count(*) FROM exchanges WHERE id > max(?, cloud_cursors.sent_id) AND id <= ? AND imported IS NULL AND \(condition))
             WHERE sent_id < ?
             """).execute(arguments: [after, through, through])
     }

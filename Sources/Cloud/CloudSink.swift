@@ -19,7 +19,7 @@ public actor CloudSink {
     private let store: StoreHandle
     /// The store's database the cursor was read from: a corrupt store set
     /// aside for a new one restarts its ids, and the cursor is read again.
-    private var cursorDatabase: ObjectIdentifier?
+    private var cursorDatabase: CaptureDatabase?
     private var outbox: CloudOutbox { CloudOutbox(database: store.database, sink: source.name) }
     private let rows: EntryRowsFactory
     private let source: SinkSource
@@ -27,6 +27,8 @@ public actor CloudSink {
     private let client: HTTPClient
     private let logger = Logger(label: "busymate.cloud")
     private let requestTimeout: TimeAmount
+    /// At a stop: another tunnel serves the group now.
+    private let isReplaced: @Sendable () -> Bool
 
     /// The configuration as last read (nil: not read yet).
     private var loaded: SinkSource.Loaded?
@@ -50,8 +52,10 @@ public actor CloudSink {
     private var forgotten = false
     private var backlogReadAt = Date.distantPast
 
-    public init(_ source: SinkSource, store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30)) {
+    public init(_ source: SinkSource, store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30),
+                isReplaced: @escaping @Sendable () -> Bool = { false }) {
         self.source = source
+        self.isReplaced = isReplaced
         self.store = store
         rows = EntryRowsFactory(bodies: BodyStore(paths: paths))
         self.requestTimeout = requestTimeout
@@ -68,24 +72,30 @@ public actor CloudSink {
     /// database set or removed).
     public func reloadToken() async {
         let previous = config
-        if let previous { await previous.target.close() }
+        let previousProblem: String?
+        if case let .problem(why)? = loaded { previousProblem = why } else { previousProblem = nil }
+        // Swapped before any await: a step running meanwhile sees the new one.
         let next = source.load(client: client, eventLoop: group.any(), timeout: requestTimeout)
         loaded = next
+        let sameCredential = config?.credential != nil && config?.credential == previous?.credential
+        if !sameCredential {
+            reported = nil
+            batchLimit = Self.maxBatchRows
+            growAfter = .distantPast
+            backoff.reset()
+        }
+        wakes += 1
         switch next {
-        case let .ready(config) where config.credential != previous?.credential:
+        case let .ready(config) where !sameCredential:
             logger.info("the cloud sink sends to \(config.target.name)", metadata: ["SINK": "\(source.name)", "DEVICE_UUID": "\(config.deviceUUID)"])
         case let .off(why) where previous != nil:
             logger.info("the cloud sink is off: \(why)", metadata: ["SINK": "\(source.name)"])
-        case let .problem(why):
+        case let .problem(why) where why != previousProblem:
             logger.warning("the cloud sink cannot send: \(why)", metadata: ["SINK": "\(source.name)"])
         default:
             break
         }
-        reported = nil
-        batchLimit = Self.maxBatchRows
-        growAfter = .distantPast
-        backoff.reset()
-        wakes += 1
+        if let previous, !sameCredential { await previous.target.close() }
     }
 
     private var config: SinkConfig? {
@@ -140,7 +150,8 @@ public actor CloudSink {
     public func stop() async {
         stopping = true
         wakes += 1
-        if let config, refusedCredential != config.credential {
+        // A tunnel replaced by another (a restart, an upgrade) is not the device going offline.
+        if let config, refusedCredential != config.credential, !isReplaced() {
             let state = vpnState
             // Two seconds at most: a stop does not wait on the cloud.
             _ = try? await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -183,7 +194,8 @@ public actor CloudSink {
             await pause(5)
             return
         case let .problem(why)?:
-            set(.rePairRequired, why)
+            // An expired or foreign token is the pairing's problem; a bad team database URL is not.
+            set(source.name == "postgrest" ? .rePairRequired : .refused, why)
             await pause(5)
             // An unreadable file (being replaced) is read again.
             await reloadToken()
@@ -204,14 +216,21 @@ public actor CloudSink {
         do {
             // Before anything goes over the network: a new account's cursor
             // starts where the store is when the pairing is read.
-            let database = ObjectIdentifier(store.database)
-            if cursor == nil || cursorAccount != config.account || cursorDatabase != database {
-                cursor = try await outbox.open(account: config.account)
+            let database = store.database
+            if cursor == nil || cursorAccount != config.account || cursorDatabase !== database {
+                // A store set aside (corrupt) for a new one: everything in the new one came after the pairing.
+                let replaced = cursorDatabase != nil && cursorDatabase !== database
+                cursor = try await outbox.open(account: config.account, since: replaced ? .distantPast : config.since)
                 cursorAccount = config.account
                 cursorDatabase = database
             }
-            if let outcome = await reportStatus(config), outcome != .accepted {
-                // The same answer the rows would get: shown, and waited out.
+            switch await reportStatus(config) {
+            case nil, .accepted?, .refused?, .tooLarge?, .rowRejected?:
+                // A report the server will not take (no device_status table,
+                // a policy) never holds the rows back.
+                break
+            case let outcome?:
+                // Down or refusing the credential: the rows would get the same answer.
                 try await handle(outcome, [], last: nil, credential: config.credential)
                 return
             }
@@ -223,7 +242,7 @@ public actor CloudSink {
                 return
             }
             let encoder = rows.encoder(deviceUUID: config.deviceUUID)
-            let batch = EntryRows.batch(fetched.map(encoder.encode), maxBytes: Self.maxBatchBytes)
+            let batch = EntryRows.batch(fetched, encoder, maxBytes: Self.maxBatchBytes)
             guard let last = batch.rows.last else { return }
             set(.sending, nil)
             let outcome = await config.target.pushEntries(batch.body)
@@ -250,6 +269,14 @@ public actor CloudSink {
             if backoff.failures > 0 { logger.notice("the cloud answers again; sending the backlog", metadata: ["TARGET": "\(current.target ?? "")"]) }
             backoff.reset()
             if Date() > growAfter { batchLimit = min(Self.maxBatchRows, batchLimit * 2) }
+        case let .rowRejected(why) where sent.count > 1:
+            batchLimit = max(1, sent.count / 2)
+            logger.warning("the server refused a row of the batch; halving it to find which", metadata: ["ROWS": "\(sent.count)", "ERROR": "\(why)"])
+        case let .rowRejected(why):
+            guard let last else { return }
+            try await outbox.advance(through: last.id, sent: 0, rejected: 1)
+            moveCursor(to: last.id)
+            logger.error("the server refuses a row; it stays in the local store only", metadata: ["REQUEST_ID": "\(last.requestID)", "ERROR": "\(why)"])
         case .tooLarge where last == nil:
             fail("HTTP 413 to a device_status report", state: .backingOff, delay: backoff.next())
             await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 1)

@@ -30,6 +30,10 @@ public struct EntryRows: Sendable {
         let kind = record.isDNS ? "dns" : "event"
         var bodyByDirection: [BodyStore.Direction: ExchangeBody] = [:]
         for direction in [BodyStore.Direction.request, .response] {
+            // A large body is not read at all: the row's sizes and type say it.
+            let size = direction == .request ? record.requestBodyDecodedSize ?? record.requestBodySize
+                : record.responseBodyDecodedSize ?? record.responseBodySize
+            guard size <= Self.inlineBodyCap else { continue }
             // A body file that is gone (retention) leaves its sizes.
             bodyByDirection[direction] = try? ExchangeBody(record, direction, bodies: bodies, raw: false)
         }
@@ -42,12 +46,28 @@ public struct EntryRows: Sendable {
         return Encoded(id: row.id, requestID: row.requestID, json: JSONWriter.compact(ExchangeJSON.object(members)))
     }
 
-    /// A body's sizes and type, and its bytes when they are small.
+    /// A body's sizes and type, and its bytes when they are small
+    /// (a body that grew past the cap as it was decoded: sizes only).
     static func body(_ body: ExchangeBody) -> JSONNode {
         guard (body.shown?.count ?? 0) > inlineBodyCap else { return ExchangeJSON.body(body) }
         var sizesOnly = body
         sizesOnly.shown = nil
         return ExchangeJSON.body(sizesOnly)
+    }
+
+    /// The first rows that fit in `maxBytes` (one at least), each encoded
+    /// only when the batch still has room for it.
+    public static func batch(_ rows: [CloudOutbox.Row], _ encoder: EntryRows, maxBytes: Int) -> (body: String, rows: [Encoded]) {
+        var taken: [Encoded] = []
+        var size = 2
+        for row in rows {
+            let encoded = encoder.encode(row)
+            let added = encoded.json.utf8.count + (taken.isEmpty ? 0 : 1)
+            if !taken.isEmpty && size + added > maxBytes { break }
+            taken.append(encoded)
+            size += added
+        }
+        return ("[" + taken.map(\.json).joined(separator: ",") + "]", taken)
     }
 
     /// A JSON array of the first rows that fit in `maxBytes` (one at least).

@@ -71,6 +71,9 @@ public struct PostgRESTTarget: SinkTarget {
             let why = response.errorCode == "PGRST303" ? "the token expired or is not valid yet" : "the token is not accepted"
             return .unauthorized("\(why) (HTTP 401\(code)\(said))")
         case 408, 425, 429, 500...599: return .retry("HTTP \(response.status)\(code)\(said)", after: response.retryAfter)
+        // PostgreSQL's data (22) and integrity (23) classes: one row's fault, not the schema's.
+        case 400 where (response.errorCode?.hasPrefix("22") ?? false) || (response.errorCode?.hasPrefix("23") ?? false):
+            return .rowRejected("HTTP 400\(code)\(said)")
         case 400..<500: return .refused("HTTP \(response.status)\(code)\(said)")
         default: return .retry("unexpected HTTP \(response.status)", after: nil)
         }

@@ -93,6 +93,7 @@ public actor PostgresTarget: SinkTarget {
         let said = "PostgreSQL \(state)\(message)"
         switch state.prefix(2) {
         case "08", "53", "57", "40", "55", "58", "XX": return .retry(said, after: nil)
+        case "22", "23": return .rowRejected(said)
         // A refused role or password (28) is fixed by a new URL, which starts the sink anew.
         default: return .refused(said)
         }

@@ -6,6 +6,9 @@ public enum PushOutcome: Sendable, Equatable {
     case tooLarge
     /// The token is refused (401, PostgREST's PGRST301/PGRST303): re-pair.
     case unauthorized(String)
+    /// A row's data is refused (a data or integrity error): halve to find
+    /// it, and leave that one row in the local store only.
+    case rowRejected(String)
     /// Refused for a reason that waiting will not fix soon (403, other 4xx):
     /// nothing is dropped; tried again after a long pause.
     case refused(String)

@@ -44,7 +44,7 @@ public enum SinkSource: Sendable {
             }
             // The account: the token's subject on that API (a re-pairing to it resumes).
             let subject = ((try? DeviceToken.claims(of: token.token))?.subject) ?? token.deviceUUID
-            return .ready(SinkConfig(deviceUUID: token.deviceUUID, account: "\(endpoint.host)/\(subject)", credential: token.token,
+            return .ready(SinkConfig(deviceUUID: token.deviceUUID, account: "\(endpoint.host)/\(subject)", since: token.pairedAt, credential: token.token,
                                      target: PostgRESTTarget(endpoint: endpoint, client: client, token: token.token, timeout: timeout),
                                      identity: token.jti))
         case let .postgres(url):
@@ -61,7 +61,7 @@ public enum SinkSource: Sendable {
             } catch {
                 return .problem(error.description)
             }
-            return .ready(SinkConfig(deviceUUID: config.deviceUUID, account: address.redacted, credential: config.url,
+            return .ready(SinkConfig(deviceUUID: config.deviceUUID, account: address.redacted, since: config.setAt, credential: config.url,
                                      target: PostgresTarget(address: address, eventLoop: eventLoop), identity: address.redacted))
         }
     }
@@ -72,6 +72,8 @@ struct SinkConfig: Sendable {
     var deviceUUID: String
     /// The cursor's owner: the same account resumes, another starts anew.
     var account: String
+    /// When it was paired (set): rows that started since go to it.
+    var since: Date
     /// What a 401 sticks to: nothing is sent with it again until it changes.
     var credential: String
     var target: any SinkTarget

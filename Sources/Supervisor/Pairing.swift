@@ -71,6 +71,11 @@ struct Pairing: Sendable {
 
     func unpair() async -> ControlMessage {
         let token = try? DeviceToken.read(paths.privateDeviceToken)
+        // The token goes first, whatever the server says: the private copy,
+        // then the mirror (the other order would bring the mirror back,
+        // `restoreMirror`), so the tunnel stops before the server revokes.
+        unlink(paths.privateDeviceToken.path)
+        unlink(paths.deviceToken.path)
         var told = "the server was not told (not paired)"
         if let token {
             let call = CloudCallRequest(action: .unpair, api: token.api, anonKey: token.anonKey, deviceUUID: token.deviceUUID, token: token.token)
@@ -80,10 +85,6 @@ struct Pairing: Sendable {
             default: told = "the server was not told"
             }
         }
-        // The token goes whatever the server said; the private copy first,
-        // or the mirror's removal would bring it back (`restoreMirror`).
-        unlink(paths.privateDeviceToken.path)
-        unlink(paths.deviceToken.path)
         logger.notice("unpaired", metadata: ["SERVER": "\(told)"])
         return .reply(ok: true, token == nil ? "not paired" : "unpaired; \(told)")
     }
@@ -94,10 +95,11 @@ struct Pairing: Sendable {
     /// Each mirror follows its private copy: a mirror someone removed or
     /// replaced is written again from it.
     func restoreMirror() {
+        let tunnelUID = PrivilegeDrop.lookupUser(identity.user)
         for (source, mirror) in [(paths.privateDeviceToken, paths.deviceToken), (paths.privateTeamDatabase, paths.teamDatabase)] {
             guard let data = SecretFiles.readRootOwned(source) else { continue }
             // Compared through a descriptor that is no link a group member planted.
-            if SecretFiles.readRootOwned(mirror) == data { continue }
+            if SecretFiles.readRootOwned(mirror, orOwnedBy: tunnelUID) == data { continue }
             do {
                 try SecretFiles.writeMirror(data, to: mirror, reader: identity.user)
                 logger.notice("\(mirror.lastPathComponent) written again from the private copy")
@@ -172,7 +174,8 @@ struct Pairing: Sendable {
         } catch {
             return .failed("cannot start \(executable): \(error)")
         }
-        stdin.fileHandleForWriting.write(input)
+        // A child that died before reading: EPIPE, not a trap.
+        try? stdin.fileHandleForWriting.write(contentsOf: input)
         try? stdin.fileHandleForWriting.close()
         let timer = DispatchWorkItem { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         DispatchQueue.global().asyncAfter(deadline: .now() + deadline, execute: timer)

@@ -35,12 +35,12 @@ enum SecretFiles {
         fchmod(fd, 0o440)
     }
 
-    /// The token's mirror, whole or not at all: written to a temporary file
-    /// that gets the tunnel-only ACL before the rename, so the tunnel never
-    /// sees a mirror it cannot read.
+    /// A mirror (the token's, the team database's), whole or not at all:
+    /// written to a temporary file that is root's with the tunnel-only ACL
+    /// before a byte goes in (the setgid directory would make it group
+    /// busymate's), then renamed over the old one.
     static func writeMirror(_ data: Data, to url: URL, reader user: String) throws {
-        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp")
-        unlink(temp.path)
+        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp")
         let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SystemError("create \(temp.path)", errno: errno) }
         var ok = false
@@ -48,30 +48,28 @@ enum SecretFiles {
             close(fd)
             if !ok { unlink(temp.path) }
         }
-        let written = data.withUnsafeBytes { raw in raw.baseAddress.map { write(fd, $0, raw.count) } ?? 0 }
-        guard written == data.count, fsync(fd) == 0 else { throw SystemError("write \(temp.path)", errno: errno) }
         if geteuid() == 0, let uid = PrivilegeDrop.lookupUser(user), uid != 0 {
-            fchmod(fd, 0o640)
-            if busymate_acl_owner_and_reader(fd, uid) == 0 {
-                fchown(fd, 0, 0)
-            } else {
-                fchown(fd, uid, 0)
-                fchmod(fd, 0o440)
+            guard fchown(fd, 0, 0) == 0 else { throw SystemError("chown \(temp.path)", errno: errno) }
+            if busymate_acl_owner_and_reader(fd, uid) != 0 {
+                // No ACLs here: the tunnel's user owns it, group root, 0400.
+                guard fchmod(fd, 0o400) == 0, fchown(fd, uid, 0) == 0 else { throw SystemError("chown \(temp.path)", errno: errno) }
             }
         }
+        var offset = 0
+        while offset < data.count {
+            let n = data.withUnsafeBytes { raw in raw.baseAddress.map { write(fd, $0 + offset, raw.count - offset) } ?? 0 }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw SystemError("write \(temp.path)", errno: errno) }
+            offset += n
+        }
+        guard fsync(fd) == 0 else { throw SystemError("fsync \(temp.path)", errno: errno) }
         guard rename(temp.path, url.path) == 0 else { throw SystemError("rename to \(url.path)", errno: errno) }
         ok = true
     }
 
-    /// A root-owned regular file's bytes (at most 64 KiB), never through a link.
-    static func readRootOwned(_ url: URL) -> Data? {
-        let fd = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_size <= 65_536 else { return nil }
-        var buffer = [UInt8](repeating: 0, count: Int(st.st_size))
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        return n == buffer.count ? Data(buffer) : nil
+    /// A regular file's bytes (at most 64 KiB), never through a link, when
+    /// it is root's or `owner`'s (a mirror on a file system without ACLs).
+    static func readRootOwned(_ url: URL, orOwnedBy owner: uid_t? = nil) -> Data? {
+        try? SecretFile.read(url, owners: [0, geteuid()] + (owner.map { [$0] } ?? []))
     }
 }

@@ -131,9 +131,13 @@ public enum TunnelMain {
         server.devices.apply(prepared.snapshot.settings ?? AppSettings())
         dns.apply(prepared.snapshot.settings ?? AppSettings())
         // The store is the cloud sink's outbox: no store, nothing to send from.
+        // Another tunnel of this group alive at our stop: a replacement, not the device going offline.
+        let replaced: @Sendable () -> Bool = {
+            ProcessProbe.find(named: "busymate-tunnel", servingGroup: paths.root.path).map { !ProcessProbe.isZombieOrGone($0) } ?? false
+        }
         let sinks = store.map { store in
-            [CloudSink(.postgrest(token: paths.deviceToken), store: store, paths: paths),
-             CloudSink(.postgres(config: paths.teamDatabase), store: store, paths: paths)]
+            [CloudSink(.postgrest(token: paths.deviceToken), store: store, paths: paths, isReplaced: replaced),
+             CloudSink(.postgres(config: paths.teamDatabase), store: store, paths: paths, isReplaced: replaced)]
         } ?? []
         for sink in sinks { await sink.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue) }
         let runtime = TunnelRuntime(paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,

@@ -20,6 +20,8 @@ from double import CloudDouble  # noqa: E402
 
 ARGS = None
 FAILURES = []
+# Every token, key and password the suite hands out: none may show in a log or status.
+SECRETS = []
 ANON_KEY = "anon-" + "%032x" % random.getrandbits(128)
 SECRET = "jwt-secret-%032x" % random.getrandbits(128)
 # The account the appliances pair with: a re-pairing to it resumes the cursor.
@@ -124,11 +126,11 @@ class Appliance:
                                         stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"), env=env)
         wait_until("the tunnel of %s is ready" % self.base, lambda: self.state() == "ready", 30)
 
-    def cli(self, *args, user=None, timeout=90):
+    def cli(self, *args, user=None, timeout=90, input=None):
         command = [os.path.join(ARGS.bin, "busymate")] + list(args) + ["--group", self.group]
         if user:
             command = ["setpriv", "--reuid", user, "--regid", "busymate", "--init-groups"] + command
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input)
 
     def status(self):
         try:
@@ -342,6 +344,7 @@ def check_pairing(a, double, pg, origin):
     must(not can_read_as("busymate-web", token_mirror), "the web front's user (group busymate) cannot read the mirror")
     with open(token_private) as f:
         token = json.load(f)["token"]
+    SECRETS.extend([token, ANON_KEY])
     row = pg.query("SELECT name, model, os_version, setup::text FROM devices WHERE device_uuid::text = %s", uuid)
     must(row and row[0][0] == "lab-bench" and row[0][2], "the server has the device's name and os_version (%r)" % (row,))
 
@@ -438,9 +441,10 @@ def check_retention(a, double, pg, origin, uuid):
     a.write_settings(', "capture": {"max_exchanges": 100}')
     time.sleep(1.5)
     requests(a.port(), origin, 300)
-    wait_until("retention counted", lambda: (a.sink().get("dropped_unsent") or 0) > 0, 20)
+    wait_until("retention counted", lambda: (a.sink().get("dropped_unsent") or 0) >= 200, 20, quiet=True)
     dropped = a.sink().get("dropped_unsent") or 0
-    must(dropped >= 150, "retention says how many unsent rows it removed (%d)" % dropped)
+    # 300 new rows, none sent (the cloud is down), 100 kept: exactly 200 went unsent.
+    must(dropped == 200, "retention says how many unsent rows it removed (%d, expected 200)" % dropped)
     must("retention removed rows the cloud sink had not sent yet" in a.log_text(), "the log says retention removed unsent rows")
     control(double, mode="ok")
     a.write_settings()
@@ -448,6 +452,10 @@ def check_retention(a, double, pg, origin, uuid):
     local = a.request_ids()
     remote = cloud_rows(pg, uuid)
     must(set(local) <= set(remote), "every row still in the store reached PostgreSQL (%d missing)" % len(set(local) - set(remote)))
+
+
+def entry_posts(double):
+    return sum(1 for r in double.requests() if r["method"] == "POST" and r["path"] == "/rest/v1/entries")
 
 
 def check_unpair(a, double, pg, origin, uuid):
@@ -458,10 +466,36 @@ def check_unpair(a, double, pg, origin, uuid):
     revoked = pg.query("SELECT revoked FROM devices WHERE device_uuid::text = %s", uuid)
     must(revoked == [(True,)], "the server marked the device unpaired")
     wait_until("the sink is off", lambda: a.cloud()[1] == 2, 15)
-    before = cloud_count(pg, uuid)
+    before, posts = cloud_count(pg, uuid), entry_posts(double)
+    unpaired = set(a.request_ids())
     requests(a.port(), origin, 20)
     time.sleep(2)
-    must(cloud_count(pg, uuid) == before, "nothing is sent once unpaired")
+    must(cloud_count(pg, uuid) == before and entry_posts(double) == posts,
+         "nothing is sent once unpaired (%d posts before, %d after)" % (posts, entry_posts(double)))
+    captured_unpaired = set(a.request_ids()) - unpaired
+    # Pairing again, after more than ten seconds unpaired: what was captured meanwhile stays local.
+    time.sleep(11)
+    r = pair(a, double, "lab-bench")
+    must(r.returncode == 0, "pairing again after unpairing (%r)" % r.stderr.strip())
+    paired_at = set(a.request_ids())
+    requests(a.port(), origin, 25)
+    wait_until("the new rows arrive", lambda: set(a.request_ids()) - paired_at <= set(cloud_rows(pg, uuid)), 30)
+    remote = set(cloud_rows(pg, uuid))
+    must(set(a.request_ids()) - paired_at <= remote and not (captured_unpaired & remote),
+         "a new pairing sends what comes after it, not the %d exchanges captured while unpaired (%d of them sent)"
+         % (len(captured_unpaired), len(captured_unpaired & remote)))
+    a.cli("unpair")
+
+
+def check_no_secrets(appliances):
+    """At the end, over every log and status: no token, key or password."""
+    found = []
+    for appliance in appliances:
+        texts = [("log of %s" % os.path.basename(appliance.base), appliance.log_text()),
+                 ("status.json of %s" % os.path.basename(appliance.base), open(os.path.join(appliance.group, "status.json")).read()),
+                 ("status --json of %s" % os.path.basename(appliance.base), appliance.cli("status", "--json").stdout)]
+        found += [name for name, text in texts if any(secret in text for secret in SECRETS)]
+    must(SECRETS and not found, "no token, anon key or password in any log or status (%d secrets; found in: %s)" % (len(SECRETS), ", ".join(found) or "none"))
 
 
 def team_rows(pg):
@@ -479,13 +513,15 @@ def check_team_database(a, pg, origin):
     with psycopg.connect(pg.dsn_for("postgres", "team"), autocommit=True) as conn, open(os.path.join(HERE, "schema.sql")) as f:
         conn.execute(f.read())
     password = "team-pw-%08x" % random.getrandbits(32)
+    SECRETS.append(password)
     url = "postgres://postgres:%s@127.0.0.1:%d/team" % (password, pg.port)
     r = a.cli("cloud", "postgres", url, user="busymate-web")
     must(r.returncode != 0 and "for root" in r.stderr, "a member of group busymate cannot set the team database")
     r = a.cli("cloud", "postgres", "postgres://postgres:pw@db.example.com/team?sslmode=disable")
     must(r.returncode != 0 and "this machine" in r.stderr, "sslmode=disable off this machine is refused (%r)" % r.stderr.strip())
     before = set(a.request_ids())
-    r = a.cli("cloud", "postgres", url)
+    # The URL on stdin: its password stays out of the process list and the shell's history.
+    r = a.cli("cloud", "postgres", "-", input=url + "\n")
     must(r.returncode == 0, "busymate cloud postgres URL (%r)" % (r.stdout.strip() or r.stderr.strip()))
     mirror = os.path.join(a.group, "cloud-postgres.json")
     must(can_read_as("busymate", mirror) and not can_read_as("busymate-web", mirror), "the team database's mirror is the tunnel's only")
@@ -585,6 +621,7 @@ def main():
                 print("waiting %.0f s more for B's offline period" % left, flush=True)
                 time.sleep(left)
             check_offline_end(b, double2, pg, b_uuid, b_load)
+            check_no_secrets(appliances)
             b.stop()
             status = pg.query("SELECT online FROM device_status WHERE device_uuid::text = %s", b_uuid)
             must(status == [(False,)], "a graceful stop tells device_status the device went offline (%r)" % (status,))
