@@ -25,6 +25,13 @@ import Testing
             Issue.record("403 is not refused")
         }
         if case .retry = PostgRESTTarget.outcome(response(500, "\u{0}\u{ff}garbage")) {} else { Issue.record("garbage 500") }
+        // One row's data (a ts outside every partition): found by halving. A schema problem is not a row's.
+        if case .rowRejected = PostgRESTTarget.outcome(response(400, #"{"code":"23514","message":"no partition of relation"}"#)) {} else {
+            Issue.record("23514 is not a row's fault")
+        }
+        if case .refused = PostgRESTTarget.outcome(response(400, #"{"code":"PGRST204","message":"Could not find the 'x' column"}"#)) {} else {
+            Issue.record("PGRST204 is not refused")
+        }
     }
 
     @Test func anErrorsTextNeverCarriesControlCharacters() {

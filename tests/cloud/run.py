@@ -263,6 +263,33 @@ def requests(port, origin, n):
     conn.close()
 
 
+# --- the page -------------------------------------------------------------------
+
+def page_cloud_row(a):
+    """The readiness card's Cloud row as a real Chromium shows it."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1440,900", "--no-proxy-server"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    try:
+        driver.get(a.cli("web", "url").stdout.strip())
+        wait_until("the page", lambda: driver.find_element(By.CSS_SELECTOR, "[data-view=status]").is_displayed(), 15)
+        driver.find_element(By.CSS_SELECTOR, "[data-view=status]").click()
+        text = {}
+        def row():
+            text["state"] = driver.find_element(By.CSS_SELECTOR, "[data-test=cloud-state]").text
+            text["sinks"] = " | ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "[data-test=cloud-sink]"))
+            return text["state"]
+        wait_until("the Cloud row", row, 15, quiet=True)
+        return text
+    finally:
+        driver.quit()
+
+
 # --- the cloud ----------------------------------------------------------------
 
 def control(double, **settings):
@@ -368,6 +395,9 @@ def check_pairing(a, double, pg, origin):
     must(payload.get("status") == 200 and "/n/" in payload.get("url", "") and payload["response"]["body"]["text"].startswith("ok /n/"),
          "an entry's payload is the exchange as show --json has it")
 
+    shown = page_cloud_row(a)
+    must(shown.get("state", "").startswith("paired, expires in 36") and "postgrest → 127.0.0.1" in shown.get("sinks", ""),
+         "the page's readiness card shows the pairing and the sink (%r)" % shown)
     secrets = [token, ANON_KEY]
     leaks = [name for name, text in (("supervisor log", a.log_text()), ("status.json", open(os.path.join(a.group, "status.json")).read()),
                                      ("status --json", a.cli("status", "--json").stdout), ("cloud status --json", a.cli("cloud", "status", "--json").stdout))
@@ -431,6 +461,8 @@ def check_revoked(a, double, pg, origin, uuid):
     time.sleep(1)
     must((a.sink().get("backlog") or 0) >= 40, "the rows wait in the store (backlog %s)" % a.sink().get("backlog"))
     must("re-pair required" in a.log_text(), "the log says re-pair required")
+    shown = page_cloud_row(a)
+    must(shown.get("state", "").startswith("re-pair required"), "the page's readiness card says re-pair required (%r)" % shown)
     r = pair(a, double, "lab-bench")
     must(r.returncode == 0, "re-pairing works (%r)" % r.stderr.strip())
     same_rows(pg, a, uuid, "after re-pairing: the backlog went out")
