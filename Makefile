@@ -29,7 +29,8 @@ run: build
 	$(BUILD_BIN)/busymate-app --group $(GROUP)
 
 # Unit and end-to-end tests, then the unit in a real systemd (root only;
-# skipped with a message otherwise).
+# skipped with a message otherwise). The box and the peers run while the
+# cloud suite's second appliance sits out its ten-minute outage.
 test: build
 	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
@@ -37,9 +38,7 @@ test: build
 	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
 	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
-	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN)
-	tests/systemd/run.sh
-	tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)
+	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN) --meanwhile "tests/systemd/run.sh && tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)"
 
 # The web page in a real Chromium alone (root; about a minute): screenshots
 # of each step go to .build/web-shots.

@@ -17,6 +17,9 @@ public actor PostgresTarget: SinkTarget {
     private let eventLoop: any EventLoop
     private let logger = Logger(label: "busymate.cloud")
     private var connection: PostgresConnection?
+    /// One connection attempt at a time: two callers (a batch, a stop's
+    /// report) share it, and no connection is made only to be dropped.
+    private var connecting: Task<PostgresConnection, any Error>?
     private var connectionID = 0
 
     public init(address: TeamDatabase.Address, eventLoop: any EventLoop) {
@@ -44,8 +47,10 @@ public actor PostgresTarget: SinkTarget {
     }
 
     public func close() async {
-        try? await connection?.close()
+        // Taken out before the await: a connection made meanwhile is not dropped unclosed.
+        let closing = connection
         connection = nil
+        try? await closing?.close()
     }
 
     private func run(_ query: PostgresQuery) async -> PushOutcome {
@@ -64,21 +69,38 @@ public actor PostgresTarget: SinkTarget {
     }
 
     private func connected() async throws -> PostgresConnection {
-        if let connection, !connection.isClosed { return connection }
-        let tls: PostgresConnection.Configuration.TLS
-        switch address.tls {
-        case .disable: tls = .disable
-        case .require:
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.certificateVerification = .none
-            tls = .require(try NIOSSLContext(configuration: configuration))
-        case .verifyFull: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        if let stale = connection {
+            if !stale.isClosed { return stale }
+            // Closed by the server (a terminated backend): closed here too
+            // before it goes, as postgres-nio requires of every connection.
+            // Taken out first: another caller may set a new one meanwhile.
+            connection = nil
+            try? await stale.close()
         }
-        var configuration = PostgresConnection.Configuration(host: address.host, port: address.port, username: address.user,
-                                                             password: address.password, database: address.database, tls: tls)
-        configuration.options.connectTimeout = .seconds(10)
+        if let connecting { return try await connecting.value }
+        let address = address
+        let eventLoop = eventLoop
+        let logger = logger
         connectionID += 1
-        let made = try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: connectionID, logger: logger)
+        let id = connectionID
+        let attempt = Task { () async throws -> PostgresConnection in
+            let tls: PostgresConnection.Configuration.TLS
+            switch address.tls {
+            case .disable: tls = .disable
+            case .require:
+                var configuration = TLSConfiguration.makeClientConfiguration()
+                configuration.certificateVerification = .none
+                tls = .require(try NIOSSLContext(configuration: configuration))
+            case .verifyFull: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+            var configuration = PostgresConnection.Configuration(host: address.host, port: address.port, username: address.user,
+                                                                 password: address.password, database: address.database, tls: tls)
+            configuration.options.connectTimeout = .seconds(10)
+            return try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: id, logger: logger)
+        }
+        connecting = attempt
+        defer { connecting = nil }
+        let made = try await attempt.value
         connection = made
         return made
     }

@@ -6,7 +6,7 @@ the contract double of Supabase's PostgREST, edge function and Realtime
 which this suite runs first). Every check counts rows in PostgreSQL against
 rows in the appliance's own store.
 
-usage: run.py --bin DIR [--offline-seconds 600] [--kills 20] [--keep]
+usage: run.py --bin DIR [--offline-seconds 600] [--kills 20] [--keep] [--meanwhile CMD]
 Run as root: the appliance drops privileges to user busymate, and the
 suite kills its tunnel.
 """
@@ -600,14 +600,14 @@ def check_offline_start(base, double2, pg, origin):
     return b, uuid, load
 
 
-def check_offline_end(b, double2, pg, uuid, load):
+def check_offline_end(b, double2, pg, uuid, load, seconds):
     load.stop()
     sink = b.sink()
     must(sink.get("state") in ("backing off", "sending") and sink.get("failures", 0) > 0 and (sink.get("backlog") or 0) > 0,
-         "offline %ds: the sink backs off with a backlog of %s rows (%s)" % (ARGS.offline_seconds, sink.get("backlog"), sink.get("last_error")))
+         "offline %ds: the sink backs off with a backlog of %s rows (%s)" % (seconds, sink.get("backlog"), sink.get("last_error")))
     must(not load.failed and load.ok > 0, "offline: the proxy served all %d requests (%d failed)" % (load.ok, len(load.failed)))
     control(double2, mode="ok")
-    same_rows(pg, b, uuid, "back online after %d s offline" % ARGS.offline_seconds, timeout=180)
+    same_rows(pg, b, uuid, "back online after %d s offline" % seconds, timeout=180)
 
 
 def main():
@@ -617,6 +617,7 @@ def main():
     parser.add_argument("--offline-seconds", type=int, default=600)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--meanwhile", help="a shell command to run while the second appliance's outage goes on (it must pass too)")
     ARGS = parser.parse_args()
     if os.geteuid() != 0:
         print("the cloud suite runs as root (the appliance drops privileges; the suite kills its tunnel)")
@@ -637,6 +638,7 @@ def main():
         double2.start()
         try:
             b, b_uuid, b_load = check_offline_start(base, double2, pg, origin)
+            outage = time.monotonic()
             appliances.append(b)
             a = Appliance(base, "main")
             appliances.append(a)
@@ -648,11 +650,17 @@ def main():
             check_retention(a, double, pg, origin, uuid)
             check_team_database(a, pg, origin)
             check_unpair(a, double, pg, origin, uuid)
-            left = ARGS.offline_seconds - (time.monotonic() - started)
+            if ARGS.meanwhile:
+                # Other suites while B's outage runs on (make test: the box and
+                # the peers), so the ten minutes are not ten idle minutes.
+                print("running meanwhile: %s" % ARGS.meanwhile, flush=True)
+                r = subprocess.run(ARGS.meanwhile, shell=True)
+                must(r.returncode == 0, "meanwhile, %s passed (exit %d)" % (ARGS.meanwhile, r.returncode))
+            left = ARGS.offline_seconds - (time.monotonic() - outage)
             if left > 0:
                 print("waiting %.0f s more for B's offline period" % left, flush=True)
                 time.sleep(left)
-            check_offline_end(b, double2, pg, b_uuid, b_load)
+            check_offline_end(b, double2, pg, b_uuid, b_load, int(time.monotonic() - outage))
             check_no_secrets(appliances)
             b.stop()
             status = pg.query("SELECT online FROM device_status WHERE device_uuid::text = %s", b_uuid)
