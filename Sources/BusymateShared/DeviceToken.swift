@@ -53,20 +53,7 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
     /// The file at `url`, or nil when there is none; a file that is there
     /// but unreadable throws (a half-written mirror is not "unpaired").
     public static func read(_ url: URL) throws -> DeviceToken? {
-        // Root's (the supervisor's mirror), or this process's own (a mirror
-        // on a file system without ACLs, or a development run).
-        let data: Data
-        do {
-            guard let read = try SecretFile.read(url, owners: [0, geteuid()]) else { return nil }
-            data = read
-        } catch {
-            throw DeviceToken.Problem(error.description)
-        }
-        do {
-            return try decode(data)
-        } catch {
-            throw Problem("\(url.lastPathComponent) is not a device token file")
-        }
+        try SecretFile.decode(DeviceToken.self, from: url, decoder: decoder)
     }
 
     public struct Problem: Error, CustomStringConvertible, Sendable, Equatable {

@@ -33,4 +33,22 @@ public enum SecretFile {
         }
         return Data(buffer)
     }
+
+    /// A mirror the supervisor wrote (`device-jwt.json`, `cloud-postgres.json`),
+    /// decoded: root's, or this process's own (a mirror on a file system
+    /// without ACLs, a development run). Nil when there is none.
+    public static func decode<T: Decodable>(_ type: T.Type, from url: URL, decoder: JSONDecoder) throws(DeviceToken.Problem) -> T? {
+        let data: Data
+        do {
+            guard let read = try read(url, owners: [0, geteuid()]) else { return nil }
+            data = read
+        } catch {
+            throw DeviceToken.Problem(error.description)
+        }
+        do {
+            return try decoder.decode(T.self, from: data)
+        } catch {
+            throw DeviceToken.Problem("\(url.lastPathComponent) is not what the supervisor writes there")
+        }
+    }
 }

@@ -26,20 +26,7 @@ public struct TeamDatabase: Codable, Sendable, Equatable, CustomStringConvertibl
     public func encoded() throws -> Data { try DeviceToken.encoder.encode(self) }
 
     public static func read(_ url: URL) throws -> TeamDatabase? {
-        // Root's (the supervisor's mirror), or this process's own (a mirror
-        // on a file system without ACLs, or a development run).
-        let data: Data
-        do {
-            guard let read = try SecretFile.read(url, owners: [0, geteuid()]) else { return nil }
-            data = read
-        } catch {
-            throw DeviceToken.Problem(error.description)
-        }
-        do {
-            return try DeviceToken.decoder.decode(TeamDatabase.self, from: data)
-        } catch {
-            throw DeviceToken.Problem("\(url.lastPathComponent) is not a team database file")
-        }
+        try SecretFile.decode(TeamDatabase.self, from: url, decoder: DeviceToken.decoder)
     }
 
     /// The URL's parts, checked: postgres(ql)://, a user and a database;

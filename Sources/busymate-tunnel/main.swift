@@ -19,7 +19,8 @@ case let .success(arguments) where cloudCall:
     do {
         _ = try PrivilegeDrop.drop(user: arguments.identity.user, group: arguments.identity.group)
     } catch {
-        print(CloudCallResult.failed("cannot give up root for the call: \(error)").line)
+        // The child's one answer line on stdout (its protocol with the supervisor), not a log.
+        FileHandle.standardOutput.write(Data((CloudCallResult.failed("cannot give up root for the call: \(error)").line + "\n").utf8))
         exit(0)
     }
     exit(await CloudCall.main())
