@@ -102,6 +102,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
             ],
             swiftSettings: strict),
         .target(
@@ -111,6 +113,7 @@ let package = Package(
                 "CaptureStore",
                 "Cloud",
                 "ProxyEngine",
+                "ProxyClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -60,6 +60,7 @@ struct CloudStatus: AsyncParsableCommand {
             var lines = ["pairing      \(report.detail)"]
             if let uuid = report.deviceUUID { lines.append("device       \(report.name.map { "\"\($0)\" " } ?? "")\(uuid)\(report.api.map { " on \($0)" } ?? "")") }
             for sink in report.sinks { lines.append("sink         " + Self.sinkLine(sink)) }
+            if let realtime = report.sinks.lazy.compactMap(\.realtime).first { lines.append("realtime     \(realtime)") }
             if report.state == "paired" && report.sinks.isEmpty { lines.append("sink         the tunnel has not reported yet") }
             print(lines.joined(separator: "\n"))
         }

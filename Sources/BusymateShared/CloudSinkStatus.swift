@@ -40,6 +40,8 @@ public struct CloudSinkStatus: Codable, Sendable, Equatable {
     /// Rows retention removed before they were sent, and rows the server refused one by one.
     public var droppedUnsent: Int?
     public var rejected: Int?
+    /// The account's Realtime link (the `postgrest` sink only): connected, or why not.
+    public var realtime: String?
 
     public init(sink: String, state: State, target: String? = nil, detail: String? = nil, sentRows: Int = 0, rowsPerSecond: Double = 0,
                 lastPushAt: Date? = nil, lastError: String? = nil, lastErrorAt: Date? = nil, nextAttemptAt: Date? = nil, failures: Int = 0,

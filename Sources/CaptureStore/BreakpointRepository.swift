@@ -71,6 +71,11 @@ public struct BreakpointRepository: Sendable {
         }
     }
 
+    /// Events paused after `id`, oldest first.
+    public func events(after id: Int64, limit: Int) throws -> [BreakpointEvent] {
+        try database.pool.read { db in try BreakpointEvent.filter(Column("id") > id).order(Column("id")).limit(limit).fetchAll(db) }
+    }
+
     /// The newest events, held or resolved.
     public func recent(limit: Int) throws -> [BreakpointEvent] {
         try database.pool.read { db in try BreakpointEvent.order(Column("id").desc).limit(limit).fetchAll(db) }

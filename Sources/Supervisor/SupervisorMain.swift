@@ -159,6 +159,13 @@ public enum SupervisorMain {
             case .tunnelStart:
                 try? peer.connection.send(await service.tunnelStart())
             case .pair, .unpair, .teamDatabase:
+                // The account removed this device (Realtime's `unpair`): the
+                // tunnel holding the token may give it up, never take one.
+                if message.kind == .unpair, isLink, await service.isCurrentTunnel(pid) {
+                    let reply = await service.unpair()
+                    Logger(label: "busymate.cloud").notice("unpaired at the account's request", metadata: ["RESULT": "\(reply.message ?? "")"])
+                    continue
+                }
                 // Where captures go is root's decision, not the group's.
                 guard peer.credentials.uid == 0 || peer.credentials.uid == geteuid() else {
                     try? peer.connection.send(.reply(ok: false, "permission denied: pairing, unpairing and the team database are for root"))

@@ -20,6 +20,9 @@ extension SupervisorService {
         return reply
     }
 
+    /// The tunnel this supervisor runs now (not one draining, not a stranger).
+    func isCurrentTunnel(_ pid: Int32) -> Bool { current?.pid == pid && current?.attached == true }
+
     /// At start: the private copy, and its mirror written again if it is gone.
     func loadPairing() {
         paired = pairing.record()

@@ -140,8 +140,17 @@ public enum TunnelMain {
              CloudSink(.postgres(config: paths.teamDatabase), store: store, paths: paths, isReplaced: replaced)]
         } ?? []
         for sink in sinks { await sink.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue) }
+        // Set once the runtime exists: the commands reach the supervisor through its link.
+        let runtimeBox = RuntimeBox()
+        let realtime = store.map { store in
+            RealtimeLink(token: paths.deviceToken, store: store, commands: CloudCommands(
+                paths: paths, store: store, breakpoints: breakpoints, notifier: notifier,
+                tellSupervisor: { message in await runtimeBox.runtime?.tellSupervisor(message) ?? false }))
+        }
+        await realtime?.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue)
         let runtime = TunnelRuntime(paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
-                                    storeError: storeError, cloud: sinks)
+                                    storeError: storeError, cloud: sinks, realtime: realtime)
+        await runtimeBox.set(runtime)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
             // Accepting waits for the supervisor's `serve`.
@@ -171,7 +180,9 @@ public enum TunnelMain {
                 }
             case .controlSocket: await runtime.attachIfNeeded()
             case .caPEM, .caKey: await runtime.reloadCA()
-            case .deviceToken: await sinks.first?.reloadToken()
+            case .deviceToken:
+                await sinks.first?.reloadToken()
+                await realtime?.reloadToken()
             case .teamDatabase: await sinks.last?.reloadToken()
             }
         }) { jobs.append(watcher) }
@@ -182,6 +193,15 @@ public enum TunnelMain {
                 await sink.stop()
                 await sending
                 await sink.shutdown()
+            })
+        }
+        if let realtime {
+            jobs.append(DaemonJob("realtime") {
+                async let linked: Void = realtime.run()
+                try? await gracefulShutdown()
+                await realtime.stop()
+                await linked
+                await realtime.shutdown()
             })
         }
         if let notifier {

@@ -47,11 +47,14 @@ public actor TunnelRuntime {
     private let storeError: String?
     /// The cloud sinks (none: no store to send from).
     private let cloud: [CloudSink]
+    /// The account's Realtime link (none: no store).
+    private let realtime: RealtimeLink?
 
     init(paths: GroupPaths, server: ProxyServer, dns: DNSForwarder, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
-         storeError: String? = nil, cloud: [CloudSink] = []) {
+         storeError: String? = nil, cloud: [CloudSink] = [], realtime: RealtimeLink? = nil) {
         self.dns = dns
         self.cloud = cloud
+        self.realtime = realtime
         self.capture = capture
         self.paths = paths
         self.storeError = storeError
@@ -140,6 +143,18 @@ public actor TunnelRuntime {
 
     // MARK: supervisor link
 
+    /// Sends `message` up the link; false when there is no supervisor to hear it.
+    func tellSupervisor(_ message: ControlMessage) -> Bool {
+        guard let link else { return false }
+        do {
+            try link.send(message)
+            return true
+        } catch {
+            ipcLogger.warning("cannot reach the supervisor", metadata: ["ERROR": "\(error)"])
+            return false
+        }
+    }
+
     func attachIfNeeded() {
         guard link == nil, FileManager.default.fileExists(atPath: paths.controlSocket.path) else { return }
         let connection: LinkConnection
@@ -216,6 +231,7 @@ public actor TunnelRuntime {
             capture?.apply(applied.settings)
         }
         for sink in cloud { await sink.setMode(applied.settings.mode.rawValue) }
+        await realtime?.setMode(applied.settings.mode.rawValue)
         await publish()
     }
 
@@ -265,7 +281,10 @@ public actor TunnelRuntime {
         var current = status()
         var sinks: [CloudSinkStatus] = []
         for sink in cloud {
-            if let status = await sink.status() { sinks.append(status) }
+            if var status = await sink.status() {
+                if status.sink == "postgrest" { status.realtime = await realtime?.status() }
+                sinks.append(status)
+            }
         }
         current.cloud = sinks.isEmpty ? nil : sinks
         if let last = lastWritten {

@@ -593,7 +593,8 @@
           s.sink + ' → ' + (s.target || '?') + ': ' + s.state + ' · backlog ' + BM.fmtInt(s.backlog || 0) + ' · ' + BM.fmtInt(s.sent_rows || 0) + ' sent' +
           (s.last_push_at ? ' · last push ' + BM.fmtTime(s.last_push_at) : '') +
           (s.dropped_unsent ? ' · ' + BM.fmtInt(s.dropped_unsent) + ' dropped by retention unsent' : ''),
-          s.last_error && s.state !== 'idle' && s.state !== 'sending' ? h('span', { class: 'rr-warn' }, ' · ' + s.last_error) : null)));
+          s.last_error && s.state !== 'idle' && s.state !== 'sending' ? h('span', { class: 'rr-warn' }, ' · ' + s.last_error) : null)),
+        ...(cloud.sinks || []).filter(s => s.realtime).map(s => h('div', { class: 'muted', 'data-test': 'cloud-realtime' }, 'Realtime: ' + s.realtime)));
     }
     const store = st.store || {};
     add('green', 'Store', BM.fmtInt(store.exchanges) + ' exchanges', h('span', { class: 'muted' }, ' · last id ' + BM.fmtInt(store.last_id)));

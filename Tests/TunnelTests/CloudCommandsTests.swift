@@ -1,0 +1,10 @@
+import Testing
+@testable import Tunnel
+
+@Suite struct CloudCommandsTests {
+    @Test func theDashboardsLineEndsBecomeHTTPs() {
+        #expect(CloudCommands.crlf("GET /a HTTP/1.1\nHost: x\n\n") == "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(CloudCommands.crlf("POST /a HTTP/1.1\nHost: x\n\nline1\nline2") == "POST /a HTTP/1.1\r\nHost: x\r\n\r\nline1\nline2", "the body stays as sent")
+        #expect(CloudCommands.crlf("GET /a HTTP/1.1\r\nHost: x\r\n\r\n") == "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+    }
+}
