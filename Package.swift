@@ -169,6 +169,7 @@ let package = Package(
                 "BusymateShared",
                 "CaptureStore",
                 "ProxyClient",
+                "Cloud",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -63,8 +63,20 @@ struct List: AsyncParsableCommand {
     @Option(help: "How many.") var limit = 50
     @Option(help: "Only exchanges older than this id (the next page).") var before: Int64?
     @Flag(help: "Print a JSON array.") var json = false
+    @Flag(help: "Read the team's PostgreSQL (busymate cloud postgres) instead of this store: every appliance that writes to it.") var remote = false
+    @Option(help: ArgumentHelp("The team database for --remote (default: $BUSYMATE_REMOTE, else this appliance's own, as root).", valueName: "postgres-url"))
+    var database: String?
+
+    func validate() throws {
+        if database != nil && !remote { throw ValidationError("--database goes with --remote") }
+        if remote && before != nil { throw ValidationError("--before takes a local id; with --remote, use ~until") }
+    }
 
     func run() async throws {
+        if remote {
+            try await RemoteListing.run(filters, database: database, paths: options.paths, limit: limit, json: json)
+            return
+        }
         var filter = try filters.filter(limit: limit)
         filter.before = before
         let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))

@@ -84,19 +84,7 @@ public actor PostgresTarget: SinkTarget {
         connectionID += 1
         let id = connectionID
         let attempt = Task { () async throws -> PostgresConnection in
-            let tls: PostgresConnection.Configuration.TLS
-            switch address.tls {
-            case .disable: tls = .disable
-            case .require:
-                var configuration = TLSConfiguration.makeClientConfiguration()
-                configuration.certificateVerification = .none
-                tls = .require(try NIOSSLContext(configuration: configuration))
-            case .verifyFull: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            }
-            var configuration = PostgresConnection.Configuration(host: address.host, port: address.port, username: address.user,
-                                                                 password: address.password, database: address.database, tls: tls)
-            configuration.options.connectTimeout = .seconds(10)
-            return try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: id, logger: logger)
+            try await TeamDatabaseConnection.connect(address, on: eventLoop, id: id, logger: logger)
         }
         connecting = attempt
         defer { connecting = nil }

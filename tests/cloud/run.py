@@ -775,6 +775,7 @@ def check_team_database(a, pg, origin):
     expected = {k: v for k, v in a.request_ids().items() if k not in before}
     remote, count = team_rows(pg)
     must(ok, "team database: every exchange since it was set, exactly once (%d expected, %d there, %d rows)" % (len(expected), len(remote), count))
+    check_list_remote(a, pg, origin, url, before)
     sinks = {s["sink"]: s for s in a.cloud()[0].get("sinks", [])}
     must("postgres" in sinks and sinks["postgres"].get("target", "").startswith("postgres://postgres@127.0.0.1"),
          "cloud status shows the team database's sink without its password (%r)" % sinks.get("postgres", {}).get("target"))
@@ -787,6 +788,49 @@ def check_team_database(a, pg, origin):
     r = a.cli("cloud", "postgres", "--off")
     must(r.returncode == 0 and not os.path.exists(mirror), "busymate cloud postgres --off removes the mirror")
     wait_until("the team sink is gone", lambda: "postgres" not in {s["sink"] for s in a.cloud()[0].get("sinks", [])}, 15)
+
+
+def check_list_remote(a, pg, origin, url, before):
+    """busymate list --remote: the team database read with the filter
+    language, against the same filter over the local store."""
+    tag = "%x" % random.getrandbits(32)
+    conn = http.client.HTTPConnection("127.0.0.1", a.port(), timeout=10)
+    for path, team in (("a", "blue"), ("b", "red"), ("c", "blue"), ("a/x%20y", "green")):
+        conn.request("GET", "http://127.0.0.1:%d/remote-%s/%s" % (origin, tag, path), headers={"X-Team": team})
+        conn.getresponse().read()
+    conn.close()
+
+    def in_team():
+        expected = {k: v for k, v in a.request_ids().items() if k not in before}
+        remote, count = team_rows(pg)
+        return expected and remote == expected and count == len(expected)
+    wait_until("the tagged requests reach the team database", in_team, 60)
+    team = set(team_rows(pg)[0])
+    filters = ["~u remote-%s/" % tag, "~c 200 & ~u remote-%s/b" % tag, "!~u remote-%s/" % tag, '~bs "ok /remote-%s/a"' % tag,
+               '~hq "x-team: blue" & ~u remote-%s' % tag, "~t text/plain & ~m GET & ~u remote-%s" % tag, "~d 127.0.0.1 & ~proto h1 & !~q",
+               "~u 'remote-%s/(a|c)$'" % tag, '~h "X-TEAM: GREEN"', "~e | ~websocket | ~grpc | ~dns", "~http & ~since 1h & !~replay"]
+    for expression in filters:
+        local = a.cli("list", "--json", "--limit", "100000", expression)
+        remote = a.cli("list", "--remote", "--database", url, "--json", "--limit", "100000", expression)
+        try:
+            local_ids = {row["request_id"] for row in json.loads(local.stdout)} & team
+            remote_rows = json.loads(remote.stdout)
+            remote_ids = {row["request_id"] for row in remote_rows}
+        except (ValueError, KeyError):
+            must(False, "list --remote %r answers JSON (%r %r)" % (expression, remote.stdout[:200], remote.stderr.strip()))
+            continue
+        must(remote.returncode == 0 and remote_ids == local_ids and all(row.get("device_uuid") for row in remote_rows),
+             "list --remote %r keeps what the same filter keeps locally (%d remote, %d local)" % (expression, len(remote_ids), len(local_ids)))
+    # Root's own team database by default; the table names the device.
+    r = a.cli("list", "--remote", "--limit", "3", "~u remote-%s/" % tag)
+    must(r.returncode == 0 and len(r.stdout.strip().splitlines()) == 3 and "remote-%s/" % tag in r.stdout,
+         "list --remote reads this appliance's team database by default (as root) (%r)" % r.stdout.strip()[:200])
+    r = a.cli("list", "--remote", "--database", "postgres://postgres@127.0.0.1:%d/team?sslmode=disable" % free_port(), "~all")
+    must(r.returncode != 0 and "cannot reach" in r.stderr, "a team database that is down: a clear error (%r)" % r.stderr.strip())
+    r = a.cli("list", "--remote", "--database", url, "~all", user="busymate-web")
+    must(r.returncode == 0, "a group member reads the team database with its URL (%r)" % r.stderr.strip()[-200:])
+    r = a.cli("list", "--remote", "~all", user="busymate-web")
+    must(r.returncode != 0 and "--database" in r.stderr, "a group member without a URL is told to give one (%r)" % r.stderr.strip())
 
 
 def check_offline_start(base, double2, pg, origin):
