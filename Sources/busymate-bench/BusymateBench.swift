@@ -24,7 +24,7 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
     @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.") var serverCore = 0
     var otherCore: Int { serverCore == 0 ? 1 : 0 }
-    @Option(help: "Only the scenarios whose name contains this (`HTTP/2` adds the HTTP/2 memory cell), or `store`, `memory` or `web` alone (for profiling).") var only = ""
+    @Option(help: "Only the scenarios whose name contains this (`HTTP/2` adds the HTTP/2 memory cell), or `store`, `memory`, `web`, `settings` or `cloud` alone (for profiling).") var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
     @Option(help: "Build the store's group here and keep it (for profiling queries).") var keepStore = ""
@@ -88,6 +88,10 @@ struct BusymateBench: AsyncParsableCommand {
             log("web: pages through the API over \(storeRows) rows")
             report.webPages = try await WebBench.pages(group: directory.appendingPathComponent("store-group"), rows: storeRows)
         }
+        if only.isEmpty || only == "cloud" {
+            log("cloud: the sinks")
+            report.cloud = try await cloud(origin: origin, group: group)
+        }
         report.mint = try mintTimes()
         report.openExchanges = OpenExchangesBench.nanosecondsPerExchange()
         let table = report.render()
@@ -147,6 +151,61 @@ struct BusymateBench: AsyncParsableCommand {
             }
         }
         try SettingsCostBench.apply(SettingsCostBench.none, group: paths, origin: origin)
+        return result
+    }
+
+    /// `CloudBench`: the keep-alive cells unpaired and paired in turns, on
+    /// a Busymate whose store is on tmpfs (as the settings cells), then
+    /// each sink draining a backlog.
+    private func cloud(origin: NginxOrigin, group: EventLoopGroup) async throws -> CloudBench.Result {
+        var result = CloudBench.Result()
+        guard geteuid() == 0 else {
+            result.notes.append("not measured: pairing is root's (run make bench as root)")
+            return result
+        }
+        let double = try CloudBench.Server(core: otherCore)
+        defer { double.stop() }
+        let directory = URL(fileURLWithPath: "/dev/shm/busymate-bench-cloud-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let proxy = try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: directory, core: serverCore, origin: origin)
+        defer { proxy.process.stop() }
+        guard let paths = proxy.group else { throw BenchError("Busymate has no group") }
+        let tools = URL(fileURLWithPath: binaries)
+        let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
+            .filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") && !$0.isHTTP2 }
+        for round in 0..<CloudBench.rounds {
+            for on in [false, true] {
+                if on { try CloudBench.pair(tools, double, paths) }
+                log("cloud, round \(round + 1): sink \(on ? "on" : "off")")
+                for scenario in cells {
+                    let measured = try await measure(scenario, through: proxy, origin: origin, group: group)
+                    result.cells.append(.init(round: round, sinkOn: on, scenario: scenario.name, result: measured,
+                                              backlog: on ? CloudBench.sink("postgrest", paths)?.backlog : nil))
+                }
+                if on { _ = try CloudBench.cli(tools, ["unpair"], group: paths) }
+            }
+        }
+        guard let plain = cells.first(where: { $0.name.hasPrefix("plain") }) else { return result }
+        let uuid = (try? String(contentsOf: directory.appendingPathComponent("private/device-uuid"), encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        // The account's sink: a backlog made while the double answers nothing, then drained.
+        try CloudBench.pair(tools, double, paths)
+        _ = try double.ask("control down")
+        _ = try await measure(plain, through: proxy, origin: origin, group: group, seconds: 2)
+        let waiting = try CloudBench.backlog("postgrest", paths)
+        let already = Int(try double.ask("count \(uuid)")) ?? 0
+        _ = try double.ask("control ok")
+        log("cloud: draining \(waiting) rows to the PostgREST double")
+        result.postgrest = try CloudBench.drain(from: already, to: already + waiting, timeout: 300) { Int(try double.ask("count \(uuid)")) ?? 0 }
+        // The team database: a backlog made while it refuses connections, then drained.
+        _ = try double.ask("team-connections off")
+        _ = try CloudBench.cli(tools, ["cloud", "postgres", "-"], group: paths, input: double.teamURL + "\n")
+        try Wait.until("the team sink", seconds: 20) { CloudBench.sink("postgres", paths) != nil }
+        _ = try await measure(plain, through: proxy, origin: origin, group: group, seconds: 2)
+        let teamRows = try CloudBench.backlog("postgres", paths)
+        _ = try double.ask("team-connections on")
+        log("cloud: draining \(teamRows) rows to PostgreSQL")
+        result.postgres = try CloudBench.drain(from: 0, to: teamRows, timeout: 300) { Int(try double.ask("team-count")) ?? 0 }
         return result
     }
 

@@ -19,6 +19,7 @@ struct Report {
     var webLive: (p50: Double, max: Double, samples: Int)?
     var settingsCost: SettingsCostBench.Result?
     var breakpointCheck: BreakpointCheckBench.Result?
+    var cloud: CloudBench.Result?
     /// `OpenExchangesBench`: ns per exchange.
     var openExchanges: Double?
     var notes: [String] = []
@@ -118,6 +119,7 @@ struct Report {
 
             \(notes.map { "- \($0)" }.joined(separator: "\n"))
             \(settingsSection)
+            \(cloudSection)
             ## Targets
 
             \(Targets.render(Targets.judge(self)))
@@ -125,6 +127,25 @@ struct Report {
             \(limits)
             """
         try Data(text.utf8).write(to: url)
+    }
+
+    /// The cloud sinks: rows a second, and the keep-alive cells with the sink on.
+    var cloudSection: String {
+        guard let cloud else { return "" }
+        return """
+
+            ## The cloud sinks
+
+            A Busymate of its own (store on tmpfs), the keep-alive cells unpaired (sink off) and paired with the contract
+            double of the account's PostgREST (sink on, sending every exchange as it is stored), in turns for \(CloudBench.rounds)
+            rounds; medians over rounds. The double and its PostgreSQL run on core 1 beside the generator and the origin; the
+            sink runs in the tunnel, on its own thread, on core 0. Then each sink drains a backlog made while its target was
+            away (the double answering nothing; the team database refusing connections), timed from the first row's arrival
+            to the last.
+
+            \(CloudBench.render(cloud))
+
+            """
     }
 
     /// Breakpoints and rules that match nothing, against none set.

@@ -1,0 +1,167 @@
+import BusymateShared
+import Foundation
+
+/// The cloud sinks: how many rows a second one appliance pushes to the
+/// PostgREST contract double (Python, in front of PostgreSQL 15) and
+/// straight to PostgreSQL, each draining a backlog made while its target
+/// was away; and the keep-alive cells with the account's sink sending
+/// beside them against the same cells unpaired, in turns.
+enum CloudBench {
+    struct Drain {
+        var rows: Int
+        var seconds: Double
+        var rowsPerSecond: Double { seconds > 0 ? Double(rows) / seconds : 0 }
+    }
+
+    struct Cell {
+        var round: Int
+        var sinkOn: Bool
+        var scenario: String
+        var result: LoadResult
+        /// The sink's backlog when the cell ended (on only).
+        var backlog: Int?
+    }
+
+    struct Result {
+        var postgrest: Drain?
+        var postgres: Drain?
+        var cells: [Cell] = []
+        var notes: [String] = []
+    }
+
+    static let rounds = 2
+
+    /// The helper (`bench/cloud-double.py`): PostgreSQL and the double, on `core`.
+    final class Server {
+        let process = Process()
+        private let input = Pipe()
+        private let output = Pipe()
+        private var buffered = Data()
+        let url: String
+        let anonKey: String
+        let teamURL: String
+
+        init(core: Int) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+            process.arguments = ["-c", "\(core)", "python3", "bench/cloud-double.py"]
+            process.standardInput = input
+            process.standardOutput = output
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            var first: [String: String] = [:]
+            let line = try Self.readLine(output, &buffered)
+            first = (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String]) ?? [:]
+            guard let url = first["url"], let anon = first["anon_key"], let team = first["team_url"] else {
+                throw BenchError("bench/cloud-double.py did not start: \(line)")
+            }
+            self.url = url
+            anonKey = anon
+            teamURL = team
+        }
+
+        func ask(_ line: String) throws -> String {
+            input.fileHandleForWriting.write(Data((line + "\n").utf8))
+            return try Self.readLine(output, &buffered)
+        }
+
+        func stop() {
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+        }
+
+        private static func readLine(_ pipe: Pipe, _ buffered: inout Data) throws -> String {
+            while true {
+                if let end = buffered.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffered[buffered.startIndex..<end], as: UTF8.self)
+                    buffered = Data(buffered[(end + 1)...])
+                    return line
+                }
+                let more = pipe.fileHandleForReading.availableData
+                if more.isEmpty { throw BenchError("bench/cloud-double.py ended") }
+                buffered.append(more)
+            }
+        }
+    }
+
+    static func cli(_ binaries: URL, _ arguments: [String], group: GroupPaths, input: String? = nil) throws -> String {
+        let process = Process()
+        process.executableURL = binaries.appendingPathComponent("busymate")
+        process.arguments = arguments + ["--group", group.root.path]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        let stdin = Pipe()
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+        try? stdin.fileHandleForWriting.close()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw BenchError("busymate \(arguments.first ?? ""): \(text)") }
+        return text
+    }
+
+    static func sink(_ name: String, _ group: GroupPaths) -> CloudSinkStatus? {
+        TunnelStatus.read(group.status)?.cloud?.first { $0.sink == name }
+    }
+
+    static func pair(_ binaries: URL, _ double: Server, _ group: GroupPaths) throws {
+        let code = try double.ask("code")
+        _ = try cli(binaries, ["pair", code, "--api", double.url, "--anon-key", double.anonKey, "--name", "bench"], group: group)
+        try Wait.until("the sink paired", seconds: 20) { sink("postgrest", group)?.state == .idle || sink("postgrest", group)?.state == .sending }
+    }
+
+    /// Polls `count` until it reaches `rows`; the time from the first row's
+    /// arrival to the last (a backoff's wait before the first is not the sink's speed).
+    static func drain(from start: Int, to rows: Int, timeout: Double, _ count: () throws -> Int) throws -> Drain {
+        let deadline = Date().addingTimeInterval(timeout)
+        var first: (at: Date, count: Int)?
+        while Date() < deadline {
+            let now = try count()
+            if first == nil, now > start { first = (Date(), now) }
+            if now >= rows, let first {
+                return Drain(rows: rows - first.count, seconds: Date().timeIntervalSince(first.at))
+            }
+            usleep(100_000)
+        }
+        throw BenchError("the sink sent \(try count() - start) of \(rows - start) rows in \(Int(timeout)) s")
+    }
+
+    static func render(_ result: Result) -> String {
+        var lines = ["| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off (req/s; CPU) | sink backlog at the cell's end |", "|---|---|---|---|---|"]
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.filter { !$0.isNaN }.sorted()
+            return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+        }
+        var scenarios: [String] = []
+        for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }
+        for scenario in scenarios {
+            let off = result.cells.filter { $0.scenario == scenario && !$0.sinkOn }
+            let on = result.cells.filter { $0.scenario == scenario && $0.sinkOn }
+            let (offRate, onRate) = (median(off.map(\.result.perSecond)), median(on.map(\.result.perSecond)))
+            let (offCPU, onCPU) = (median(off.map(\.result.proxyCPUPerRequest)), median(on.map(\.result.proxyCPUPerRequest)))
+            let spread = off.map(\.result.perSecond)
+            let noise = (spread.max() ?? 0) > 0 ? ((spread.max() ?? 0) - (spread.min() ?? 0)) / (spread.max() ?? 1) * 100 : 0
+            lines.append(String(format: "| %@ | %.0f, %.1f (off rounds differ by %.0f %%) | %.0f, %.1f | %.2f×; %.2f× | %@ |", scenario, offRate, offCPU, noise, onRate, onCPU,
+                                onRate / offRate, onCPU / offCPU, on.compactMap(\.backlog).map(String.init).joined(separator: ", ")))
+        }
+        var text = lines.joined(separator: "\n")
+        if let postgrest = result.postgrest {
+            text += String(format: "\n\nRows a second one appliance sends to the PostgREST contract double (Python, in front of PostgreSQL 15 on core 1): **%.0f** (%d rows drained in %.1f s).",
+                           postgrest.rowsPerSecond, postgrest.rows, postgrest.seconds)
+        }
+        if let postgres = result.postgres {
+            text += String(format: "\nStraight to PostgreSQL (the team database sink, `jsonb_to_recordset` batches): **%.0f** rows/s (%d rows in %.1f s).",
+                           postgres.rowsPerSecond, postgres.rows, postgres.seconds)
+        }
+        for note in result.notes { text += "\n- \(note)" }
+        return text
+    }
+
+    /// Rows in the local store with no row in the target yet, once the status says so (it refreshes each second).
+    static func backlog(_ name: String, _ group: GroupPaths) throws -> Int {
+        usleep(2_500_000)
+        guard let backlog = sink(name, group)?.backlog, backlog > 0 else { throw BenchError("the \(name) sink has no backlog to drain") }
+        return backlog
+    }
+}
