@@ -94,6 +94,7 @@ let package = Package(
             name: "Cloud",
             dependencies: [
                 "BusymateShared",
+                "CLinux",
                 "CaptureStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

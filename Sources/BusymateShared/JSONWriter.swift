@@ -61,12 +61,11 @@ public enum JSONWriter {
     }
 
     private static func compact(_ value: JSONValue, into out: inout String) {
-        if let text = scalar(value) {
-            out += text
-            return
-        }
         switch value {
-        case .null, .bool, .number, .string: break
+        case .null: out += "null"
+        case let .bool(b): out += b ? "true" : "false"
+        case let .number(n): out += n
+        case let .string(text): appendQuoted(text, into: &out)
         case let .array(elements):
             out += "["
             for (i, e) in elements.enumerated() {
@@ -78,7 +77,8 @@ public enum JSONWriter {
             out += "{"
             for (i, m) in members.enumerated() {
                 if i > 0 { out += "," }
-                out += quote(m.key) + ":"
+                appendQuoted(m.key, into: &out)
+                out += ":"
                 compact(m.node.value, into: &out)
             }
             out += "}"
@@ -97,20 +97,41 @@ public enum JSONWriter {
     }
 
     public static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
+        var out = ""
+        appendQuoted(s, into: &out)
+        return out
+    }
+
+    /// `text` as a JSON string. Most text needs no escape: it is appended
+    /// whole, and otherwise in runs between the bytes that do (a quote, a
+    /// backslash, a control character; all ASCII, so never inside a
+    /// multi-byte character).
+    static func appendQuoted(_ text: String, into out: inout String) {
+        out += "\""
+        var text = text
+        if text.withUTF8({ !$0.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }) {
+            out += text
+            out += "\""
+            return
         }
-        return out + "\""
+        text.withUTF8 { bytes in
+            var start = 0
+            for (i, byte) in bytes.enumerated() where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+                if start < i { out += String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self) }
+                switch byte {
+                case 0x22: out += "\\\""
+                case 0x5C: out += "\\\\"
+                case 0x0A: out += "\\n"
+                case 0x0D: out += "\\r"
+                case 0x09: out += "\\t"
+                default:
+                    let hex = String(byte, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                }
+                start = i + 1
+            }
+            if start < bytes.count { out += String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self) }
+        }
+        out += "\""
     }
 }

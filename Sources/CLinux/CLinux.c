@@ -202,3 +202,9 @@ int busymate_acl_owner_and_reader(int fd, uid_t reader) {
     }
     return fsetxattr(fd, "system.posix_acl_access", &acl, sizeof acl, 0);
 }
+
+int busymate_idle_thread(void) {
+    struct sched_param param = { .sched_priority = 0 };
+    // pid 0: the calling thread, not the whole process.
+    return sched_setscheduler(0, SCHED_IDLE, &param);
+}

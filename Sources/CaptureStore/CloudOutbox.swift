@@ -75,10 +75,17 @@ public struct CloudOutbox: Sendable {
 
     /// The next rows after `id`: at most `limit`.
     public func rows(after id: Int64, limit: Int) async throws -> [Row] {
-        try await database.pool.read { db in
-            try ExchangeRecord.fetchAll(db, sql: "SELECT * FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT ?", arguments: [id, limit]).compactMap { record in
-                record.id.map { Row(id: $0, requestID: record.requestID, startedAt: record.startedAt, record: record) }
-            }
+        try await database.pool.read { db in try Self.rows(db, after: id, limit: limit) }
+    }
+
+    /// The same, blocking: for a thread of the caller's own.
+    public func readRows(after id: Int64, limit: Int) throws -> [Row] {
+        try database.pool.read { db in try Self.rows(db, after: id, limit: limit) }
+    }
+
+    private static func rows(_ db: Database, after id: Int64, limit: Int) throws -> [Row] {
+        try ExchangeRecord.fetchAll(db, sql: "SELECT * FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT ?", arguments: [id, limit]).compactMap { record in
+            record.id.map { Row(id: $0, requestID: record.requestID, startedAt: record.startedAt, record: record) }
         }
     }
 

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import BusymateShared
+import CLinux
 import CaptureStore
 import Foundation
 import Logging
@@ -24,6 +25,8 @@ public actor CloudSink {
     private let rows: EntryRowsFactory
     private let source: SinkSource
     private let group: MultiThreadedEventLoopGroup
+    /// Reads and encodes batches (SCHED_IDLE).
+    private let worker: NIOThreadPool
     private let client: HTTPClient
     private let logger = Logger(label: "busymate.cloud")
     private let requestTimeout: TimeAmount
@@ -61,6 +64,12 @@ public actor CloudSink {
         self.requestTimeout = requestTimeout
         // Its own thread: the cloud's I/O never queues behind the data path's.
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        worker = NIOThreadPool(numberOfThreads: 1)
+        worker.start()
+        // Both of the sink's threads run only when their core has nothing
+        // else to run: the cloud waits for the data path, never the reverse.
+        worker.submit { _ in _ = busymate_idle_thread() }
+        group.any().execute { _ = busymate_idle_thread() }
         client = HTTPClient(eventLoopGroup: group, configuration: HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: requestTimeout)))
         current = CloudSinkStatus(sink: source.name, state: .off)
@@ -166,6 +175,7 @@ public actor CloudSink {
     public func shutdown() async {
         await config?.target.close()
         try? await client.shutdown()
+        try? await worker.shutdownGracefully()
         try? await group.shutdownGracefully()
     }
 
@@ -235,14 +245,17 @@ public actor CloudSink {
                 return
             }
             guard let sentID = cursor?.sentID else { return }
-            let fetched = try await outbox.rows(after: sentID, limit: batchLimit)
-            guard !fetched.isEmpty else {
+            // Read and encoded on the sink's idle-class thread: under load the data path has the core.
+            let (outbox, limit, encoder) = (self.outbox, batchLimit, rows.encoder(deviceUUID: config.deviceUUID))
+            let next = try await worker.runIfActive { () throws -> (body: String, rows: [EntryRows.Encoded])? in
+                let fetched = try outbox.readRows(after: sentID, limit: limit)
+                return fetched.isEmpty ? nil : EntryRows.batch(fetched, encoder, maxBytes: Self.maxBatchBytes)
+            }
+            guard let batch = next else {
                 if current.state != .backingOff || current.nextAttemptAt.map({ $0 < Date() }) ?? true { set(.idle, nil) }
                 await pause(0.5)
                 return
             }
-            let encoder = rows.encoder(deviceUUID: config.deviceUUID)
-            let batch = EntryRows.batch(fetched, encoder, maxBytes: Self.maxBatchBytes)
             guard let last = batch.rows.last else { return }
             set(.sending, nil)
             let outcome = await config.target.pushEntries(batch.body)

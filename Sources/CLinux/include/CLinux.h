@@ -58,4 +58,7 @@ int busymate_usable_cpus(void);
 /// reads, nobody else (no group, mask r, no other). 0, or -1 with errno
 /// (EOPNOTSUPP on a file system without ACLs).
 int busymate_acl_owner_and_reader(int fd, uid_t reader);
+/// Puts the calling thread (only it) in SCHED_IDLE: it runs when its
+/// core has nothing else to run. 0, or -1 with errno.
+int busymate_idle_thread(void);
 #endif
