@@ -139,7 +139,7 @@ struct Report {
             A Busymate of its own (store on tmpfs), the keep-alive cells unpaired (sink off) and paired with the contract
             double of the account's PostgREST (sink on, sending every exchange as it is stored), in turns for \(CloudBench.rounds)
             rounds; medians over rounds. The double and its PostgreSQL run on core 1 beside the generator and the origin; the
-            sink runs in the tunnel, on its own thread, on core 0. Then each sink drains a backlog made while its target was
+            sink runs in the tunnel on core 0, on threads of its own in SCHED_IDLE (they run when the core has nothing else to). Then each sink drains a backlog made while its target was
             away (the double answering nothing; the team database refusing connections), timed from the first row's arrival
             to the last.
 
