@@ -135,12 +135,43 @@ cat >"$root/etc/systemd/system/box-origin.service" <<'UNIT'
 [Service]
 ExecStart=/bin/busybox httpd -f -p 127.0.0.1:8080 -h /srv/www
 UNIT
+# A stand-in for the account inside the box (its network is loopback only):
+# the pairing function answers a claim with a device token for the uuid it
+# was sent (unsigned: the appliance checks claims, not signatures), and the
+# REST API takes every insert. What reached it is logged for the checks.
+rm -rf "$root/srv/account" && mkdir -p "$root/srv/account/cgi-bin"
+cat >"$root/srv/account/cgi-bin/account" <<'CGI'
+#!/bin/sh
+body=$(head -c "${CONTENT_LENGTH:-0}")
+printf '%s %s %s\n' "$REQUEST_METHOD" "$PATH_INFO" "$(printf '%s' "$body" | head -c 400)" >>/srv/account/requests.log
+b64url() { base64 | tr -d '\n=' | tr '/+' '_-'; }
+case "$PATH_INFO" in
+/functions/v1/device-pair)
+  case "$body" in
+  *'"claim"'*)
+    uuid=$(printf '%s' "$body" | sed -n 's/.*"device_uuid" *: *"\([0-9a-fA-F-]*\)".*/\1/p')
+    now=$(date +%s)
+    header=$(printf '{"alg":"HS256","typ":"JWT"}' | b64url)
+    claims=$(printf '{"role":"authenticated","sub":"0b5e55ed-0000-4000-8000-00000000b0c5","iat":%s,"exp":%s,"app_metadata":{"user_type":"device","device_uuid":"%s"}}' \
+      "$now" "$((now + 31536000))" "$uuid" | b64url)
+    printf 'Content-Type: application/json\r\n\r\n{"token":"%s.%s.Ym94LXNpZ25hdHVyZQ","jti":"box-jti-1","expires_at":"2099-01-01T00:00:00Z"}' "$header" "$claims" ;;
+  *) printf 'Content-Type: application/json\r\n\r\n{"ok":true}' ;;
+  esac ;;
+/rest/v1/*) printf 'Status: 201 Created\r\nContent-Type: application/json\r\n\r\n' ;;
+*) printf 'Status: 404 Not Found\r\nContent-Type: application/json\r\n\r\n{"message":"not here"}' ;;
+esac
+CGI
+chmod 755 "$root/srv/account/cgi-bin/account"
+cat >"$root/etc/systemd/system/box-account.service" <<'UNIT'
+[Service]
+ExecStart=/bin/busybox httpd -f -p 127.0.0.1:8081 -h /srv/account
+UNIT
 boot
 
 inbox systemd-sysusers
 inbox systemd-tmpfiles --create
 inbox systemctl daemon-reload
-inbox systemctl start box-origin
+inbox systemctl start box-origin box-account
 
 # 0. The unit's sandbox: systemd's own exposure score stays at most 3.0.
 max_exposure=3.0
@@ -289,6 +320,32 @@ status_text=$(inbox systemctl show -p StatusText --value busymate)
 case "$status_text" in *"settings.json invalid at 2:19"*) pass "StatusText shows the error: $status_text" ;; *) fail "StatusText with invalid settings: \"$status_text\"" ;; esac
 inbox sh -c 'cat /root/good.json > /var/lib/busymate/group/settings.json'
 
+# 8b. Pairing under the unit: the claim made by the supervisor's child
+# (the unit's sandbox lets it reach the account), the private copy where
+# the unit may write it, the mirror for the tunnel's user only (an ACL on
+# the unit's file system), the running tunnel sending to the account.
+account=http://127.0.0.1:8081/cgi-bin/account
+pair_out=$(inbox /usr/local/bin/busymate pair BOX-CODE --api $account --anon-key box-anon-key --name box --group $g 2>&1 || true)
+private_facts=$(inbox stat -c '%a %U' /var/lib/busymate/private/device-jwt.json 2>&1 || true)
+mirror_facts=$(inbox stat -c '%U' $g/device-jwt.json 2>&1 || true)
+as_tunnel() { inbox setpriv --reuid=busymate --regid=busymate --clear-groups -- "$@" >/dev/null 2>&1; }
+if grep -q "paired" <<<"$pair_out" && [ "$private_facts" = "600 root" ] && [ "$mirror_facts" = root ] \
+   && as_tunnel cat $g/device-jwt.json && ! as_web cat $g/device-jwt.json; then
+  pass "busymate pair under the unit: private copy 600 root, the mirror root's and the tunnel's only ($pair_out)"
+else
+  fail "busymate pair: \"$pair_out\"; private: $private_facts; mirror owner: $mirror_facts"
+fi
+inbox curl -sS --max-time 5 -x http://127.0.0.1:9090 http://127.0.0.1:8080/index.html?paired >/dev/null || true
+for _ in $(seq 1 50); do grep -q 'index.html?paired' "$root/srv/account/requests.log" 2>/dev/null && break; sleep 0.2; done
+cloud_out=$(inbox /usr/local/bin/busymate cloud status --group $g 2>&1 || true)
+status_text=$(inbox systemctl show -p StatusText --value busymate)
+if grep -q 'POST /rest/v1/entries .*index.html?paired' "$root/srv/account/requests.log" 2>/dev/null \
+   && grep -q 'paired, expires in' <<<"$cloud_out" && grep -q 'paired' <<<"$status_text"; then
+  pass "the tunnel took the token live and sent the exchange to the account; StatusText: $status_text"
+else
+  fail "after pairing: cloud status \"$cloud_out\"; StatusText \"$status_text\"; the account saw: $(tail -n 5 "$root/srv/account/requests.log" 2>/dev/null)"
+fi
+
 # 9. A crashed supervisor: systemd restarts it, the tunnel lives on and is adopted.
 inbox systemctl kill -s SIGKILL --kill-whom=main busymate
 for _ in $(seq 1 50); do
@@ -316,6 +373,15 @@ if grep -q "redirect to :9180" <<<"$table" && grep -q "meta skuid $(inbox id -u 
   pass "busymate mode transparent: the table is installed, sparing the tunnel's uid ($mode_out)"
 else
   fail "busymate mode transparent: \"$mode_out\"; table: $table"
+fi
+
+# 10b. Unpairing under the unit: both copies go, the account is told.
+unpair_out=$(inbox /usr/local/bin/busymate unpair --group $g 2>&1 || true)
+if grep -q "unpaired" <<<"$unpair_out" && ! inbox test -e /var/lib/busymate/private/device-jwt.json && ! inbox test -e $g/device-jwt.json \
+   && grep -q '"unpair"' "$root/srv/account/requests.log"; then
+  pass "busymate unpair under the unit: $unpair_out"
+else
+  fail "busymate unpair: \"$unpair_out\""
 fi
 
 # 11. Stop leaves nothing behind: no process, no table.
