@@ -604,6 +604,9 @@ def check_realtime(a, double, pg, origin, uuid):
     must(r.returncode == 0, "pairing again after the account's unpair (%r)" % r.stderr.strip())
     SECRETS.append(json.load(open(os.path.join(a.private, "device-jwt.json")))["token"])
     wait_until("Realtime connected after the new pairing", lambda: a.sink().get("realtime") == "connected", 30)
+    # The exchanges of all this (held, edited, aborted, resent), each in PostgreSQL once.
+    requests(a.port(), origin, 5)
+    same_rows(pg, a, uuid, "after the dashboard's commands")
     a.write_settings()
     wait_until("the tunnel applies plain settings", lambda: settings_applied(a), 15)
 
