@@ -64,7 +64,7 @@ struct List: AsyncParsableCommand {
     @Option(help: "Only exchanges older than this id (the next page).") var before: Int64?
     @Flag(help: "Print a JSON array.") var json = false
     @Flag(help: "Read the team's PostgreSQL (busymate cloud postgres) instead of this store: every appliance that writes to it.") var remote = false
-    @Option(help: ArgumentHelp("The team database for --remote (default: $BUSYMATE_REMOTE, else this appliance's own, as root).", valueName: "postgres-url"))
+    @Option(help: ArgumentHelp("The team database for --remote; '-' reads it from stdin (a URL with a password is better kept out of ps and the shell's history: '-' or $BUSYMATE_REMOTE). Default: $BUSYMATE_REMOTE, else this appliance's own, as root.", valueName: "postgres-url"))
     var database: String?
 
     func validate() throws {

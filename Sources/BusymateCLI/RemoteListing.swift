@@ -11,6 +11,10 @@ enum RemoteListing {
     /// appliance's own (root's private copy).
     static func address(_ given: String?, paths: GroupPaths) throws -> TeamDatabase.Address {
         var url = given ?? ProcessInfo.processInfo.environment["BUSYMATE_REMOTE"]
+        if url == "-" {
+            url = readLine(strippingNewline: true)?.trimmingCharacters(in: .whitespaces)
+            if url?.isEmpty ?? true { throw CLIError(description: "--database -: no URL on stdin") }
+        }
         if url == nil {
             do {
                 url = try TeamDatabase.read(paths.privateTeamDatabase)?.url

@@ -1,8 +1,12 @@
 /// The account's effective settings (`effective_settings_for_device`)
 /// merged into `settings.json`: the server wins on the keys it sends,
-/// objects merge key by key, every other key is kept. The seed's own
-/// names are read as this appliance's; a null means "inherit" and
-/// changes nothing; keys neither knows are left out and named.
+/// every other key is kept. Only what the iOS app takes from the account
+/// may change: which hosts are decrypted and which messages are held.
+/// Listeners, access, the upstream, trust, the mode and the rest stay
+/// the appliance's own (an account that could set them could open the
+/// proxy to the network or route it elsewhere); they are named as left
+/// out. The seed's names are read as this appliance's; a null means
+/// "inherit" and changes nothing.
 public enum RemoteSettings {
     public struct Merge: Sendable, Equatable {
         /// Key paths whose value changed, e.g. `ssl_proxying.include`.
@@ -22,6 +26,12 @@ public enum RemoteSettings {
         "breakpoint_response_patterns": ["breakpoints", "response"],
     ]
 
+    /// This appliance's own names the account may set, as key paths.
+    public static let allowed: Set<[String]> = [
+        ["ssl_proxying", "include"], ["ssl_proxying", "exclude"],
+        ["breakpoints", "request"], ["breakpoints", "response"], ["breakpoints", "timeout_seconds"],
+    ]
+
     public struct Invalid: Error, CustomStringConvertible, Sendable {
         public var description: String
     }
@@ -33,22 +43,25 @@ public enum RemoteSettings {
         guard case .object = root.value else { throw Invalid(description: "settings.json is not an object") }
         var merge = Merge()
         var folded: [[String]: [JSONNode]] = [:]
-        let known = AppSettings.knownKeys[""] ?? []
         for (key, node) in members {
             if node.value == .null { continue }
-            if known.contains(key) {
-                let before = root[key]
-                var merged = before ?? JSONNode(.null)
-                overlay(node, onto: &merged)
-                if before?.value != merged.value {
-                    root.set(key, merged)
-                    merge.changed.append(contentsOf: differences(before, merged, path: key))
-                }
-            } else if let path = aliases[key] {
+            if let path = aliases[key] {
                 guard case let .array(items) = node.value else {
                     throw Invalid(description: "\"\(key)\" in the effective settings is \(node.value.typeName), not a list")
                 }
                 folded[path, default: []].append(contentsOf: items)
+            } else if case let .object(inner) = node.value, allowed.contains(where: { $0.first == key }) {
+                for (name, value) in inner where value.value != .null {
+                    let path = [key, name]
+                    guard allowed.contains(path) else {
+                        merge.ignored.append(path.joined(separator: "."))
+                        continue
+                    }
+                    if self.value(at: path, in: root)?.value != value.value {
+                        set(value, at: path, in: &root)
+                        merge.changed.append(path.joined(separator: "."))
+                    }
+                }
             } else {
                 merge.ignored.append(key)
             }
@@ -63,27 +76,6 @@ public enum RemoteSettings {
             }
         }
         return merge
-    }
-
-    /// Objects merge key by key; anything else is replaced.
-    private static func overlay(_ node: JSONNode, onto target: inout JSONNode) {
-        guard case let .object(members) = node.value, case .object = target.value else {
-            target = node
-            return
-        }
-        for (key, value) in members {
-            if value.value == .null { continue }
-            var current = target[key] ?? JSONNode(.null)
-            overlay(value, onto: &current)
-            target.set(key, current)
-        }
-    }
-
-    private static func differences(_ before: JSONNode?, _ after: JSONNode, path: String) -> [String] {
-        guard case let .object(members) = after.value, case .object? = before?.value else { return [path] }
-        return members.flatMap { key, node -> [String] in
-            before?[key]?.value == node.value ? [] : differences(before?[key], node, path: "\(path).\(key)")
-        }
     }
 
     private static func value(at path: [String], in root: JSONNode) -> JSONNode? {

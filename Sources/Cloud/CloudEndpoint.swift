@@ -26,7 +26,8 @@ public struct CloudEndpoint: Sendable, Equatable {
               anonKey.utf8.allSatisfy({ $0 == 0x2E || $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
             throw Invalid(description: "the anon key must be a token (letters, digits, '.', '-', '_')")
         }
-        var base = api
+        // The scheme as the checks above read it: `HTTPS://` must not become ws:// later.
+        var base = scheme + api.drop { $0 != ":" }
         while base.hasSuffix("/") { base.removeLast() }
         self.base = base
         self.anonKey = anonKey

@@ -162,8 +162,11 @@ public enum SupervisorMain {
                 // The account removed this device (Realtime's `unpair`): the
                 // tunnel holding the token may give it up, never take one.
                 if message.kind == .unpair, isLink, await service.isCurrentTunnel(pid) {
-                    let reply = await service.unpair()
-                    Logger(label: "busymate.cloud").notice("unpaired at the account's request", metadata: ["RESULT": "\(reply.message ?? "")"])
+                    // Not on this loop: the link's pongs go on being read while the server is told.
+                    Task {
+                        let reply = await service.unpair()
+                        Logger(label: "busymate.cloud").notice("unpaired at the account's request", metadata: ["RESULT": "\(reply.message ?? "")"])
+                    }
                     continue
                 }
                 // Where captures go is root's decision, not the group's.

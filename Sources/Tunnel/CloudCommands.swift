@@ -58,9 +58,14 @@ struct CloudCommands: RealtimeCommands {
 
     /// Lines ended by \n alone get \r\n in the head; the body is left as sent.
     static func crlf(_ text: String) -> String {
-        guard !text.contains("\r\n") else { return text }
-        guard let split = text.range(of: "\n\n") else { return text.replacingOccurrences(of: "\n", with: "\r\n") }
-        return text[..<split.lowerBound].replacingOccurrences(of: "\n", with: "\r\n") + "\r\n\r\n" + text[split.upperBound...]
+        // The head ends at the first empty line, however its lines end.
+        let crlfEnd = text.range(of: "\r\n\r\n")
+        let lfEnd = text.range(of: "\n\n")
+        let end = [crlfEnd, lfEnd].compactMap { $0 }.min { $0.lowerBound < $1.lowerBound }
+        let head = end.map { String(text[..<$0.lowerBound]) } ?? text
+        let fixed = head.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\n", with: "\r\n")
+        guard let end else { return fixed }
+        return fixed + "\r\n\r\n" + text[end.upperBound...]
     }
 
     func mergeSettings(_ effective: Data) async -> String {

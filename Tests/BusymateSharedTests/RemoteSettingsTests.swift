@@ -10,16 +10,30 @@ import Testing
 
     @Test func serverWinsOnItsKeysAndTheRestIsKept() throws {
         let (root, merge) = try merged(#"{"mode":"proxy","proxy":{"listen":["127.0.0.1:9090"]},"ssl_proxying":{"include":["a.test"],"exclude":["b.test"]},"x_local":1}"#,
-                                       #"{"ssl_proxying":{"include":["c.test"]},"capture":{"body_max":1000},"connection_type":"vpn","label":null}"#)
+                                       #"{"ssl_proxying":{"include":["c.test"]},"breakpoints":{"timeout_seconds":5},"connection_type":"vpn","label":null}"#)
         #expect(root["ssl_proxying"]?["include"] == JSONNode(.array([JSONNode(.string("c.test"))])))
         #expect(root["ssl_proxying"]?["exclude"] == JSONNode(.array([JSONNode(.string("b.test"))])), "an object merges key by key")
-        #expect(root["capture"]?["body_max"] == JSONNode(.number("1000")))
+        #expect(root["breakpoints"]?["timeout_seconds"] == JSONNode(.number("5")))
         #expect(root["proxy"]?["listen"] == JSONNode(.array([JSONNode(.string("127.0.0.1:9090"))])))
         #expect(root["x_local"] == JSONNode(.number("1")), "keys this version does not know are kept")
         #expect(root["mode"] == JSONNode(.string("proxy")), "connection_type is the iOS app's; it does not switch the mode")
-        #expect(merge.changed == ["ssl_proxying.include", "capture"])
+        #expect(merge.changed == ["ssl_proxying.include", "breakpoints.timeout_seconds"])
         #expect(merge.ignored == ["connection_type"])
         _ = try AppSettings.decode(JSONWriter.write(root))
+    }
+
+    /// What would open the appliance or send its traffic elsewhere is the appliance's own.
+    @Test func theAccountCannotOpenOrRerouteTheProxy() throws {
+        let local = #"{"mode":"proxy","proxy":{"listen":["127.0.0.1:9090"]},"web":{"listen":"127.0.0.1:9091"},"ssl_proxying":{"include":[]}}"#
+        let (root, merge) = try merged(local, #"""
+            {"mode":"transparent","proxy":{"listen":["0.0.0.0:9090"]},"web":{"listen":"0.0.0.0:80"},"access":{"allow":["0.0.0.0/0"]},
+             "upstream_proxy":{"scheme":"http","host":"evil.test","port":8080},"ssl_proxying":{"insecure_upstream":true,"upstream_trust":"/tmp/x.pem"},
+             "transparent":{"interfaces":["eth0"]},"grpc":{"descriptor_sets":["/etc/shadow"]},"capture":{"max_bytes":1},"log_level":"trace","rules":[]}
+            """#)
+        #expect(root == (try JSONParser.parse(local)), "nothing changed")
+        #expect(merge.changed.isEmpty)
+        #expect(Set(merge.ignored) == ["mode", "proxy", "web", "access", "upstream_proxy", "ssl_proxying.insecure_upstream", "ssl_proxying.upstream_trust",
+                                       "transparent", "grpc", "capture", "log_level", "rules"])
     }
 
     @Test func theSeedsNamesAreReadAsOurs() throws {
@@ -34,7 +48,7 @@ import Testing
     }
 
     @Test func nothingNewChangesNothing() throws {
-        let (_, merge) = try merged(#"{"capture":{"body_max":5}}"#, #"{"capture":{"body_max":5},"ssl_proxy_domains":null}"#)
+        let (_, merge) = try merged(#"{"ssl_proxying":{"include":["a.test"]}}"#, #"{"ssl_proxying":{"include":["a.test"]},"ssl_proxy_domains":null}"#)
         #expect(merge.changed.isEmpty && merge.ignored.isEmpty)
     }
 

@@ -534,20 +534,23 @@ def check_realtime(a, double, pg, origin, uuid):
     # settings-updated: the account's effective settings merged into settings.json.
     before = read_settings(a)
     pg.query("INSERT INTO settings_device (device_uuid, settings) VALUES (%s, %s::jsonb) ON CONFLICT (device_uuid) DO UPDATE SET settings = EXCLUDED.settings",
-             uuid, json.dumps({"ssl_proxy_domains": ["cloud-%s.example" % tag], "capture": {"body_max": 123456}, "breakpoint_patterns": None,
-                               "connection_type": "vpn"}))
+             uuid, json.dumps({"ssl_proxy_domains": ["cloud-%s.example" % tag], "breakpoints": {"timeout_seconds": 90}, "breakpoint_patterns": None,
+                               "connection_type": "vpn", "proxy": {"listen": ["0.0.0.0:0"]}, "upstream_proxy": {"scheme": "http", "host": "198.51.100.9", "port": 3128},
+                               "capture": {"body_max": 1}}))
     double.broadcast("device:" + uuid, "settings-updated", {}, private=True)
     wait_until("settings.json takes the account's settings", lambda: "cloud-%s.example" % tag in json.dumps(read_settings(a)), 15)
     after = read_settings(a)
-    must(after.get("ssl_proxying", {}).get("include") == ["cloud-%s.example" % tag] and after.get("capture", {}).get("body_max") == 123456,
-         "settings-updated merges the account's settings (ssl_proxy_domains → ssl_proxying.include, capture.body_max) (%r)" % (
-             {k: after.get(k) for k in ("ssl_proxying", "capture")},))
-    must(after.get("proxy") == before.get("proxy") and after.get("breakpoints") == before.get("breakpoints") and after.get("tunnel") == before.get("tunnel")
-         and after.get("mode", "proxy") == before.get("mode", "proxy"),
-         "keys the account did not send are kept, and connection_type does not switch the mode")
+    must(after.get("ssl_proxying", {}).get("include") == ["cloud-%s.example" % tag] and after.get("breakpoints", {}).get("timeout_seconds") == 90
+         and after.get("breakpoints", {}).get("request") == before.get("breakpoints", {}).get("request"),
+         "settings-updated merges the account's settings (ssl_proxy_domains → ssl_proxying.include, breakpoints.timeout_seconds) (%r)" % (
+             {k: after.get(k) for k in ("ssl_proxying", "breakpoints")},))
+    must(after.get("proxy") == before.get("proxy") and "upstream_proxy" not in after and after.get("capture") == before.get("capture")
+         and after.get("tunnel") == before.get("tunnel") and after.get("mode", "proxy") == before.get("mode", "proxy"),
+         "the account cannot open the proxy, route it upstream or change capture; connection_type does not switch the mode; other keys are kept")
     wait_until("the tunnel applies the merged settings", lambda: settings_applied(a), 15)
-    must("merged the account's settings into settings.json: " in a.log_text() and "connection_type" in a.log_text(),
-         "the merge is logged, with what it changed and what it left out")
+    merged_line = [l for l in a.log_text().splitlines() if "merged the account's settings into settings.json: " in l]
+    must(merged_line and all(k in merged_line[-1] for k in ("connection_type", "proxy", "upstream_proxy", "capture")),
+         "the merge is logged, with what it changed and what it left out (%r)" % (merged_line[-1:] or None))
 
     # vpn-on / vpn-off: the mode, device_status and presence follow.
     double.broadcast("device:" + uuid, "vpn-on", {}, private=True)
@@ -578,19 +581,23 @@ def check_realtime(a, double, pg, origin, uuid):
 
     # Token refresh: a new token for the same device is handed to the joined channels, no new socket.
     token_before = json.load(open(os.path.join(a.private, "device-jwt.json")))["token"]
+    joins_before = len(inbound(double, "phx_join"))
     r = pair(a, double, "lab-bench")
     must(r.returncode == 0, "pairing again (a new token) works (%r)" % r.stderr.strip())
     token_after = json.load(open(os.path.join(a.private, "device-jwt.json")))["token"]
     SECRETS.append(token_after)
     wait_until("the new token reaches Realtime", lambda: any(m.get("payload", {}).get("access_token") == token_after for m in inbound(double, "access_token")), 15)
-    must(token_after != token_before and any(m.get("payload", {}).get("access_token") == token_after for m in inbound(double, "access_token")),
-         "a new token goes to the joined channels as access_token")
+    must(token_after != token_before and any(m.get("payload", {}).get("access_token") == token_after for m in inbound(double, "access_token"))
+         and len(inbound(double, "phx_join")) == joins_before,
+         "a new token goes to the joined channels as access_token, on the same socket (no new join)")
 
     # Expiry: Realtime ends the channels ("Token has expired"); the link says so and waits for a new token.
     double.expire_realtime(device=uuid)
     wait_until("the link says refused", lambda: (a.sink().get("realtime") or "").startswith("refused"), 15)
     must("Token has expired" in (a.sink().get("realtime") or ""), "an expired token: cloud status says Realtime refused it (%r)" % a.sink().get("realtime"))
     r = pair(a, double, "lab-bench")
+    must(r.returncode == 0, "pairing again after the expiry (%r)" % r.stderr.strip())
+    SECRETS.append(json.load(open(os.path.join(a.private, "device-jwt.json")))["token"])
     wait_until("Realtime connected again after pairing", lambda: a.sink().get("realtime") == "connected", 30)
     must(a.sink().get("realtime") == "connected", "pairing again reconnects Realtime (%r)" % a.sink().get("realtime"))
 
@@ -724,6 +731,22 @@ def check_unpair(a, double, pg, origin, uuid):
     a.cli("unpair")
 
 
+def check_heartbeats(a, double):
+    """After minutes of the other checks (kills, a revoked token, retention,
+    the team database): the link is up, and its heartbeats kept it so."""
+    wait_until("Realtime connected", lambda: a.sink().get("realtime") == "connected", 30)
+
+    def recent_beats():
+        now = time.time()
+        return [m for m in double.realtime_messages() if m.get("dir") == "in" and '"heartbeat"' in m.get("text", "") and now - m["t"] < 300]
+    # Run alone (--only), the socket may be new: two beats come within 60 s.
+    wait_until("two heartbeats", lambda: len(recent_beats()) >= 2, 65)
+    beats = recent_beats()
+    must(len(beats) >= 2 and a.sink().get("realtime") == "connected" and "no heartbeat reply" not in a.log_text(),
+         "Realtime heartbeats every 25 s keep the socket (Phoenix drops it after 60 s of silence): %d in the last 5 minutes, link %r" % (
+             len(beats), a.sink().get("realtime")))
+
+
 def check_no_secrets(appliances):
     """At the end, over every log and status: no token, key or password."""
     found = []
@@ -802,6 +825,11 @@ def check_list_remote(a, pg, origin, url, before):
         conn.request("GET", "http://127.0.0.1:%d/remote-%s/%s" % (origin, tag, path), headers={"X-Team": team})
         conn.getresponse().read()
     conn.close()
+    # A failed exchange (nothing listens there), for ~e.
+    conn = http.client.HTTPConnection("127.0.0.1", a.port(), timeout=10)
+    conn.request("GET", "http://127.0.0.1:%d/remote-%s/dead" % (free_port(), tag))
+    conn.getresponse().read()
+    conn.close()
 
     def in_team():
         expected = {k: v for k, v in a.request_ids().items() if k not in before}
@@ -811,10 +839,13 @@ def check_list_remote(a, pg, origin, url, before):
     team = set(team_rows(pg)[0])
     filters = ["~u remote-%s/" % tag, "~c 200 & ~u remote-%s/b" % tag, "!~u remote-%s/" % tag, '~bs "ok /remote-%s/a"' % tag,
                '~hq "x-team: blue" & ~u remote-%s' % tag, "~t text/plain & ~m GET & ~u remote-%s" % tag, "~d 127.0.0.1 & ~proto h1 & !~q",
-               "~u 'remote-%s/(a|c)$'" % tag, '~h "X-TEAM: GREEN"', "~e | ~websocket | ~grpc | ~dns", "~http & ~since 1h & !~replay"]
+               "~u 'remote-%s/(a|c)$'" % tag, '~h "X-TEAM: GREEN"', "~e & ~u remote-%s" % tag, "~websocket | ~grpc | ~dns", "~http & ~since 1h & !~replay"]
+    expect_none = {"~websocket | ~grpc | ~dns"}
     for expression in filters:
         local = a.cli("list", "--json", "--limit", "100000", expression)
-        remote = a.cli("list", "--remote", "--database", url, "--json", "--limit", "100000", expression)
+        # The URL (its password) in the environment, not on the command line.
+        remote = subprocess.run([os.path.join(ARGS.bin, "busymate"), "list", "--remote", "--json", "--limit", "100000", expression, "--group", a.group],
+                                capture_output=True, text=True, timeout=90, env=dict(os.environ, BUSYMATE_REMOTE=url))
         try:
             local_ids = {row["request_id"] for row in json.loads(local.stdout)} & team
             remote_rows = json.loads(remote.stdout)
@@ -822,7 +853,8 @@ def check_list_remote(a, pg, origin, url, before):
         except (ValueError, KeyError):
             must(False, "list --remote %r answers JSON (%r %r)" % (expression, remote.stdout[:200], remote.stderr.strip()))
             continue
-        must(remote.returncode == 0 and remote_ids == local_ids and all(row.get("device_uuid") for row in remote_rows),
+        must(remote.returncode == 0 and remote_ids == local_ids and all(row.get("device_uuid") for row in remote_rows)
+             and (len(remote_ids) == 0) == (expression in expect_none),
              "list --remote %r keeps what the same filter keeps locally (%d remote, %d local)" % (expression, len(remote_ids), len(local_ids)))
     # Root's own team database by default; the table names the device.
     r = a.cli("list", "--remote", "--limit", "3", "~u remote-%s/" % tag)
@@ -830,8 +862,8 @@ def check_list_remote(a, pg, origin, url, before):
          "list --remote reads this appliance's team database by default (as root) (%r)" % r.stdout.strip()[:200])
     r = a.cli("list", "--remote", "--database", "postgres://postgres@127.0.0.1:%d/team?sslmode=disable" % free_port(), "~all")
     must(r.returncode != 0 and "cannot reach" in r.stderr, "a team database that is down: a clear error (%r)" % r.stderr.strip())
-    r = a.cli("list", "--remote", "--database", url, "~all", user="busymate-web")
-    must(r.returncode == 0, "a group member reads the team database with its URL (%r)" % r.stderr.strip()[-200:])
+    r = a.cli("list", "--remote", "--database", "-", "~all", user="busymate-web", input=url + "\n")
+    must(r.returncode == 0 and "remote-%s/" % tag in r.stdout, "a group member reads the team database with its URL on stdin (%r)" % r.stderr.strip()[-200:])
     r = a.cli("list", "--remote", "~all", user="busymate-web")
     must(r.returncode != 0 and "--database" in r.stderr, "a group member without a URL is told to give one (%r)" % r.stderr.strip())
 
@@ -902,9 +934,12 @@ def main():
                                 ("revoked", lambda: check_revoked(a, double, pg, origin, uuid)),
                                 ("retention", lambda: check_retention(a, double, pg, origin, uuid)),
                                 ("team", lambda: check_team_database(a, pg, origin)),
+                                ("heartbeats", lambda: check_heartbeats(a, double)),
                                 ("unpair", lambda: check_unpair(a, double, pg, origin, uuid))):
                 if only is None or name in only:
                     check()
+            if only is not None:
+                check_no_secrets(appliances)
             if only is None:
                 if ARGS.meanwhile:
                     # Other suites while B's outage runs on (make test: the box and
@@ -918,10 +953,6 @@ def main():
                     time.sleep(left)
                 check_offline_end(b, double2, pg, b_uuid, b_load, int(time.monotonic() - outage))
                 check_no_secrets(appliances)
-                beats = inbound(double, "heartbeat", "phoenix")
-                must(len(beats) >= 3 and a.sink().get("realtime") == "connected" and "no heartbeat reply" not in a.log_text(),
-                     "Realtime heartbeats every 25 s keep the socket (Phoenix drops it after 60 s of silence): %d sent, link %r" % (
-                         len(beats), a.sink().get("realtime")))
                 b.stop()
                 status = pg.query("SELECT online FROM device_status WHERE device_uuid::text = %s", b_uuid)
                 must(status == [(False,)], "a graceful stop tells device_status the device went offline (%r)" % (status,))

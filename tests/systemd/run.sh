@@ -329,7 +329,7 @@ pair_out=$(inbox /usr/local/bin/busymate pair BOX-CODE --api $account --anon-key
 private_facts=$(inbox stat -c '%a %U' /var/lib/busymate/private/device-jwt.json 2>&1 || true)
 mirror_facts=$(inbox stat -c '%U' $g/device-jwt.json 2>&1 || true)
 as_tunnel() { inbox setpriv --reuid=busymate --regid=busymate --clear-groups -- "$@" >/dev/null 2>&1; }
-if grep -q "paired" <<<"$pair_out" && [ "$private_facts" = "600 root" ] && [ "$mirror_facts" = root ] \
+if grep -q '^paired as "box"' <<<"$pair_out" && [ "$private_facts" = "600 root" ] && [ "$mirror_facts" = root ] \
    && as_tunnel cat $g/device-jwt.json && ! as_web cat $g/device-jwt.json; then
   pass "busymate pair under the unit: private copy 600 root, the mirror root's and the tunnel's only ($pair_out)"
 else
@@ -340,7 +340,7 @@ for _ in $(seq 1 50); do grep -q 'index.html?paired' "$root/srv/account/requests
 cloud_out=$(inbox /usr/local/bin/busymate cloud status --group $g 2>&1 || true)
 status_text=$(inbox systemctl show -p StatusText --value busymate)
 if grep -q 'POST /rest/v1/entries .*index.html?paired' "$root/srv/account/requests.log" 2>/dev/null \
-   && grep -q 'paired, expires in' <<<"$cloud_out" && grep -q 'paired' <<<"$status_text"; then
+   && grep -q 'paired, expires in' <<<"$cloud_out" && grep -q '· paired ·' <<<"$status_text"; then
   pass "the tunnel took the token live and sent the exchange to the account; StatusText: $status_text"
 else
   fail "after pairing: cloud status \"$cloud_out\"; StatusText \"$status_text\"; the account saw: $(tail -n 5 "$root/srv/account/requests.log" 2>/dev/null)"
@@ -377,7 +377,7 @@ fi
 
 # 10b. Unpairing under the unit: both copies go, the account is told.
 unpair_out=$(inbox /usr/local/bin/busymate unpair --group $g 2>&1 || true)
-if grep -q "unpaired" <<<"$unpair_out" && ! inbox test -e /var/lib/busymate/private/device-jwt.json && ! inbox test -e $g/device-jwt.json \
+if grep -q "^unpaired; the server was told" <<<"$unpair_out" && ! inbox test -e /var/lib/busymate/private/device-jwt.json && ! inbox test -e $g/device-jwt.json \
    && grep -q '"unpair"' "$root/srv/account/requests.log"; then
   pass "busymate unpair under the unit: $unpair_out"
 else

@@ -63,13 +63,18 @@ struct CloudAPI: Sendable {
     }
 
     /// The table's columns are text: a message's bytes as UTF-8 (what is
-    /// not UTF-8 is replaced), at most 1 MiB of them.
+    /// not UTF-8 is replaced, and NUL, which PostgreSQL's text refuses),
+    /// at most 1 MiB of them.
     static func text(_ data: Data) -> String {
-        String(decoding: data.prefix(1 << 20), as: UTF8.self)
+        String(decoding: data.prefix(1 << 20), as: UTF8.self).replacingOccurrences(of: "\u{0}", with: "\u{FFFD}")
     }
 }
 
 struct CloudAPIError: Error, CustomStringConvertible {
     var status: Int
     var description: String
+
+    /// The server will not take this one row, however often it is sent
+    /// (a 4xx other than the credential's, a rate limit or a timeout).
+    var refusesTheRow: Bool { (400..<500).contains(status) && ![401, 403, 408, 429].contains(status) }
 }

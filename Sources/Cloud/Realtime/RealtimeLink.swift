@@ -35,7 +35,13 @@ public actor RealtimeLink {
     private var stopping = false
     private var mode = "proxy"
 
-    // The socket under way.
+    // The socket under way: each attempt has a generation, and what an
+    // older one (a connect abandoned at its deadline) still says is ignored.
+    private var generation = 0
+    private var endedGeneration = 0
+    /// The token the joined channels hold (joined with, or handed over since).
+    private var channelToken: String?
+    private var connectedAt: Date?
     private var outgoing: AsyncStream<String>.Continuation?
     private var refs = 0
     private var joinRefs: [String: String] = [:]
@@ -89,11 +95,14 @@ public actor RealtimeLink {
             return
         }
         if previous.token == token.token { return }
-        if previous.api == token.api, previous.anonKey == token.anonKey, previous.deviceUUID == token.deviceUUID, closing == nil {
+        // Handed over only to channels that have joined; a join still under way starts again with it.
+        if previous.api == token.api, previous.anonKey == token.anonKey, previous.deviceUUID == token.deviceUUID, closing == nil,
+           !joinRefs.isEmpty, joined.count == joinRefs.count {
             for topic in joined.sorted() {
                 send(PhoenixMessage(topic: topic, event: "access_token", payload: PhoenixMessage.json(["access_token": token.token]),
                                     ref: nextRef(), joinRef: joinRefs[topic]))
             }
+            channelToken = token.token
             logger.info("handed the new device token to the Realtime channels")
         } else {
             close(.reload)
@@ -163,7 +172,7 @@ public actor RealtimeLink {
             switch ended {
             case let .refused(why)?:
                 // The token the channels held last: a refresh may have replaced the one joined with.
-                refusedToken = self.token?.token ?? token.token
+                refusedToken = channelToken ?? token.token
                 refusedAt = Date()
                 state = "refused: \(why)"
                 logger.error("Realtime refuses the device token; the dashboard cannot reach this appliance until it is paired again",
@@ -184,7 +193,10 @@ public actor RealtimeLink {
         state = "off"
     }
 
-    /// One socket, from connecting to its end; says why it ended.
+    /// One socket, from connecting to its end; says why it ended. A
+    /// socket that has not joined within 20 s (a server that accepts and
+    /// says nothing) is given up: its attempt may linger until the server
+    /// lets go, but what it says no longer counts.
     private func connect(_ token: DeviceToken) async -> Closing? {
         let endpoint: CloudEndpoint
         do {
@@ -192,10 +204,11 @@ public actor RealtimeLink {
         } catch {
             return .refused(error.description)
         }
-        let scheme = endpoint.base.hasPrefix("https:") ? "wss" : "ws"
-        let rest = endpoint.base.drop { $0 != ":" }
-        let url = "\(scheme)\(rest)/realtime/v1/websocket?apikey=\(endpoint.anonKey)&vsn=1.0.0"
+        let secure = URL(string: endpoint.base)?.scheme?.lowercased() == "https"
+        let url = "\(secure ? "wss" : "ws")\(endpoint.base.drop { $0 != ":" })/realtime/v1/websocket?apikey=\(endpoint.anonKey)&vsn=1.0.0"
         let (stream, input) = AsyncStream<String>.makeStream()
+        generation += 1
+        let id = generation
         outgoing = input
         refs = 0
         joinRefs = [:]
@@ -204,18 +217,39 @@ public actor RealtimeLink {
         systemErrors = [:]
         closing = nil
         trackedMode = nil
+        connectedAt = nil
+        channelToken = token.token
         join(Self.devicesTopic, config: ["broadcast": ["self": false, "ack": false], "presence": ["key": token.deviceUUID, "enabled": true],
                                          "postgres_changes": [Any](), "private": true], token: token.token)
         join(deviceTopic(token), config: ["broadcast": ["self": false, "ack": false], "presence": ["key": "", "enabled": false],
                                           "postgres_changes": [Any](), "private": true], token: token.token)
+        let tls: TLSConfiguration? = secure ? TLSConfiguration.makeClientConfiguration() : nil
+        let attempt = Task { await self.runSocket(url: url, tls: tls, stream: stream, id: id) }
+        let started = ContinuousClock.now
+        while endedGeneration != id && !stopping {
+            if joined.count < joinRefs.count, ContinuousClock.now - started > .seconds(20) {
+                close(.retry("Realtime did not answer the joins within 20 s"))
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        _ = attempt
+        outgoing?.finish()
+        outgoing = nil
+        joined = []
+        // A socket that stayed up a while starts the backoff again; one that
+        // joins and is closed at once (a rate limit) does not.
+        if let connectedAt, Date().timeIntervalSince(connectedAt) >= 60 { backoff.reset() }
+        return closing
+    }
+
+    private func runSocket(url: String, tls: TLSConfiguration?, stream: AsyncStream<String>, id: Int) async {
         var configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, closeTimeout: .seconds(2))
         configuration.sniHostname = nil
-        let tls: TLSConfiguration? = scheme == "wss" ? TLSConfiguration.makeClientConfiguration() : nil
-        let wsLogger = Logger(label: "busymate.realtime.socket")
         let heartbeat = self.heartbeat
         do {
             try await WebSocketClient.connect(url: url, configuration: configuration, tlsConfiguration: tls, eventLoopGroup: group,
-                                              logger: wsLogger) { inbound, outbound, _ in
+                                              logger: Logger(label: "busymate.realtime.socket")) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask {
                         for await text in stream { try await outbound.write(.text(text)) }
@@ -223,12 +257,12 @@ public actor RealtimeLink {
                     tasks.addTask {
                         while !Task.isCancelled {
                             try await Task.sleep(for: heartbeat)
-                            guard await self.beat() else { return }
+                            guard await self.beat(id) else { return }
                         }
                     }
                     tasks.addTask {
                         for try await message in inbound.messages(maxSize: 1 << 20) {
-                            if case let .text(text) = message { await self.received(text) }
+                            if case let .text(text) = message { await self.received(text, id) }
                         }
                     }
                     // The first to end ends the socket.
@@ -237,12 +271,9 @@ public actor RealtimeLink {
                 }
             }
         } catch {
-            if closing == nil { closing = .retry(CloudError.describe(error)) }
+            if id == generation, closing == nil { closing = .retry(CloudError.describe(error)) }
         }
-        outgoing?.finish()
-        outgoing = nil
-        joined = []
-        return closing
+        if id == generation { endedGeneration = id }
     }
 
     private func deviceTopic(_ token: DeviceToken) -> String { "realtime:device:\(token.deviceUUID)" }
@@ -268,7 +299,8 @@ public actor RealtimeLink {
     }
 
     /// A heartbeat; false when the last one went unanswered (the socket is dead).
-    private func beat() -> Bool {
+    private func beat(_ id: Int) -> Bool {
+        guard id == generation else { return false }
         if heartbeatRef != nil {
             close(.retry("no heartbeat reply within \(heartbeat)"))
             return false
@@ -295,8 +327,8 @@ public actor RealtimeLink {
                             ref: nextRef(), joinRef: joinRefs[Self.devicesTopic]))
     }
 
-    private func received(_ text: String) {
-        guard let message = PhoenixMessage(text: text) else { return }
+    private func received(_ text: String, _ id: Int) {
+        guard id == generation, let message = PhoenixMessage(text: text) else { return }
         let payload = message.object
         switch message.event {
         case "phx_reply":
@@ -310,7 +342,7 @@ public actor RealtimeLink {
                 if message.topic == Self.devicesTopic { track() }
                 if joined.count == joinRefs.count {
                     state = "connected"
-                    backoff.reset()
+                    connectedAt = Date()
                     logger.info("joined the account's Realtime channels", metadata: ["TOPICS": "\(joined.sorted().joined(separator: ", "))"])
                 }
             } else {
@@ -412,16 +444,26 @@ public actor RealtimeLink {
                 if last == nil {
                     let recent = try await NIOThreadPool.singleton.runIfActive { try repository.recent(limit: 200) }
                     for event in recent where (event.resumedAt.map { Date().timeIntervalSince($0) < 600 } ?? false) {
-                        try await api.resolve(event)
+                        do {
+                            try await api.resolve(event)
+                        } catch let refusal as CloudAPIError where refusal.refusesTheRow {
+                            logger.error("the account refuses a breakpoint resolution", metadata: ["REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
+                        }
                     }
                     last = recent.first?.id ?? 0
                 }
                 let after = last ?? 0
                 let new = try await NIOThreadPool.singleton.runIfActive { try repository.events(after: after, limit: 50) }
                 for event in new {
-                    try await api.insert(event)
+                    do {
+                        try await api.insert(event)
+                        if event.outcome == nil, let id = event.id { open.insert(id) }
+                    } catch let refusal as CloudAPIError where refusal.refusesTheRow {
+                        // Sent again it would be refused again, and hold back every later one.
+                        logger.error("the account refuses a breakpoint event; it stays local", metadata: [
+                            "REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
+                    }
                     last = event.id
-                    if event.outcome == nil, let id = event.id { open.insert(id) }
                 }
                 for id in open.sorted() {
                     guard let event = try await NIOThreadPool.singleton.runIfActive({ try repository.find(id: id) }) else {
@@ -429,7 +471,11 @@ public actor RealtimeLink {
                         continue
                     }
                     guard event.outcome != nil else { continue }
-                    try await api.resolve(event)
+                    do {
+                        try await api.resolve(event)
+                    } catch let refusal as CloudAPIError where refusal.refusesTheRow {
+                        logger.error("the account refuses a breakpoint resolution", metadata: ["REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
+                    }
                     open.remove(id)
                 }
                 if failing { logger.notice("breakpoint events reach the account again") }
