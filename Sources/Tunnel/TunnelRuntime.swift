@@ -287,14 +287,30 @@ public actor TunnelRuntime {
             }
         }
         current.cloud = sinks.isEmpty ? nil : sinks
+        // The file as another tunnel left it: a draining predecessor may
+        // write it after this one did, then remove it as it exits.
+        let written = TunnelStatus.read(paths.status)
         if let last = lastWritten {
             var a = last, b = current
             a.updatedAt = .distantPast
             b.updatedAt = .distantPast
             a.counters.requestsPerSecond = 0
             b.counters.requestsPerSecond = 0
-            if a == b { return }
+            if a == b && written?.pid == getpid() { return }
         }
+        // Draining while a successor serves: the file is the successor's now.
+        let replaced = state == .draining && written.map { $0.pid != getpid() && ProcessProbe.isAlive($0.pid) && !ProcessProbe.isZombieOrGone($0.pid) } ?? false
+        if !replaced { write(current) }
+        current.updatedAt = Date()
+        let stateChanged = lastWritten?.state != current.state
+        lastWritten = current
+        if stateChanged {
+            notifier?.post(.tunnelStateChanged, payload: current.state.rawValue)
+            try? link?.send(ControlMessage(.state, pid: getpid(), state: current.state))
+        }
+    }
+
+    private func write(_ current: TunnelStatus) {
         do {
             let data = try StatusCoding.encoder.encode(current)
             do {
@@ -310,13 +326,6 @@ public actor TunnelRuntime {
         } catch {
             if !statusWriteFailed { logger.error("cannot write status.json", metadata: ["ERROR": "\(error)"]) }
             statusWriteFailed = true
-        }
-        current.updatedAt = Date()
-        let stateChanged = lastWritten?.state != current.state
-        lastWritten = current
-        if stateChanged {
-            notifier?.post(.tunnelStateChanged, payload: current.state.rawValue)
-            try? link?.send(ControlMessage(.state, pid: getpid(), state: current.state))
         }
     }
 
