@@ -11,8 +11,8 @@ import NIOSSL
 /// The tunnel's Realtime client, as the seed's extension keeps one: while
 /// paired, a Phoenix socket (`vsn=1.0.0`) to the account's Realtime, with
 /// presence on `devices:all` and the dashboard's commands on
-/// `device:<uuid>`. It also mirrors the breakpoints this tunnel holds into
-/// the account's `breakpoint_events`, which is how the dashboard learns of them.
+/// `device:<uuid>`; beside it, `BreakpointMirror` writes the messages this
+/// tunnel holds into the account's `breakpoint_events`.
 public actor RealtimeLink {
     public static let devicesTopic = "realtime:devices:all"
 
@@ -138,7 +138,7 @@ public actor RealtimeLink {
         await withTaskGroup(of: Void.self) { tasks in
             tasks.addTask { await self.connectLoop() }
             tasks.addTask { await self.commandLoop() }
-            tasks.addTask { await self.mirrorLoop() }
+            if let store = self.store { tasks.addTask { await BreakpointMirror(store: store).run(self) } }
         }
     }
 
@@ -426,71 +426,17 @@ public actor RealtimeLink {
         return CloudAPI(endpoint: endpoint, deviceUUID: token.deviceUUID, token: token.token, client: client, timeout: .seconds(30))
     }
 
-    // MARK: breakpoints to the account
+    // MARK: for the breakpoint mirror
 
-    /// Mirrors `breakpoint_events` as the seed writes them: a row when a
-    /// message is held, its resolution when it is resolved. Events from
-    /// before this tunnel started are not sent again; resolutions of the
-    /// last ten minutes are (a row left open by a crash gets closed).
-    private func mirrorLoop() async {
-        var last: Int64?
-        var open: Set<Int64> = []
-        var failing = false
-        while !stopping && !Task.isCancelled {
-            await pause(failing ? 5 : 0.5)
-            guard let store, let api = api(), refusedToken != token?.token else { continue }
-            let repository = BreakpointRepository(database: store.database)
-            do {
-                if last == nil {
-                    let recent = try await NIOThreadPool.singleton.runIfActive { try repository.recent(limit: 200) }
-                    for event in recent where (event.resumedAt.map { Date().timeIntervalSince($0) < 600 } ?? false) {
-                        do {
-                            try await api.resolve(event)
-                        } catch let refusal as CloudAPIError where refusal.refusesTheRow {
-                            logger.error("the account refuses a breakpoint resolution", metadata: ["REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
-                        }
-                    }
-                    last = recent.first?.id ?? 0
-                }
-                let after = last ?? 0
-                let new = try await NIOThreadPool.singleton.runIfActive { try repository.events(after: after, limit: 50) }
-                for event in new {
-                    do {
-                        try await api.insert(event)
-                        if event.outcome == nil, let id = event.id { open.insert(id) }
-                    } catch let refusal as CloudAPIError where refusal.refusesTheRow {
-                        // Sent again it would be refused again, and hold back every later one.
-                        logger.error("the account refuses a breakpoint event; it stays local", metadata: [
-                            "REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
-                    }
-                    last = event.id
-                }
-                for id in open.sorted() {
-                    guard let event = try await NIOThreadPool.singleton.runIfActive({ try repository.find(id: id) }) else {
-                        open.remove(id)
-                        continue
-                    }
-                    guard event.outcome != nil else { continue }
-                    do {
-                        try await api.resolve(event)
-                    } catch let refusal as CloudAPIError where refusal.refusesTheRow {
-                        logger.error("the account refuses a breakpoint resolution", metadata: ["REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
-                    }
-                    open.remove(id)
-                }
-                if failing { logger.notice("breakpoint events reach the account again") }
-                failing = false
-            } catch {
-                if !failing {
-                    logger.warning("cannot write breakpoint events to the account; trying again", metadata: ["ERROR": "\(CloudError.describe(error))"])
-                }
-                failing = true
-            }
-        }
+    /// Where the mirror writes now: nil while unpaired or while the token is refused.
+    func mirrorTarget() -> CloudAPI? {
+        refusedToken != nil && refusedToken == token?.token ? nil : api()
     }
 
+    var isStopping: Bool { stopping }
+
     /// Sleeps up to `seconds`, less when woken (a token change, a stop).
-    private func pause(_ seconds: Double) async {
+    func pause(_ seconds: Double) async {
         let woken = wakes
         let until = ContinuousClock.now + .milliseconds(Int(max(0, seconds) * 1000))
         while ContinuousClock.now < until, wakes == woken, !stopping, !Task.isCancelled {
