@@ -63,7 +63,8 @@ public struct BodyStore: Sendable {
         let cutoff = Date().addingTimeInterval(-age)
         return names.filter { name in
             // `.spare`: a pruned body file the last tunnel kept for reuse.
-            guard !referenced.contains(name), name.hasSuffix(".request") || name.hasSuffix(".response") || name.hasSuffix(".spare") else { return false }
+            guard !referenced.contains(name), name.hasSuffix(".request") || name.hasSuffix(".response") || name.hasSuffix(".messages")
+                    || name.hasSuffix(".spare") else { return false }
             let modified = (try? FileManager.default.attributesOfItem(atPath: url(name).path))?[.modificationDate] as? Date
             return (modified ?? .distantPast) < cutoff
         }

@@ -236,6 +236,45 @@ public final class CaptureDatabase: Sendable {
                 t.column("started_at", .datetime).notNull()
             }
         }
+        // WebSockets: the socket a `101` opened (one row per handshake) and
+        // its messages, both gone with their exchange. Messages are read by
+        // socket in order, or all of them after an id (`tail --messages`).
+        migrator.registerMigration("v13: websocket messages") { db in
+            try db.create(table: "websockets") { t in
+                t.primaryKey("exchange_id", .integer).references("exchanges", onDelete: .cascade)
+                t.column("opened_at", .datetime).notNull()
+                t.column("closed_at", .datetime)
+                t.column("tunnel_pid", .integer).notNull()
+                t.column("extensions", .text)
+                t.column("messages_up", .integer).notNull().defaults(to: 0)
+                t.column("messages_down", .integer).notNull().defaults(to: 0)
+                t.column("pings", .integer).notNull().defaults(to: 0)
+                t.column("pongs", .integer).notNull().defaults(to: 0)
+                t.column("close_code", .integer)
+                t.column("close_reason", .text)
+                t.column("closed_by", .text)
+                t.column("file", .text).notNull()
+            }
+            try db.create(table: "ws_messages") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("exchange_id", .integer).notNull().references("exchanges", onDelete: .cascade)
+                t.column("seq", .integer).notNull()
+                t.column("at", .datetime).notNull()
+                t.column("from_client", .boolean).notNull()
+                t.column("opcode", .integer).notNull()
+                t.column("length", .integer).notNull()
+                t.column("wire_length", .integer).notNull()
+                t.column("frames", .integer).notNull().defaults(to: 1)
+                t.column("compressed", .boolean).notNull().defaults(to: false)
+                t.column("payload", .blob)
+                t.column("payload_file", .text)
+                t.column("payload_offset", .integer)
+                t.column("stored", .integer).notNull().defaults(to: 0)
+                t.column("truncated", .boolean).notNull().defaults(to: false)
+                t.column("origin", .text).notNull().defaults(to: "relayed")
+            }
+            try db.create(index: "ws_messages_socket", on: "ws_messages", columns: ["exchange_id", "seq"])
+        }
         return migrator
     }
 }

@@ -28,11 +28,14 @@ public struct TrafficRepository: Sendable {
     /// someone else (a HAR import) have it measured again. The answer
     /// carries the new size and the body files to remove once the
     /// transaction is committed.
-    public func save(_ records: [ExchangeRecord], keeping retention: Retention, size: Size?, lastID: Int64? = nil) async throws -> Trimmed {
+    public func save(_ records: [ExchangeRecord], sockets: [WebSocketEvent] = [], keeping retention: Retention, size: Size?,
+                     lastID: Int64? = nil) async throws -> Trimmed {
         try await database.pool.write { db in
             let top = try Self.lastID(db)
             var size = try size.flatMap { lastID == nil || lastID == top ? $0 : nil } ?? Self.size(db)
             try Self.insert(records, db)
+            // After the rows: a socket's handshake is stored before its messages.
+            size.bytes += try WebSocketRepository.apply(sockets, db)
             for record in records {
                 if record.isDNS {
                     size.dns += 1
@@ -239,8 +242,9 @@ public struct TrafficRepository: Sendable {
             let floor = kind == .exchanges && trimmed.size.bytes > retention.maxBytes ? 1_000 : 64
             let want = min(max(count() - limit, floor), 10_000, count() - 1)
             let rows = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT id, stored_bytes, request_body_file, response_body_file FROM exchanges
-                WHERE id > ? AND \(kind.condition) ORDER BY id LIMIT ?
+                SELECT id, stored_bytes, request_body_file, response_body_file,
+                       (SELECT file FROM websockets WHERE exchange_id = exchanges.id AND closed_at IS NOT NULL) AS messages_file
+                FROM exchanges WHERE id > ? AND \(kind.condition) ORDER BY id LIMIT ?
                 """), arguments: [mark, want])
             if rows.count < want && !measured {
                 // Fewer rows than the count says: something else changed the store. Measure, then go on.
@@ -258,7 +262,8 @@ public struct TrafficRepository: Sendable {
                     trimmed.size.exchanges -= 1
                     trimmed.size.bytes -= row["stored_bytes"] as Int
                 }
-                trimmed.files += [row["request_body_file"], row["response_body_file"]].compactMap { $0 as String? }
+                // An open socket's file is still written: the orphan sweep takes it once it is done.
+                trimmed.files += [row["request_body_file"], row["response_body_file"], row["messages_file"]].compactMap { $0 as String? }
                 trimmed.removed += 1
             }
             guard let last else { break }
@@ -290,6 +295,7 @@ public struct TrafficRepository: Sendable {
             let files = try String.fetchAll(db, sql: """
                 SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
                 UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
+                UNION ALL SELECT file FROM websockets WHERE closed_at IS NOT NULL
                 """)
             // "Clear" drops what a sink has not sent too: counted, as retention's.
             try CloudOutbox.noteDropping(db, after: 0, through: Int64.max, where: "1")
@@ -309,6 +315,7 @@ public struct TrafficRepository: Sendable {
             let names = try String.fetchAll(db, sql: """
                 SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
                 UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
+                UNION ALL SELECT file FROM websockets
                 """)
             return Set(names)
         }

@@ -140,6 +140,31 @@ public final class CaptureWriter: CaptureSink {
         wakeUp.yield()
     }
 
+    /// WebSockets' events, committed after the rows queued before them.
+    private let sockets = Mutex<[WebSocketEvent]>([])
+
+    public func submit(_ event: WebSocketEvent) {
+        uncommitted.add(event.weight, ordering: .relaxed)
+        let dropped = sockets.withLock { queue -> Int in
+            queue.append(event)
+            guard queue.count > Self.maxPending / 64 else { return 0 }
+            // Messages go first; a socket's opening and close are kept.
+            guard let oldest = queue.firstIndex(where: { if case .messages = $0 { true } else { false } }) else { return 0 }
+            return queue.remove(at: oldest).weight
+        }
+        if dropped > 0 {
+            uncommitted.subtract(dropped, ordering: .relaxed)
+            wakeWaiters()
+            logger.error("the capture store is falling behind; dropped the oldest WebSocket messages", metadata: ["DROPPED": "\(dropped)"])
+        }
+        wakeUp.yield()
+    }
+
+    public func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter? {
+        BodyFileWriter(store: bodies, name: WebSocketRepository.fileName(requestID: requestID), direction: nil, backlog: fileBacklog, spares: nil,
+                       eventLoop: eventLoop)
+    }
+
     public func apply(_ settings: AppSettings) {
         maxExchanges.store(settings.maxExchanges, ordering: .relaxed)
         maxBytes.store(settings.maxBytes, ordering: .relaxed)
@@ -193,6 +218,7 @@ public final class CaptureWriter: CaptureSink {
     /// write throws, and the last batch would be lost at exit.
     public func run() async {
         sweepOrphans()
+        await closeAbandonedSockets()
         let clock = ContinuousClock()
         var lastSweep = clock.now
         for await _ in wakes {
@@ -205,6 +231,18 @@ public final class CaptureWriter: CaptureSink {
             }
         }
         await flush()
+    }
+
+    /// Sockets a tunnel that is gone left open (a crash, a kill) are closed.
+    private func closeAbandonedSockets() async {
+        do {
+            let closed = try await WebSocketRepository(database: store.database).closeAbandoned { pid in
+                pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM)
+            }
+            if closed > 0 { logger.notice("closed WebSockets a stopped tunnel left open", metadata: ["SOCKETS": "\(closed)"]) }
+        } catch {
+            logger.error("cannot close the WebSockets a stopped tunnel left open", metadata: ["ERROR": "\(StoreHealth.describe(error))"])
+        }
     }
 
     /// What is wrong with the store, for `status`; nil while commits work.
@@ -249,25 +287,30 @@ public final class CaptureWriter: CaptureSink {
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
+        // After the rows: a socket's events follow its handshake's row, which is in this batch or an earlier one.
+        let events = sockets.withLock { queue in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
         let retention = TrafficRepository.Retention(maxExchanges: maxExchanges.load(ordering: .relaxed), maxBytes: maxBytes.load(ordering: .relaxed),
                                                     maxDNSRows: maxDNSRows.load(ordering: .relaxed))
         let (known, lastID) = size.withLock { s -> (TrafficRepository.Size?, Int64?) in s.commits < Self.commitsPerMeasure ? (s.0, s.lastID) : (nil, nil) }
-        if batch.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes, known.dns <= retention.maxDNSRows {
+        if batch.isEmpty, events.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes, known.dns <= retention.maxDNSRows {
             return
         }
         var records: [ExchangeRecord] = []
         for entry in batch { records.append(await complete(entry)) }
         do {
-            let trimmed = try await traffic.save(records, keeping: retention, size: known, lastID: lastID)
+            let trimmed = try await traffic.save(records, sockets: events, keeping: retention, size: known, lastID: lastID)
             size.withLock { $0 = (trimmed.size, trimmed.lastID, known == nil ? 0 : $0.commits + 1) }
-            uncommitted.subtract(records.count, ordering: .relaxed)
+            uncommitted.subtract(records.count + events.reduce(0) { $0 + $1.weight }, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
             if problem.withLock({ current in defer { current = nil }; return current != nil }) {
                 let failures = failedCommits.exchange(0, ordering: .relaxed)
                 logger.notice("the capture store is written again", metadata: ["AFTER_FAILURES": "\(failures)"])
             }
             wakeWaiters()
-            if !records.isEmpty { notifier?.post(.newTrafficCaptured) }
+            if !records.isEmpty || !events.isEmpty { notifier?.post(.newTrafficCaptured) }
             if trimmed.removed > 0 {
                 spares.retire(trimmed.files)
                 logger.debug("retention removed old exchanges", metadata: ["REMOVED": "\(trimmed.removed)"])
@@ -276,6 +319,7 @@ public final class CaptureWriter: CaptureSink {
             // Measure again next time: the failed transaction may have been half done.
             size.withLock { $0 = (nil, nil, 0) }
             pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
+            sockets.withLock { $0.insert(contentsOf: events, at: 0) }
             if StoreHealth.isCorruption(error), replaceCorruptStore(error) {
                 wakeUp.yield()
                 return
@@ -316,6 +360,8 @@ public final class CaptureWriter: CaptureSink {
                 case .response:
                     record.responseBodyFile = nil
                     record.responseBodyTruncated = true
+                case nil:
+                    break
                 }
             }
         }

@@ -23,7 +23,8 @@ import Glibc
 /// are deprecated in its favour, and its `write` is this `pwrite` on this pool.
 public final class BodyFileWriter: Sendable {
     public let name: String
-    public let direction: BodyStore.Direction
+    /// The body's direction; nil for a WebSocket's messages file.
+    public let direction: BodyStore.Direction?
     /// Bytes written once the body has ended, or why the file was given up.
     public var written: EventLoopFuture<Result<Int, BodyFileError>> { done.futureResult }
 
@@ -54,8 +55,14 @@ public final class BodyFileWriter: Sendable {
     private let state: NIOLoopBoundBox<State>
     private let done: EventLoopPromise<Result<Int, BodyFileError>>
 
-    public init(store: BodyStore, requestID: String, direction: BodyStore.Direction, backlog: Backlog, spares: SpareBodyFiles?, eventLoop: EventLoop) {
-        name = BodyStore.fileName(requestID: requestID, direction)
+    public convenience init(store: BodyStore, requestID: String, direction: BodyStore.Direction, backlog: Backlog, spares: SpareBodyFiles?,
+                            eventLoop: EventLoop) {
+        self.init(store: store, name: BodyStore.fileName(requestID: requestID, direction), direction: direction, backlog: backlog, spares: spares,
+                  eventLoop: eventLoop)
+    }
+
+    public init(store: BodyStore, name: String, direction: BodyStore.Direction?, backlog: Backlog, spares: SpareBodyFiles?, eventLoop: EventLoop) {
+        self.name = name
         path = store.url(name).path
         self.direction = direction
         self.backlog = backlog
@@ -77,6 +84,13 @@ public final class BodyFileWriter: Sendable {
         state.value.block.writeImmutableBuffer(buffer)
         if state.value.block.readableBytes >= Self.blockSize { writeBlock() }
         return true
+    }
+
+    /// Writes what the block holds now, full or not: a WebSocket message's
+    /// bytes go to disk at its end, so a reader finds them while the socket is open.
+    func flush() {
+        guard !state.value.finished else { return }
+        writeBlock()
     }
 
     /// The body has ended (or the exchange has): write what is left, close the file.

@@ -61,6 +61,17 @@ extension CaptureHook: ExchangeHook {
         row.submit(error: error, notes: flow.notes, rules: flow.plan.applied)
     }
 
+    /// The handshake's row goes now, open; its messages follow it, and its
+    /// end (with the bytes each way) comes at the close.
+    func webSocketOpened(_ handshake: WebSocketHandshake, _ flow: inout ExchangeFlow) -> (any WebSocketObserver)? {
+        guard let handshakeRow = flow.row, let eventLoop = flow.eventLoop else { return nil }
+        flow.row = nil
+        let requestID = handshakeRow.record.requestID
+        handshakeRow.submit(notes: flow.notes, rules: flow.plan.applied, open: true)
+        writer.submit(.opened(WebSocketEvent.Opened(requestID: requestID, at: Date(), tunnelPID: Int(getpid()), extensions: handshake.extensions)))
+        return WebSocketCapture(writer: writer, requestID: requestID, eventLoop: eventLoop)
+    }
+
     /// The handshake's row is written when both sides have closed, with the
     /// bytes that went each way.
     func switched(client: Channel, server: Channel, counts: TunnelByteCounts, _ flow: inout ExchangeFlow) {

@@ -29,10 +29,18 @@ public protocol CaptureSink: AnyObject, Sendable {
     func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent>
     /// A held message's outcome (and the message as it went on), on its row.
     func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void>
+    /// A WebSocket opened, sent messages or closed: committed after the
+    /// rows submitted before it (its handshake's first).
+    func submit(_ event: WebSocketEvent)
+    /// The file for a socket's large message payloads (nil: nowhere to write).
+    func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter?
 }
 
 extension CaptureSink {
     func submit(_ record: ExchangeRecord) { submit(record, files: []) }
+    /// A sink with no store keeps no sockets.
+    public func submit(_ event: WebSocketEvent) {}
+    public func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter? { nil }
     public var open: OpenExchanges? { nil }
     /// A sink with no store keeps no pins.
     public func recordPin(_ host: String, reason: String) {}

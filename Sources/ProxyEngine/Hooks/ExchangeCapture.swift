@@ -96,9 +96,10 @@ struct ExchangeCapture: Sendable {
     /// Hands the exchange to the writer, which commits it once its body
     /// files are closed: with `error` when it failed, the `notes` of what
     /// the proxy changed, and the `rules` that acted on it.
-    func submit(error: String? = nil, notes: [String] = [], rules: [String] = []) {
+    /// `open`: a WebSocket's handshake, whose end comes at its close.
+    func submit(error: String? = nil, notes: [String] = [], rules: [String] = [], open: Bool = false) {
         var done = record
-        done.endedAt = Date()
+        done.endedAt = open ? nil : Date()
         done.error = error
         done.note = notes.joined(separator: "; ").nilIfEmpty
         done.rule = rules.joined(separator: ", ").nilIfEmpty

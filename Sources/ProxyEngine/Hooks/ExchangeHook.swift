@@ -61,6 +61,9 @@ protocol ExchangeHook: Sendable {
     func ended(error: String?, _ flow: inout ExchangeFlow)
     /// After a `101`: bytes are glued; `counts` are final once both have closed.
     func switched(client: Channel, server: Channel, counts: TunnelByteCounts, _ flow: inout ExchangeFlow)
+    /// After a `101` to a WebSocket whose frames the proxy reads: what
+    /// follows its messages (nil: this hook does not).
+    func webSocketOpened(_ handshake: WebSocketHandshake, _ flow: inout ExchangeFlow) -> (any WebSocketObserver)?
 
     // MARK: held messages
 
@@ -90,6 +93,7 @@ extension ExchangeHook {
     func answered(_ local: LocalResponse, headRequest: Bool, _ flow: inout ExchangeFlow) {}
     func ended(error: String?, _ flow: inout ExchangeFlow) {}
     func switched(client: Channel, server: Channel, counts: TunnelByteCounts, _ flow: inout ExchangeFlow) {}
+    func webSocketOpened(_ handshake: WebSocketHandshake, _ flow: inout ExchangeFlow) -> (any WebSocketObserver)? { nil }
     func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
                on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>? { nil }
     func clientLeftWhileHeld(_ flow: ExchangeFlow) {}

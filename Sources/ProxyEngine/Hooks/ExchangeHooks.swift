@@ -162,4 +162,13 @@ struct ExchangeHooks {
     mutating func switched(client: Channel, server: Channel, counts: TunnelByteCounts) {
         for hook in hookList.all { hook.switched(client: client, server: server, counts: counts, &flow) }
     }
+
+    /// After a `101` to a WebSocket: the handshake's row is written now, and
+    /// its messages follow it (the observers: the capture's).
+    mutating func webSocketOpened(_ handshake: WebSocketHandshake) -> [any WebSocketObserver] {
+        hookList.all.compactMap { $0.webSocketOpened(handshake, &flow) }
+    }
+
+    /// Whether anything records a socket's messages: else its bytes are glued.
+    var followsWebSockets: Bool { hookList.capture != nil }
 }

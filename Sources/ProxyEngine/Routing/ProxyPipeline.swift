@@ -1,6 +1,7 @@
 import BusymateShared
 import Logging
 import NIOCore
+import NIOWebSocket
 import NIOHTTP1
 import NIOSSL
 
@@ -334,6 +335,22 @@ final class ProxyPipeline {
         removeHTTP(keepingEncoder: false)
         upstream.removeDecoder()
         // Reads held while HTTP was forwarded start again.
+        channel.read()
+        peer.read()
+    }
+
+    /// After a `101` to a WebSocket: each side's HTTP gives way to NIO's
+    /// frame decoder and encoder and the session's relay, in the order and
+    /// for the reason `switchProtocols` gives.
+    func switchToWebSocket(upstream: UpstreamLayer, relays: (client: WebSocketRelay, server: WebSocketRelay)) throws {
+        guard let layer = http, let peer = upstream.channel else { return }
+        try ops.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)), WebSocketFrameEncoder(), relays.client],
+                            position: .after(layer.exchange))
+        try peer.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)),
+                                                      WebSocketFrameEncoder(), relays.server])
+        upstream.removeOutbound()
+        removeHTTP(keepingEncoder: false)
+        upstream.removeDecoder()
         channel.read()
         peer.read()
     }

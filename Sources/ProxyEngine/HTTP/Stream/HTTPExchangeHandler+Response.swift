@@ -37,6 +37,7 @@ client.flush()
                 }
                 let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
                                                             upgrade: exchange.upstreamRequest?.upgrade)
+                if head.status == .switchingProtocols { exchange.switched = head }
                 client.write(.head(clientHead), promise: nil)
             case .hold:
                 exchange.heldResponse = HeldResponse(head: head, isHeadRequest: exchange.request.head.method == .HEAD)
@@ -152,12 +153,24 @@ client.flush()
         }
     }
 
-    /// After a `101` both connections stop speaking HTTP: the owner glues
-    /// the bytes. The exchange's row (the handshake) is written when both
-    /// have closed, with the bytes that went each way.
+    /// After a `101` both connections stop speaking HTTP. A WebSocket's
+    /// frames are read (`WebSocketSession`): its row is written now and its
+    /// messages follow. Anything else is glued, and its row (the handshake)
+    /// is written when both have closed, with the bytes that went each way.
     func switchProtocols() {
         guard let client, let (channel, layer) = upstream.detachForSwitch() else { return }
+        let exchange = current
         current = nil
+        let parsed = exchange?.switched.flatMap { WebSocketHandshake.parse(request: exchange?.request.head.headers ?? [:], response: $0) }
+        switch parsed {
+        case let .success(handshake)? where hooks.followsWebSockets:
+            if machine.endRow(nil) != nil { openWebSocket(handshake, upstream: (channel, layer), client: client) }
+            return
+        case let .failure(unreadable)?:
+            hooks.note(unreadable.note)
+        default:
+            break
+        }
         let counts = TunnelByteCounts()
         let glue = counts.gluePair(stats: services.stats)
         // The row's end goes with the glue: written once both sides have closed.
@@ -168,6 +181,22 @@ client.flush()
         } catch {
             logger.error("cannot switch protocols", metadata: ["ERROR": "\(error)"])
             channel.close(promise: nil)
+            client.close()
+        }
+    }
+
+    /// The WebSocket layer in place of HTTP on both connections.
+    private func openWebSocket(_ handshake: WebSocketHandshake, upstream: (channel: Channel, layer: UpstreamLayer), client: any ExchangeClient) {
+        let observers = hooks.webSocketOpened(handshake)
+        logger.debug("switched protocols to a WebSocket; reading its frames", metadata: ["EXTENSIONS": "\(handshake.extensions ?? "none")"])
+        do {
+            let session = try WebSocketSession(handshake: handshake, observer: observers.first, stats: services.stats, logger: logger,
+                                               eventLoop: owner.channel.eventLoop)
+            try owner.switchToWebSocket(upstream: upstream.layer, relays: session.makeRelays())
+        } catch {
+            logger.error("cannot switch to the WebSocket layer", metadata: ["ERROR": "\(error)"])
+            observers.forEach { $0.closed(WebSocketClosing(closedBy: "proxy", error: "the proxy could not read the WebSocket: \(error)")) }
+            upstream.channel.close(promise: nil)
             client.close()
         }
     }

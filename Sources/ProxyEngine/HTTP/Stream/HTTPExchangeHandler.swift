@@ -35,6 +35,8 @@ final class HTTPExchangeHandler {
         var heldResponse: HeldResponse?
         /// The request's trailers (chunked HTTP/1, or HTTP/2), forwarded with its end.
         var requestTrailers: HTTPHeaders?
+        /// The upstream's `101`: what the connection switches to.
+        var switched: HTTPResponseHead?
     }
 
     var current: Current?

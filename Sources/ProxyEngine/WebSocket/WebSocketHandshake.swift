@@ -1,0 +1,40 @@
+import NIOHTTP1
+
+/// What a `101` agreed on, as far as the WebSocket layer cares: that it is
+/// a WebSocket, and the extensions the server accepted. Only
+/// `permessage-deflate` (RFC 7692) is understood; a socket with any other
+/// extension is glued byte for byte, as its frames may mean what we cannot read.
+struct WebSocketHandshake: Equatable {
+    /// `Sec-WebSocket-Extensions` as the server sent it (nil: none).
+    var extensions: String?
+    var deflate: Bool
+
+    /// Nil: not a WebSocket, or one whose frames we cannot follow (`why`).
+    static func parse(request: HTTPHeaders, response: HTTPResponseHead) -> Result<WebSocketHandshake, Unreadable>? {
+        guard response.status == .switchingProtocols,
+              response.headers["upgrade"].contains(where: { $0.lowercased().trimmingSpaces == "websocket" }),
+              request["upgrade"].contains(where: { $0.lowercased().split(separator: ",").contains { $0.trimmingSpaces == "websocket" } })
+        else { return nil }
+        let values = response.headers["sec-websocket-extensions"]
+        let extensions = values.isEmpty ? nil : values.joined(separator: ", ")
+        var deflate = false
+        for offer in values.flatMap({ $0.split(separator: ",") }) {
+            let name = offer.split(separator: ";").first.map { $0.trimmingSpaces.lowercased() } ?? ""
+            if name.isEmpty { continue }
+            guard name == "permessage-deflate", !deflate else { return .failure(Unreadable(extensions: extensions ?? "")) }
+            deflate = true
+        }
+        return .success(WebSocketHandshake(extensions: extensions, deflate: deflate))
+    }
+
+    struct Unreadable: Error, Equatable {
+        var extensions: String
+        var note: String { "the WebSocket's extensions (\(extensions)) are not understood: its bytes are passed on unread" }
+    }
+}
+
+extension StringProtocol {
+    fileprivate var trimmingSpaces: String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}

@@ -1,0 +1,218 @@
+import Logging
+import NIOCore
+import NIOWebSocket
+
+/// One WebSocket between a client and its server, after the `101`: every
+/// frame one side sends goes on to the other as it came (a client's
+/// masking key and a compressed frame's bytes kept), while each side's
+/// `WebSocketMessageAssembler` reads it into messages for the observer
+/// (the capture). A frame that breaks the protocol ends the socket: both
+/// sides get a close frame saying why. Reads wait while the other side
+/// cannot take more or the store is behind; a TCP half-close and a close
+/// travel across once what was queued has been written. Confined to the
+/// connection's event loop (the client's and the server's are the same).
+final class WebSocketSession {
+    private enum State {
+        case open
+        /// The proxy ended it (a violation): its close frames are going out.
+        case ending
+        case closed
+    }
+
+    private var state = State.open
+    private var client: WebSocketRelay?
+    private var server: WebSocketRelay?
+    private var up: WebSocketMessageAssembler
+    private var down: WebSocketMessageAssembler
+    private let observer: (any WebSocketObserver)?
+    private let stats: TrafficStats
+    private let logger: Logger
+    private var closing = WebSocketClosing()
+    private var gone = (client: false, server: false)
+    /// The last frame written to each side: its end means all before it went.
+    private var lastWrite: (client: EventLoopFuture<Void>?, server: EventLoopFuture<Void>?) = (nil, nil)
+    private var waitingForStore = false
+    private let eventLoop: EventLoop
+
+    init(handshake: WebSocketHandshake, observer: (any WebSocketObserver)?, stats: TrafficStats, logger: Logger, eventLoop: EventLoop) throws {
+        self.eventLoop = eventLoop
+        up = try WebSocketMessageAssembler(deflate: handshake.deflate)
+        down = try WebSocketMessageAssembler(deflate: handshake.deflate)
+        self.observer = observer
+        self.stats = stats
+        self.logger = logger
+    }
+
+    /// The two relays to install, the client's first.
+    func makeRelays() -> (client: WebSocketRelay, server: WebSocketRelay) {
+        let pair = (client: WebSocketRelay(fromClient: true, session: self), server: WebSocketRelay(fromClient: false, session: self))
+        (client, server) = (pair.client, pair.server)
+        return pair
+    }
+
+    private func partner(of fromClient: Bool) -> WebSocketRelay? { fromClient ? server : client }
+
+    // MARK: frames
+
+    func frame(_ received: WebSocketFrame, fromClient: Bool) {
+        guard case .open = state else { return }
+        let wire = Self.wireSize(received)
+        if fromClient {
+            closing.bytesUp += wire
+            stats.received(fromClient: wire)
+        } else {
+            closing.bytesDown += wire
+            stats.sent(toClient: wire)
+        }
+        // RFC 6455 §5.1: a client masks every frame, a server none.
+        if fromClient != (received.maskKey != nil) {
+            violation(.protocolError(fromClient ? "the client sent an unmasked frame" : "the server sent a masked frame"))
+            return
+        }
+        var frame = received
+        // Unmasked to be read; the encoder masks it again with the same key.
+        if let key = frame.maskKey { frame.data.webSocketUnmask(key) }
+        let step: WebSocketStep
+        do {
+            step = fromClient ? try up.take(frame) : try down.take(frame)
+        } catch {
+            violation(error)
+            return
+        }
+        switch step {
+        case let .fragment(fragment):
+            observer?.fragment(fragment, fromClient: fromClient)
+        case let .control(opcode, data):
+            control(opcode, data, fromClient: fromClient)
+        }
+        write(frame, toClient: !fromClient)
+    }
+
+    private func control(_ opcode: WebSocketOpcode, _ data: ByteBuffer, fromClient: Bool) {
+        switch opcode {
+        case .ping: closing.pings += 1
+        case .pong: closing.pongs += 1
+        case .connectionClose where closing.closedBy == nil:
+            closing.closedBy = fromClient ? "client" : "server"
+            var data = data
+            closing.closeCode = data.readInteger(as: UInt16.self).map(Int.init)
+            closing.closeReason = data.readString(length: data.readableBytes).flatMap { $0.isEmpty ? nil : $0 }
+        default: break
+        }
+        observer?.control(opcode, fromClient: fromClient)
+    }
+
+    private func write(_ frame: WebSocketFrame, toClient: Bool) {
+        guard let relay = toClient ? client : server, let context = relay.context else { return }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        relay.write(frame, promise: promise)
+        if toClient { lastWrite.client = promise.futureResult } else { lastWrite.server = promise.futureResult }
+    }
+
+    func readComplete(fromClient: Bool) {
+        partner(of: fromClient)?.flush()
+        observer?.readComplete()
+    }
+
+    // MARK: backpressure
+
+    /// A side reads while the other can take more and the store keeps up.
+    func mayRead(fromClient: Bool) -> Bool {
+        guard partner(of: fromClient)?.isWritable ?? true else { return false }
+        guard !waitingForStore else { return false }
+        guard let observer, observer.isBehind else { return true }
+        waitingForStore = true
+        let session = NIOLoopBound(self, eventLoop: eventLoop)
+        observer.whenCaughtUp {
+            session.value.waitingForStore = false
+            session.value.client?.resume()
+            session.value.server?.resume()
+        }
+        return false
+    }
+
+    /// `fromClient`'s side can take more: the other side may read again.
+    func becameWritable(fromClient: Bool) {
+        partner(of: fromClient)?.resume()
+    }
+
+    // MARK: the end
+
+    /// One side sent its FIN: the other gets it once what was queued for it has gone.
+    func inputClosed(fromClient: Bool) {
+        afterQueuedWrites(toClient: !fromClient) { channel in channel.close(mode: .output, promise: nil) }
+    }
+
+    /// One side's connection closed: the other closes once what was queued
+    /// for it has gone (a peer that never reads gets `lingerLimit`).
+    func sideClosed(fromClient: Bool) {
+        if fromClient { gone.client = true } else { gone.server = true }
+        if gone.client && gone.server {
+            finish()
+            return
+        }
+        guard let other = partner(of: fromClient)?.context?.channel else { return }
+        afterQueuedWrites(toClient: !fromClient) { channel in channel.close(promise: nil) }
+        let limit = other.eventLoop.scheduleTask(in: GlueHandler.lingerLimit) { other.close(promise: nil) }
+        other.closeFuture.whenComplete { _ in limit.cancel() }
+    }
+
+    private func afterQueuedWrites(toClient: Bool, _ body: @escaping @Sendable (Channel) -> Void) {
+        guard let channel = (toClient ? client : server)?.context?.channel else { return }
+        let last = (toClient ? lastWrite.client : lastWrite.server) ?? channel.eventLoop.makeSucceededVoidFuture()
+        (toClient ? client : server)?.flush()
+        last.whenComplete { _ in body(channel) }
+    }
+
+    func failed(_ error: Error, fromClient: Bool) {
+        guard case .open = state else { return }
+        if let error = error as? NIOWebSocketError {
+            switch error {
+            case .invalidFrameLength: violation(.tooBig(WebSocketLimits.frame), frame: true)
+            default: violation(.protocolError("\(error)"))
+            }
+            return
+        }
+        logger.debug("a WebSocket connection failed", metadata: ["ERROR": "\(error)", "SIDE": "\(fromClient ? "client" : "server")"])
+        closing.error = closing.error ?? "the \(fromClient ? "client" : "server") connection failed: \(error)"
+        client?.context?.close(promise: nil)
+        server?.context?.close(promise: nil)
+    }
+
+    /// What a side sent cannot go on: both sides are told why, then closed.
+    private func violation(_ violation: WebSocketViolation, frame: Bool = false) {
+        guard case .open = state else { return }
+        state = .ending
+        let text = frame ? "a WebSocket frame is larger than \(WebSocketLimits.frame >> 20) MiB" : violation.description
+        logger.notice("ending a WebSocket", metadata: ["WHY": "\(text)"])
+        closing.error = text
+        if closing.closedBy == nil {
+            closing.closedBy = "proxy"
+            closing.closeCode = Int(violation.closeCode)
+            closing.closeReason = String(text.utf8.prefix(120)) ?? "protocol error"
+        }
+        for toClient in [true, false] {
+            var payload = ByteBuffer()
+            payload.writeInteger(violation.closeCode)
+            payload.writeString(closing.closeReason ?? "")
+            // A client's frames are masked: the proxy speaks as the client to the server.
+            let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: toClient ? nil : .random(), data: payload)
+            write(frame, toClient: toClient)
+            afterQueuedWrites(toClient: toClient) { channel in channel.close(promise: nil) }
+        }
+    }
+
+    private func finish() {
+        guard state != .closed else { return }
+        state = .closed
+        observer?.closed(closing)
+        (client, server) = (nil, nil)
+    }
+
+    /// A frame's size on the wire: its header (with the shortest length
+    /// encoding, as senders use) and its payload.
+    static func wireSize(_ frame: WebSocketFrame) -> Int {
+        let n = frame.data.readableBytes
+        return 2 + (n < 126 ? 0 : n <= 0xFFFF ? 2 : 8) + (frame.maskKey == nil ? 0 : 4) + n
+    }
+}
