@@ -82,7 +82,11 @@ struct List: AsyncParsableCommand {
         let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
         let records = try traffic.list(filter)
         if json {
-            ExchangeJSON.write(ExchangeJSON.array(try records.map { ExchangeJSON.summary($0, resentFrom: try StoreAccess.resentFrom($0, in: traffic)) }))
+            let sockets = try WebSocketRepository(database: traffic.database).sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))
+            ExchangeJSON.write(ExchangeJSON.array(try records.map { record in
+                let socket = record.id.flatMap { sockets[$0] }.map(WebSocketJSON.socket) ?? JSONNode(.null)
+                return ExchangeJSON.object(ExchangeJSON.summaryMembers(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic)) + [("websocket", socket)])
+            }))
             return
         }
         let breakpoints = BreakpointRepository(database: traffic.database)
@@ -96,8 +100,9 @@ struct List: AsyncParsableCommand {
             open = file.entries.filter { !stored.contains($0.requestID) }
             held.formUnion(((try? breakpoints.held()) ?? []).map(\.requestID))
         }
+        let sockets = (try? WebSocketRepository(database: traffic.database).sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))) ?? [:]
         let table = ListTable(terminal: Terminal.standardOutput)
-        Pager.print(table.render(records, held: held, open: open), page: false)
+        Pager.print(table.render(records, held: held, open: open, sockets: sockets), page: false)
     }
 
 }

@@ -22,13 +22,19 @@ struct ListTable {
 
     /// `open`: exchanges in flight (not stored yet), shown first, newest
     /// first, with how long they have been open; `held` marks those at a breakpoint.
-    func render(_ records: [ExchangeRecord], held: Set<String>, open: [OpenExchangesFile.Entry] = []) -> String {
+    /// A WebSocket's row shows its messages for a size, `ws` for a type, and `open` while it is.
+    func render(_ records: [ExchangeRecord], held: Set<String>, open: [OpenExchangesFile.Entry] = [], sockets: [Int64: WebSocketRecord] = [:]) -> String {
         let dated = (records.map(\.startedAt) + open.map(\.startedAt)).contains { !Calendar.current.isDate($0, inSameDayAs: now) }
         let time = DateFormatter()
         time.dateFormat = dated ? "MM-dd HH:mm:ss" : "HH:mm:ss"
         let rows: [[String]] = records.map { r in
             let flags = (r.rule != nil ? "R" : "") + (held.contains(r.requestID) ? "B" : "") + (r.tlsMode == .passthrough ? "P" : "")
                 + (r.marker != nil ? "M" : "") + (r.resentFrom != nil ? "S" : "") + (r.imported != nil ? "I" : "")
+            if let socket = r.id.flatMap({ sockets[$0] }) {
+                let messages = socket.messagesUp + socket.messagesDown
+                return [String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r), "\(messages) msg", "ws",
+                        socket.isOpen ? "open" : r.durationMilliseconds.map(Self.duration) ?? "-", flags]
+            }
             return [String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r),
                     r.status == nil ? "-" : Self.size(r.responseBodySize), Self.kind(r.header("content-type", .response)),
                     r.durationMilliseconds.map(Self.duration) ?? "-", flags]

@@ -27,6 +27,7 @@ struct Show: AsyncParsableCommand {
             help: ArgumentHelp("Write a body to a file, decoded unless --raw: request|response FILE (- for stdout).", valueName: "side file"))
     var saveBody: [String] = []
     @Flag(help: "Never page.") var noPager = false
+    @Flag(help: "A WebSocket's messages, in order (with --json: the socket and its messages).") var messages = false
 
     func validate() throws {
         if ids.isEmpty { throw ValidationError("give an exchange id (from `busymate list`) or a request id") }
@@ -37,6 +38,7 @@ struct Show: AsyncParsableCommand {
             guard ids.count == 1 else { throw ValidationError("--save-body takes one exchange") }
         }
         if json && (headers || body != nil) { throw ValidationError("--json shows everything; leave out --headers and --body") }
+        if messages && (headers || body != nil || !saveBody.isEmpty) { throw ValidationError("--messages shows a WebSocket's messages; leave out --headers, --body and --save-body") }
     }
 
     func run() async throws {
@@ -44,6 +46,10 @@ struct Show: AsyncParsableCommand {
         let traffic = TrafficRepository(database: database)
         let bodies = BodyStore(paths: database.paths)
         let records = try ids.map { try StoreAccess.exchange($0, in: traffic) }
+        if messages {
+            try showMessages(records, database: database)
+            return
+        }
         // Read only when a gRPC call is shown.
         let schema = records.contains(where: GRPCExchange.isGRPC) ? DescriptorSets.named(in: options.paths) : nil
         if saveBody.count == 2, let side = Side(rawValue: saveBody[0]), let record = records.first {
@@ -111,6 +117,9 @@ struct Show: AsyncParsableCommand {
             let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
             if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
             if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
+            if let id = record.id, let socket = try WebSocketRepository(database: database).socket(exchangeID: id) {
+                out += MessageLines.socket(socket) + ["(its messages: busymate show \(id) --messages)"]
+            }
             out.append("")
             if let grpc = GRPCExchange(record, bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: false),
                                                         .response: try ExchangeBody(record, .response, bodies: bodies, raw: false)],
@@ -164,4 +173,36 @@ struct Show: AsyncParsableCommand {
     }
 
     static let hexDumpLimit = 64 * 1024
+
+    /// `--messages`: each socket's state, then its messages.
+    private func showMessages(_ records: [ExchangeRecord], database: CaptureDatabase) throws {
+        let sockets = WebSocketRepository(database: database)
+        var nodes: [JSONNode] = []
+        var out: [String] = []
+        for record in records {
+            guard let id = record.id, let socket = try sockets.socket(exchangeID: id) else {
+                throw CLIError(description: "exchange \(record.id ?? 0) (\(record.method) \(record.url)) is no WebSocket: it has no messages")
+            }
+            let list = try sockets.messages(of: record, limit: Int.max)
+            if json {
+                nodes.append(ExchangeJSON.object([("id", ExchangeJSON.number(id)), ("request_id", ExchangeJSON.string(record.requestID)),
+                                                  ("url", ExchangeJSON.string(record.url)), ("websocket", WebSocketJSON.socket(socket)),
+                                                  ("messages", ExchangeJSON.array(try list.map { WebSocketJSON.message($0, payload: try sockets.payload($0)) }))]))
+                continue
+            }
+            if !out.isEmpty { out += ["", String(repeating: "─", count: 40), ""] }
+            out.append("\(record.method) \(record.url) · id \(id)")
+            out += MessageLines.socket(socket)
+            for message in list {
+                out.append("")
+                out.append(MessageLines.header(message))
+                out += MessageLines.payload(message, try sockets.payload(message), raw: raw)
+            }
+        }
+        if json {
+            ExchangeJSON.write(nodes.count == 1 ? nodes[0] : ExchangeJSON.array(nodes))
+        } else {
+            Pager.print(Terminal.visible(out.joined(separator: "\n")) + "\n", page: !noPager)
+        }
+    }
 }

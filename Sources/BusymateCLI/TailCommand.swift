@@ -10,6 +10,11 @@ struct Tail: AsyncParsableCommand {
     @Flag(name: .long, help: "Show notifications between the processes as they arrive.") var events = false
     @OptionGroup var filters: FilterOptions
     @Flag(help: "One JSON object per line (a `list --json` row).") var json = false
+    @Flag(help: "Follow WebSocket messages instead, of the sockets the filter keeps (with --json: one message per line).") var messages = false
+
+    func validate() throws {
+        if messages && events { throw ValidationError("--messages and --events follow different things; give one") }
+    }
 
     func run() async throws {
         // A bad filter is refused before anything is opened.
@@ -27,6 +32,10 @@ struct Tail: AsyncParsableCommand {
                 notifier.close()
                 Foundation.exit(0)
             }
+        }
+        if messages {
+            try await tailMessages(notifier, selection)
+            return
         }
         guard events else {
             try await tailExchanges(notifier, selection)
@@ -83,6 +92,42 @@ extension Tail {
                     break
                 }
                 last = next
+            }
+        }
+    }
+}
+
+extension Tail {
+    /// New WebSocket messages as the tunnel commits them, of the sockets
+    /// `selection` keeps (decided once per socket).
+    func tailMessages(_ notifier: Notifier, _ selection: TrafficRepository.Filter) async throws {
+        let database = try StoreAccess.open(options.paths)
+        let sockets = WebSocketRepository(database: database)
+        let traffic = TrafficRepository(database: database)
+        var last = try sockets.lastMessageID()
+        var kept: [Int64: Bool] = [:]
+        for await note in notifier.notifications() where note.name == .newTrafficCaptured {
+            while true {
+                let batch = try sockets.stored(after: last)
+                guard let newest = batch.last?.message.id else { break }
+                let unknown = Set(batch.map(\.exchangeID)).filter { kept[$0] == nil }
+                if !unknown.isEmpty {
+                    let chosen = filters.isEmpty ? unknown : try traffic.ids(among: unknown, selection)
+                    for id in unknown { kept[id] = chosen.contains(id) }
+                }
+                var out = ""
+                for (exchangeID, message) in batch where kept[exchangeID] == true {
+                    let payload = try? sockets.payload(message)
+                    if json {
+                        out += JSONWriter.compact(WebSocketJSON.message(message, payload: payload, exchangeID: exchangeID)) + "\n"
+                    } else {
+                        let lines = [MessageLines.header(message, exchangeID: exchangeID)] + MessageLines.payload(message, payload, raw: true, limit: 4096)
+                        out += Terminal.visible(lines.joined(separator: "\n")) + "\n"
+                    }
+                }
+                // Unbuffered, so a pipe sees each message as it is stored.
+                if !out.isEmpty { FileHandle.standardOutput.write(Data(out.utf8)) }
+                last = newest
             }
         }
     }

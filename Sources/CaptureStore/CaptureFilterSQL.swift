@@ -89,9 +89,10 @@ extension CaptureFilter {
                           request: "busymate_match_headers(\(pattern), request_headers)",
                           response: "busymate_match_headers(\(pattern), response_headers)")
         case let .body(pattern, side):
+            // A WebSocket's messages are its bodies: ~bq the client's, ~bs the server's.
             return either(side,
-                          request: "busymate_match_body(\(pattern), request_body, request_body_file, request_headers)",
-                          response: "busymate_match_body(\(pattern), response_body, response_body_file, response_headers)")
+                          request: "busymate_match_body(\(pattern), request_body, request_body_file, request_headers) OR \(messages(pattern, fromClient: true))",
+                          response: "busymate_match_body(\(pattern), response_body, response_body_file, response_headers) OR \(messages(pattern, fromClient: false))")
         case let .contentType(pattern, side):
             return either(side,
                           request: "busymate_match(\(pattern), busymate_header(request_headers, 'content-type'))",
@@ -100,7 +101,9 @@ extension CaptureFilter {
         case .noResponse: return "response_headers IS NULL"
         case let .source(pattern): return "busymate_match(\(pattern), client_address)"
         case let .destination(pattern): return "busymate_match(\(pattern), server_address)"
-        case .websocket: return "coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0)"
+        // A socket the proxy read, or a handshake whose bytes were glued (or imported).
+        case .websocket:
+            return "(EXISTS (SELECT 1 FROM websockets WHERE exchange_id = exchanges.id) OR coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0))"
         case .marked: return "coalesce(marker <> '', 0)"
         case let .marker(pattern): return "busymate_match(\(pattern), marker)"
         case let .comment(pattern): return "busymate_match(\(pattern), comment)"
@@ -123,6 +126,13 @@ extension CaptureFilter {
         }
     }
 
+    private static func messages(_ pattern: String, fromClient: Bool) -> SQL {
+        """
+        EXISTS (SELECT 1 FROM ws_messages m WHERE m.exchange_id = exchanges.id AND m.from_client = \(fromClient) \
+        AND busymate_match_message(\(pattern), m.payload, m.payload_file, m.payload_offset, m.stored))
+        """
+    }
+
     private static func either(_ side: Side, request: SQL, response: SQL) -> SQL {
         // Each side is one term (a function call): no parentheses needed.
         switch side {
@@ -142,6 +152,7 @@ enum FilterFunctions {
         db.add(function: matchHeaders)
         db.add(function: header)
         db.add(function: matchBody(bodies))
+        db.add(function: matchMessage(bodies))
     }
 
     private static func pattern(_ value: DatabaseValue) -> FilterPattern? {
@@ -194,6 +205,21 @@ enum FilterFunctions {
                 data = decoded
             }
             return try pattern.matches(String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    /// `busymate_match_message(pattern, inline, file, offset, stored)`: a
+    /// WebSocket message's payload as stored (inflated), from the socket's
+    /// file when it is there.
+    static func matchMessage(_ bodies: BodyStore) -> DatabaseFunction {
+        DatabaseFunction("busymate_match_message", argumentCount: 5, pure: false) { values in
+            guard let pattern = pattern(values[0]) else { return false }
+            var payload = Data.fromDatabaseValue(values[1])
+            if let file = String.fromDatabaseValue(values[2]), let offset = Int.fromDatabaseValue(values[3]), let stored = Int.fromDatabaseValue(values[4]) {
+                payload = try? bodies.read(file, offset: offset, length: stored).data
+            }
+            guard let payload, !payload.isEmpty else { return false }
+            return try pattern.matches(String(decoding: payload, as: UTF8.self))
         }
     }
 }

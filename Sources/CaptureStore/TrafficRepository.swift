@@ -117,6 +117,15 @@ public struct TrafficRepository: Sendable {
         }
     }
 
+    /// Those of `ids` whose rows `filter` keeps.
+    public func ids(among ids: Set<Int64>, _ filter: Filter) throws -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        return try database.pool.read { db in
+            let conditions = filter.page.conditions.reduce(SQL("id IN \(Array(ids))")) { "\($0) AND (\($1))" }
+            return Set(try Int64.fetchAll(db, SQLRequest(literal: "SELECT id FROM exchanges WHERE \(conditions)")))
+        }
+    }
+
     /// The id of the last row stored, or 0.
     public func lastID() throws -> Int64 {
         try database.pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM exchanges") ?? 0 }
