@@ -14,7 +14,7 @@ BUILD_BIN = .build/$(CONFIG)
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-peers test-cloud systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-websocket test-peers test-cloud systemd-test bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -38,6 +38,7 @@ test: build
 	tests/web/run.py --bin $(CURDIR)/$(BUILD_BIN) --shots .build/web-shots
 	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
+	tests/websocket/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN) --meanwhile "tests/systemd/run.sh && tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)"
 
 # The web page in a real Chromium alone (root; about a minute): screenshots
@@ -66,6 +67,13 @@ test-devices: build
 test-h2: build
 	@scripts/install-deps.sh --test
 	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
+
+# WebSockets with real peers (root; under a minute): the Python websockets
+# library as client and server, plain and intercepted, with and without
+# permessage-deflate, and raw sockets for what no library sends.
+test-websocket: build
+	@scripts/install-deps.sh --test
+	tests/websocket/run.py --bin $(CURDIR)/$(BUILD_BIN)
 
 # Busymate against mitmdump 12.3.1 (about two minutes; root): the same
 # requests through both, the same filter in rules, over the capture and over

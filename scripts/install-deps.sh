@@ -52,6 +52,11 @@ if [ "${1:-}" = "--test" ] && ! python3 -c 'import supabase, postgrest, realtime
   echo "busymate: installing supabase, postgrest, realtime, PyJWT, psycopg and websockets (pip) for the cloud suite" >&2
   python3 -m pip install --quiet supabase postgrest realtime PyJWT "psycopg[binary]" websockets
 fi
+# The WebSocket suite: websockets 15 or later (its clients take a proxy).
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import websockets, sys; sys.exit(int(websockets.__version__.split(".")[0]) < 15)' 2>/dev/null; then
+  echo "busymate: installing websockets 15 (pip) for the WebSocket suite" >&2
+  python3 -m pip install --quiet "websockets>=15"
+fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then
   echo "busymate: creating system user and group busymate" >&2

@@ -334,6 +334,7 @@ final class ProxyPipeline {
         upstream.removeOutbound()
         removeHTTP(keepingEncoder: false)
         upstream.removeDecoder()
+        flushAfterSwitch(peer)
         // Reads held while HTTP was forwarded start again.
         channel.read()
         peer.read()
@@ -351,7 +352,19 @@ final class ProxyPipeline {
         upstream.removeOutbound()
         removeHTTP(keepingEncoder: false)
         upstream.removeDecoder()
+        flushAfterSwitch(peer)
         channel.read()
         peer.read()
+    }
+
+    /// Bytes that came with the 101 are handed on as the decoders go, with
+    /// no read's end after them to flush them: a server that speaks first
+    /// would wait for ever.
+    private func flushAfterSwitch(_ peer: Channel) {
+        let channel = channel
+        channel.eventLoop.execute {
+            channel.flush()
+            peer.flush()
+        }
     }
 }
