@@ -10,8 +10,10 @@ extension ApplianceTests {
     }
 
     private func handshakeRow(_ appliance: Appliance, suffix: String) throws -> [String: Any] {
-        // The row is written when both sides have closed.
-        let rows = try appliance.rows("the handshake row is stored") { $0.contains { ($0["url"] as? String)?.hasSuffix(suffix) == true } }
+        // The row is written at the 101; its end (and its byte counts) at the close.
+        let rows = try appliance.rows("the handshake row is stored and ended") {
+            $0.contains { ($0["url"] as? String)?.hasSuffix(suffix) == true && $0["duration_ms"] is Int }
+        }
         return try appliance.row(rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true }?["id"])
     }
 

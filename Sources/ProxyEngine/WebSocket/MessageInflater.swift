@@ -21,20 +21,27 @@ final class MessageInflater {
     }
 
     /// Inflates one fragment's bytes (and, at the message's `last`, its tail).
+    /// The current message ended its DEFLATE stream (a final block): what
+    /// follows it in the message, the tail included, is not read, and the
+    /// next message starts a new stream.
+    private var ended = false
+
     func inflate(_ input: ByteBuffer, last: Bool, allocator: ByteBufferAllocator) throws(WebSocketViolation) -> ByteBuffer {
         var out = allocator.buffer(capacity: min(max(input.readableBytes * 4, 256), 1 << 16))
         var input = input
-        try drain(&input, into: &out)
+        if !ended { try drain(&input, into: &out) }
         if last {
-            var tail = allocator.buffer(bytes: Self.tail)
-            try drain(&tail, into: &out)
+            if !ended {
+                var tail = allocator.buffer(bytes: Self.tail)
+                try drain(&tail, into: &out)
+            }
             produced = 0
+            ended = false
         }
         return out
     }
 
     private func drain(_ input: inout ByteBuffer, into out: inout ByteBuffer) throws(WebSocketViolation) {
-        var stalled = false
         while input.readableBytes > 0 {
             if out.writableBytes < 1024 { out.reserveCapacity(minimumWritableBytes: min(max(out.readableBytes, 4096), 1 << 20)) }
             let before = out.readableBytes
@@ -53,11 +60,10 @@ final class MessageInflater {
             produced += out.readableBytes - before
             if produced > limit { throw .tooBig(limit) }
             if input.readableBytes == left && out.readableBytes == before {
-                // A final block ended the stream (a sender may set BFINAL): what follows starts a new one.
-                guard !stalled, (try? stream.reset()) != nil else { throw .badCompression("the stream makes no progress") }
-                stalled = true
-            } else {
-                stalled = false
+                // A final block ended the stream (a sender may set BFINAL).
+                guard (try? stream.reset()) != nil else { throw .badCompression("the stream cannot be started again") }
+                ended = true
+                input.moveReaderIndex(to: input.writerIndex)
             }
         }
     }

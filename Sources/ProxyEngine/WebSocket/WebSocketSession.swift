@@ -198,6 +198,9 @@ final class WebSocketSession {
             // A client's frames are masked: the proxy speaks as the client to the server.
             let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: toClient ? nil : .random(), data: payload)
             write(frame, toClient: toClient)
+        }
+        // Both frames queued first: one side's close closes the other once its frame has gone.
+        for toClient in [true, false] {
             afterQueuedWrites(toClient: toClient) { channel in channel.close(promise: nil) }
         }
     }

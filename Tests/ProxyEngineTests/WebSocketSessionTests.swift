@@ -1,0 +1,117 @@
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+@testable import ProxyEngine
+
+/// A socket between two embedded channels, each with NIO's frame decoder
+/// and encoder and a relay: frames cross byte for byte, the observer hears
+/// each message and the close, and a broken frame ends both sides.
+@Suite struct WebSocketSessionTests {
+    final class Heard: WebSocketObserver {
+        var fragments: [(fromClient: Bool, payload: String, last: Bool)] = []
+        var controls: [WebSocketOpcode] = []
+        var closings: [WebSocketClosing] = []
+        func fragment(_ fragment: WebSocketFragment, fromClient: Bool) {
+            fragments.append((fromClient, String(buffer: fragment.payload), fragment.last))
+        }
+        func control(_ opcode: WebSocketOpcode, fromClient: Bool) { controls.append(opcode) }
+        func readComplete() {}
+        func closed(_ closing: WebSocketClosing) { closings.append(closing) }
+        var isBehind: Bool { false }
+        func whenCaughtUp(_ body: @escaping @Sendable () -> Void) { body() }
+    }
+
+    struct Socket {
+        let loop = EmbeddedEventLoop()
+        let client: EmbeddedChannel
+        let server: EmbeddedChannel
+        let heard = Heard()
+
+        init(deflate: Bool = false) throws {
+            client = EmbeddedChannel(loop: loop)
+            server = EmbeddedChannel(loop: loop)
+            let session = try WebSocketSession(handshake: WebSocketHandshake(extensions: nil, deflate: deflate), observer: heard,
+                                               stats: TrafficStats(), logger: Logger(label: "test"), eventLoop: loop)
+            let relays = session.makeRelays()
+            try client.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client])
+            try server.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server])
+            try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2)).wait()
+        }
+
+        /// Everything a channel wrote, as one buffer.
+        func written(by channel: EmbeddedChannel) throws -> [UInt8] {
+            var all: [UInt8] = []
+            while let buffer = try channel.readOutbound(as: ByteBuffer.self) { all += buffer.readableBytesView }
+            return all
+        }
+    }
+
+    /// A frame as a peer writes it: masked with `key` when given.
+    static func wire(_ opcode: UInt8, _ payload: [UInt8], fin: Bool = true, key: [UInt8]? = nil) -> [UInt8] {
+        var out: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        let mask: UInt8 = key == nil ? 0 : 0x80
+        if payload.count < 126 {
+            out.append(mask | UInt8(payload.count))
+        } else {
+            out.append(mask | 126)
+            out += [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        }
+        guard let key else { return out + payload }
+        return out + key + payload.enumerated().map { $0.element ^ key[$0.offset % 4] }
+    }
+
+    @Test func framesCrossByteForByteAndTheObserverReadsThemUnmasked() throws {
+        let s = try Socket()
+        let up = Self.wire(0x1, Array("hello".utf8), key: [1, 2, 3, 4])
+        try s.client.writeInbound(ByteBuffer(bytes: up))
+        #expect(try s.written(by: s.server) == up, "the client's frame, its masking key kept")
+        let long = [UInt8](repeating: 7, count: 300)
+        let down = Self.wire(0x2, long, fin: false) + Self.wire(0x0, [8, 9])
+        try s.server.writeInbound(ByteBuffer(bytes: down))
+        #expect(try s.written(by: s.client) == down, "the server's fragments as sent")
+        #expect(s.heard.fragments.map(\.payload) == ["hello", String(decoding: long, as: UTF8.self), "\u{8}\t"])
+        #expect(s.heard.fragments.map(\.fromClient) == [true, false, false] && s.heard.fragments.map(\.last) == [true, false, true])
+    }
+
+    @Test func theFirstCloseFrameSaysWhoClosedAndTheEndComesWhenBothSidesHaveGone() throws {
+        let s = try Socket()
+        try s.server.writeInbound(ByteBuffer(bytes: Self.wire(0x8, [0x0F, 0xA1] + Array("done".utf8))))
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x8, [0x03, 0xE8], key: [9, 9, 9, 9])))
+        #expect(s.heard.closings.isEmpty)
+        try s.server.close().wait()
+        // The server's close reaches the client: it is closed once its writes have gone.
+        s.loop.run()
+        #expect(!s.client.isActive)
+        #expect(s.heard.closings.count == 1)
+        let closing = s.heard.closings.first
+        #expect(closing?.closedBy == "server" && closing?.closeCode == 4001 && closing?.closeReason == "done" && closing?.error == nil)
+    }
+
+    @Test func anUnmaskedClientFrameEndsTheSocketWithACloseToEachSide() throws {
+        let s = try Socket()
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x1, Array("no mask".utf8))))
+        s.loop.run()
+        let toClient = try s.written(by: s.client)
+        let toServer = try s.written(by: s.server)
+        #expect(toClient.first == 0x88 && toClient.count > 4 && Array(toClient[2...3]) == [0x03, 0xEA], "1002 to the client, unmasked")
+        #expect(toServer.first == 0x88 && toServer[1] & 0x80 != 0, "a masked close to the server: \(toServer)")
+        #expect(!s.client.isActive && !s.server.isActive)
+        #expect(s.heard.closings.first?.closedBy == "proxy" && s.heard.closings.first?.closeCode == 1002)
+        #expect(s.heard.closings.first?.error?.contains("unmasked") == true)
+        #expect(s.heard.fragments.isEmpty, "nothing of the bad frame was passed on")
+    }
+
+    @Test func pingsAndPongsAreCountedAndPassedOn() throws {
+        let s = try Socket()
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x9, [1], key: [0, 0, 0, 1])))
+        try s.server.writeInbound(ByteBuffer(bytes: Self.wire(0xA, [1])))
+        #expect(try s.written(by: s.server).count == 7 && s.written(by: s.client).count == 3)
+        try s.client.close().wait()
+        s.loop.run()
+        #expect(s.heard.closings.first?.pings == 1 && s.heard.closings.first?.pongs == 1 && s.heard.closings.first?.closedBy == nil)
+        #expect(s.heard.controls == [.ping, .pong])
+    }
+}
