@@ -46,7 +46,9 @@ public enum HAR {
         return (data.base64EncodedString(), true, data.count)
     }
 
-    public static func entry(_ r: ExchangeRecord, bodies: BodyStore, redact: Bool = false) -> [String: Any] {
+    /// `sockets`: where a WebSocket's messages are read from, written as
+    /// Chrome DevTools writes them (`_webSocketMessages`).
+    public static func entry(_ r: ExchangeRecord, bodies: BodyStore, redact: Bool = false, sockets: WebSocketRepository? = nil) -> [String: Any] {
         // A body file removed under us leaves the row's first bytes.
         let requestBody = (try? bodies.body(of: r, .request)) ?? r.requestBody
         let responseBody = (try? bodies.body(of: r, .response)) ?? r.responseBody
@@ -93,7 +95,23 @@ public enum HAR {
         // HAR 1.2's own field for a note; the mark as mitmproxy's `marked`.
         if let comment = r.comment { entry["comment"] = comment }
         if let marker = r.marker { entry["_marker"] = marker }
+        if r.status == 101, let sockets, let messages = try? webSocketMessages(r, sockets), !messages.isEmpty {
+            entry["_resourceType"] = "websocket"
+            entry["_webSocketMessages"] = messages
+        }
         return entry
+    }
+
+    /// Chrome's shape: `type` send (client to server) or receive, `time` in
+    /// seconds since 1970, `opcode` 1 text or 2 binary, `data` the text, or
+    /// a binary payload in base64.
+    static func webSocketMessages(_ r: ExchangeRecord, _ sockets: WebSocketRepository) throws -> [[String: Any]] {
+        try sockets.messages(of: r, limit: Int.max).map { m in
+            let payload = (try? sockets.payload(m)) ?? nil
+            let text = m.opcode == .text ? payload.flatMap { String(validating: $0, as: UTF8.self) } : nil
+            return ["type": m.fromClient ? "send" : "receive", "time": m.at.timeIntervalSince1970, "opcode": m.opcode.rawValue,
+                    "data": text ?? payload?.base64EncodedString() ?? ""]
+        }
     }
 
     /// Tunnels have no HTTP to show.
@@ -104,8 +122,8 @@ public enum HAR {
     /// A HAR file of `records` (newest first, as `list` gives them),
     /// oldest first as a browser records them; tunnels have no HTTP to
     /// show. Returns it and how many entries it has.
-    public static func document(_ records: [ExchangeRecord], bodies: BodyStore, redact: Bool) throws -> (Data, Int) {
-        let entries = records.reversed().filter(isExported).map { entry($0, bodies: bodies, redact: redact) }
+    public static func document(_ records: [ExchangeRecord], bodies: BodyStore, redact: Bool, sockets: WebSocketRepository? = nil) throws -> (Data, Int) {
+        let entries = records.reversed().filter(isExported).map { entry($0, bodies: bodies, redact: redact, sockets: sockets) }
         let document: [String: Any] = [
             "log": [
                 "version": "1.2",

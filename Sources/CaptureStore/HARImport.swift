@@ -17,15 +17,40 @@ public enum HARImport {
 
     /// The entry at `range` of `data` (the scanner's), the `number`th.
     static func record(_ data: Data, _ range: Range<Int>, number: Int, name: String) throws -> ExchangeRecord {
+        try entry(data, range, number: number, name: name).record
+    }
+
+    /// The entry as a record and, for a WebSocket with Chrome's
+    /// `_webSocketMessages`, its socket's events (opened, messages, closed).
+    static func entry(_ data: Data, _ range: Range<Int>, number: Int, name: String) throws -> (record: ExchangeRecord, sockets: [WebSocketEvent]) {
         do {
             let start = data.startIndex + range.lowerBound
             guard let entry = try? JSONSerialization.jsonObject(with: data[start..<(start + range.count)]) as? [String: Any] else {
                 throw Failure(description: "not a JSON object")
             }
-            return try record(entry, name: name)
+            let r = try record(entry, name: name)
+            return (r, socketEvents(entry, r))
         } catch let failure as Failure {
             throw Failure(description: "entry \(number): \(failure.description)")
         }
+    }
+
+    /// Messages without a time or a known opcode are kept, as binary at the socket's start.
+    static func socketEvents(_ entry: [String: Any], _ r: ExchangeRecord) -> [WebSocketEvent] {
+        guard r.status == 101, let list = entry["_webSocketMessages"] as? [[String: Any]] else { return [] }
+        let messages: [WebSocketMessageRecord] = list.enumerated().compactMap { i, m in
+            guard let type = m["type"] as? String, let data = m["data"] as? String else { return nil }
+            let opcode: WebSocketMessageRecord.Opcode = number(m["opcode"]) == 1 ? .text : .binary
+            let payload = opcode == .text ? Data(data.utf8) : Data(base64Encoded: data) ?? Data(data.utf8)
+            let at = number(m["time"]).map { Date(timeIntervalSince1970: $0) }.map { min(max($0, earliest), latest) } ?? r.startedAt
+            return WebSocketMessageRecord(requestID: r.requestID, seq: i + 1, at: at, fromClient: type == "send", opcode: opcode, length: payload.count,
+                                          wireLength: payload.count, payload: payload, stored: payload.count)
+        }
+        let extensions = ExchangeRecord.decodeHeaders(r.responseHeaders).first { $0.0.lowercased() == "sec-websocket-extensions" }?.1
+        let end = messages.last?.at ?? r.endedAt ?? r.startedAt
+        return [.opened(.init(requestID: r.requestID, at: r.startedAt, tunnelPID: 0, extensions: extensions)), .messages(messages),
+                .closed(.init(requestID: r.requestID, at: end, pings: 0, pongs: 0, closeCode: nil, closeReason: nil, closedBy: nil,
+                              bytesUp: r.bytesUp ?? 0, bytesDown: r.bytesDown ?? 0, error: r.error))]
     }
 
     static func record(_ entry: [String: Any], name: String) throws -> ExchangeRecord {

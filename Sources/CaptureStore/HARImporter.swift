@@ -48,15 +48,20 @@ public struct HARImporter: Sendable {
     /// Parses and stores the next chunk, in one transaction (blocks).
     public mutating func step(_ traffic: TrafficRepository) throws {
         let end = min(entries.count, next + Self.chunk)
-        let records = try (next..<end).map { i in try HARImport.record(data, entries[i], number: i + 1, name: name) }
-        bytes += records.reduce(0) { $0 + $1.storedBytes }
+        let parsed = try (next..<end).map { i in try HARImport.entry(data, entries[i], number: i + 1, name: name) }
+        let records = parsed.map(\.record)
+        let sockets = parsed.flatMap(\.sockets)
+        bytes += records.reduce(0) { $0 + $1.storedBytes } + sockets.reduce(0) { total, event in
+            if case let .messages(list) = event { return total + list.reduce(0) { $0 + $1.stored } }
+            return total
+        }
         guard bytes <= byteRoom else {
             throw Refusal(description: """
                 the bodies of this file's entries are more than the \(byteRoom) bytes the store has room for (capture.max_bytes less \
                 what is stored): importing it would remove captured exchanges. Clear the capture or raise capture.max_bytes
                 """)
         }
-        let inserted = try traffic.insert(records).compactMap(\.id)
+        let inserted = try traffic.insert(records, sockets: sockets).compactMap(\.id)
         if let first = inserted.min(), let last = inserted.max() {
             ids = min(ids?.lowerBound ?? first, first)...max(ids?.upperBound ?? last, last)
         }

@@ -9,7 +9,8 @@ public struct TrafficRepository: Sendable {
     public init(database: CaptureDatabase) { self.database = database }
 
     /// One transaction for a batch: the tunnel's writer calls this.
-    public func insert(_ records: [ExchangeRecord]) throws -> [ExchangeRecord] {
+    /// `sockets`: the rows' WebSocket events (a HAR import's), after them.
+    public func insert(_ records: [ExchangeRecord], sockets: [WebSocketEvent] = []) throws -> [ExchangeRecord] {
         try database.pool.write { db in
             let inserted = try records.map { record in
                 var record = record
@@ -17,6 +18,7 @@ public struct TrafficRepository: Sendable {
                 return record
             }
             try HostIndex.catchUp(db)
+            _ = try WebSocketRepository.apply(sockets, db)
             return inserted
         }
     }

@@ -102,8 +102,10 @@ public final class CaptureReader: Sendable {
         public let breakpoints: BreakpointRepository
         public let pinned: PinnedDomainRepository
         public let bodies: BodyStore
+        public let sockets: WebSocketRepository
 
         init(database: CaptureDatabase) {
+            sockets = WebSocketRepository(database: database)
             traffic = TrafficRepository(database: database)
             breakpoints = BreakpointRepository(database: database)
             pinned = PinnedDomainRepository(database: database)

@@ -55,7 +55,7 @@ struct HARExport: Sendable {
                         // Removed by retention since: left out.
                         guard let record = try repos.traffic.find(id: ids[index]) else { continue }
                         if !(opensList && out.isEmpty) { out.append(contentsOf: Array(",\n".utf8)) }
-                        let entry = HAR.entry(record, bodies: repos.bodies, redact: redact)
+                        let entry = HAR.entry(record, bodies: repos.bodies, redact: redact, sockets: repos.sockets)
                         out.append(try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys, .withoutEscapingSlashes]))
                     }
                     return (out, index)

@@ -113,4 +113,30 @@ import GRDB
         #expect(try urls("~b AAPL") == ["http://chat.example/ticker"])
         #expect(try urls("~websocket") == ["http://chat.example/ticker"])
     }
+
+    /// Exported as Chrome DevTools writes them, and read back from such a file.
+    @Test func harCarriesTheMessagesBothWays() async throws {
+        let store = try Store()
+        var row = handshake("/har")
+        row.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "websocket"), ("Sec-WebSocket-Extensions", "permessage-deflate")])
+        var binary = message(row.requestID, 2, "", fromClient: false)
+        (binary.opcode, binary.payload, binary.length, binary.stored) = (.binary, Data([0, 1, 0xFF]), 3, 3)
+        try await store.save([row], [.opened(.init(requestID: row.requestID, at: Date(), tunnelPID: 1, extensions: nil)),
+                                     .messages([message(row.requestID, 1, "ping?", fromClient: true), binary])])
+        let stored = try #require(try store.traffic.find(requestID: row.requestID))
+        let entry = HAR.entry(stored, bodies: BodyStore(paths: store.database.paths), sockets: store.sockets)
+        let listed = try #require(entry["_webSocketMessages"] as? [[String: Any]])
+        #expect(listed.map { $0["type"] as? String } == ["send", "receive"] && listed.map { $0["opcode"] as? Int } == [1, 2])
+        #expect(listed.map { $0["data"] as? String } == ["ping?", "AAH/"] && entry["_resourceType"] as? String == "websocket")
+        // Read back: a new row with its socket and the same messages.
+        let json = try JSONSerialization.data(withJSONObject: entry)
+        let (record, events) = try HARImport.entry(json, 0..<json.count, number: 1, name: "chrome.har")
+        _ = try store.traffic.insert([record], sockets: events)
+        let imported = try #require(try store.traffic.find(requestID: record.requestID))
+        let back = try store.sockets.messages(of: imported)
+        #expect(back.map(\.fromClient) == [true, false] && back.map(\.opcode) == [.text, .binary])
+        #expect(back.map(\.payload) == [Data("ping?".utf8), Data([0, 1, 0xFF])])
+        let socket = try #require(try store.sockets.socket(exchangeID: imported.id ?? 0))
+        #expect(!socket.isOpen && socket.extensions == "permessage-deflate" && socket.messagesUp == 1 && socket.messagesDown == 1)
+    }
 }

@@ -91,6 +91,18 @@ def plain(w):
 
 def plain_deflate(w):
     echo(w, "plain_deflate", tls=False, deflate=True)
+    # The export writes the messages as Chrome DevTools does, in a valid HAR 1.2 file.
+    path = os.path.join(w.base, "ws.har")
+    r = w.busymate.cli("export", "--har", path, "~u case=plain_deflate")
+    entries = json.load(open(path))["log"]["entries"] if r.returncode == 0 else []
+    listed = entries[0].get("_webSocketMessages", []) if entries else []
+    check([(m["type"], m["opcode"]) for m in listed[:2]] == [("send", 1), ("receive", 1)] and len(listed) == 10,
+          "export --har writes the socket's messages (_webSocketMessages)", r.stderr or [(m["type"], m["opcode"]) for m in listed])
+    check(len(listed) > 2 and base64.b64decode(listed[2]["data"]) == b"\x00\x01\x02binary\xff" * 100,
+          "a binary message is base64, as Chrome writes it", listed[2:3])
+    valid = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "har", "validate.py"), path],
+                           capture_output=True, text=True)
+    check(valid.returncode == 0, "the file is valid HAR 1.2", valid.stdout[-500:])
 
 
 def mitm(w):
