@@ -6,7 +6,7 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 /// The web page's files (Sources/WebFront/Page), each served at `/NAME`.
 enum WebPage {
     static let files = ["index.html", "login.html", "login.js", "app.css", "favicon.svg",
-                        "util.js", "jsonview.js", "grpcview.js", "virtuallist.js", "detail.js", "settings.js", "app.js"]
+                        "util.js", "jsonview.js", "grpcview.js", "virtuallist.js", "detail.js", "messages.js", "settings.js", "app.js"]
 }
 
 let package = Package(

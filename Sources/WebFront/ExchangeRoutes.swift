@@ -21,6 +21,7 @@ struct ExchangeRoutes<Context: RequestContext> {
         router.get("/api/exchanges/:id/:side/body") { request, context in try await body(request, context) }
         router.get("/api/exchanges/:id/hex") { request, context in try await hex(request, context) }
         router.get("/api/exchanges/:id/raw") { request, context in try await raw(request, context) }
+        router.get("/api/exchanges/:id/messages") { request, context in try await messages(request, context) }
     }
 
     /// The filter of `filter=`, or the answer refusing it.
@@ -89,6 +90,7 @@ struct ExchangeRoutes<Context: RequestContext> {
             }
             members.insert(("held", ExchangeJSON.bool(held)), at: WebRows.heldIndex)
             members.append(("curl", ExchangeJSON.string(WebRows.curl(record, body: bodies[.request]))))
+            if let socket = try repos.sockets.socket(exchangeID: id) { members.append(("websocket", WebSocketJSON.socket(socket))) }
             return ExchangeJSON.object(members)
         }
         guard let found else { return WebJSON.error(.notFound, "no exchange \(id) (it may have been removed by retention)") }
@@ -171,5 +173,28 @@ struct ExchangeRoutes<Context: RequestContext> {
         }
         guard let text = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
         return WebJSON.text(text)
+    }
+
+    static var messagesPage: Int { 500 }
+    /// A message's bytes in a page of messages; past it, `cut`.
+    static var messageTextLimit: Int { 64 << 10 }
+
+    /// `/api/exchanges/ID/messages?after=SEQ&limit=N`: a WebSocket's state
+    /// and its messages after `after`, in order; `next` is the last one's
+    /// number when more follow.
+    func messages(_ request: Request, _ context: Context) async throws -> Response {
+        guard let id = context.parameters.get("id", as: Int64.self) else { return WebJSON.error(.badRequest, "not an exchange id") }
+        let query = QueryItems(request.uri.query)
+        let after = max(0, query.int("after") ?? 0)
+        let limit = max(1, min(Self.messagesPage, query.int("limit") ?? Self.messagesPage))
+        let found = try await reader.read { repos -> JSONNode? in
+            guard let record = try repos.traffic.find(id: id), let socket = try repos.sockets.socket(exchangeID: id) else { return nil }
+            let list = try repos.sockets.messages(of: record, afterSeq: after, limit: limit)
+            let nodes = list.map { m in WebSocketJSON.message(m, payload: (try? repos.sockets.payload(m)) ?? nil, shownLimit: Self.messageTextLimit) }
+            return ExchangeJSON.object([("websocket", WebSocketJSON.socket(socket)), ("messages", ExchangeJSON.array(nodes)),
+                                        ("next", ExchangeJSON.number(list.count == limit ? list.last?.seq : nil))])
+        }
+        guard let found else { return WebJSON.error(.notFound, "exchange \(id) is no WebSocket, or is gone") }
+        return WebJSON.response(found)
     }
 }

@@ -8,7 +8,7 @@ import Logging
 /// connection then reads the rows its own filter keeps, at its own pace:
 /// a slow page gets a bigger batch later, never a queue without end.
 public actor LiveFeed {
-    public enum Signal: Sendable { case traffic, open, held, status, cleared }
+    public enum Signal: Sendable { case traffic, open, held, status, cleared, messages }
 
     private let reader: CaptureReader
     let status: StatusSource
@@ -17,6 +17,11 @@ public actor LiveFeed {
     private var nextID: UInt64 = 0
     /// The last id stored, as `poll` last saw it.
     private var lastSeen: Int64 = 0
+    /// The last WebSocket message stored, likewise (nil: not looked yet).
+    private var lastMessage: Int64?
+    /// The sockets that had new messages at the last look: an open
+    /// Messages tab of one of them reads what is new.
+    public private(set) var messagesMessage = #"{"type":"messages","sockets":[]}"#
 
     /// The latest messages of each shared kind, as sent.
     public private(set) var openMessage = #"{"type":"open","entries":[]}"#
@@ -80,10 +85,29 @@ public actor LiveFeed {
     /// throttled to one post per 0.5 s (DESIGN), and a live list should not
     /// lag by that much. A look at the last id is one index probe.
     public func poll() async {
-        guard !subscribers.isEmpty, let last = try? await reader.read({ try $0.traffic.lastID() }) else { return }
+        guard !subscribers.isEmpty else { return }
+        await pollMessages()
+        guard let last = try? await reader.read({ try $0.traffic.lastID() }) else { return }
         guard last != lastSeen else { return }
         lastSeen = last
         broadcast(.traffic)
+    }
+
+    /// New WebSocket messages: which sockets they came on.
+    private func pollMessages() async {
+        let seen = lastMessage
+        guard let (last, sockets) = try? await reader.read({ repos -> (Int64, [Int64: WebSocketRecord]) in
+            let last = try repos.sockets.lastMessageID()
+            guard let seen, last > seen else { return (last, [:]) }
+            return (last, try repos.sockets.sockets(exchangeIDs: try repos.sockets.sockets(withMessagesAfter: seen)))
+        }) else { return }
+        lastMessage = last
+        guard !sockets.isEmpty else { return }
+        let nodes = sockets.sorted { $0.key < $1.key }.map { id, socket in
+            ExchangeJSON.object([("id", ExchangeJSON.number(id)), ("websocket", WebSocketJSON.socket(socket))])
+        }
+        messagesMessage = JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("messages")), ("sockets", ExchangeJSON.array(nodes))]))
+        broadcast(.messages)
     }
 
     func refreshOpen() async {

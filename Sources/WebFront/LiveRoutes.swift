@@ -48,6 +48,7 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
                             case .held: try await outbound.write(.text(await feed.heldMessage))
                             case .status: if let status = await feed.statusMessage { try await outbound.write(.text(status)) }
                             case .cleared: try await outbound.write(.text(#"{"type":"cleared"}"#))
+                            case .messages: try await outbound.write(.text(await feed.messagesMessage))
                             }
                         }
                     } catch {}

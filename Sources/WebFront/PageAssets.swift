@@ -18,6 +18,7 @@ enum PageAssets {
         "/grpcview.js": Asset(bytes: PackageResources.grpcview_js, type: javascript),
         "/virtuallist.js": Asset(bytes: PackageResources.virtuallist_js, type: javascript),
         "/detail.js": Asset(bytes: PackageResources.detail_js, type: javascript),
+        "/messages.js": Asset(bytes: PackageResources.messages_js, type: javascript),
         "/settings.js": Asset(bytes: PackageResources.settings_js, type: javascript),
         "/app.js": Asset(bytes: PackageResources.app_js, type: javascript),
     ]

@@ -16,8 +16,13 @@ enum WebRows {
     /// held, and the ids of the exchanges resent ones came from.
     static func rows(_ records: [ExchangeRecord], _ repos: CaptureReader.Repositories) throws -> [JSONNode] {
         let held = (try? repos.breakpoints.held(among: records.map(\.requestID))) ?? []
+        let sockets = try repos.sockets.sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))
         return try records.map { r in
-            row(r, held: held.contains(r.requestID), resentFrom: try r.resentFrom.flatMap { try repos.traffic.find(requestID: $0)?.id })
+            var members = ExchangeJSON.summaryMembers(r, resentFrom: try r.resentFrom.flatMap { try repos.traffic.find(requestID: $0)?.id })
+            members.insert(("held", ExchangeJSON.bool(held.contains(r.requestID))), at: heldIndex)
+            // A WebSocket's row carries its socket (its messages so far, open or closed), as `list --json`'s does.
+            if let socket = r.id.flatMap({ sockets[$0] }) { members.append(("websocket", WebSocketJSON.socket(socket))) }
+            return ExchangeJSON.object(members)
         }
     }
 

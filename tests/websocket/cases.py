@@ -268,6 +268,12 @@ def tail_live(w):
         process.wait(10)
 
 
+def chromium_live(w):
+    import browser
+    browser.chromium_live(w)
+
+
 CASES = [("plain", plain), ("plain_deflate", plain_deflate), ("mitm", mitm), ("mitm_deflate", mitm_deflate), ("fragments", fragments),
          ("close_from_server", close_from_server), ("close_from_client", close_from_client), ("tail_live", tail_live),
-         ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader)]
+         ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader),
+         ("chromium_live", chromium_live)]

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit, parse_qs
 
 import websockets
 from websockets.asyncio.server import serve
+from websockets.datastructures import Headers
+from websockets.http11 import Response
 
 
 def raw_frame(opcode, payload, rsv1=False):
@@ -64,6 +66,25 @@ async def handler(ws):
         await ws.send(message)
 
 
+PAGE = b"""<!doctype html><meta charset=utf-8><title>ws page</title><p id=state>connecting</p><p id=echoes>0</p>
+<script>
+const ws = new WebSocket("ws://" + location.host + "/echo?case=chromium");
+let n = 0, echoes = 0;
+ws.onopen = () => { document.getElementById("state").textContent = "open"; setInterval(() => ws.send(JSON.stringify({tick: ++n, from: "chromium"})), 400); };
+ws.onmessage = () => { document.getElementById("echoes").textContent = String(++echoes); };
+ws.onclose = e => { document.getElementById("state").textContent = "closed " + e.code; };
+</script>
+"""
+
+
+def page(connection, request):
+    """A plain GET of /page (no upgrade): the browser's page that opens the socket."""
+    if request.path.startswith("/page"):
+        headers = Headers([("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(PAGE))), ("Connection", "close")])
+        return Response(200, "OK", headers, PAGE)
+    return None
+
+
 async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cert")
@@ -78,7 +99,8 @@ async def main():
     for name, compression, tls in [("plain", "deflate", None), ("plain_raw", None, None), ("tls", "deflate", context), ("tls_raw", None, context)]:
         if tls is None and name.startswith("tls"):
             continue
-        server = await serve(handler, "127.0.0.1", 0, compression=compression, ssl=tls, max_size=None, ping_interval=None)
+        server = await serve(handler, "127.0.0.1", 0, compression=compression, ssl=tls, max_size=None, ping_interval=None,
+                             process_request=page)
         servers.append(server)
         ports[name] = server.sockets[0].getsockname()[1]
     with open(args.out + ".tmp", "w") as f:

@@ -17,7 +17,9 @@ public enum WebSocketJSON {
     }
 
     /// `payload`: the stored bytes (nil: not readable now, as while its file is written).
-    public static func message(_ m: WebSocketMessageRecord, payload: Data?, exchangeID: Int64? = nil) -> JSONNode {
+    /// `shownLimit`: at most this many bytes of the payload, and `cut` says whether it was cut (the web page's).
+    public static func message(_ m: WebSocketMessageRecord, payload: Data?, exchangeID: Int64? = nil, shownLimit: Int? = nil) -> JSONNode {
+        var payload = payload
         var members: [ExchangeJSON.Member] = []
         if let exchangeID { members.append(("exchange_id", ExchangeJSON.number(exchangeID))) }
         members += [
@@ -26,6 +28,16 @@ public enum WebSocketJSON {
             ("wire_length", ExchangeJSON.number(m.wireLength)), ("frames", ExchangeJSON.number(m.frames)), ("compressed", ExchangeJSON.bool(m.compressed)),
             ("origin", ExchangeJSON.string(m.origin.rawValue)), ("stored", ExchangeJSON.number(m.stored)), ("truncated", ExchangeJSON.bool(m.truncated)),
         ]
+        if let limit = shownLimit {
+            let cut = (payload?.count ?? 0) > limit
+            if cut, let whole = payload {
+                // Cut at a character's start, so text stays text.
+                var end = limit
+                while end > 0, whole[whole.startIndex + end] & 0xC0 == 0x80 { end -= 1 }
+                payload = whole.prefix(end)
+            }
+            members.append(("cut", ExchangeJSON.bool(cut)))
+        }
         if let payload, m.opcode == .text, let text = String(validating: payload, as: UTF8.self) {
             members.append(("text", ExchangeJSON.string(text)))
         } else {

@@ -140,6 +140,13 @@ public struct WebSocketRepository: Sendable {
         }
     }
 
+    /// The sockets with messages stored after the message row `id` (at most `limit` of them).
+    public func sockets(withMessagesAfter id: Int64, limit: Int = 100) throws -> [Int64] {
+        try database.pool.read { db in
+            try Int64.fetchAll(db, sql: "SELECT DISTINCT exchange_id FROM ws_messages WHERE id > ? LIMIT ?", arguments: [id, limit])
+        }
+    }
+
     /// The id of the last message stored, or 0.
     public func lastMessageID() throws -> Int64 {
         try database.pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM ws_messages") ?? 0 }

@@ -147,10 +147,19 @@
     }
     setText(c.host, r._host, r._hostTitle);
     setText(c.path, r._path, r.url);
-    setText(c.type, dns ? 'dns' : BM.shortType(r.response_content_type), dns ? 'DNS query ' + dns.type : r.response_content_type || null);
-    setText(c.size, r.status === null && !r.response_size ? '' : BM.fmtSize(r.response_size),
-      'response ' + BM.fmtInt(r.response_size) + ' B' + (r.request_size ? ' · request ' + BM.fmtInt(r.request_size) + ' B' : ''));
-    setText(c.dur, BM.fmtDur(r.duration_ms));
+    const ws = r.websocket;
+    if (ws) {
+      // A WebSocket: its messages for a size, open until it closes.
+      const n = ws.messages_up + ws.messages_down;
+      setText(c.type, 'ws', 'WebSocket' + (ws.extensions ? ' · ' + ws.extensions : ''));
+      setText(c.size, BM.fmtInt(n) + ' msg', ws.messages_up + ' client → server, ' + ws.messages_down + ' server → client');
+      setText(c.dur, ws.state === 'open' ? 'open' : BM.fmtDur(r.duration_ms), ws.state === 'open' ? 'the socket is open' : null);
+    } else {
+      setText(c.type, dns ? 'dns' : BM.shortType(r.response_content_type), dns ? 'DNS query ' + dns.type : r.response_content_type || null);
+      setText(c.size, r.status === null && !r.response_size ? '' : BM.fmtSize(r.response_size),
+        'response ' + BM.fmtInt(r.response_size) + ' B' + (r.request_size ? ' · request ' + BM.fmtInt(r.request_size) + ' B' : ''));
+      setText(c.dur, BM.fmtDur(r.duration_ms));
+    }
     c.tls.className = 'c-tls tls ' + (dns ? '' : r.tls || '');
     if (dns) setText(c.tls, '');
     else {
@@ -333,6 +342,18 @@
     S.inflight = S.inflight.filter(e => !S.seenReq.has(e.request_id));
     structural(S.inflight.length + S.head.length - before, added);
     if (S.highlight.trim()) highlightLive();
+  }
+
+  /** New WebSocket messages: the sockets' rows show their counts, an open Messages tab reads them. */
+  function onMessages(sockets) {
+    let changed = false;
+    for (const s of sockets) {
+      const r = S.ids.get(s.id);
+      if (r) { r.websocket = s.websocket; changed = true; }
+      if (s.websocket.state === 'closed' && r && r.duration_ms === null) r.duration_ms = Date.parse(s.websocket.closed_at) - Date.parse(r.started_at);
+      BM.messages.arrived(s.id, s.websocket);
+    }
+    if (changed) list.refresh(true);
   }
 
   function rememberReq(id) {
@@ -691,6 +712,7 @@
       case 'open': onOpen(m.entries || []); break;
       case 'held': onHeld(m.held || []); break;
       case 'status': onStatus(m.status); break;
+      case 'messages': onMessages(m.sockets || []); break;
       case 'cleared':
         BM.detail.close();
         S.head = []; S.body = []; S.ids = new Map(); S.sel = null;

@@ -6,7 +6,8 @@
   const { h, $, api, qs, clear } = BM;
   const pane = $('#detail');
   const splitter = $('#splitter');
-  const TABS = [['request', 'Request'], ['response', 'Response'], ['timing', 'Timing'], ['connection', 'Connection'], ['breakpoints', 'Breakpoints']];
+  const TABS = [['request', 'Request'], ['response', 'Response'], ['messages', 'Messages'], ['timing', 'Timing'], ['connection', 'Connection'],
+    ['breakpoints', 'Breakpoints']];
   let cur = null;            // the exchange shown (full JSON)
   let curId = null;
   let tab = localStorage.getItem('bm-tab') || 'response';
@@ -22,6 +23,7 @@
   }
 
   function close() {
+    BM.messages.stop();
     gen++;
     cur = null;
     curId = null;
@@ -115,6 +117,7 @@
 
   function render() {
     const ex = cur;
+    BM.messages.stop();
     clear(pane);
     pane.appendChild(head(ex.id, null, ex));
     pane.appendChild(h('div', { class: 'd-actions' },
@@ -130,7 +133,10 @@
         onchange: e => annotate(ex, { comment: e.target.value }) })));
     const tabs = h('div', { class: 'tabs', role: 'tablist' });
     for (const [key, label] of TABS) {
+      // Messages: a WebSocket's only.
+      if (key === 'messages' && !ex.websocket) continue;
       let extra = null;
+      if (key === 'messages') extra = h('span', { class: 'count', 'data-test': 'messages-count' }, String(ex.websocket.messages_up + ex.websocket.messages_down));
       if (key === 'breakpoints' && ex.breakpoints && ex.breakpoints.length) extra = h('span', { class: 'count' }, String(ex.breakpoints.length));
       if (key === 'request') extra = h('span', { class: 'count' }, String((ex.request && ex.request.headers || []).length));
       if (key === 'response' && ex.response) extra = h('span', { class: 'count' }, String((ex.response.headers || []).length));
@@ -143,6 +149,7 @@
   }
 
   function setTab(key) {
+    if (tab === 'messages' && key !== 'messages') BM.messages.stop();
     tab = key;
     localStorage.setItem('bm-tab', key);
     if (!cur) return;
@@ -161,6 +168,10 @@
       case 'timing': renderTiming(body, ex); break;
       case 'connection': renderConnection(body, ex); break;
       case 'breakpoints': renderBreakpoints(body, ex); break;
+      case 'messages':
+        if (ex.websocket) { BM.messages.render(body, ex); break; }
+        renderMessage(body, ex, 'response');
+        break;
       default: renderMessage(body, ex, 'response');
     }
   }
