@@ -11,7 +11,7 @@ public struct BusymateCommand: AsyncParsableCommand {
         version: BusymateVersion.current,
         subcommands: [Status.self, List.self, Show.self, Tail.self, Mark.self, Comment.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
                       Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self,
-                      Pair.self, Unpair.self, Cloud.self])
+                      Pair.self, Unpair.self, Cloud.self, WS.self])
 
     public init() {}
 

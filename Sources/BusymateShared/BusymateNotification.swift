@@ -14,6 +14,8 @@ public enum NotificationName: String, Sendable, CaseIterable, Codable {
     case devicePresenceChanged
     /// The live capture mode changed (payload: the mode).
     case modeDidChange
+    /// A message waits to be sent into an open WebSocket (payload: its `ws_sends` id).
+    case webSocketSend
 }
 
 /// One datagram: `busymate/1 <name> <sender> [payload]`, UTF-8, one line.

@@ -275,6 +275,23 @@ public final class CaptureDatabase: Sendable {
             }
             try db.create(index: "ws_messages_socket", on: "ws_messages", columns: ["exchange_id", "seq"])
         }
+        // Messages a person asked to send into an open socket (`busymate ws
+        // send`, the page's composer): claimed by the tunnel that carries
+        // the socket, then sent (as message `seq`) or refused (`error`).
+        migrator.registerMigration("v14: websocket sends") { db in
+            try db.create(table: "ws_sends") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("exchange_id", .integer).notNull().references("exchanges", onDelete: .cascade)
+                t.column("to_client", .boolean).notNull()
+                t.column("opcode", .integer).notNull()
+                t.column("payload", .blob).notNull()
+                t.column("requested_at", .datetime).notNull()
+                t.column("claimed_by", .integer)
+                t.column("sent_at", .datetime)
+                t.column("seq", .integer)
+                t.column("error", .text)
+            }
+        }
         return migrator
     }
 }

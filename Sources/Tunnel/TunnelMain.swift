@@ -125,6 +125,7 @@ public enum TunnelMain {
         // Read here and by the status tick, off the event loops: admission and the loop guard read it on accept.
         LocalAddresses.shared.refresh()
         let server = ProxyServer(group: group, interception: interception, capture: capture, breakpoints: breakpoints)
+        let sender = store.map { WebSocketSender(store: $0, registry: server.sockets) }
         server.rules.apply(prepared.snapshot.settings ?? AppSettings())
         server.timeouts.apply(prepared.snapshot.settings ?? AppSettings())
         let dns = DNSForwarder(group: group, capture: capture, devices: server.devices, names: server.dnsNames)
@@ -216,6 +217,7 @@ public enum TunnelMain {
                     }
                 case .caDidChange: await runtime.reloadCA()
                 case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                case .webSocketSend: await sender?.carryOut()
                 default: break
                 }
             })
@@ -249,8 +251,9 @@ public enum TunnelMain {
                 await runtime.retrySettingsIfUnread()
                 await runtime.sweepPresence()
                 await runtime.publish()
-                // In case a breakpointContinue was lost (a full queue).
+                // In case a breakpointContinue or a webSocketSend was lost (a full queue).
                 try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                await sender?.carryOut()
                 // A new or lost interface address: accepts read the list, never getifaddrs.
                 try? await NIOThreadPool.singleton.runIfActive { LocalAddresses.shared.refreshIfOld() }
             }

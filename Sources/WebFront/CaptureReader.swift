@@ -103,9 +103,11 @@ public final class CaptureReader: Sendable {
         public let pinned: PinnedDomainRepository
         public let bodies: BodyStore
         public let sockets: WebSocketRepository
+        public let sends: WebSocketSendRepository
 
         init(database: CaptureDatabase) {
             sockets = WebSocketRepository(database: database)
+            sends = WebSocketSendRepository(database: database)
             traffic = TrafficRepository(database: database)
             breakpoints = BreakpointRepository(database: database)
             pinned = PinnedDomainRepository(database: database)

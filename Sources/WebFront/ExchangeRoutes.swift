@@ -22,6 +22,7 @@ struct ExchangeRoutes<Context: RequestContext> {
         router.get("/api/exchanges/:id/hex") { request, context in try await hex(request, context) }
         router.get("/api/exchanges/:id/raw") { request, context in try await raw(request, context) }
         router.get("/api/exchanges/:id/messages") { request, context in try await messages(request, context) }
+        router.post("/api/exchanges/:id/messages") { request, context in try await send(request, context) }
     }
 
     /// The filter of `filter=`, or the answer refusing it.
@@ -196,5 +197,37 @@ struct ExchangeRoutes<Context: RequestContext> {
         }
         guard let found else { return WebJSON.error(.notFound, "exchange \(id) is no WebSocket, or is gone") }
         return WebJSON.response(found)
+    }
+
+    /// `POST /api/exchanges/ID/messages` `{"to": "client"|"server", "text": …}` or
+    /// `{"to": …, "base64": …}`: a message of the user's own into the open
+    /// socket (the composer); answers with its number once the tunnel sent it.
+    func send(_ request: Request, _ context: Context) async throws -> Response {
+        guard let id = context.parameters.get("id", as: Int64.self) else { return WebJSON.error(.badRequest, "not an exchange id") }
+        let usage = #"expected {"to": "client" or "server", "text": "…"} or {"to": …, "base64": "…"}"#
+        guard let body = try await WebJSON.body(request), case let .string(to)? = body["to"]?.value, ["client", "server"].contains(to) else {
+            return WebJSON.error(.badRequest, usage)
+        }
+        if let refused = WebJSON.unknownKey(body, allowed: ["to", "text", "base64"], in: "a message to send") { return refused }
+        let payload: Data
+        let opcode: WebSocketMessageRecord.Opcode
+        switch (body["text"]?.value, body["base64"]?.value) {
+        case let (.string(text)?, nil):
+            (payload, opcode) = (Data(text.utf8), .text)
+        case let (nil, .string(encoded)?):
+            guard let bytes = Data(base64Encoded: encoded) else { return WebJSON.error(.badRequest, "base64 is not base64") }
+            (payload, opcode) = (bytes, .binary)
+        default:
+            return WebJSON.error(.badRequest, usage)
+        }
+        let paths = reader.paths
+        do {
+            let seq = try await reader.read(writing: true) { repos in
+                try repos.sends.send(exchangeID: id, toClient: to == "client", opcode: opcode, payload: payload, paths: paths, sender: "web")
+            }
+            return WebJSON.ok([("seq", ExchangeJSON.number(seq))])
+        } catch let refusal as WebSocketSendRepository.Refusal {
+            return WebJSON.error(.conflict, refusal.description)
+        }
     }
 }

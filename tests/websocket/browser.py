@@ -72,6 +72,18 @@ def chromium_live(w):
         check(wait(viewer, lambda: viewer.find_element(By.CSS_SELECTOR, "[data-test=message-full] .json-tree").is_displayed()),
               "a JSON message opens as a tree")
         viewer.save_screenshot(os.path.join(w.base, "messages-tab.png"))
+        # The composer: a message of one's own to the server, echoed back to the page in Chromium.
+        viewer.find_element(By.CSS_SELECTOR, "[data-test=compose-text]").send_keys('{"from":"the composer"}')
+        viewer.find_element(By.CSS_SELECTOR, "[data-test=compose-send]").click()
+        box.clear()
+        viewer.find_element(By.CSS_SELECTOR, "[data-test=messages-direction] option[value='']").click()
+        injected = lambda: [e for e in viewer.find_elements(By.CSS_SELECTOR, "[data-test=message]")
+                            if "injected" in e.find_element(By.CSS_SELECTOR, ".msg-kind").text]
+        check(wait(viewer, lambda: len(injected()) == 1 and "the composer" in injected()[0].text), "the composer's message is in the tab, marked injected",
+              [e.text for e in injected()])
+        echoed = lambda: [e for e in viewer.find_elements(By.CSS_SELECTOR, "[data-test=message]")
+                          if "the composer" in e.text and e.find_element(By.CSS_SELECTOR, ".msg-arrow").text == "←"]
+        check(wait(viewer, lambda: len(echoed()) == 1), "the server echoed it back to Chromium")
         errors = [e for e in viewer.get_log("browser") if e.get("level") == "SEVERE" and e.get("source") != "network"]
         check(not errors, "no script errors or CSP violations on Busymate's page", errors[:3])
     finally:

@@ -268,6 +268,31 @@ def tail_live(w):
         process.wait(10)
 
 
+def inject(w):
+    """`busymate ws send`: a message of one's own to the server (echoed back) and to the client, marked injected."""
+    tag = "case=inject"
+    with open_socket(w, "/echo?" + tag, deflate=True) as ws:
+        ws.send("first, from the client")
+        ws.recv(timeout=10)
+        row = socket_row(w, tag, state="open")
+        r = w.busymate.cli("ws", "send", str(row["id"]), "--to", "server", "--text", "injected toward the server")
+        check(r.returncode == 0 and "sent message #" in r.stdout, "ws send --to server is carried out", r.stdout + r.stderr)
+        check(ws.recv(timeout=10) == "injected toward the server", "the server got it (its echo came back to the client)")
+        blob = os.path.join(w.base, "blob.bin")
+        with open(blob, "wb") as f:
+            f.write(b"\x00\xffbinary from a file")
+        r = w.busymate.cli("ws", "send", str(row["id"]), "--to", "client", "--file", blob)
+        check(r.returncode == 0, "ws send --to client --file is carried out", r.stderr)
+        check(ws.recv(timeout=10) == b"\x00\xffbinary from a file", "the client got the file's bytes as a binary message")
+    row = socket_row(w, tag, state="closed")
+    detail, _ = messages(w, row["id"]) if row else (None, None)
+    listed = [(m["from"], m["origin"], payload(m)) for m in (detail or {}).get("messages", [])]
+    check(("client", "injected", b"injected toward the server") in listed and ("server", "relayed", b"injected toward the server") in listed
+          and ("server", "injected", b"\x00\xffbinary from a file") in listed, "the socket's messages mark what was injected", listed)
+    r = w.busymate.cli("ws", "send", str(row["id"]), "--to", "server", "--text", "too late")
+    check(r.returncode != 0 and "closed" in r.stderr, "a closed socket refuses a message, saying so", r.stderr)
+
+
 def chromium_live(w):
     import browser
     browser.chromium_live(w)
@@ -276,4 +301,4 @@ def chromium_live(w):
 CASES = [("plain", plain), ("plain_deflate", plain_deflate), ("mitm", mitm), ("mitm_deflate", mitm_deflate), ("fragments", fragments),
          ("close_from_server", close_from_server), ("close_from_client", close_from_client), ("tail_live", tail_live),
          ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader),
-         ("chromium_live", chromium_live)]
+         ("inject", inject), ("chromium_live", chromium_live)]

@@ -36,6 +36,8 @@ public final class ProxyServer: Sendable {
     public let devices = DeviceRegistry()
     /// Names the DNS forwarder learned, by address.
     public let dnsNames = DNSNames()
+    /// The WebSockets open now, for `busymate ws send`.
+    public let sockets = WebSocketRegistry()
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
@@ -52,6 +54,7 @@ public final class ProxyServer: Sendable {
         let stats = self.stats
         let devices = self.devices
         let dnsNames = self.dnsNames
+        let sockets = self.sockets
         let listenerIsLoopback = ListenSocket.localAddress(descriptor).map { IPNetwork.isLoopback(Self.host(of: $0)) } ?? false
         let interception = self.interception
         let rules = self.rules
@@ -91,6 +94,7 @@ public final class ProxyServer: Sendable {
                 services.peer = devices.identify(channel.remoteAddress, frontEnd: frontEnd)
                 services.devices = devices
                 services.dnsNames = dnsNames
+                services.sockets = sockets
                 services.presence = PresenceTouch(registry: devices, peer: services.peer, client: channel.remoteAddress)
                 services.presence?.touch()
                 if frontEnd == .transparent { return ProxyPipeline.startTransparent(channel, services: services) }

@@ -24,6 +24,8 @@ struct ProxyServices: Sendable {
     var presence: PresenceTouch?
     /// Names learned from DNS answers, for connections with no SNI or Host.
     var dnsNames: DNSNames?
+    /// The WebSockets this tunnel carries (nil in handler tests).
+    var sockets: WebSocketRegistry?
     /// Where upstream connections come from: the network, or a test's stand-in.
     let connector: UpstreamConnector
 

@@ -115,6 +115,18 @@ extension WebSocketCapture: WebSocketObserver {
 
     func control(_ opcode: WebSocketOpcode, fromClient: Bool) {}
 
+    func injected(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool) -> Int? {
+        seq += 1
+        var building = Building(record: WebSocketMessageRecord(requestID: requestID, seq: seq, at: Date(), fromClient: fromClient, opcode: opcode,
+                                                               length: payload.readableBytes, wireLength: payload.readableBytes, origin: .injected),
+                                inline: ByteBuffer())
+        store(payload, in: &building)
+        if building.record.file != nil { file?.flush() }
+        take(building)
+        readComplete()
+        return building.record.seq
+    }
+
     func readComplete() {
         guard !batch.isEmpty else { return }
         writer.submit(.messages(batch))

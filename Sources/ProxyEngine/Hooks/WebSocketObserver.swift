@@ -1,3 +1,5 @@
+import CaptureStore
+import NIOCore
 import NIOWebSocket
 
 /// What follows a socket's frames after its `101` (the capture): told every
@@ -6,6 +8,9 @@ import NIOWebSocket
 protocol WebSocketObserver: AnyObject {
     func fragment(_ fragment: WebSocketFragment, fromClient: Bool)
     func control(_ opcode: WebSocketOpcode, fromClient: Bool)
+    /// The proxy sent a message of its own (`busymate ws send`); returns its
+    /// number on the socket when the observer numbers messages.
+    func injected(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool) -> Int?
     /// A read burst ended: what gathered may go to the store.
     func readComplete()
     /// Both sides have closed.

@@ -16,6 +16,12 @@ struct WebSocketMessageAssembler {
 
     private var state = State.idle
     private let inflater: MessageInflater?
+
+    /// Between a message's first fragment and its last: no other message may start.
+    var inMessage: Bool {
+        if case .inMessage = state { return true }
+        return false
+    }
     private let allocator: ByteBufferAllocator
 
     /// `deflate`: the socket negotiated `permessage-deflate`; `limit`: the

@@ -1,3 +1,4 @@
+import CaptureStore
 import Logging
 import NIOCore
 import NIOWebSocket
@@ -33,9 +34,27 @@ final class WebSocketSession {
     private var lastWrite: (client: EventLoopFuture<Void>?, server: EventLoopFuture<Void>?) = (nil, nil)
     private var waitingForStore = false
     private let eventLoop: EventLoop
+    /// Where `busymate ws send` finds this socket (by `requestID`).
+    private let registry: WebSocketRegistry?
+    private let requestID: String?
 
-    init(handshake: WebSocketHandshake, observer: (any WebSocketObserver)?, stats: TrafficStats, logger: Logger, eventLoop: EventLoop) throws {
+    /// A message of the proxy's own, waiting for the message under way in its direction to end.
+    private struct Injection {
+        var opcode: WebSocketMessageRecord.Opcode
+        var payload: ByteBuffer
+        var toClient: Bool
+        var promise: EventLoopPromise<Int>
+    }
+
+    private var injections: [Injection] = []
+    /// A side that sent its close frame sends no more data: nor may the proxy in its name.
+    private var closeSent = (client: false, server: false)
+
+    init(handshake: WebSocketHandshake, observer: (any WebSocketObserver)?, stats: TrafficStats, logger: Logger, eventLoop: EventLoop,
+         registry: WebSocketRegistry? = nil, requestID: String? = nil) throws {
         self.eventLoop = eventLoop
+        self.registry = registry
+        self.requestID = requestID
         up = try WebSocketMessageAssembler(deflate: handshake.deflate)
         down = try WebSocketMessageAssembler(deflate: handshake.deflate)
         self.observer = observer
@@ -47,6 +66,7 @@ final class WebSocketSession {
     func makeRelays() -> (client: WebSocketRelay, server: WebSocketRelay) {
         let pair = (client: WebSocketRelay(fromClient: true, session: self), server: WebSocketRelay(fromClient: false, session: self))
         (client, server) = (pair.client, pair.server)
+        if let registry, let requestID { registry.register(requestID, self, on: eventLoop) }
         return pair
     }
 
@@ -82,17 +102,22 @@ final class WebSocketSession {
         switch step {
         case let .fragment(fragment):
             observer?.fragment(fragment, fromClient: fromClient)
+            write(frame, toClient: !fromClient)
+            if fragment.last { sendWaitingInjections(fromClient: fromClient) }
         case let .control(opcode, data):
             control(opcode, data, fromClient: fromClient)
+            write(frame, toClient: !fromClient)
         }
-        write(frame, toClient: !fromClient)
     }
 
     private func control(_ opcode: WebSocketOpcode, _ data: ByteBuffer, fromClient: Bool) {
         switch opcode {
         case .ping: closing.pings += 1
         case .pong: closing.pongs += 1
-        case .connectionClose where closing.closedBy == nil:
+        case .connectionClose:
+            if fromClient { closeSent.client = true } else { closeSent.server = true }
+            failInjections(fromClient: fromClient, "the \(fromClient ? "client" : "server") closed its side of the socket")
+            guard closing.closedBy == nil else { break }
             closing.closedBy = fromClient ? "client" : "server"
             var data = data
             closing.closeCode = data.readInteger(as: UInt16.self).map(Int.init)
@@ -208,8 +233,61 @@ final class WebSocketSession {
     private func finish() {
         guard state != .closed else { return }
         state = .closed
+        if let registry, let requestID { registry.remove(requestID) }
+        failInjections(fromClient: nil, "the socket closed")
         observer?.closed(closing)
         (client, server) = (nil, nil)
+    }
+
+    // MARK: messages of the proxy's own
+
+    /// Sends `payload` as one message (text or binary, uncompressed) to the
+    /// client or the server, after the message under way in that direction
+    /// ends; completes with its number on the socket.
+    func inject(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, toClient: Bool) -> EventLoopFuture<Int> {
+        let promise = eventLoop.makePromise(of: Int.self)
+        // To the client is the server's direction, and the other way round.
+        let fromClient = !toClient
+        guard case .open = state else {
+            promise.fail(WebSocketSendRefused(description: "the socket is closing"))
+            return promise.futureResult
+        }
+        guard !(fromClient ? closeSent.client : closeSent.server) else {
+            promise.fail(WebSocketSendRefused(description: "the \(fromClient ? "client" : "server") closed its side of the socket: nothing more goes that way"))
+            return promise.futureResult
+        }
+        let injection = Injection(opcode: opcode, payload: payload, toClient: toClient, promise: promise)
+        if (fromClient ? up : down).inMessage || injections.contains(where: { $0.toClient == toClient }) {
+            injections.append(injection)
+        } else {
+            send(injection)
+        }
+        return promise.futureResult
+    }
+
+    private func send(_ injection: Injection) {
+        let frame = WebSocketFrame(fin: true, opcode: injection.opcode == .text ? .text : .binary, maskKey: injection.toClient ? nil : .random(),
+                                   data: injection.payload)
+        if injection.toClient { closing.bytesDown += Self.wireSize(frame) } else { closing.bytesUp += Self.wireSize(frame) }
+        write(frame, toClient: injection.toClient)
+        (injection.toClient ? client : server)?.flush()
+        let seq = observer?.injected(injection.opcode, injection.payload, fromClient: !injection.toClient) ?? 0
+        injection.promise.succeed(seq)
+    }
+
+    /// A message in `fromClient`'s direction ended: what waited behind it goes now.
+    private func sendWaitingInjections(fromClient: Bool) {
+        guard !injections.isEmpty else { return }
+        let ready = injections.filter { $0.toClient == !fromClient }
+        injections.removeAll { $0.toClient == !fromClient }
+        ready.forEach(send)
+    }
+
+    /// `fromClient` nil: both directions.
+    private func failInjections(fromClient: Bool?, _ why: String) {
+        let failing = injections.filter { fromClient == nil || $0.toClient == !(fromClient ?? true) }
+        injections.removeAll { fromClient == nil || $0.toClient == !(fromClient ?? true) }
+        for injection in failing { injection.promise.fail(WebSocketSendRefused(description: why)) }
     }
 
     /// A frame's size on the wire: its header (with the shortest length

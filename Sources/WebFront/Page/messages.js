@@ -33,9 +33,11 @@
     const list = h('div', { class: 'msg-list', 'data-test': 'messages-list' });
     const more = h('button', { type: 'button', class: 'btn', hidden: true, onclick: () => load(g) }, 'Load more');
     box.appendChild(h('div', { class: 'msg-bar' }, state, filter, direction));
+    const compose = composer(ex);
+    box.appendChild(compose);
     box.appendChild(list);
     box.appendChild(more);
-    shown = { ex, box, list, state, filter, direction, moreButton: more, messages: [], last: 0, busy: false, more: false };
+    shown = { ex, box, list, state, filter, direction, compose, moreButton: more, messages: [], last: 0, busy: false, more: false };
     const refilter = BM.debounce(() => { if (g === gen) applyFilter(); }, 120);
     filter.addEventListener('input', refilter);
     direction.addEventListener('change', refilter);
@@ -51,6 +53,7 @@
       const r = await api('GET', '/api/exchanges/' + s.ex.id + '/messages?after=' + s.last + '&limit=' + PAGE);
       if (g !== gen) return;
       s.state.textContent = stateText(r.websocket);
+      s.compose.hidden = r.websocket.state !== 'open';
       const atBottom = s.list.scrollHeight - s.list.scrollTop - s.list.clientHeight < 40;
       for (const m of r.messages) add(s, m);
       s.more = r.next !== null;
@@ -79,6 +82,31 @@
     s.list.appendChild(row);
     if (s.messages.length > KEEP) s.messages.shift().remove();
     row.hidden = !matches(s, m);
+  }
+
+  /** mitmproxy's inject: a message of the user's own into the open socket. */
+  function composer(ex) {
+    const to = h('select', { 'data-test': 'compose-to', title: 'Where the message goes' },
+      h('option', { value: 'server' }, 'To the server'), h('option', { value: 'client' }, 'To the client'));
+    const text = h('textarea', { 'data-test': 'compose-text', rows: '2', placeholder: 'A message to send (text; tick base64 for binary bytes)' });
+    const binary = h('input', { type: 'checkbox', 'data-test': 'compose-binary' });
+    const send = h('button', { type: 'button', class: 'btn primary', 'data-test': 'compose-send' }, 'Send');
+    send.addEventListener('click', async () => {
+      const body = binary.checked ? { to: to.value, base64: text.value.trim() } : { to: to.value, text: text.value };
+      send.disabled = true;
+      try {
+        const r = await api('POST', '/api/exchanges/' + ex.id + '/messages', body);
+        BM.toast('Sent as message #' + r.seq, false);
+        text.value = '';
+      } catch (e) {
+        BM.toast('Not sent: ' + e.message, true);
+      } finally {
+        send.disabled = false;
+      }
+    });
+    const box = h('div', { class: 'msg-compose', 'data-test': 'composer' }, to, text, h('label', null, binary, ' base64'), send);
+    box.hidden = ex.websocket.state !== 'open';
+    return box;
   }
 
   function preview(m) {
