@@ -119,7 +119,7 @@ struct Continue: AsyncParsableCommand {
 }
 
 struct Abort: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Abort a held message: a request is answered 502, a response's client is hung up on.")
+    static let configuration = CommandConfiguration(abstract: "Abort a held message: a request is answered 502, a response's client is hung up on, a WebSocket message is dropped.")
 
     @OptionGroup var options: GroupOption
     @Argument(help: "The breakpoint's id.") var id: Int64

@@ -120,7 +120,7 @@ extension AppSettings {
         "access": networkKeys["access"] ?? [],
         "access.grants[]": ["address", "until"],
         "timeouts": Set(Timeouts.keys),
-        "breakpoints": ["request", "response", "timeout_seconds"],
+        "breakpoints": ["request", "response", "messages_from_client", "messages_from_server", "timeout_seconds"],
         "upstream_proxy": ["scheme", "host", "port", "username", "password", "bypass"],
         "capture": ["max_exchanges", "max_bytes", "body_max", "max_dns_rows"],
         "proxy": ["listen", "http2"],

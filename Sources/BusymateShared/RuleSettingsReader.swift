@@ -174,11 +174,15 @@ extension AppSettings.Reader {
     mutating func breakpoints(_ node: JSONNode) throws(SettingsError) -> BreakpointSettings {
         try object(node, path: "breakpoints")
         var settings = BreakpointSettings()
-        for (key, keyPath) in [("request", "breakpoints.request"), ("response", "breakpoints.response")] {
+        for (key, keyPath) in [("request", "breakpoints.request"), ("response", "breakpoints.response"),
+                               ("messages_from_client", "breakpoints.messages_from_client"), ("messages_from_server", "breakpoints.messages_from_server")] {
             guard let list = node[key] else { continue }
             var patterns: [RuleMatch] = []
             for (i, item) in try strings(list, path: keyPath).enumerated() {
                 switch RuleMatch.parse(breakpoint: item.text, response: key == "response") {
+                case let .success(match) where match.isFilter && key.hasPrefix("messages"):
+                    throw SettingsError(message: "\"\(item.text)\": messages are held by their socket's URL: give a URL pattern, not a filter",
+                                        position: item.position, keyPath: "\(keyPath)[\(i)]")
                 case let .success(match):
                     patterns.append(match)
                 case let .failure(why):
@@ -186,7 +190,12 @@ extension AppSettings.Reader {
                     throw SettingsError(message: "\"\(item.text)\": \(at)\(why.message)", position: item.position, keyPath: "\(keyPath)[\(i)]")
                 }
             }
-            if key == "request" { settings.request = patterns } else { settings.response = patterns }
+            switch key {
+            case "request": settings.request = patterns
+            case "response": settings.response = patterns
+            case "messages_from_client": settings.messagesFromClient = patterns
+            default: settings.messagesFromServer = patterns
+            }
         }
         if let timeout = node["timeout_seconds"] {
             // 0 or "never": held until resolved.

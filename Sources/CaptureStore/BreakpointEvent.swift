@@ -7,7 +7,14 @@ import GRDB
 public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
     public static let databaseTableName = "breakpoint_events"
 
-    public enum Kind: String, Codable, Sendable { case request, response }
+    /// A WebSocket message's held row holds its payload (`method`: TEXT or BINARY; `url`: its handshake's).
+    public enum Kind: String, Codable, Sendable {
+        case request, response
+        case messageFromClient = "message_from_client"
+        case messageFromServer = "message_from_server"
+
+        public var isMessage: Bool { self == .messageFromClient || self == .messageFromServer }
+    }
 
     /// What was asked for. The first to fill `requested` wins.
     public enum Request: String, Codable, Sendable {

@@ -33,6 +33,13 @@ public enum HeldMessageResolution {
     /// Refuses an edit the tunnel could not send, saying where it is wrong
     /// (the tunnel checks again).
     public static func check(_ edited: Data, replacing event: BreakpointEvent) throws(Failure) {
+        // A WebSocket message is any bytes; a text one, UTF-8.
+        if event.kind.isMessage {
+            if event.method == "TEXT", String(validating: edited, as: UTF8.self) == nil {
+                throw Failure("a text message must be UTF-8; breakpoint \(event.id ?? 0) stays held")
+            }
+            return
+        }
         let kind: RawHTTPMessage.Kind = event.kind == .request ? .request : .response
         do {
             let original = try RawHTTPMessage.parse(Array(event.rawHTTPInitial), as: kind)

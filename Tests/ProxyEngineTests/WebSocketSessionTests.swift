@@ -1,3 +1,4 @@
+import CaptureStore
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -17,6 +18,11 @@ import Testing
             fragments.append((fromClient, String(buffer: fragment.payload), fragment.last))
         }
         func control(_ opcode: WebSocketOpcode, fromClient: Bool) { controls.append(opcode) }
+        var whole: [(payload: String, fromClient: Bool, origin: WebSocketMessageRecord.Origin)] = []
+        func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int? {
+            whole.append((String(buffer: payload), fromClient, origin))
+            return whole.count
+        }
         func readComplete() {}
         func closed(_ closing: WebSocketClosing) { closings.append(closing) }
         var isBehind: Bool { false }

@@ -293,6 +293,69 @@ def inject(w):
     check(r.returncode != 0 and "closed" in r.stderr, "a closed socket refuses a message, saying so", r.stderr)
 
 
+def applied(w):
+    """Waits until the tunnel runs settings.json as it is on disk now."""
+    import hashlib
+    sha = hashlib.sha256(open(w.busymate.settings_path, "rb").read()).hexdigest()
+    check(wait_until(lambda: w.busymate.tunnel().get("settings_sha256") == sha, 15), "the tunnel applied the edited settings.json")
+
+
+def held_events(w):
+    r = w.busymate.cli("breakpoints", "list", "--json")
+    return [e for e in json.loads(r.stdout) if e["kind"].startswith("message")] if r.returncode == 0 else []
+
+
+def breakpoint_messages(w):
+    """Messages the client sends on a matching socket are held one at a time: continued, edited or dropped; the other way keeps flowing."""
+    tag = "case=breakpoint"
+    r = w.busymate.cli("breakpoints", "add", "messages", "*/held*", "--from", "client")
+    check(r.returncode == 0, "breakpoints add messages PATTERN --from client", r.stderr)
+    applied(w)
+    try:
+        with open_socket(w, "/held?" + tag, deflate=False) as ws:
+            row = socket_row(w, tag, state="open")
+
+            def held():
+                return wait_until(lambda: [e for e in held_events(w) if e["request_id"] == row["request_id"]], 10)
+
+            ws.send("one")
+            first = held()
+            check(first and first[0]["kind"] == "message_from_client" and first[0]["method"] == "TEXT", "the client's message is held", first)
+            try:
+                ws.recv(timeout=0.5)
+                check(False, "nothing reaches the server while it is held")
+            except TimeoutError:
+                pass
+            # The other direction keeps flowing.
+            r = w.busymate.cli("ws", "send", str(row["id"]), "--to", "client", "--text", "meanwhile, to the client")
+            check(r.returncode == 0 and ws.recv(timeout=10) == "meanwhile, to the client", "the server's direction flows while the client's waits", r.stderr)
+            r = w.busymate.cli("breakpoints", "continue", str(first[0]["id"]))
+            check(r.returncode == 0 and ws.recv(timeout=10) == "one", "continued: it goes on as it was", r.stderr)
+            ws.send("two")
+            second = held()
+            edited = os.path.join(w.base, "edited.txt")
+            with open(edited, "w") as f:
+                f.write("TWO, edited")
+            r = w.busymate.cli("breakpoints", "continue", str(second[0]["id"]), "--raw-file", edited)
+            check(r.returncode == 0 and ws.recv(timeout=10) == "TWO, edited", "edited: the edit goes instead", r.stderr)
+            ws.send("three")
+            third = held()
+            r = w.busymate.cli("breakpoints", "abort", str(third[0]["id"]))
+            check(r.returncode == 0, "abort drops it", r.stderr)
+            ws.send("four")
+            fourth = held()
+            w.busymate.cli("breakpoints", "continue", str(fourth[0]["id"]))
+            check(ws.recv(timeout=10) == "four", "after a dropped message the next goes on; the dropped one never arrived")
+    finally:
+        w.busymate.cli("breakpoints", "remove", "messages", "*/held*")
+        applied(w)
+    row = socket_row(w, tag, state="closed")
+    detail, _ = messages(w, row["id"]) if row else (None, None)
+    listed = [(m["from"], m["origin"], payload(m)) for m in (detail or {}).get("messages", [])]
+    check(("client", "edited", b"TWO, edited") in listed and ("client", "dropped", b"three") in listed and ("client", "relayed", b"one") in listed
+          and not any(p == b"three" and f == "server" for f, _, p in listed), "the socket's messages say which were edited and dropped", listed)
+
+
 def chromium_live(w):
     import browser
     browser.chromium_live(w)
@@ -301,4 +364,4 @@ def chromium_live(w):
 CASES = [("plain", plain), ("plain_deflate", plain_deflate), ("mitm", mitm), ("mitm_deflate", mitm_deflate), ("fragments", fragments),
          ("close_from_server", close_from_server), ("close_from_client", close_from_client), ("tail_live", tail_live),
          ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader),
-         ("inject", inject), ("chromium_live", chromium_live)]
+         ("inject", inject), ("breakpoint_messages", breakpoint_messages), ("chromium_live", chromium_live)]

@@ -34,20 +34,22 @@ public final class BreakpointController: Sendable {
         var cancelled = false
     }
 
-    private let settings = Mutex(BreakpointSettings())
+    let settings = Mutex(BreakpointSettings())
     private let any = Atomic<Bool>(false)
     private let filters = Atomic<Bool>(false)
     private let store: StoreHandle?
     /// Where held messages and their outcomes are recorded (nil: nothing is held).
-    private let records: (any CaptureSink)?
+    let records: (any CaptureSink)?
     /// Reads requests, and asks for the timeout; always off the event loops.
     /// Taken at each use: the store may be replaced (a corrupt file).
-    private var repository: BreakpointRepository? { store.map { BreakpointRepository(database: $0.database) } }
-    private let notifier: Notifier?
+    var repository: BreakpointRepository? { store.map { BreakpointRepository(database: $0.database) } }
+    let notifier: Notifier?
     private let groupPath: String
     /// Held messages by their exchange's request id (one at a time each).
     private let waiters = Mutex<[String: Waiter]>([:])
-    private let logger = Logger(label: "busymate.breakpoint")
+    /// Held WebSocket messages (BreakpointController+Messages.swift).
+    let messageWaiters = Mutex<[String: MessageWaiter]>([:])
+    let logger = Logger(label: "busymate.breakpoint")
     /// A message larger than this is forwarded rather than held.
     static let maxHeldBytes = 16 << 20
 
@@ -69,7 +71,9 @@ public final class BreakpointController: Sendable {
     }
 
     /// Messages held now (recorded, not yet resolved), for `status`.
-    public var heldCount: Int { waiters.withLock { $0.values.filter { $0.id != nil }.count } }
+    public var heldCount: Int {
+        waiters.withLock { $0.values.filter { $0.id != nil }.count } + messageWaiters.withLock { $0.values.filter { $0.id != nil }.count }
+    }
 
     /// No patterns: the data path does not look further.
     public var isEmpty: Bool { !any.load(ordering: .relaxed) }
@@ -81,7 +85,14 @@ public final class BreakpointController: Sendable {
     public func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool {
         guard any.load(ordering: .relaxed), store != nil, records != nil else { return false }
         let subject = URLPattern.Subject(url)
-        let patterns = settings.withLock { kind == .request ? $0.request : $0.response }
+        let patterns = settings.withLock { s in
+            switch kind {
+            case .request: s.request
+            case .response: s.response
+            case .messageFromClient: s.messagesFromClient
+            case .messageFromServer: s.messagesFromServer
+            }
+        }
         // One budget for all of this message's filters, matched outside the lock.
         let deadline = ContinuousClock.now.advanced(by: RuleMatch.timeLimit)
         return patterns.contains { $0.matches(url: subject, exchange: exchange, until: deadline) == true }
@@ -141,9 +152,11 @@ public final class BreakpointController: Sendable {
         }
     }
 
-    private func timedOut(id: Int64) {
+    func timedOut(id: Int64) {
         guard let repository else { return }
-        let waiting: @Sendable () -> Bool = { self.waiters.withLock { $0.values.contains { $0.id == id } } }
+        let waiting: @Sendable () -> Bool = {
+            self.waiters.withLock { $0.values.contains { $0.id == id } } || self.messageWaiters.withLock { $0.values.contains { $0.id == id } }
+        }
         guard waiting() else { return }
         NIOThreadPool.singleton.submit { _ in
             // Loses to anyone who asked first; then their request is carried
@@ -159,7 +172,7 @@ public final class BreakpointController: Sendable {
     /// `breakpointContinue`, and now and then in case a post was lost).
     /// Blocking: call off the event loops.
     public func carryOutRequests() {
-        guard let repository, waiters.withLock({ !$0.isEmpty }) else { return }
+        guard let repository, waiters.withLock({ !$0.isEmpty }) || messageWaiters.withLock({ !$0.isEmpty }) else { return }
         let asked: [BreakpointRepository.Pending]
         do {
             asked = try repository.pending()
@@ -169,6 +182,7 @@ public final class BreakpointController: Sendable {
         }
         for event in asked {
             let (id, requested) = (event.id, event.requested)
+            if carryOutMessage(event, repository: repository) { continue }
             guard let waiter = take(id: id) else { continue }
             let resolution: BreakpointResolution
             let outcome: BreakpointEvent.Outcome
@@ -224,6 +238,7 @@ public final class BreakpointController: Sendable {
             if let id = waiter.id { try? repository?.resolve(id: id, .abandoned, final: nil) }
             waiter.promise.succeed(.dropped)
         }
+        abandonMessages()
     }
 
     /// At start: messages held by a tunnel that is gone stay held no more.

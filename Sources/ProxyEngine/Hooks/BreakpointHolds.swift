@@ -1,4 +1,5 @@
 import BusymateShared
+import Foundation
 import CaptureStore
 import NIOCore
 
@@ -18,6 +19,21 @@ protocol BreakpointHolds: Sendable {
                on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>
     /// The client left while `requestID`'s message was held.
     func clientLeft(requestID: String)
+    /// Holds a WebSocket message (BreakpointController+Messages.swift).
+    func pauseMessage(_ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
+                      on eventLoop: EventLoop) -> EventLoopFuture<MessageResolution>
+    /// The socket closed while a message of it was held.
+    func messageSocketClosed(requestID: String)
+}
+
+extension BreakpointHolds {
+    /// A stand-in that holds no messages sends them on.
+    func pauseMessage(_ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
+                      on eventLoop: EventLoop) -> EventLoopFuture<MessageResolution> {
+        eventLoop.makeSucceededFuture(.forward)
+    }
+
+    func messageSocketClosed(requestID: String) {}
 }
 
 extension BreakpointController: BreakpointHolds {}

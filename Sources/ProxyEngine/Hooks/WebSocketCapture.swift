@@ -115,10 +115,11 @@ extension WebSocketCapture: WebSocketObserver {
 
     func control(_ opcode: WebSocketOpcode, fromClient: Bool) {}
 
-    func injected(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool) -> Int? {
+    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int? {
         seq += 1
         var building = Building(record: WebSocketMessageRecord(requestID: requestID, seq: seq, at: Date(), fromClient: fromClient, opcode: opcode,
-                                                               length: payload.readableBytes, wireLength: payload.readableBytes, origin: .injected),
+                                                               length: payload.readableBytes, wireLength: origin == .dropped ? 0 : payload.readableBytes,
+                                                               origin: origin),
                                 inline: ByteBuffer())
         store(payload, in: &building)
         if building.record.file != nil { file?.flush() }

@@ -8,9 +8,10 @@ import NIOWebSocket
 protocol WebSocketObserver: AnyObject {
     func fragment(_ fragment: WebSocketFragment, fromClient: Bool)
     func control(_ opcode: WebSocketOpcode, fromClient: Bool)
-    /// The proxy sent a message of its own (`busymate ws send`); returns its
+    /// A whole message that did not come as it was read: the proxy's own
+    /// (`busymate ws send`), a held one edited, or one dropped. Returns its
     /// number on the socket when the observer numbers messages.
-    func injected(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool) -> Int?
+    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int?
     /// A read burst ended: what gathered may go to the store.
     func readComplete()
     /// Both sides have closed.

@@ -27,6 +27,14 @@ struct WebSocketHandshake: Equatable {
         return .success(WebSocketHandshake(extensions: extensions, deflate: deflate))
     }
 
+    /// RFC 7692 §7.1.1: the side (the client when `client`) resets its
+    /// deflate window for every message.
+    func noContextTakeover(client: Bool) -> Bool {
+        guard deflate, let extensions else { return false }
+        let name = client ? "client_no_context_takeover" : "server_no_context_takeover"
+        return extensions.lowercased().split(whereSeparator: { $0 == ";" || $0 == "," }).contains { $0.trimmingSpaces == name }
+    }
+
     struct Unreadable: Error, Equatable {
         var extensions: String
         var note: String { "the WebSocket's extensions (\(extensions)) are not understood: its bytes are passed on unread" }

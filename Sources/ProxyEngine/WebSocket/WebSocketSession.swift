@@ -13,30 +13,30 @@ import NIOWebSocket
 /// travel across once what was queued has been written. Confined to the
 /// connection's event loop (the client's and the server's are the same).
 final class WebSocketSession {
-    private enum State {
+    enum State {
         case open
         /// The proxy ended it (a violation): its close frames are going out.
         case ending
         case closed
     }
 
-    private var state = State.open
-    private var client: WebSocketRelay?
-    private var server: WebSocketRelay?
+    var state = State.open
+    var client: WebSocketRelay?
+    var server: WebSocketRelay?
     private var up: WebSocketMessageAssembler
     private var down: WebSocketMessageAssembler
-    private let observer: (any WebSocketObserver)?
+    let observer: (any WebSocketObserver)?
     private let stats: TrafficStats
     private let logger: Logger
-    private var closing = WebSocketClosing()
+    var closing = WebSocketClosing()
     private var gone = (client: false, server: false)
     /// The last frame written to each side: its end means all before it went.
     private var lastWrite: (client: EventLoopFuture<Void>?, server: EventLoopFuture<Void>?) = (nil, nil)
     private var waitingForStore = false
-    private let eventLoop: EventLoop
+    let eventLoop: EventLoop
     /// Where `busymate ws send` finds this socket (by `requestID`).
     private let registry: WebSocketRegistry?
-    private let requestID: String?
+    let requestID: String?
 
     /// A message of the proxy's own, waiting for the message under way in its direction to end.
     private struct Injection {
@@ -50,9 +50,20 @@ final class WebSocketSession {
     /// A side that sent its close frame sends no more data: nor may the proxy in its name.
     private var closeSent = (client: false, server: false)
 
+    /// Which messages are held, and where (nil: none; handler tests).
+    let breakpoints: (any BreakpointHolds)?
+    let url: String
+    /// Each direction's message held at a breakpoint, and what came after it.
+    var holds: (client: WebSocketHold?, server: WebSocketHold?) = (nil, nil)
+    /// Whether each side's sender starts every message with a fresh deflate window.
+    let freshWindow: (client: Bool, server: Bool)
+
     init(handshake: WebSocketHandshake, observer: (any WebSocketObserver)?, stats: TrafficStats, logger: Logger, eventLoop: EventLoop,
-         registry: WebSocketRegistry? = nil, requestID: String? = nil) throws {
+         registry: WebSocketRegistry? = nil, requestID: String? = nil, breakpoints: (any BreakpointHolds)? = nil, url: String = "") throws {
         self.eventLoop = eventLoop
+        self.breakpoints = breakpoints
+        self.url = url
+        freshWindow = (handshake.noContextTakeover(client: true), handshake.noContextTakeover(client: false))
         self.registry = registry
         self.requestID = requestID
         up = try WebSocketMessageAssembler(deflate: handshake.deflate)
@@ -70,7 +81,7 @@ final class WebSocketSession {
         return pair
     }
 
-    private func partner(of fromClient: Bool) -> WebSocketRelay? { fromClient ? server : client }
+    func partner(of fromClient: Bool) -> WebSocketRelay? { fromClient ? server : client }
 
     // MARK: frames
 
@@ -99,6 +110,11 @@ final class WebSocketSession {
             violation(error)
             return
         }
+        route(frame, step, fromClient: fromClient)
+    }
+
+    /// Goes on to the other side, unless a breakpoint holds it (or a message before it).
+    func deliver(_ frame: WebSocketFrame, _ step: WebSocketStep, fromClient: Bool) {
         switch step {
         case let .fragment(fragment):
             observer?.fragment(fragment, fromClient: fromClient)
@@ -127,7 +143,7 @@ final class WebSocketSession {
         observer?.control(opcode, fromClient: fromClient)
     }
 
-    private func write(_ frame: WebSocketFrame, toClient: Bool) {
+    func write(_ frame: WebSocketFrame, toClient: Bool) {
         guard let relay = toClient ? client : server, let context = relay.context else { return }
         let promise = context.eventLoop.makePromise(of: Void.self)
         relay.write(frame, promise: promise)
@@ -144,6 +160,8 @@ final class WebSocketSession {
     /// A side reads while the other can take more and the store keeps up.
     func mayRead(fromClient: Bool) -> Bool {
         guard partner(of: fromClient)?.isWritable ?? true else { return false }
+        // A held message waits for its resolution: that side waits with it.
+        guard (fromClient ? holds.client : holds.server)?.complete != true else { return false }
         guard !waitingForStore else { return false }
         guard let observer, observer.isBehind else { return true }
         waitingForStore = true
@@ -234,6 +252,8 @@ final class WebSocketSession {
         guard state != .closed else { return }
         state = .closed
         if let registry, let requestID { registry.remove(requestID) }
+        if holds.client != nil || holds.server != nil, let requestID { breakpoints?.messageSocketClosed(requestID: requestID) }
+        holds = (nil, nil)
         failInjections(fromClient: nil, "the socket closed")
         observer?.closed(closing)
         (client, server) = (nil, nil)
@@ -257,7 +277,7 @@ final class WebSocketSession {
             return promise.futureResult
         }
         let injection = Injection(opcode: opcode, payload: payload, toClient: toClient, promise: promise)
-        if (fromClient ? up : down).inMessage || injections.contains(where: { $0.toClient == toClient }) {
+        if (fromClient ? up : down).inMessage || (fromClient ? holds.client : holds.server) != nil || injections.contains(where: { $0.toClient == toClient }) {
             injections.append(injection)
         } else {
             send(injection)
@@ -271,12 +291,12 @@ final class WebSocketSession {
         if injection.toClient { closing.bytesDown += Self.wireSize(frame) } else { closing.bytesUp += Self.wireSize(frame) }
         write(frame, toClient: injection.toClient)
         (injection.toClient ? client : server)?.flush()
-        let seq = observer?.injected(injection.opcode, injection.payload, fromClient: !injection.toClient) ?? 0
+        let seq = observer?.message(injection.opcode, injection.payload, fromClient: !injection.toClient, origin: .injected) ?? 0
         injection.promise.succeed(seq)
     }
 
     /// A message in `fromClient`'s direction ended: what waited behind it goes now.
-    private func sendWaitingInjections(fromClient: Bool) {
+    func sendWaitingInjections(fromClient: Bool) {
         guard !injections.isEmpty else { return }
         let ready = injections.filter { $0.toClient == !fromClient }
         injections.removeAll { $0.toClient == !fromClient }

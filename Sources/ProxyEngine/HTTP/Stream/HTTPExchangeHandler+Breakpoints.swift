@@ -68,6 +68,9 @@ extension HTTPExchangeHandler {
             guard machine.response == .paused, let held = current?.heldResponse else { return }
             current?.heldResponse = nil
             responseResolved(held, resolution, client: client)
+        case .messageFromClient, .messageFromServer:
+            // WebSocket messages are held by their session, never here.
+            return
         }
     }
 

@@ -187,12 +187,13 @@ client.flush()
 
     /// The WebSocket layer in place of HTTP on both connections.
     private func openWebSocket(_ handshake: WebSocketHandshake, upstream: (channel: Channel, layer: UpstreamLayer), client: any ExchangeClient) {
-        let requestID = hooks.flow.requestID
+        let (requestID, url) = (hooks.flow.requestID, hooks.flow.url)
         let observers = hooks.webSocketOpened(handshake)
         logger.debug("switched protocols to a WebSocket; reading its frames", metadata: ["EXTENSIONS": "\(handshake.extensions ?? "none")"])
         do {
             let session = try WebSocketSession(handshake: handshake, observer: observers.first, stats: services.stats, logger: logger,
-                                               eventLoop: owner.channel.eventLoop, registry: services.sockets, requestID: requestID)
+                                               eventLoop: owner.channel.eventLoop, registry: services.sockets, requestID: requestID,
+                                               breakpoints: services.breakpoints, url: url)
             try owner.switchToWebSocket(upstream: upstream.layer, relays: session.makeRelays())
         } catch {
             logger.error("cannot switch to the WebSocket layer", metadata: ["ERROR": "\(error)"])
