@@ -31,7 +31,7 @@ enum MessageLines {
 
     /// `limit`: the most bytes shown (a hex dump stops at 2 KiB: --json has them all).
     static func payload(_ m: WebSocketMessageRecord, _ data: Data?, raw: Bool = false, limit: Int = .max) -> [String] {
-        guard let data else { return ["  (its bytes are still being written; show it again in a moment)"] }
+        guard let data else { return ["  (its bytes are not in bodies/ now: still being written, or lost)"] }
         if m.opcode == .text, let text = String(validating: data.prefix(limit), as: UTF8.self) ?? String(validating: data, as: UTF8.self) {
             let shown = !raw && data.count <= limit ? JSONView.pretty(text) ?? text : text
             var lines = shown.split(separator: "\n", omittingEmptySubsequences: false).map { "  \($0)" }

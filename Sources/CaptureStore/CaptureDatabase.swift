@@ -291,6 +291,7 @@ public final class CaptureDatabase: Sendable {
                 t.column("seq", .integer)
                 t.column("error", .text)
             }
+            try db.create(index: "ws_sends_socket", on: "ws_sends", columns: ["exchange_id"])
         }
         return migrator
     }

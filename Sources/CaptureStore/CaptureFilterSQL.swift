@@ -90,9 +90,10 @@ extension CaptureFilter {
                           response: "busymate_match_headers(\(pattern), response_headers)")
         case let .body(pattern, side):
             // A WebSocket's messages are its bodies: ~bq the client's, ~bs the server's.
+            // Each side is two terms: parenthesized, so `!` and `&` take it whole.
             return either(side,
-                          request: "busymate_match_body(\(pattern), request_body, request_body_file, request_headers) OR \(messages(pattern, fromClient: true))",
-                          response: "busymate_match_body(\(pattern), response_body, response_body_file, response_headers) OR \(messages(pattern, fromClient: false))")
+                          request: "(busymate_match_body(\(pattern), request_body, request_body_file, request_headers) OR \(messages(pattern, fromClient: true)))",
+                          response: "(busymate_match_body(\(pattern), response_body, response_body_file, response_headers) OR \(messages(pattern, fromClient: false)))")
         case let .contentType(pattern, side):
             return either(side,
                           request: "busymate_match(\(pattern), busymate_header(request_headers, 'content-type'))",

@@ -37,7 +37,8 @@ public struct TrafficRepository: Sendable {
             var size = try size.flatMap { lastID == nil || lastID == top ? $0 : nil } ?? Self.size(db)
             try Self.insert(records, db)
             // After the rows: a socket's handshake is stored before its messages.
-            size.bytes += try WebSocketRepository.apply(sockets, db)
+            let applied = try WebSocketRepository.applyReporting(sockets, db)
+            size.bytes += applied.added
             for record in records {
                 if record.isDNS {
                     size.dns += 1
@@ -48,6 +49,7 @@ public struct TrafficRepository: Sendable {
             }
             var trimmed = try Self.trim(db, retention, size)
             trimmed.lastID = try Self.lastID(db)
+            trimmed.goneSockets = applied.gone
             return trimmed
         }
     }
@@ -200,6 +202,8 @@ public struct TrafficRepository: Sendable {
         public var files: [String]
         /// The last row stored when the commit ended.
         public var lastID: Int64 = 0
+        /// Sockets whose events found no row (retention or "clear" took it): their capture stops.
+        public var goneSockets: Set<String> = []
     }
 
     /// One scan: the writer measures once, then counts what it adds and removes.

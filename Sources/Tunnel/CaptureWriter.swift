@@ -160,6 +160,12 @@ public final class CaptureWriter: CaptureSink {
         wakeUp.yield()
     }
 
+    /// Sockets whose rows are gone while they are open (retention, "clear"):
+    /// their captures stop storing messages. Forgotten at their close.
+    private let droppedSockets = Mutex<Set<String>>([])
+
+    public func isDropped(socket requestID: String) -> Bool { droppedSockets.withLock { $0.contains(requestID) } }
+
     public func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter? {
         BodyFileWriter(store: bodies, name: WebSocketRepository.fileName(requestID: requestID), direction: nil, backlog: fileBacklog, spares: nil,
                        eventLoop: eventLoop)
@@ -236,8 +242,11 @@ public final class CaptureWriter: CaptureSink {
     /// Sockets a tunnel that is gone left open (a crash, a kill) are closed.
     private func closeAbandonedSockets() async {
         do {
+            // At start this tunnel carries no socket yet: one under its own pid (a
+            // container's tunnel keeps its pid across restarts) was left by its predecessor.
+            let own = Int(getpid())
             let closed = try await WebSocketRepository(database: store.database).closeAbandoned { pid in
-                pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM)
+                pid > 0 && pid != own && (kill(pid_t(pid), 0) == 0 || errno == EPERM)
             }
             if closed > 0 { logger.notice("closed WebSockets a stopped tunnel left open", metadata: ["SOCKETS": "\(closed)"]) }
         } catch {
@@ -283,12 +292,13 @@ public final class CaptureWriter: CaptureSink {
 
     func flush() async {
         await savePins()
-        let batch = pending.withLock { queue in
+        // Events first, then rows: a socket's handshake row is submitted before
+        // its events, so it is in this batch (committed before them) or an earlier one.
+        let events = sockets.withLock { queue in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
-        // After the rows: a socket's events follow its handshake's row, which is in this batch or an earlier one.
-        let events = sockets.withLock { queue in
+        let batch = pending.withLock { queue in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
@@ -302,6 +312,10 @@ public final class CaptureWriter: CaptureSink {
         for entry in batch { records.append(await complete(entry)) }
         do {
             let trimmed = try await traffic.save(records, sockets: events, keeping: retention, size: known, lastID: lastID)
+            let closed = Set(events.compactMap { if case let .closed(c) = $0 { c.requestID } else { nil } })
+            if !trimmed.goneSockets.isEmpty || !closed.isEmpty {
+                droppedSockets.withLock { $0 = $0.union(trimmed.goneSockets).subtracting(closed) }
+            }
             size.withLock { $0 = (trimmed.size, trimmed.lastID, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count + events.reduce(0) { $0 + $1.weight }, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)

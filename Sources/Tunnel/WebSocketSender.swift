@@ -27,17 +27,29 @@ struct WebSocketSender: Sendable {
         let pid = Int(getpid())
         for send in pending where registry.carries(send.requestID) {
             guard (try? await pool.runIfActive({ try sends.claim(send.id, pid: pid) })) == true else { continue }
-            do {
-                guard let sent = registry.send(requestID: send.requestID, toClient: send.toClient, opcode: send.opcode, payload: send.payload) else {
-                    throw WebSocketSendRefused(description: "the socket closed")
+            guard let sent = registry.send(requestID: send.requestID, toClient: send.toClient, opcode: send.opcode, payload: send.payload) else {
+                _ = try? await pool.runIfActive { try sends.fail(send.id, "the socket closed") }
+                continue
+            }
+            // Its outcome is recorded when it comes (a message may wait behind
+            // one under way): the notification and tick jobs do not wait for it.
+            let logger = logger
+            sent.whenComplete { result in
+                pool.submit { _ in
+                    switch result {
+                    case let .success(seq):
+                        // Sent: a failed write of the outcome must not tell the user it was not.
+                        do {
+                            try sends.sent(send.id, seq: seq)
+                        } catch {
+                            logger.error("sent a message into a WebSocket but cannot record it", metadata: ["ERROR": "\(error)"])
+                        }
+                        logger.info("sent a message into a WebSocket", metadata: ["REQUEST_ID": "\(send.requestID)", "SEQ": "\(seq)",
+                                                                                 "TO": "\(send.toClient ? "client" : "server")"])
+                    case let .failure(error):
+                        _ = try? sends.fail(send.id, (error as? WebSocketSendRefused)?.description ?? "\(error)")
+                    }
                 }
-                let seq = try await sent.get()
-                try await pool.runIfActive { try sends.sent(send.id, seq: seq) }
-                logger.info("sent a message into a WebSocket", metadata: ["REQUEST_ID": "\(send.requestID)", "SEQ": "\(seq)",
-                                                                         "TO": "\(send.toClient ? "client" : "server")"])
-            } catch {
-                let why = (error as? WebSocketSendRefused)?.description ?? "\(error)"
-                _ = try? await pool.runIfActive { try sends.fail(send.id, why) }
             }
         }
     }

@@ -191,7 +191,10 @@ struct ExchangeRoutes<Context: RequestContext> {
         let found = try await reader.read { repos -> JSONNode? in
             guard let record = try repos.traffic.find(id: id), let socket = try repos.sockets.socket(exchangeID: id) else { return nil }
             let list = try repos.sockets.messages(of: record, afterSeq: after, limit: limit)
-            let nodes = list.map { m in WebSocketJSON.message(m, payload: (try? repos.sockets.payload(m)) ?? nil, shownLimit: Self.messageTextLimit) }
+            // One byte past the limit says the payload was cut, without reading the rest.
+            let nodes = list.map { m in
+                WebSocketJSON.message(m, payload: (try? repos.sockets.payload(m, limit: Self.messageTextLimit + 1)) ?? nil, shownLimit: Self.messageTextLimit)
+            }
             return ExchangeJSON.object([("websocket", WebSocketJSON.socket(socket)), ("messages", ExchangeJSON.array(nodes)),
                                         ("next", ExchangeJSON.number(list.count == limit ? list.last?.seq : nil))])
         }
@@ -222,10 +225,18 @@ struct ExchangeRoutes<Context: RequestContext> {
         }
         let paths = reader.paths
         do {
-            let seq = try await reader.read(writing: true) { repos in
-                try repos.sends.send(exchangeID: id, toClient: to == "client", opcode: opcode, payload: payload, paths: paths, sender: "web")
+            let send = try await reader.read(writing: true) { repos in
+                try repos.sends.request(exchangeID: id, toClient: to == "client", opcode: opcode, payload: payload)
             }
-            return WebJSON.ok([("seq", ExchangeJSON.number(seq))])
+            WebSocketSendRepository.announce(send, paths: paths, sender: "web")
+            // Waited for between short reads: no pool thread sleeps.
+            let asked = Date()
+            while true {
+                if let seq = try await reader.read(writing: true, { repos in try repos.sends.outcome(send, askedAt: asked) }) {
+                    return WebJSON.ok([("seq", ExchangeJSON.number(seq))])
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
         } catch let refusal as WebSocketSendRepository.Refusal {
             return WebJSON.error(.conflict, refusal.description)
         }

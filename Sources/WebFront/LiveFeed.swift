@@ -19,6 +19,8 @@ public actor LiveFeed {
     private var lastSeen: Int64 = 0
     /// The last WebSocket message stored, likewise (nil: not looked yet).
     private var lastMessage: Int64?
+    /// Sockets closed, as the last look counted them.
+    private var closedSockets: Int?
     /// The sockets that had new messages at the last look: an open
     /// Messages tab of one of them reads what is new.
     public private(set) var messagesMessage = #"{"type":"messages","sockets":[]}"#
@@ -93,15 +95,18 @@ public actor LiveFeed {
         broadcast(.traffic)
     }
 
-    /// New WebSocket messages: which sockets they came on.
+    /// New WebSocket messages, or sockets that closed: which sockets, as they are now.
     private func pollMessages() async {
-        let seen = lastMessage
-        guard let (last, sockets) = try? await reader.read({ repos -> (Int64, [Int64: WebSocketRecord]) in
+        let (seen, closedBefore) = (lastMessage, closedSockets)
+        guard let (last, closedNow, sockets) = try? await reader.read({ repos -> (Int64, Int, [Int64: WebSocketRecord]) in
             let last = try repos.sockets.lastMessageID()
-            guard let seen, last > seen else { return (last, [:]) }
-            return (last, try repos.sockets.sockets(exchangeIDs: try repos.sockets.sockets(withMessagesAfter: seen)))
+            let closedCount = try repos.sockets.closed(latest: 0).count
+            var ids: [Int64] = []
+            if let seen, last > seen { ids += try repos.sockets.sockets(withMessagesAfter: seen) }
+            if let closedBefore, closedCount > closedBefore { ids += try repos.sockets.closed(latest: closedCount - closedBefore).ids }
+            return (last, closedCount, ids.isEmpty ? [:] : try repos.sockets.sockets(exchangeIDs: ids))
         }) else { return }
-        lastMessage = last
+        (lastMessage, closedSockets) = (last, closedNow)
         guard !sockets.isEmpty else { return }
         let nodes = sockets.sorted { $0.key < $1.key }.map { id, socket in
             ExchangeJSON.object([("id", ExchangeJSON.number(id)), ("websocket", WebSocketJSON.socket(socket))])

@@ -112,6 +112,10 @@ import GRDB
         #expect(try urls("~bs 'price 18'") == ["http://chat.example/ticker"])
         #expect(try urls("~b AAPL") == ["http://chat.example/ticker"])
         #expect(try urls("~websocket") == ["http://chat.example/ticker"])
+        // A side's two terms stay together under `!` and `&`.
+        #expect(try urls("!~bq subscribe") == ["http://chat.example/plain-get"])
+        #expect(try urls("~u plain-get & ~bq subscribe") == [])
+        #expect(try urls("~u ticker & !~bs price") == [])
     }
 
     /// Exported as Chrome DevTools writes them, and read back from such a file.

@@ -1,4 +1,6 @@
+import BusymateShared
 import CaptureStore
+import Foundation
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -35,11 +37,14 @@ import Testing
         let server: EmbeddedChannel
         let heard = Heard()
 
-        init(deflate: Bool = false) throws {
+        let session: WebSocketSession
+
+        init(deflate: Bool = false, breakpoints: (any BreakpointHolds)? = nil) throws {
             client = EmbeddedChannel(loop: loop)
             server = EmbeddedChannel(loop: loop)
-            let session = try WebSocketSession(handshake: WebSocketHandshake(extensions: nil, deflate: deflate), observer: heard,
-                                               stats: TrafficStats(), logger: Logger(label: "test"), eventLoop: loop)
+            session = try WebSocketSession(handshake: WebSocketHandshake(extensions: nil, deflate: deflate), observer: heard,
+                                           stats: TrafficStats(), logger: Logger(label: "test"), eventLoop: loop,
+                                           requestID: "socket", breakpoints: breakpoints, url: "http://chat.example/ws")
             let relays = session.makeRelays()
             try client.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client])
             try server.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server])
@@ -119,5 +124,59 @@ import Testing
         s.loop.run()
         #expect(s.heard.closings.first?.pings == 1 && s.heard.closings.first?.pongs == 1 && s.heard.closings.first?.closedBy == nil)
         #expect(s.heard.controls == [.ping, .pong])
+    }
+
+    @Test func aMessageOfTheProxysOwnWaitsForTheOneUnderWayInItsDirection() throws {
+        let s = try Socket()
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x1, Array("part ".utf8), fin: false, key: [1, 1, 1, 1])))
+        _ = try s.written(by: s.server)
+        let sent = s.session.inject(.text, ByteBuffer(string: "mine"), toClient: false)
+        #expect(try s.written(by: s.server).isEmpty, "not inside the client's fragmented message")
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x0, Array("end".utf8), key: [1, 1, 1, 1])))
+        let out = try s.written(by: s.server)
+        // The continuation first, then the proxy's own: masked, as a client's frames are.
+        #expect(out.count == 2 + 4 + 3 + 2 + 4 + 4 && out[9] == 0x81 && out[10] & 0x80 != 0)
+        #expect(try sent.wait() == 1 && s.heard.whole.map(\.payload) == ["mine"] && s.heard.whole.first?.origin == .injected)
+        // A side that sent its close takes no more in its name.
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x8, [0x03, 0xE8], key: [2, 2, 2, 2])))
+        #expect(throws: WebSocketSendRefused.self) { try s.session.inject(.text, ByteBuffer(string: "late"), toClient: false).wait() }
+    }
+
+    /// Holds every client message, until the test resolves it.
+    final class HoldAll: BreakpointHolds, @unchecked Sendable {
+        var paused: [(payload: Data, promise: EventLoopPromise<MessageResolution>)] = []
+        var isEmpty: Bool { false }
+        var usesFilters: Bool { false }
+        func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool { kind == .messageFromClient }
+        func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+                   on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> { eventLoop.makeSucceededFuture(.dropped) }
+        func clientLeft(requestID: String) {}
+        func pauseMessage(_ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
+                          on eventLoop: EventLoop) -> EventLoopFuture<MessageResolution> {
+            let promise = eventLoop.makePromise(of: MessageResolution.self)
+            paused.append((payload, promise))
+            return promise.futureResult
+        }
+    }
+
+    @Test func aHeldMessageWaitsWithWhatFollowsItAndTheOtherWayFlows() throws {
+        let holds = HoldAll()
+        let s = try Socket(breakpoints: holds)
+        let first = Self.wire(0x1, Array("held".utf8), key: [3, 3, 3, 3]), second = Self.wire(0x1, Array("after".utf8), key: [4, 4, 4, 4])
+        try s.client.writeInbound(ByteBuffer(bytes: first + second))
+        #expect(try s.written(by: s.server).isEmpty && holds.paused.map(\.payload) == [Data("held".utf8)])
+        let down = Self.wire(0x1, Array("meanwhile".utf8))
+        try s.server.writeInbound(ByteBuffer(bytes: down))
+        #expect(try s.written(by: s.client) == down, "the server's way flows")
+        // Continued: it goes as it came, then what followed it is held in its turn.
+        holds.paused[0].promise.succeed(.forward)
+        #expect(try s.written(by: s.server) == first && holds.paused.count == 2)
+        holds.paused[1].promise.succeed(.edited(Data("AFTER!".utf8)))
+        let edited = try s.written(by: s.server)
+        #expect(edited.count == 2 + 4 + 6 && edited[0] == 0x81, "the edit, as one masked frame")
+        #expect(s.heard.whole.map(\.payload) == ["AFTER!"] && s.heard.whole.first?.origin == .edited)
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x2, [9, 9], key: [5, 5, 5, 5])))
+        holds.paused[2].promise.succeed(.drop)
+        #expect(try s.written(by: s.server).isEmpty && s.heard.whole.last?.origin == .dropped)
     }
 }

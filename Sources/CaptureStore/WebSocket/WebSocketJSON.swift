@@ -30,11 +30,13 @@ public enum WebSocketJSON {
         ]
         if let limit = shownLimit {
             let cut = (payload?.count ?? 0) > limit
-            if cut, let whole = payload {
+            if cut, let whole = payload, m.opcode == .text {
                 // Cut at a character's start, so text stays text.
                 var end = limit
                 while end > 0, whole[whole.startIndex + end] & 0xC0 == 0x80 { end -= 1 }
                 payload = whole.prefix(end)
+            } else if cut {
+                payload = payload?.prefix(limit)
             }
             members.append(("cut", ExchangeJSON.bool(cut)))
         }

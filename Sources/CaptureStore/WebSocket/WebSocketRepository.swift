@@ -17,22 +17,32 @@ public struct WebSocketRepository: Sendable {
     /// `capture.max_bytes` counts). An event whose handshake row is not
     /// stored (retention took it, the store fell behind) is skipped.
     static func apply(_ events: [WebSocketEvent], _ db: Database) throws -> Int {
+        try applyReporting(events, db).added
+    }
+
+    /// `apply`, and the sockets whose events were skipped because their row is gone.
+    static func applyReporting(_ events: [WebSocketEvent], _ db: Database) throws -> (added: Int, gone: Set<String>) {
         var added = 0
-        var ids: [String: Int64] = [:]
+        var gone: Set<String> = []
+        var ids: [String: Int64?] = [:]
         func exchangeID(_ requestID: String) throws -> Int64? {
             if let known = ids[requestID] { return known }
             let found = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM exchanges WHERE request_id = ?"), arguments: [requestID])
-            if let found { ids[requestID] = found }
+            ids[requestID] = .some(found)
             return found
         }
         for event in events {
             switch event {
             case let .opened(opened):
-                guard let id = try exchangeID(opened.requestID) else { continue }
+                guard let id = try exchangeID(opened.requestID) else {
+                    gone.insert(opened.requestID)
+                    continue
+                }
                 try db.cachedStatement(sql: """
                     INSERT OR IGNORE INTO websockets (exchange_id, opened_at, tunnel_pid, extensions, file) VALUES (?, ?, ?, ?, ?)
                     """).execute(arguments: [id, opened.at, opened.tunnelPID, opened.extensions, fileName(requestID: opened.requestID)])
             case let .messages(messages):
+                for m in messages where try exchangeID(m.requestID) == nil { gone.insert(m.requestID) }
                 added += try insert(messages, db, exchangeID)
             case let .closed(closed):
                 guard let id = try exchangeID(closed.requestID) else { continue }
@@ -43,7 +53,7 @@ public struct WebSocketRepository: Sendable {
                     """).execute(arguments: [closed.at, closed.pings, closed.pongs, closed.closeCode, closed.closeReason, closed.closedBy, id])
             }
         }
-        return added
+        return (added, gone)
     }
 
     private static func insert(_ messages: [WebSocketMessageRecord], _ db: Database, _ exchangeID: (String) throws -> Int64?) throws -> Int {
@@ -147,20 +157,28 @@ public struct WebSocketRepository: Sendable {
         }
     }
 
+    /// How many sockets have closed, and the last `latest` of them to close.
+    public func closed(latest: Int) throws -> (count: Int, ids: [Int64]) {
+        try database.pool.read { db in
+            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM websockets WHERE closed_at IS NOT NULL") ?? 0
+            let ids = latest > 0 ? try Int64.fetchAll(db, sql: "SELECT exchange_id FROM websockets WHERE closed_at IS NOT NULL ORDER BY closed_at DESC LIMIT ?",
+                                                     arguments: [min(latest, 100)]) : []
+            return (count, ids)
+        }
+    }
+
     /// The id of the last message stored, or 0.
     public func lastMessageID() throws -> Int64 {
         try database.pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM ws_messages") ?? 0 }
     }
 
-    /// A message's stored payload: in its row, or read from the socket's
-    /// file (nil past the file's end: it is still being written).
-    public func payload(_ message: WebSocketMessageRecord) throws -> Data? {
-        guard let file = message.file else { return message.payload ?? Data() }
-        do {
-            let window = try BodyStore(paths: database.paths).read(file, offset: message.fileOffset, length: message.stored)
-            return window.data.count == message.stored ? window.data : nil
-        } catch {
-            throw BodyStoreError(description: "message \(message.seq)'s payload file: \(error.description)")
-        }
+    /// A message's stored payload (its first `limit` bytes): in its row, or
+    /// read from the socket's file. Nil when the file does not hold it: still
+    /// being written, or lost (a failed write, a file removed).
+    public func payload(_ message: WebSocketMessageRecord, limit: Int = .max) throws -> Data? {
+        guard let file = message.file else { return (message.payload ?? Data()).prefix(limit) }
+        let wanted = min(message.stored, limit)
+        guard let window = try? BodyStore(paths: database.paths).read(file, offset: message.fileOffset, length: wanted) else { return nil }
+        return window.data.count == wanted ? window.data : nil
     }
 }

@@ -33,15 +33,19 @@ public struct WebSocketSendRepository: Sendable {
         }
     }
 
-    /// Sends nobody has claimed yet, oldest first.
+    /// Sends nobody has claimed yet into open sockets, asked for in the last half minute, oldest first.
     public func pending() throws -> [WebSocketSend] {
         try database.pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT s.*, e.request_id FROM ws_sends s JOIN exchanges e ON e.id = s.exchange_id
-                WHERE s.claimed_by IS NULL AND s.error IS NULL ORDER BY s.id LIMIT 100
-                """).map(WebSocketSend.init)
+                JOIN websockets w ON w.exchange_id = s.exchange_id
+                WHERE s.claimed_by IS NULL AND s.error IS NULL AND w.closed_at IS NULL AND s.requested_at > ? ORDER BY s.id LIMIT 100
+                """, arguments: [Date().addingTimeInterval(-Self.staleAfter)]).map(WebSocketSend.init)
         }
     }
+
+    /// A send nobody claimed for this long is left alone (its asker gave up at 10 s).
+    static let staleAfter: TimeInterval = 30
 
     /// True when this tunnel (`pid`) now owns the send: nobody else will carry it out.
     public func claim(_ id: Int64, pid: Int) throws -> Bool {
@@ -86,22 +90,33 @@ public struct WebSocketSendRepository: Sendable {
     /// be carried out; returns the message's number on the socket. Blocks.
     public func send(exchangeID: Int64, toClient: Bool, opcode: WebSocketMessageRecord.Opcode, payload: Data, paths: GroupPaths, sender: String) throws -> Int {
         let id = try request(exchangeID: exchangeID, toClient: toClient, opcode: opcode, payload: payload)
+        Self.announce(id, paths: paths, sender: sender)
+        let asked = Date()
+        while true {
+            if let seq = try outcome(id, askedAt: asked) { return seq }
+            usleep(20_000)
+        }
+    }
+
+    /// Tells the tunnels a send waits.
+    public static func announce(_ id: Int64, paths: GroupPaths, sender: String) {
         if let notifier = try? Notifier(paths: paths, role: sender) {
             notifier.post(.webSocketSend, payload: "\(id)")
             notifier.close()
         }
-        let deadline = Date().addingTimeInterval(10)
-        while true {
-            guard let now = try find(id) else { throw Refusal(description: "the socket's exchange is gone from the store") }
-            if let seq = now.seq, now.sentAt != nil { return seq }
-            if let error = now.error { throw Refusal(description: error) }
-            if Date() >= deadline, try fail(id, "not sent within 10 s: no tunnel carried it out", onlyUnclaimed: true) {
-                throw Refusal(description: "not sent: no tunnel took the message within 10 s (is the tunnel running? busymate status)")
-            }
-            if Date() >= deadline.addingTimeInterval(10) {
-                throw Refusal(description: "the tunnel took the message but said nothing of it within 20 s (see journalctl)")
-            }
-            usleep(20_000)
+    }
+
+    /// The send's number once sent; nil while it waits; throws when it was
+    /// refused, or nobody took it within 10 s of `askedAt` (it is withdrawn).
+    public func outcome(_ id: Int64, askedAt: Date) throws -> Int? {
+        guard let now = try find(id) else { throw Refusal(description: "the socket's exchange is gone from the store") }
+        if let seq = now.seq, now.sentAt != nil { return seq }
+        if let error = now.error { throw Refusal(description: error) }
+        let waited = Date().timeIntervalSince(askedAt)
+        if waited >= 10, try fail(id, "not sent within 10 s: no tunnel carried it out", onlyUnclaimed: true) {
+            throw Refusal(description: "not sent: no tunnel took the message within 10 s (is the tunnel running? busymate status)")
         }
+        if waited >= 25 { throw Refusal(description: "the tunnel took the message but said nothing of it within 25 s (see journalctl)") }
+        return nil
     }
 }

@@ -34,6 +34,8 @@ public protocol CaptureSink: AnyObject, Sendable {
     func submit(_ event: WebSocketEvent)
     /// The file for a socket's large message payloads (nil: nowhere to write).
     func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter?
+    /// The socket's row is gone (retention, "clear"): its messages are no longer stored.
+    func isDropped(socket requestID: String) -> Bool
 }
 
 extension CaptureSink {
@@ -41,6 +43,7 @@ extension CaptureSink {
     /// A sink with no store keeps no sockets.
     public func submit(_ event: WebSocketEvent) {}
     public func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter? { nil }
+    public func isDropped(socket requestID: String) -> Bool { false }
     public var open: OpenExchanges? { nil }
     /// A sink with no store keeps no pins.
     public func recordPin(_ host: String, reason: String) {}

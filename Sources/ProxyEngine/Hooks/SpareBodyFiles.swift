@@ -27,6 +27,11 @@ public final class SpareBodyFiles: Sendable {
     public func retire(_ files: [String]) {
         for name in files {
             let path = store.url(name).path
+            // A socket's file may still have writes queued: reused, they would land in another body.
+            if name.hasSuffix(".messages") {
+                unlink(path)
+                continue
+            }
             var info = stat()
             if stat(path, &info) == 0, info.st_size <= Self.largest, names.withLock({ $0.count < Self.capacity }) {
                 let spare = "\(counter.add(1, ordering: .relaxed).newValue)\(Self.suffix)"

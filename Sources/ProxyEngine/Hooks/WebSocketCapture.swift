@@ -34,18 +34,26 @@ final class WebSocketCapture {
         limit = writer.bodyMax
     }
 
-    private func take(_ building: Building?) {
-        guard var building else { return }
+    /// A message is numbered as it ends: rows are stored in the order of
+    /// their numbers, so a reader that pages by number misses none.
+    @discardableResult
+    private func take(_ building: Building?) -> Int {
+        guard var building else { return 0 }
+        seq += 1
+        building.record.seq = seq
         if building.record.file == nil, building.inline.readableBytes > 0 {
             building.record.payload = Data(building.inline.readableBytesView)
         }
         batch.append(building.record)
         if batch.count >= Self.batchLimit { readComplete() }
+        return seq
     }
 
     /// Bytes kept of a message: in memory up to the inline limit, then the
     /// whole of it (so far) in the socket's file, from where the file ends.
     private func store(_ payload: ByteBuffer, in building: inout Building) {
+        // Cut once, cut for good: what follows a lost part would be spliced onto it.
+        guard !building.record.truncated else { return }
         let room = limit - building.record.stored
         guard room > 0, payload.readableBytes > 0 else {
             if payload.readableBytes > 0 { building.record.truncated = true }
@@ -59,6 +67,13 @@ final class WebSocketCapture {
         if building.record.file == nil, building.inline.readableBytes + kept.readableBytes <= CaptureLimits.inlineBodyLimit {
             building.inline.writeImmutableBuffer(kept)
             building.record.stored += kept.readableBytes
+            return
+        }
+        // The row went (retention, "clear"): its file is written no more.
+        if writer.isDropped(socket: requestID) {
+            file?.finish()
+            (file, fileFailed) = (nil, true)
+            building.record.truncated = true
             return
         }
         if building.record.file == nil {
@@ -92,8 +107,7 @@ final class WebSocketCapture {
 extension WebSocketCapture: WebSocketObserver {
     func fragment(_ fragment: WebSocketFragment, fromClient: Bool) {
         var building = (fromClient ? up : down) ?? {
-            seq += 1
-            let record = WebSocketMessageRecord(requestID: requestID, seq: seq, at: Date(), fromClient: fromClient, opcode: fragment.opcode,
+            let record = WebSocketMessageRecord(requestID: requestID, seq: 0, at: Date(), fromClient: fromClient, opcode: fragment.opcode,
                                                 length: 0, wireLength: 0, frames: 0, compressed: fragment.compressed)
             return Building(record: record, inline: ByteBuffer())
         }()
@@ -116,16 +130,15 @@ extension WebSocketCapture: WebSocketObserver {
     func control(_ opcode: WebSocketOpcode, fromClient: Bool) {}
 
     func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int? {
-        seq += 1
-        var building = Building(record: WebSocketMessageRecord(requestID: requestID, seq: seq, at: Date(), fromClient: fromClient, opcode: opcode,
+        var building = Building(record: WebSocketMessageRecord(requestID: requestID, seq: 0, at: Date(), fromClient: fromClient, opcode: opcode,
                                                                length: payload.readableBytes, wireLength: origin == .dropped ? 0 : payload.readableBytes,
                                                                origin: origin),
                                 inline: ByteBuffer())
         store(payload, in: &building)
         if building.record.file != nil { file?.flush() }
-        take(building)
+        let number = take(building)
         readComplete()
-        return building.record.seq
+        return number
     }
 
     func readComplete() {

@@ -344,7 +344,7 @@ final class ProxyPipeline {
     /// frame decoder and encoder and the session's relay, in the order and
     /// for the reason `switchProtocols` gives.
     func switchToWebSocket(upstream: UpstreamLayer, relays: (client: WebSocketRelay, server: WebSocketRelay)) throws {
-        guard let layer = http, let peer = upstream.channel else { return }
+        guard let layer = http, let peer = upstream.channel else { throw ChannelError.ioOnClosedChannel }
         try ops.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)), WebSocketFrameEncoder(), relays.client],
                             position: .after(layer.exchange))
         try peer.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)),
@@ -352,7 +352,8 @@ final class ProxyPipeline {
         upstream.removeOutbound()
         removeHTTP(keepingEncoder: false)
         upstream.removeDecoder()
-        flushAfterSwitch(peer)
+        let session = NIOLoopBound(relays.client.session, eventLoop: channel.eventLoop)
+        channel.eventLoop.execute { session.value?.switched() }
         channel.read()
         peer.read()
     }

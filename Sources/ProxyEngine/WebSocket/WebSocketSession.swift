@@ -40,6 +40,7 @@ final class WebSocketSession {
 
     /// A message of the proxy's own, waiting for the message under way in its direction to end.
     private struct Injection {
+        var number: Int
         var opcode: WebSocketMessageRecord.Opcode
         var payload: ByteBuffer
         var toClient: Bool
@@ -47,6 +48,10 @@ final class WebSocketSession {
     }
 
     private var injections: [Injection] = []
+    private var injectionCount = 0
+    /// How long a message of the proxy's own waits behind one under way (a
+    /// peer that never ends its fragmented message) before it is refused.
+    static let injectionWait = TimeAmount.seconds(10)
     /// A side that sent its close frame sends no more data: nor may the proxy in its name.
     private var closeSent = (client: false, server: false)
 
@@ -77,8 +82,17 @@ final class WebSocketSession {
     func makeRelays() -> (client: WebSocketRelay, server: WebSocketRelay) {
         let pair = (client: WebSocketRelay(fromClient: true, session: self), server: WebSocketRelay(fromClient: false, session: self))
         (client, server) = (pair.client, pair.server)
-        if let registry, let requestID { registry.register(requestID, self, on: eventLoop) }
         return pair
+    }
+
+    /// Both relays are in place: `ws send` may find the socket, and what
+    /// came with the `101` (handed on as the HTTP decoders went, with no
+    /// read's end after it) is flushed and recorded.
+    func switched() {
+        if let registry, let requestID { registry.register(requestID, self, on: eventLoop) }
+        client?.flush()
+        server?.flush()
+        observer?.readComplete()
     }
 
     func partner(of fromClient: Bool) -> WebSocketRelay? { fromClient ? server : client }
@@ -276,9 +290,16 @@ final class WebSocketSession {
             promise.fail(WebSocketSendRefused(description: "the \(fromClient ? "client" : "server") closed its side of the socket: nothing more goes that way"))
             return promise.futureResult
         }
-        let injection = Injection(opcode: opcode, payload: payload, toClient: toClient, promise: promise)
+        injectionCount += 1
+        let injection = Injection(number: injectionCount, opcode: opcode, payload: payload, toClient: toClient, promise: promise)
         if (fromClient ? up : down).inMessage || (fromClient ? holds.client : holds.server) != nil || injections.contains(where: { $0.toClient == toClient }) {
             injections.append(injection)
+            let number = injection.number
+            eventLoop.assumeIsolated().scheduleTask(in: Self.injectionWait) { [weak self] in
+                guard let self, let index = self.injections.firstIndex(where: { $0.number == number }) else { return }
+                let late = self.injections.remove(at: index)
+                late.promise.fail(WebSocketSendRefused(description: "a message under way in that direction did not end within 10 s"))
+            }
         } else {
             send(injection)
         }

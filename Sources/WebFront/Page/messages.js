@@ -47,7 +47,9 @@
   /** The next page after the last message shown. */
   async function load(g) {
     const s = shown;
-    if (!s || g !== gen || s.busy) return;
+    if (!s || g !== gen) return;
+    // An arrival during a load is read right after it.
+    if (s.busy) { s.again = true; return; }
     s.busy = true;
     try {
       const r = await api('GET', '/api/exchanges/' + s.ex.id + '/messages?after=' + s.last + '&limit=' + PAGE);
@@ -63,6 +65,7 @@
       if (g === gen) s.list.appendChild(h('div', { class: 'notice error' }, 'Could not load the messages: ' + e.message));
     } finally {
       s.busy = false;
+      if (s.again && g === gen) { s.again = false; load(g); }
     }
   }
 
@@ -189,6 +192,7 @@
     if (!s || s.ex.id !== id) return;
     s.ex.websocket = websocket;
     s.state.textContent = stateText(websocket);
+    s.compose.hidden = websocket.state !== 'open';
     const count = document.querySelector('[data-test=messages-count]');
     if (count) count.textContent = String(websocket.messages_up + websocket.messages_down);
     if (!s.more) load(gen);

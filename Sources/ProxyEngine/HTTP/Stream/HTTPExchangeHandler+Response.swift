@@ -163,8 +163,8 @@ client.flush()
         current = nil
         let parsed = exchange?.switched.flatMap { WebSocketHandshake.parse(request: exchange?.request.head.headers ?? [:], response: $0) }
         switch parsed {
-        case let .success(handshake)? where hooks.followsWebSockets:
-            if machine.endRow(nil) != nil { openWebSocket(handshake, upstream: (channel, layer), client: client) }
+        case let .success(handshake)? where hooks.followsWebSockets && machine.endRow(nil) != nil:
+            openWebSocket(handshake, upstream: (channel, layer), client: client)
             return
         case let .failure(unreadable)?:
             hooks.note(unreadable.note)
