@@ -67,6 +67,14 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        harness("websocket", [
+            .product(name: "ProxyEngine", package: "Busymate"),
+            .product(name: "CaptureStore", package: "Busymate"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         harness("http2", [
             .product(name: "ProxyEngine", package: "Busymate"),
             .product(name: "CaptureStore", package: "Busymate"),

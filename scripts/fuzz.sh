@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 seconds=${FUZZ_SECONDS:-600}
-all="http1 http2 tls-hello settings url-pattern raw-http notification control-message dns filter socks5 grpc"
+all="http1 http2 tls-hello settings url-pattern raw-http notification control-message dns filter socks5 grpc websocket"
 targets=${FUZZ_TARGETS:-$all}
 scratch=${FUZZ_SCRATCH:-fuzz/.build/runs}
 build=(--package-path fuzz -c release --sanitize=fuzzer -Xswiftc -enable-testing)
