@@ -904,7 +904,9 @@
     $('#held-continue').disabled = false;
     $('#held-abort').disabled = false;
     const expiry = heldExpiry(m);
-    clear($('#held-info')).append(h('b', null, m.kind === 'request' ? 'Request' : 'Response'), ' held ', BM.fmtAgo(m.paused_at),
+    const what = { request: 'Request', response: 'Response', message_from_client: 'WebSocket message from the client (Abort drops it)',
+      message_from_server: 'WebSocket message from the server (Abort drops it)' }[m.kind] || m.kind;
+    clear($('#held-info')).append(h('b', null, what), ' held ', BM.fmtAgo(m.paused_at),
       expiry ? ' · ' : '', expiry || '', ' · ', h('span', { class: 'mono' }, (m.method || '') + ' ' + (m.url || '')));
     setHeldError(null);
     renderHeldList();
