@@ -195,6 +195,43 @@ def stalled_reader(w):
     check(row and row["websocket"]["messages_down"] == 200000, "all 200,000 messages are in the store", row and row["websocket"])
 
 
+def sustained(w):
+    """10,000 messages a second for a minute: every one arrives in order and is stored, the tunnel's memory flat."""
+    tag = "case=sustained"
+    rate, seconds = 10000, 60
+    pid = w.busymate.tunnel_pid()
+    samples = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.wait(5):
+            samples.append(rss_kb(pid))
+    sampler = threading.Thread(target=sample, daemon=True)
+    ws = open_socket(w, "/paced?rate=%d&seconds=%d&size=256&%s" % (rate, seconds, tag), deflate=False)
+    started = time.monotonic()
+    sampler.start()
+    count, in_order = 0, True
+    try:
+        while True:
+            m = ws.recv(timeout=30)
+            if in_order and m[:9] != "%09d" % count:
+                in_order = False
+            count += 1
+    except ConnectionClosed:
+        pass
+    finally:
+        elapsed = time.monotonic() - started
+        stop.set()
+        ws.close()
+    check(count == rate * seconds and in_order, "all %d messages arrived, in order" % (rate * seconds), count)
+    check(elapsed < seconds * 1.15, "at the sender's pace: %d messages a second" % int(count / max(elapsed, 0.001)), "%.1f s" % elapsed)
+    # Flat: from the first sample (10 s in) to the last, less than 40 MB more.
+    kept = [s for s in samples if s]
+    check(len(kept) >= 3 and max(kept[1:]) - kept[1] < 40 * 1024, "the tunnel's memory stays flat (RSS, kB, every 5 s)", kept)
+    row = socket_row(w, tag, state="closed", timeout=60)
+    check(row and row["websocket"]["messages_down"] == rate * seconds, "every message is in the store", row and row["websocket"])
+
+
 def deflate_bomb(w):
     tag = "case=bomb"
     pid = w.busymate.tunnel_pid()
@@ -363,5 +400,5 @@ def chromium_live(w):
 
 CASES = [("plain", plain), ("plain_deflate", plain_deflate), ("mitm", mitm), ("mitm_deflate", mitm_deflate), ("fragments", fragments),
          ("close_from_server", close_from_server), ("close_from_client", close_from_client), ("tail_live", tail_live),
-         ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader),
+         ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader), ("sustained", sustained),
          ("inject", inject), ("breakpoint_messages", breakpoint_messages), ("chromium_live", chromium_live)]

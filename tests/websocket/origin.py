@@ -47,6 +47,20 @@ async def handler(ws):
             await ws.send("%08d" % i + body[8:])
         await ws.close(1000, "flood done")
         return
+    if url.path == "/paced":
+        # RATE messages a second for SECONDS, in steps of 10 ms, numbered; then a close.
+        rate, seconds, size = int(query["rate"][0]), float(query["seconds"][0]), int(query.get("size", ["256"])[0])
+        body = "y" * size
+        loop = asyncio.get_running_loop()
+        start, sent, total = loop.time(), 0, int(rate * seconds)
+        while sent < total:
+            due = min(total, int((loop.time() - start) * rate) + rate // 100)
+            while sent < due:
+                await ws.send("%09d" % sent + body[9:])
+                sent += 1
+            await asyncio.sleep(0.01)
+        await ws.close(1000, "paced done")
+        return
     if url.path == "/fragments":
         await ws.send(["one ", "two ", "three"])
         await ws.send([b"\x01\x02", b"\x03\x04"])
