@@ -36,7 +36,14 @@ extension Breakpoints {
             case .success:
                 break
             }
-            for keyPath in side.keyPaths(from: from) {
+            // Both of a socket's lists: the one that has it already is left as it is.
+            let breakpoints = try SettingsEdit.current(options.paths).settings.breakpoints
+            let present: [String: [String]] = ["messages_from_client": breakpoints.messagesFromClient.map(\.text),
+                                               "messages_from_server": breakpoints.messagesFromServer.map(\.text)]
+            let lists = side.keyPaths(from: from)
+            let missing = lists.filter { side != .messages || from != nil || !(present[$0[1]] ?? []).contains(pattern) }
+            if missing.isEmpty { throw CLIError(description: "\(pattern) is in both breakpoints.messages_from_client and …_from_server already") }
+            for keyPath in missing {
                 try SettingsEdit.add(pattern, to: keyPath, options.paths)
                 print("added \(pattern) to \(keyPath.joined(separator: "."))")
             }
@@ -67,7 +74,7 @@ extension Breakpoints {
     struct ListPatterns: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list-patterns", abstract: "Show which requests and responses are held.")
         @OptionGroup var options: GroupOption
-        @Flag(help: "Print a JSON object: request, response, timeout_seconds.") var json = false
+        @Flag(help: "Print a JSON object: request, response, messages_from_client, messages_from_server, timeout_seconds.") var json = false
         func run() async throws {
             let breakpoints = try SettingsEdit.current(options.paths).settings.breakpoints
             let lists = [("request", breakpoints.request.map(\.text)), ("response", breakpoints.response.map(\.text)),

@@ -55,7 +55,7 @@ struct ListHeld: AsyncParsableCommand {
         }
         for event in events {
             let state = event.outcome?.rawValue ?? (event.requested.map { "asked: \($0.rawValue)" } ?? "held \(Int(Date().timeIntervalSince(event.pausedAt)))s")
-            var line = "\(String(event.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(event.kind.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0))"
+            var line = "\(String(event.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(event.kind.rawValue.padding(toLength: event.kind.isMessage ? 20 : 9, withPad: " ", startingAt: 0))"
             line += "\(state.padding(toLength: 14, withPad: " ", startingAt: 0)) \(event.method.padding(toLength: 7, withPad: " ", startingAt: 0)) \(event.url)"
             print(line)
         }

@@ -293,6 +293,13 @@ public final class CaptureDatabase: Sendable {
             }
             try db.create(index: "ws_sends_socket", on: "ws_sends", columns: ["exchange_id"])
         }
+        // The order sockets closed in, for the page's live feed: closing times
+        // are the tunnel's clock (and an abandoned one's is back-dated), and a
+        // count of closed sockets falls as retention trims them.
+        migrator.registerMigration("v15: websocket close order") { db in
+            try db.alter(table: "websockets") { t in t.add(column: "close_order", .integer) }
+            try db.create(index: "websockets_close_order", on: "websockets", columns: ["close_order"])
+        }
         return migrator
     }
 }

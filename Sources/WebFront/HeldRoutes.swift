@@ -32,8 +32,9 @@ struct HeldRoutes<Context: RequestContext> {
                 if action == "abort" {
                     return try HeldMessageResolution.resolve(event, .abort, repository: repos.breakpoints, paths: paths, sender: "web")
                 }
-                // The page sends the text back as shown: CRLFs may have become LFs.
-                guard let edited, !Self.sameMessage(edited, event.rawHTTPInitial) else {
+                // The page sends HTTP back as shown (CRLFs may have become LFs); a WebSocket message, byte for byte.
+                let unchanged = edited.map { event.kind.isMessage ? $0 == event.rawHTTPInitial : Self.sameMessage($0, event.rawHTTPInitial) } ?? true
+                guard let edited, !unchanged else {
                     return try HeldMessageResolution.resolve(event, .continue, repository: repos.breakpoints, paths: paths, sender: "web")
                 }
                 try HeldMessageResolution.check(edited, replacing: event)

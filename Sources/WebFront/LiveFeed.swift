@@ -19,8 +19,8 @@ public actor LiveFeed {
     private var lastSeen: Int64 = 0
     /// The last WebSocket message stored, likewise (nil: not looked yet).
     private var lastMessage: Int64?
-    /// Sockets closed, as the last look counted them.
-    private var closedSockets: Int?
+    /// The last socket close, as the last look saw it.
+    private var closedSockets: Int64?
     /// The sockets that had new messages at the last look: an open
     /// Messages tab of one of them reads what is new.
     public private(set) var messagesMessage = #"{"type":"messages","sockets":[]}"#
@@ -98,13 +98,12 @@ public actor LiveFeed {
     /// New WebSocket messages, or sockets that closed: which sockets, as they are now.
     private func pollMessages() async {
         let (seen, closedBefore) = (lastMessage, closedSockets)
-        guard let (last, closedNow, sockets) = try? await reader.read({ repos -> (Int64, Int, [Int64: WebSocketRecord]) in
+        guard let (last, closedNow, sockets) = try? await reader.read({ repos -> (Int64, Int64, [Int64: WebSocketRecord]) in
             let last = try repos.sockets.lastMessageID()
-            let closedCount = try repos.sockets.closed(latest: 0).count
-            var ids: [Int64] = []
+            let closed = try repos.sockets.closed(after: closedBefore)
+            var ids = closed.ids
             if let seen, last > seen { ids += try repos.sockets.sockets(withMessagesAfter: seen) }
-            if let closedBefore, closedCount > closedBefore { ids += try repos.sockets.closed(latest: closedCount - closedBefore).ids }
-            return (last, closedCount, ids.isEmpty ? [:] : try repos.sockets.sockets(exchangeIDs: ids))
+            return (last, closed.last, ids.isEmpty ? [:] : try repos.sockets.sockets(exchangeIDs: ids))
         }) else { return }
         (lastMessage, closedSockets) = (last, closedNow)
         guard !sockets.isEmpty else { return }
@@ -148,12 +147,18 @@ public actor LiveFeed {
 
 /// A held message as the page edits it.
 enum HeldJSON {
+    /// A WebSocket message that is not text (or not UTF-8) comes as `binary`
+    /// with `raw_base64`; `raw` then shows it, and is no edit.
     static func node(_ e: BreakpointEvent) -> JSONNode {
-        ExchangeJSON.object([
+        let text = String(validating: e.rawHTTPInitial, as: UTF8.self)
+        let binary = e.kind.isMessage && (e.method != "TEXT" || text == nil)
+        var members: [ExchangeJSON.Member] = [
             ("id", ExchangeJSON.number(e.id)), ("request_id", ExchangeJSON.string(e.requestID)), ("kind", ExchangeJSON.string(e.kind.rawValue)),
             ("paused_at", ExchangeJSON.date(e.pausedAt)), ("expires_at", ExchangeJSON.date(e.expiresAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
-            ("raw", ExchangeJSON.string(String(decoding: e.rawHTTPInitial, as: UTF8.self))),
-        ])
+            ("raw", ExchangeJSON.string(text ?? String(decoding: e.rawHTTPInitial, as: UTF8.self))),
+        ]
+        if binary { members += [("binary", ExchangeJSON.bool(true)), ("raw_base64", ExchangeJSON.string(e.rawHTTPInitial.base64EncodedString()))] }
+        return ExchangeJSON.object(members)
     }
 }
 

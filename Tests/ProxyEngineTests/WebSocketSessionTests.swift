@@ -151,6 +151,11 @@ import Testing
         func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
                    on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> { eventLoop.makeSucceededFuture(.dropped) }
         func clientLeft(requestID: String) {}
+        var closedWhileHeld = 0
+        func messageSocketClosed(requestID: String) {
+            closedWhileHeld += 1
+            for (_, promise) in paused { promise.succeed(.gone) }
+        }
         func pauseMessage(_ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
                           on eventLoop: EventLoop) -> EventLoopFuture<MessageResolution> {
             let promise = eventLoop.makePromise(of: MessageResolution.self)
@@ -178,5 +183,36 @@ import Testing
         try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x2, [9, 9], key: [5, 5, 5, 5])))
         holds.paused[2].promise.succeed(.drop)
         #expect(try s.written(by: s.server).isEmpty && s.heard.whole.last?.origin == .dropped)
+    }
+
+    /// The held side leaves (its close frame, then its connection): the other
+    /// side gets the message and the close once it is resolved, then closes.
+    @Test func aSideThatLeavesWhileItsMessageIsHeldIsFollowedAfterTheResolution() throws {
+        let holds = HoldAll()
+        let s = try Socket(breakpoints: holds)
+        let held = Self.wire(0x1, Array("bye".utf8), key: [6, 6, 6, 6]), close = Self.wire(0x8, [0x0F, 0xA2], key: [7, 7, 7, 7])
+        try s.client.writeInbound(ByteBuffer(bytes: held + close))
+        #expect(throws: WebSocketSendRefused.self, "no sending into a held direction") {
+            try s.session.inject(.text, ByteBuffer(string: "mine"), toClient: false).wait()
+        }
+        try s.client.close().wait()
+        s.loop.run()
+        let nothing = try s.written(by: s.server)
+        #expect(s.server.isActive && nothing.isEmpty, "the server waits for the resolution")
+        holds.paused[0].promise.succeed(.forward)
+        s.loop.run()
+        #expect(try s.written(by: s.server) == held + close && !s.server.isActive)
+        #expect(s.heard.closings.count == 1 && holds.closedWhileHeld == 0)
+    }
+
+    @Test func aSocketThatClosesWhileAMessageIsHeldResolvesItAsGone() throws {
+        let holds = HoldAll()
+        let s = try Socket(breakpoints: holds)
+        try s.client.writeInbound(ByteBuffer(bytes: Self.wire(0x1, Array("never".utf8), key: [8, 8, 8, 8])))
+        // The server goes: the client is closed after it (the client's own message waits in vain).
+        try s.server.close().wait()
+        s.loop.run()
+        #expect(!s.client.isActive)
+        #expect(holds.closedWhileHeld == 1 && s.heard.closings.count == 1 && s.heard.whole.isEmpty)
     }
 }

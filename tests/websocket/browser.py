@@ -89,3 +89,42 @@ def chromium_live(w):
     finally:
         client.quit()
         viewer.quit()
+
+
+def page_held(w, open_socket, applied):
+    """A held WebSocket message edited in the page's held panel reaches the server byte for byte (no HTTP line ends added)."""
+    if not (shutil.which("chromium") and (shutil.which("chromedriver") or os.path.exists("/usr/bin/chromedriver"))):
+        check(False, "chromium and chromedriver are installed (scripts/install-deps.sh --test)")
+        return
+    r = w.busymate.cli("breakpoints", "add", "messages", "*/held-by-page*", "--from", "client")
+    check(r.returncode == 0, "a message breakpoint is set", r.stderr)
+    applied(w)
+    viewer = chromium()
+    try:
+        viewer.get(w.busymate.cli("web", "url").stdout.strip())
+        check(wait(viewer, lambda: viewer.find_element(By.ID, "live-state").text.strip() == "live"), "Busymate's page is live")
+        # Uncompressed: a compressed message whose sender keeps its window can only go on as it came.
+        with open_socket(w, "/held-by-page?case=page_held", deflate=False) as ws:
+            ws.send("line one\nline two")
+            check(wait(viewer, lambda: viewer.find_element(By.ID, "held-count").text.strip() == "1"), "the page counts the held message")
+            viewer.find_element(By.ID, "held-button").click()
+            item = lambda: viewer.find_element(By.CSS_SELECTOR, "#held-list [data-held-id]")
+            check(wait(viewer, lambda: "message_from_client" in item().text.lower()), "the held panel lists it as a client's message", item().text)
+            item().click()
+            raw = lambda: viewer.find_element(By.ID, "held-raw")
+            check(wait(viewer, lambda: raw().get_attribute("value") == "line one\nline two"), "its payload is in the editor, as sent",
+                  raw().get_attribute("value"))
+            raw().clear()
+            raw().send_keys("edited\nsecond line")
+            viewer.find_element(By.ID, "held-continue").click()
+            try:
+                echoed = ws.recv(timeout=10)
+            except TimeoutError:
+                echoed = None
+            events = w.busymate.cli("breakpoints", "list", "--all", "--json").stdout
+            check(echoed == "edited\nsecond line", "the edit reaches the server (and its echo the client) byte for byte",
+                  (echoed, viewer.find_element(By.ID, "held-error").text, events[-600:]))
+    finally:
+        viewer.quit()
+        w.busymate.cli("breakpoints", "remove", "messages", "*/held-by-page*")
+        applied(w)

@@ -383,6 +383,15 @@ def breakpoint_messages(w):
             fourth = held()
             w.busymate.cli("breakpoints", "continue", str(fourth[0]["id"]))
             check(ws.recv(timeout=10) == "four", "after a dropped message the next goes on; the dropped one never arrived")
+        # Compressed by a client that keeps its deflate window: it can only go on as it came.
+        with open_socket(w, "/held?case=zipped_hold", deflate=True) as ws:
+            ws.send("zipped " * 20)
+            zipped = wait_until(lambda: [e for e in held_events(w) if "zipped_hold" in e["url"] and e["outcome"] is None], 10)
+            r = w.busymate.cli("breakpoints", "continue", str(zipped[0]["id"]), "--raw-file", edited) if zipped else None
+            check(r is not None and r.returncode != 0 and "refused" in r.stderr, "an edit of a compressed message whose sender keeps its window is refused",
+                  r and r.stderr)
+            r = w.busymate.cli("breakpoints", "continue", str(zipped[0]["id"])) if zipped else None
+            check(r is not None and r.returncode == 0 and ws.recv(timeout=10) == "zipped " * 20, "it stays held and goes on as it came", r and r.stderr)
     finally:
         w.busymate.cli("breakpoints", "remove", "messages", "*/held*")
         applied(w)
@@ -398,7 +407,13 @@ def chromium_live(w):
     browser.chromium_live(w)
 
 
+def page_held(w):
+    import browser
+    browser.page_held(w, open_socket, applied)
+
+
 CASES = [("plain", plain), ("plain_deflate", plain_deflate), ("mitm", mitm), ("mitm_deflate", mitm_deflate), ("fragments", fragments),
          ("close_from_server", close_from_server), ("close_from_client", close_from_client), ("tail_live", tail_live),
          ("unmasked_client", unmasked_client), ("deflate_bomb", deflate_bomb), ("stalled_reader", stalled_reader), ("sustained", sustained),
-         ("inject", inject), ("breakpoint_messages", breakpoint_messages), ("chromium_live", chromium_live)]
+         ("inject", inject), ("breakpoint_messages", breakpoint_messages), ("chromium_live", chromium_live),
+         ("page_held", page_held)]

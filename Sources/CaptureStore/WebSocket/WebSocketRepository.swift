@@ -49,7 +49,8 @@ public struct WebSocketRepository: Sendable {
                 try db.cachedStatement(sql: "UPDATE exchanges SET ended_at = ?, bytes_up = ?, bytes_down = ?, error = coalesce(?, error) WHERE id = ?")
                     .execute(arguments: [closed.at, closed.bytesUp, closed.bytesDown, closed.error, id])
                 try db.cachedStatement(sql: """
-                    UPDATE websockets SET closed_at = ?, pings = ?, pongs = ?, close_code = ?, close_reason = ?, closed_by = ? WHERE exchange_id = ?
+                    UPDATE websockets SET closed_at = ?, pings = ?, pongs = ?, close_code = ?, close_reason = ?, closed_by = ?,
+                        close_order = (SELECT coalesce(max(close_order), 0) + 1 FROM websockets) WHERE exchange_id = ?
                     """).execute(arguments: [closed.at, closed.pings, closed.pongs, closed.closeCode, closed.closeReason, closed.closedBy, id])
             }
         }
@@ -92,7 +93,10 @@ public struct WebSocketRepository: Sendable {
             for row in open where !isRunning(row["tunnel_pid"]) {
                 let id: Int64 = row["exchange_id"]
                 let last = try Date.fetchOne(db, sql: "SELECT max(at) FROM ws_messages WHERE exchange_id = ?", arguments: [id]) ?? row["opened_at"]
-                try db.execute(sql: "UPDATE websockets SET closed_at = ?, closed_by = 'proxy' WHERE exchange_id = ?", arguments: [last, id])
+                try db.execute(sql: """
+                    UPDATE websockets SET closed_at = ?, closed_by = 'proxy', close_order = (SELECT coalesce(max(close_order), 0) + 1 FROM websockets)
+                    WHERE exchange_id = ?
+                    """, arguments: [last, id])
                 try db.execute(sql: "UPDATE exchanges SET ended_at = ?, error = coalesce(error, ?) WHERE id = ?",
                                arguments: [last, "the tunnel that carried this WebSocket stopped before it closed", id])
                 closed += 1
@@ -157,13 +161,14 @@ public struct WebSocketRepository: Sendable {
         }
     }
 
-    /// How many sockets have closed, and the last `latest` of them to close.
-    public func closed(latest: Int) throws -> (count: Int, ids: [Int64]) {
+    /// The sockets that closed after the close numbered `order` (at most
+    /// 100), and the last number given (0: none closed yet).
+    public func closed(after order: Int64?) throws -> (last: Int64, ids: [Int64]) {
         try database.pool.read { db in
-            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM websockets WHERE closed_at IS NOT NULL") ?? 0
-            let ids = latest > 0 ? try Int64.fetchAll(db, sql: "SELECT exchange_id FROM websockets WHERE closed_at IS NOT NULL ORDER BY closed_at DESC LIMIT ?",
-                                                     arguments: [min(latest, 100)]) : []
-            return (count, ids)
+            let last = try Int64.fetchOne(db, sql: "SELECT max(close_order) FROM websockets") ?? 0
+            guard let order, last > order else { return (last, []) }
+            let ids = try Int64.fetchAll(db, sql: "SELECT exchange_id FROM websockets WHERE close_order > ? ORDER BY close_order LIMIT 100", arguments: [order])
+            return (last, ids)
         }
     }
 

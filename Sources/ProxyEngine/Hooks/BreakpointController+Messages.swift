@@ -76,10 +76,8 @@ extension BreakpointController {
     /// this tunnel's. Blocking (the store): off the event loops.
     func carryOutMessage(_ event: BreakpointRepository.Pending, repository: BreakpointRepository) -> Bool {
         let id = event.id
-        guard let (key, waiter) = messageWaiters.withLock({ table -> (String, MessageWaiter)? in
-            guard let key = table.first(where: { $0.value.id == id })?.key, let waiter = table.removeValue(forKey: key) else { return nil }
-            return (key, waiter)
-        }) else { return false }
+        // Looked at, not taken: a change refused leaves it where it is, for the socket's close to find.
+        guard let waiter = messageWaiters.withLock({ table in table.values.first { $0.id == id } }) else { return false }
         let resolution: MessageResolution
         let outcome: BreakpointEvent.Outcome
         switch event.requested {
@@ -96,11 +94,17 @@ extension BreakpointController {
             if let refusal {
                 logger.error("refused a change to a held WebSocket message; it stays held", metadata: ["BREAKPOINT_ID": "\(id)", "WHY": "\(refusal)"])
                 try? repository.withdraw(id: id)
-                messageWaiters.withLock { $0[key] = waiter }
                 return true
             }
             (resolution, outcome) = event.requested == .abort ? (.drop, .aborted) : (.edited(edited), .edited)
         }
+        // Taken now; gone meanwhile (the socket closed): its close resolved it.
+        let taken = messageWaiters.withLock { table -> Bool in
+            guard let key = table.first(where: { $0.value.id == id })?.key else { return false }
+            table.removeValue(forKey: key)
+            return true
+        }
+        guard taken else { return true }
         finishMessage(id: id, waiter: waiter, resolution, outcome, final: { if case let .edited(data) = resolution { data } else { nil } }())
         return true
     }

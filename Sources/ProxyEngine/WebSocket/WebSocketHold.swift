@@ -15,6 +15,10 @@ struct WebSocketHold {
     /// Its last fragment came: it is paused now.
     var complete = false
     var after: [(frame: WebSocketFrame, step: WebSocketStep)] = []
+    /// The holding side's end (its FIN, or its close) came while it waited:
+    /// carried across once the message and what came after it have gone.
+    enum End { case inputClosed, closed }
+    var end: End?
 
     init(first: WebSocketFragment) {
         opcode = first.opcode

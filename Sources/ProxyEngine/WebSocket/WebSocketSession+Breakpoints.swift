@@ -30,7 +30,11 @@ extension WebSocketSession {
             var hold = WebSocketHold(first: fragment)
             hold.add(frame, fragment)
             setHold(hold, fromClient: fromClient)
-            if hold.complete { pause(hold, fromClient: fromClient) }
+            if hold.payload.readableBytes > BreakpointController.maxHeldBytes {
+                release(.forward, fromClient: fromClient)
+            } else if hold.complete {
+                pause(hold, fromClient: fromClient)
+            }
             return
         }
         deliver(frame, step, fromClient: fromClient)
@@ -75,9 +79,31 @@ extension WebSocketSession {
             return
         }
         if hold.complete { sendWaitingInjections(fromClient: fromClient) }
+        // What came after goes through again (a message among it may be held in its turn).
         for (frame, step) in hold.after { route(frame, step, fromClient: fromClient) }
+        if var again = fromClient ? holds.client : holds.server {
+            // Held again: the side's end waits behind that one.
+            if let end = hold.end, again.end != .closed { again.end = end }
+            setHold(again, fromClient: fromClient)
+            partner(of: fromClient)?.flush()
+            observer?.readComplete()
+            return
+        }
         partner(of: fromClient)?.flush()
         observer?.readComplete()
-        (fromClient ? client : server)?.resume()
+        switch hold.end {
+        case .inputClosed?: inputClosed(fromClient: fromClient)
+        case .closed?: closePartner(of: fromClient)
+        case nil: (fromClient ? client : server)?.resume()
+        }
+    }
+
+    /// The side whose message is held ended (`end`): kept until the message has gone.
+    func deferEnd(_ end: WebSocketHold.End, fromClient: Bool) -> Bool {
+        guard var hold = fromClient ? holds.client : holds.server else { return false }
+        // A close outranks a FIN.
+        if hold.end != .closed { hold.end = end }
+        setHold(hold, fromClient: fromClient)
+        return true
     }
 }

@@ -89,6 +89,8 @@ final class WebSocketSession {
     /// came with the `101` (handed on as the HTTP decoders went, with no
     /// read's end after it) is flushed and recorded.
     func switched() {
+        // Ended already (a violation in what came with the 101): nothing to register.
+        guard case .open = state else { return }
         if let registry, let requestID { registry.register(requestID, self, on: eventLoop) }
         client?.flush()
         server?.flush()
@@ -195,8 +197,10 @@ final class WebSocketSession {
 
     // MARK: the end
 
-    /// One side sent its FIN: the other gets it once what was queued for it has gone.
+    /// One side sent its FIN: the other gets it once what was queued for it
+    /// has gone (after a message of that side held at a breakpoint, too).
     func inputClosed(fromClient: Bool) {
+        if deferEnd(.inputClosed, fromClient: fromClient) { return }
         afterQueuedWrites(toClient: !fromClient) { channel in channel.close(mode: .output, promise: nil) }
     }
 
@@ -208,6 +212,12 @@ final class WebSocketSession {
             finish()
             return
         }
+        if deferEnd(.closed, fromClient: fromClient) { return }
+        closePartner(of: fromClient)
+    }
+
+    /// The side that sent `fromClient`'s messages is gone: the other closes after what was queued for it.
+    func closePartner(of fromClient: Bool) {
         guard let other = partner(of: fromClient)?.context?.channel else { return }
         afterQueuedWrites(toClient: !fromClient) { channel in channel.close(promise: nil) }
         let limit = other.eventLoop.scheduleTask(in: GlueHandler.lingerLimit) { other.close(promise: nil) }
@@ -290,9 +300,17 @@ final class WebSocketSession {
             promise.fail(WebSocketSendRefused(description: "the \(fromClient ? "client" : "server") closed its side of the socket: nothing more goes that way"))
             return promise.futureResult
         }
+        guard !(toClient ? gone.client : gone.server) else {
+            promise.fail(WebSocketSendRefused(description: "the \(toClient ? "client" : "server")'s connection is closed"))
+            return promise.futureResult
+        }
+        guard (fromClient ? holds.client : holds.server) == nil else {
+            promise.fail(WebSocketSendRefused(description: "a message from the \(fromClient ? "client" : "server") is held at a breakpoint: resolve it first"))
+            return promise.futureResult
+        }
         injectionCount += 1
         let injection = Injection(number: injectionCount, opcode: opcode, payload: payload, toClient: toClient, promise: promise)
-        if (fromClient ? up : down).inMessage || (fromClient ? holds.client : holds.server) != nil || injections.contains(where: { $0.toClient == toClient }) {
+        if (fromClient ? up : down).inMessage || injections.contains(where: { $0.toClient == toClient }) {
             injections.append(injection)
             let number = injection.number
             eventLoop.assumeIsolated().scheduleTask(in: Self.injectionWait) { [weak self] in
@@ -310,10 +328,26 @@ final class WebSocketSession {
         let frame = WebSocketFrame(fin: true, opcode: injection.opcode == .text ? .text : .binary, maskKey: injection.toClient ? nil : .random(),
                                    data: injection.payload)
         if injection.toClient { closing.bytesDown += Self.wireSize(frame) } else { closing.bytesUp += Self.wireSize(frame) }
+        guard (injection.toClient ? client : server)?.context != nil else {
+            injection.promise.fail(WebSocketSendRefused(description: "the \(injection.toClient ? "client" : "server")'s connection is closed"))
+            return
+        }
         write(frame, toClient: injection.toClient)
         (injection.toClient ? client : server)?.flush()
         let seq = observer?.message(injection.opcode, injection.payload, fromClient: !injection.toClient, origin: .injected) ?? 0
-        injection.promise.succeed(seq)
+        // Sent once written: a write that fails (the connection went) says so.
+        let written = injection.toClient ? lastWrite.client : lastWrite.server
+        let promise = injection.promise
+        if let written {
+            written.whenComplete { result in
+                switch result {
+                case .success: promise.succeed(seq)
+                case let .failure(error): promise.fail(WebSocketSendRefused(description: "the write failed: \(error)"))
+                }
+            }
+        } else {
+            promise.succeed(seq)
+        }
     }
 
     /// A message in `fromClient`'s direction ended: what waited behind it goes now.

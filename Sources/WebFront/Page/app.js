@@ -898,9 +898,11 @@
     const m = S.held.find(x => x.id === id);
     if (!m) return;
     heldSel = id;
-    heldOriginal = (m.raw || '').replace(/\r\n/g, '\n');
+    const isMessage = String(m.kind).startsWith('message_');
+    heldOriginal = isMessage ? (m.raw || '') : (m.raw || '').replace(/\r\n/g, '\n');
     heldRaw.value = heldOriginal;
-    heldRaw.disabled = false;
+    // A binary message is continued or dropped here; its bytes are edited with `busymate breakpoints continue --raw-file`.
+    heldRaw.disabled = !!m.binary;
     $('#held-continue').disabled = false;
     $('#held-abort').disabled = false;
     const expiry = heldExpiry(m);
@@ -963,7 +965,9 @@
     if (heldSel === null) return;
     const m = S.held.find(x => x.id === heldSel);
     const payload = { action };
-    if (action === 'continue' && heldEdited()) payload.raw = toWire(heldRaw.value, m && m.raw);
+    // A WebSocket message is its payload as typed; an HTTP message goes back to the wire's line ends.
+    const isMessage = m && String(m.kind).startsWith('message_');
+    if (action === 'continue' && heldEdited()) payload.raw = isMessage ? heldRaw.value : toWire(heldRaw.value, m && m.raw);
     const btns = [$('#held-continue'), $('#held-abort')];
     btns.forEach(b => { b.disabled = true; });
     try {
