@@ -20,7 +20,7 @@ public final class CaptureWriter: CaptureSink {
         var files: [BodyFileWriter]
     }
 
-    private let store: StoreHandle
+    let store: StoreHandle
     private var traffic: TrafficRepository { TrafficRepository(database: store.database) }
     private var pins: PinnedDomainRepository { PinnedDomainRepository(database: store.database) }
     /// Taken at each use: the store may be replaced (a corrupt file).
@@ -28,13 +28,13 @@ public final class CaptureWriter: CaptureSink {
     /// What is wrong with the store now, for `status` (nil: commits work).
     private let problem = Mutex<String?>(nil)
     private let failedCommits = Atomic<Int>(0)
-    private let bodies: BodyStore
+    let bodies: BodyStore
     private let spares: SpareBodyFiles
     private let notifier: Notifier?
     private let pending = Mutex<[Pending]>([])
-    private let wakeUp: AsyncStream<Void>.Continuation
+    let wakeUp: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
-    private let logger = Logger(label: "busymate.capture")
+    let logger = Logger(label: "busymate.capture")
     /// `capture.max_exchanges`, applied after commits.
     private let maxExchanges = Atomic<Int>(AppSettings().maxExchanges)
     /// `capture.max_bytes`, likewise.
@@ -81,10 +81,10 @@ public final class CaptureWriter: CaptureSink {
 
     /// What may wait in memory for the disk, across all body files.
     static let fileBacklogLimit = 32 << 20
-    private let fileBacklog = BodyFileWriter.Backlog(limit: CaptureWriter.fileBacklogLimit)
+    let fileBacklog = BodyFileWriter.Backlog(limit: CaptureWriter.fileBacklogLimit)
 
     /// Exchanges submitted and not yet committed (queued or being written).
-    private let uncommitted = Atomic<Int>(0)
+    let uncommitted = Atomic<Int>(0)
     /// Past this many uncommitted exchanges the proxy stops reading new
     /// requests until the store catches up: capture costs throughput, never
     /// exchanges or unbounded memory.
@@ -114,7 +114,7 @@ public final class CaptureWriter: CaptureSink {
 
     /// After anything that can end `isBehind`; checked under the waiters'
     /// lock, so a connection that looked a moment ago is not missed.
-    private func wakeWaiters(all: Bool = false) {
+    func wakeWaiters(all: Bool = false) {
         let ready = waiters.withLock { list -> [(EventLoop, @Sendable () -> Void)] in
             guard all || !isBehind else { return [] }
             defer { list.removeAll() }
@@ -140,36 +140,8 @@ public final class CaptureWriter: CaptureSink {
         wakeUp.yield()
     }
 
-    /// WebSockets' events, committed after the rows queued before them.
-    private let sockets = Mutex<[WebSocketEvent]>([])
-
-    public func submit(_ event: WebSocketEvent) {
-        uncommitted.add(event.weight, ordering: .relaxed)
-        let dropped = sockets.withLock { queue -> Int in
-            queue.append(event)
-            guard queue.count > Self.maxPending / 64 else { return 0 }
-            // Messages go first; a socket's opening and close are kept.
-            guard let oldest = queue.firstIndex(where: { if case .messages = $0 { true } else { false } }) else { return 0 }
-            return queue.remove(at: oldest).weight
-        }
-        if dropped > 0 {
-            uncommitted.subtract(dropped, ordering: .relaxed)
-            wakeWaiters()
-            logger.error("the capture store is falling behind; dropped the oldest WebSocket messages", metadata: ["DROPPED": "\(dropped)"])
-        }
-        wakeUp.yield()
-    }
-
-    /// Sockets whose rows are gone while they are open (retention, "clear"):
-    /// their captures stop storing messages. Forgotten at their close.
-    private let droppedSockets = Mutex<Set<String>>([])
-
-    public func isDropped(socket requestID: String) -> Bool { droppedSockets.withLock { $0.contains(requestID) } }
-
-    public func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter? {
-        BodyFileWriter(store: bodies, name: WebSocketRepository.fileName(requestID: requestID), direction: nil, backlog: fileBacklog, spares: nil,
-                       eventLoop: eventLoop)
-    }
+    /// WebSockets' events, committed after the rows queued before them (CaptureWriter+WebSockets.swift).
+    let sockets = WebSocketEventQueue(limit: CaptureWriter.maxPending / 64)
 
     public func apply(_ settings: AppSettings) {
         maxExchanges.store(settings.maxExchanges, ordering: .relaxed)
@@ -239,21 +211,6 @@ public final class CaptureWriter: CaptureSink {
         await flush()
     }
 
-    /// Sockets a tunnel that is gone left open (a crash, a kill) are closed.
-    private func closeAbandonedSockets() async {
-        do {
-            // At start this tunnel carries no socket yet: one under its own pid (a
-            // container's tunnel keeps its pid across restarts) was left by its predecessor.
-            let own = Int(getpid())
-            let closed = try await WebSocketRepository(database: store.database).closeAbandoned { pid in
-                pid > 0 && pid != own && (kill(pid_t(pid), 0) == 0 || errno == EPERM)
-            }
-            if closed > 0 { logger.notice("closed WebSockets a stopped tunnel left open", metadata: ["SOCKETS": "\(closed)"]) }
-        } catch {
-            logger.error("cannot close the WebSockets a stopped tunnel left open", metadata: ["ERROR": "\(StoreHealth.describe(error))"])
-        }
-    }
-
     /// What is wrong with the store, for `status`; nil while commits work.
     var storeProblem: String? { problem.withLock { $0 } }
 
@@ -294,10 +251,7 @@ public final class CaptureWriter: CaptureSink {
         await savePins()
         // Events first, then rows: a socket's handshake row is submitted before
         // its events, so it is in this batch (committed before them) or an earlier one.
-        let events = sockets.withLock { queue in
-            defer { queue.removeAll(keepingCapacity: true) }
-            return queue
-        }
+        let events = sockets.take()
         let batch = pending.withLock { queue in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
@@ -312,10 +266,7 @@ public final class CaptureWriter: CaptureSink {
         for entry in batch { records.append(await complete(entry)) }
         do {
             let trimmed = try await traffic.save(records, sockets: events, keeping: retention, size: known, lastID: lastID)
-            let closed = Set(events.compactMap { if case let .closed(c) = $0 { c.requestID } else { nil } })
-            if !trimmed.goneSockets.isEmpty || !closed.isEmpty {
-                droppedSockets.withLock { $0 = $0.union(trimmed.goneSockets).subtracting(closed) }
-            }
+            sockets.committed(events, gone: trimmed.goneSockets)
             size.withLock { $0 = (trimmed.size, trimmed.lastID, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count + events.reduce(0) { $0 + $1.weight }, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
@@ -333,7 +284,7 @@ public final class CaptureWriter: CaptureSink {
             // Measure again next time: the failed transaction may have been half done.
             size.withLock { $0 = (nil, nil, 0) }
             pending.withLock { $0.insert(contentsOf: records.map { Pending(record: $0, files: []) }, at: 0) }
-            sockets.withLock { $0.insert(contentsOf: events, at: 0) }
+            sockets.putBack(events)
             if StoreHealth.isCorruption(error), replaceCorruptStore(error) {
                 wakeUp.yield()
                 return

@@ -265,8 +265,9 @@ def requests(port, origin, n):
 
 # --- the page -------------------------------------------------------------------
 
-def page_cloud_row(a):
-    """The readiness card's Cloud row as a real Chromium shows it."""
+def page_cloud_row(a, until=None):
+    """The readiness card's Cloud row as a real Chromium shows it (once `until` holds of it, when given:
+    the card follows the supervisor's report, refreshed every second, which may lag the CLI's by one)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -285,7 +286,7 @@ def page_cloud_row(a):
             text["sinks"] = " | ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "[data-test=cloud-sink]"))
             text["realtime"] = " | ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "[data-test=cloud-realtime]"))
             return text["state"]
-        wait_until("the Cloud row", row, 15, quiet=True)
+        wait_until("the Cloud row", lambda: row() and (until is None or until(text)), 15, quiet=True)
         return text
     finally:
         driver.quit()
@@ -673,7 +674,7 @@ def check_revoked(a, double, pg, origin, uuid):
     time.sleep(1)
     must((a.sink().get("backlog") or 0) >= 40, "the rows wait in the store (backlog %s)" % a.sink().get("backlog"))
     must("re-pair required" in a.log_text(), "the log says re-pair required")
-    shown = page_cloud_row(a)
+    shown = page_cloud_row(a, until=lambda t: t["state"].startswith("re-pair required"))
     must(shown.get("state", "").startswith("re-pair required"), "the page's readiness card says re-pair required (%r)" % shown)
     r = pair(a, double, "lab-bench")
     must(r.returncode == 0, "re-pairing works (%r)" % r.stderr.strip())
