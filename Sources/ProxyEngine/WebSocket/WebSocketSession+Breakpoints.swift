@@ -12,13 +12,7 @@ extension WebSocketSession {
         if var hold = fromClient ? holds.client : holds.server {
             if !hold.complete, case let .fragment(fragment) = step {
                 hold.add(frame, fragment)
-                setHold(hold, fromClient: fromClient)
-                if hold.payload.readableBytes > BreakpointController.maxHeldBytes {
-                    // Too large to hold, as an HTTP body would be: it goes on.
-                    release(.forward, fromClient: fromClient)
-                } else if hold.complete {
-                    pause(hold, fromClient: fromClient)
-                }
+                settle(hold, fromClient: fromClient)
             } else {
                 hold.after.append((frame, step))
                 setHold(hold, fromClient: fromClient)
@@ -29,15 +23,21 @@ extension WebSocketSession {
            breakpoints.holds(fromClient ? .messageFromClient : .messageFromServer, url, exchange: nil) {
             var hold = WebSocketHold(first: fragment)
             hold.add(frame, fragment)
-            setHold(hold, fromClient: fromClient)
-            if hold.payload.readableBytes > BreakpointController.maxHeldBytes {
-                release(.forward, fromClient: fromClient)
-            } else if hold.complete {
-                pause(hold, fromClient: fromClient)
-            }
+            settle(hold, fromClient: fromClient)
             return
         }
         deliver(frame, step, fromClient: fromClient)
+    }
+
+    /// A fragment more of the held message: paused once whole; too large to
+    /// hold (as an HTTP body would be), it goes on.
+    private func settle(_ hold: WebSocketHold, fromClient: Bool) {
+        setHold(hold, fromClient: fromClient)
+        if hold.payload.readableBytes > BreakpointController.maxHeldBytes {
+            release(.forward, fromClient: fromClient)
+        } else if hold.complete {
+            pause(hold, fromClient: fromClient)
+        }
     }
 
     private func setHold(_ hold: WebSocketHold?, fromClient: Bool) {
