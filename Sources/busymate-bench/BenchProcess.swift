@@ -30,6 +30,17 @@ final class BenchProcess: @unchecked Sendable {
 
     var pid: Int32 { process.processIdentifier }
 
+    /// Moves the process and all its threads to `core`.
+    func pin(to core: Int) throws {
+        let taskset = Process()
+        taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
+        taskset.arguments = ["-a", "-p", "-c", "\(core)", "\(pid)"]
+        taskset.standardOutput = FileHandle.nullDevice
+        try taskset.run()
+        taskset.waitUntilExit()
+        guard taskset.terminationStatus == 0 else { throw BenchError("taskset could not move \(name) to core \(core)") }
+    }
+
     func stop() {
         guard process.isRunning else { return }
         kill(pid, SIGTERM)

@@ -28,8 +28,15 @@ struct BusymateBench: AsyncParsableCommand {
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
     @Option(help: "Build the store's group here and keep it (for profiling queries).") var keepStore = ""
+    @Option(name: .customLong("websocket-window"), help: "Messages in flight on each connection in the WebSocket cell.") var webSocketWindow = 10
+    @Option(name: .customLong("serve-websocket-origin"), help: .hidden) var serveWebSocketOrigin = 0
+    @Option(help: .hidden) var originCertificate = ""
+    @Option(help: .hidden) var originKey = ""
 
     func run() async throws {
+        if serveWebSocketOrigin > 0 {
+            return try await WebSocketOrigin.serve(port: serveWebSocketOrigin, certificate: originCertificate, key: originKey)
+        }
         let work = URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
@@ -39,10 +46,18 @@ struct BusymateBench: AsyncParsableCommand {
         defer { origin.process.stop() }
         var report = Report(connections: connections, seconds: seconds)
         report.http2Connections = http2Connections
+        report.webSocketWindow = webSocketWindow
         report.notes.append(mitmdump.isEmpty ? "mitmdump: not measured (\(mitmdumpMissing.isEmpty ? "not installed" : mitmdumpMissing))" : "mitmdump: \(mitmdump)")
 
-        let scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
+        var scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
             .filter { only.isEmpty || $0.name.contains(only) }
+        var webSocketOrigin: WebSocketOrigin?
+        defer { webSocketOrigin?.process.stop() }
+        if only.isEmpty || Scenario.webSocketPrefix.contains(only) {
+            let echo = try WebSocketOrigin.start(in: work.appendingPathComponent("origin"), core: serverCore, origin: origin)
+            webSocketOrigin = echo
+            scenarios.append(.webSocket(echo, connections: connections, window: webSocketWindow))
+        }
         if !skipDirect {
             log("direct")
             for scenario in scenarios {
@@ -65,7 +80,7 @@ struct BusymateBench: AsyncParsableCommand {
             log(proxy.name)
             for scenario in scenarios {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
-                log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")")
+                log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")\(proxy.messagesStored().map { ", \($0) WebSocket messages" } ?? "")")
             }
             if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             if only.isEmpty || only == "memory" || only.contains("HTTP/2") {
@@ -102,7 +117,7 @@ struct BusymateBench: AsyncParsableCommand {
 
     private func measure(_ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup,
                          seconds: Double? = nil) async throws -> LoadResult {
-        try origin.pin(to: proxy == nil ? serverCore : otherCore)
+        try (scenario.origin ?? origin.process).pin(to: proxy == nil ? serverCore : otherCore)
         var trust = [origin.certificate.path]
         if let proxy { trust.append(proxy.caCertificate.path) }
         var config = TLSConfiguration.makeClientConfiguration()

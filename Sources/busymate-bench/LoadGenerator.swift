@@ -19,6 +19,8 @@ struct LoadPlan: Sendable {
     var newConnectionPerRequest = false
     /// Concurrent streams per connection over HTTP/2 (TLS, ALPN h2); 0 for HTTP/1.1.
     var streams = 0
+    /// Messages in flight per WebSocket (wss, echoed by the origin); 0 for HTTP.
+    var webSocketWindow = 0
     /// Client TLS, trusting whatever the system under test presents.
     var tls: NIOSSLContext?
 }
@@ -57,7 +59,8 @@ enum LoadGenerator {
         let started = NIODeadline.now()
         let deadline = started + plan.duration
         let running = (0..<plan.connections).map { _ in
-            plan.streams > 0 ? HTTP2Worker(plan: plan, loop: group.next(), deadline: deadline).run() : Worker(plan: plan, loop: group.next(), deadline: deadline).run()
+            if plan.webSocketWindow > 0 { return WebSocketWorker(plan: plan, loop: group.next(), deadline: deadline).run() }
+            return plan.streams > 0 ? HTTP2Worker(plan: plan, loop: group.next(), deadline: deadline).run() : Worker(plan: plan, loop: group.next(), deadline: deadline).run()
         }
         var results: [LoadTally] = []
         for tally in running { results.append(try await tally.get()) }

@@ -16,6 +16,8 @@ struct NginxOrigin {
     let http2Port: Int
     /// The origin's self-signed certificate (PEM), for clients and proxies.
     let certificate: URL
+    /// Its key (PEM), for the WebSocket origin, which serves the same name.
+    let key: URL
     let process: BenchProcess
 
     static func start(in directory: URL, core: Int) throws -> NginxOrigin {
@@ -70,19 +72,11 @@ struct NginxOrigin {
         let process = try BenchProcess("nginx", core: core, executable: nginx, arguments: ["-c", config.path, "-e", "\(directory.path)/nginx-error.log"],
                                        logDirectory: directory)
         try Wait.until("nginx", seconds: 10) { Wait.accepts(httpPort) && Wait.accepts(httpsPort) && Wait.accepts(http2Port) }
-        return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, http2Port: http2Port, certificate: certificate, process: process)
+        return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, http2Port: http2Port, certificate: certificate, key: keyFile, process: process)
     }
 
     /// Moves the origin to `core` (nginx runs as one process here).
-    func pin(to core: Int) throws {
-        let taskset = Process()
-        taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-        taskset.arguments = ["-p", "-c", "\(core)", "\(process.pid)"]
-        taskset.standardOutput = FileHandle.nullDevice
-        try taskset.run()
-        taskset.waitUntilExit()
-        guard taskset.terminationStatus == 0 else { throw BenchError("taskset could not move nginx to core \(core)") }
-    }
+    func pin(to core: Int) throws { try process.pin(to: core) }
 
     /// P-256, for localhost and 127.0.0.1. Session resumption is off in
     /// nginx, so every new connection pays a full handshake.

@@ -18,6 +18,12 @@ struct ProxyUnderTest {
         guard let group, let database = try? CaptureDatabase(paths: group, readOnly: true) else { return nil }
         return try? TrafficRepository(database: database).count()
     }
+
+    /// The id of the last WebSocket message stored (ids only grow: how many the store took).
+    func messagesStored() -> Int64? {
+        guard let group, let database = try? CaptureDatabase(paths: group, readOnly: true) else { return nil }
+        return try? WebSocketRepository(database: database).lastMessageID()
+    }
 }
 
 enum Busymate {

@@ -7,6 +7,7 @@ struct Report {
     let connections: Int
     let seconds: Double
     var http2Connections = 0
+    var webSocketWindow = 0
     var rows: [(name: String, results: [Column: LoadResult])] = []
     var mint: (p50: Double, p99: Double)?
     var memory: MemoryBench.Result?
@@ -39,11 +40,13 @@ struct Report {
         ]
         for row in rows {
             let download = row.name.contains("MiB")
+            // The WebSocket cell counts echoed messages (one each way through a proxy), not requests.
+            let unit = row.name.hasPrefix(Scenario.webSocketPrefix) ? "msg" : "req"
             func cell(_ column: Column) -> String {
                 guard let r = row.results[column], r.requests > 0 else { return "–" }
-                let rate = download ? String(format: "%.0f MB/s", r.megabytesPerSecond) : String(format: "%.0f req/s", r.perSecond)
+                let rate = download ? String(format: "%.0f MB/s", r.megabytesPerSecond) : String(format: "%.0f %@/s", r.perSecond, unit)
                 let failed = r.failures > 0 ? ", \(r.failures) failed" : ""
-                let cpu = r.proxyCPUPerRequest.isNaN ? "" : String(format: "; CPU %.0f µs/req", r.proxyCPUPerRequest)
+                let cpu = r.proxyCPUPerRequest.isNaN ? "" : String(format: "; CPU %.0f µs/%@", r.proxyCPUPerRequest, unit)
                 // Direct HTTP/2: nghttp2's h2load on the same load, beside this generator's figure.
                 let check = column == .direct ? h2load[row.name].map { h2 in
                     String(format: "; h2load %.0f req/s%@%@", h2.perSecond, h2.failed > 0 ? ", \(h2.failed) failed" : "", h2.applicationProtocol == "h2" ? "" : " over \(h2.applicationProtocol), not h2")
@@ -110,7 +113,10 @@ struct Report {
             core 1 beside the load generator, standing in for a remote origin. \(connections) keep-alive connections,
             \(Int(seconds)) s per cell after a 1 s warm-up; the HTTP/2 cells: \(http2Connections) connections (TLS, ALPN h2, through CONNECT
             to a proxy) with 10 or 100 streams each at once, a stream per request; direct, nghttp2's `h2load` measures the same
-            load too, beside the generator's figure. Ratios are from this one run. "cores a/b %" is how busy core 0
+            load too, beside the generator's figure. The WebSocket cell: \(connections) sockets (wss, through CONNECT to a proxy)
+            to an echo origin (SwiftNIO, one thread, in nginx's place on the cores), each keeping \(webSocketWindow) text messages
+            of 1 KiB in flight; "msg/s" counts messages echoed back, each of which crossed a proxy twice (client to origin
+            and back, both recorded), p50/p99 are a message's round trip and "CPU µs/msg" is per echoed message. Ratios are from this one run. "cores a/b %" is how busy core 0
             and core 1 were: a cell measures the system under test when the first is near 100 % and the second is not.
             "CPU µs/req" is the proxy's CPU time per request (all its threads, from `schedstat`), steadier than the rates
             on a shared machine: the figure to compare between runs.

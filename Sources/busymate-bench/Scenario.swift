@@ -4,6 +4,8 @@ import NIOCore
 struct Scenario {
     let name: String
     var plan: LoadPlan
+    /// The origin's process when it is not nginx (measure moves it as it moves nginx).
+    var origin: BenchProcess?
 
     static func all(origin: NginxOrigin, connections: Int, newConnectionClients: Int, http2Connections: Int) -> [Scenario] {
         func plan(_ https: Bool, host: String = "localhost", _ path: String, connections: Int, fresh: Bool = false) -> LoadPlan {
@@ -27,6 +29,18 @@ struct Scenario {
     }
 
     static let http2Prefix = "MITM HTTP/2 keep-alive 1 KiB"
+
+    /// Text messages to `WebSocketOrigin`'s echo, `window` in flight on each
+    /// connection; intercepted by both proxies (wss, localhost is listed).
+    static func webSocket(_ origin: WebSocketOrigin, connections: Int, window: Int) -> Scenario {
+        var plan = LoadPlan(https: true, host: "localhost", port: origin.port, path: "/echo", proxy: nil, connections: connections, duration: .seconds(1), tls: nil)
+        plan.webSocketWindow = window
+        return Scenario(name: "\(webSocketPrefix), \(window) in flight per connection", plan: plan, origin: origin.process)
+    }
+
+    static let webSocketPrefix = "MITM WebSocket 1 KiB text messages, echoed"
+
+    var isWebSocket: Bool { plan.webSocketWindow > 0 }
 
     /// Over HTTP/2 (direct, `h2load` measures it too, a check on this generator).
     var isHTTP2: Bool { plan.streams > 0 }

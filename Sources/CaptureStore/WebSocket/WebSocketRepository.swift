@@ -67,7 +67,8 @@ public struct WebSocketRepository: Sendable {
         var totals: [Int64: (up: Int, down: Int, bytes: Int)] = [:]
         for m in messages {
             guard let id = try exchangeID(m.requestID) else { continue }
-            try statement.execute(arguments: [id, m.seq, m.at, m.fromClient, m.opcode.rawValue, m.length, m.wireLength, m.frames, m.compressed,
+            // The date as text from integers: GRDB's DateFormatter would cost more than the insert.
+            try statement.execute(arguments: [id, m.seq, DatabaseDateText.string(m.at), m.fromClient, m.opcode.rawValue, m.length, m.wireLength, m.frames, m.compressed,
                                               m.payload, m.file, m.file == nil ? nil : m.fileOffset, m.stored, m.truncated, m.origin.rawValue])
             var total = totals[id] ?? (0, 0, 0)
             if m.fromClient { total.up += 1 } else { total.down += 1 }
