@@ -33,6 +33,10 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: .hidden) var originCertificate = ""
     @Option(help: .hidden) var originKey = ""
 
+    func validate() throws {
+        guard webSocketWindow >= 1 else { throw ValidationError("--websocket-window must be at least 1") }
+    }
+
     func run() async throws {
         if serveWebSocketOrigin > 0 {
             return try await WebSocketOrigin.serve(port: serveWebSocketOrigin, certificate: originCertificate, key: originKey)
@@ -53,7 +57,7 @@ struct BusymateBench: AsyncParsableCommand {
             .filter { only.isEmpty || $0.name.contains(only) }
         var webSocketOrigin: WebSocketOrigin?
         defer { webSocketOrigin?.process.stop() }
-        if only.isEmpty || Scenario.webSocketPrefix.contains(only) {
+        if only.isEmpty || Scenario.webSocketName(window: webSocketWindow).contains(only) {
             let echo = try WebSocketOrigin.start(in: work.appendingPathComponent("origin"), core: serverCore, origin: origin)
             webSocketOrigin = echo
             scenarios.append(.webSocket(echo, connections: connections, window: webSocketWindow))
@@ -80,7 +84,8 @@ struct BusymateBench: AsyncParsableCommand {
             log(proxy.name)
             for scenario in scenarios {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
-                log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")\(proxy.messagesStored().map { ", \($0) WebSocket messages" } ?? "")")
+                let messages = scenario.isWebSocket ? proxy.messagesStored().map { ", \($0) WebSocket messages stored" } ?? "" : ""
+                log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")\(messages)")
             }
             if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
             if only.isEmpty || only == "memory" || only.contains("HTTP/2") {
@@ -139,7 +144,8 @@ struct BusymateBench: AsyncParsableCommand {
         result.serverCore = after.busy(serverCore, since: before)
         result.generatorCore = after.busy(otherCore, since: before)
         log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
-        log("  \(scenario.name): \(Int(result.perSecond)) req/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")\(result.proxyCPUPerRequest.isNaN ? "" : String(format: ", proxy CPU %.1f µs/req", result.proxyCPUPerRequest))")
+        let unit = scenario.isWebSocket ? "msg" : "req"
+        log("  \(scenario.name): \(Int(result.perSecond)) \(unit)/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")\(result.proxyCPUPerRequest.isNaN ? "" : String(format: ", proxy CPU %.1f µs/\(unit)", result.proxyCPUPerRequest))")
         return result
     }
 

@@ -35,10 +35,12 @@ struct Scenario {
     static func webSocket(_ origin: WebSocketOrigin, connections: Int, window: Int) -> Scenario {
         var plan = LoadPlan(https: true, host: "localhost", port: origin.port, path: "/echo", proxy: nil, connections: connections, duration: .seconds(1), tls: nil)
         plan.webSocketWindow = window
-        return Scenario(name: "\(webSocketPrefix), \(window) in flight per connection", plan: plan, origin: origin.process)
+        return Scenario(name: webSocketName(window: window), plan: plan, origin: origin.process)
     }
 
     static let webSocketPrefix = "MITM WebSocket 1 KiB text messages, echoed"
+
+    static func webSocketName(window: Int) -> String { "\(webSocketPrefix), \(window) in flight per connection" }
 
     var isWebSocket: Bool { plan.webSocketWindow > 0 }
 

@@ -28,8 +28,10 @@ struct WebSocketOrigin {
         return WebSocketOrigin(port: port, process: process)
     }
 
-    /// Serve mode: echoes on 127.0.0.1:`port` until the process is killed.
+    /// Serve mode: echoes on 127.0.0.1:`port` until the process is killed,
+    /// or its parent (the bench) is gone: a killed bench leaves no origin.
     static func serve(port: Int, certificate: String, key: String) async throws {
+        let parent = getppid()
         let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
         var config = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
         config.applicationProtocols = ["http/1.1"]
@@ -53,6 +55,9 @@ struct WebSocketOrigin {
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
-        try await server.closeFuture.get()
+        while getppid() == parent {
+            try await Task.sleep(for: .seconds(1))
+        }
+        try await server.close()
     }
 }

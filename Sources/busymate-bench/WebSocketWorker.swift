@@ -20,9 +20,17 @@ final class WebSocketWorker: @unchecked Sendable {
     private var socket: Channel?
     /// When each message in flight was written, oldest first (echoes come back in order).
     private var sent = CircularBuffer<NIODeadline>()
+    /// Bytes of an echo whose first fragments came.
+    private var fragments = 0
+    /// The socket's 101 came.
+    private var upgradedSocket = false
     private var done = false
+    private var graceTimer: Scheduled<Void>?
+    private var handshakeTimer: Scheduled<Void>?
     /// How long after the deadline a worker waits for its last echoes.
     private static let grace = TimeAmount.seconds(30)
+    /// How long a socket may take from connecting to its 101.
+    private static let handshakeLimit = TimeAmount.seconds(10)
     static let payload = ByteBuffer(repeating: UInt8(ascii: "w"), count: 1024)
     /// SNI carries names only.
     private var serverName: String? { plan.host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" } ? nil : plan.host }
@@ -36,10 +44,12 @@ final class WebSocketWorker: @unchecked Sendable {
 
     func run() -> EventLoopFuture<LoadTally> {
         loop.execute { self.connect(first: true) }
-        loop.scheduleTask(deadline: deadline + Self.grace) {
-            guard !self.done else { return }
-            self.count("echoes still missing \(Self.grace.nanoseconds / 1_000_000_000) s after the deadline", messages: self.sent.count)
-            self.finish()
+        loop.execute {
+            self.graceTimer = self.loop.scheduleTask(deadline: self.deadline + Self.grace) {
+                guard !self.done else { return }
+                self.count("echoes still missing \(Self.grace.nanoseconds / 1_000_000_000) s after the deadline", messages: max(1, self.sent.count))
+                self.finish()
+            }
         }
         return finished.futureResult
     }
@@ -80,6 +90,14 @@ final class WebSocketWorker: @unchecked Sendable {
                 switch result {
                 case let .success(channel) where channel.isActive:
                     self.socket = channel
+                    self.fragments = 0
+                    self.upgradedSocket = false
+                    // A 101 that never comes (an origin or proxy that holds the request) fails the socket.
+                    self.handshakeTimer = self.loop.scheduleTask(in: Self.handshakeLimit) {
+                        guard channel === self.socket else { return }
+                        self.tally.firstError = self.tally.firstError ?? "no 101 within \(Self.handshakeLimit.nanoseconds / 1_000_000_000) s"
+                        channel.close(promise: nil)
+                    }
                 case .success:
                     self.connectFailed(ProxyClientError(description: "the connection closed during its handshake"))
                 case let .failure(error):
@@ -90,8 +108,9 @@ final class WebSocketWorker: @unchecked Sendable {
 
     /// The 101 came: the window fills.
     fileprivate func upgraded(_ channel: Channel) {
-        guard channel === socket || socket == nil, !done else { return }
-        socket = channel
+        guard channel === socket, !done else { return channel.close(promise: nil) }
+        handshakeTimer?.cancel()
+        upgradedSocket = true
         for _ in 0..<plan.webSocketWindow { write(on: channel) }
         channel.flush()
     }
@@ -103,15 +122,22 @@ final class WebSocketWorker: @unchecked Sendable {
 
     /// An echo: its round trip counts, and before the deadline the next
     /// message goes (flushed with the read burst). After it, the last echo
-    /// closes the socket.
+    /// closes the socket. A fragmented echo counts at its last fragment.
     fileprivate func echoed(_ frame: WebSocketFrame, on channel: Channel) {
-        guard channel === socket, !done, let at = sent.popFirst() else { return }
-        if frame.opcode == .text && frame.fin && frame.data.readableBytes == Self.payload.readableBytes {
+        guard channel === socket, !done else { return }
+        guard frame.fin else {
+            fragments += frame.data.readableBytes
+            return
+        }
+        let whole = fragments == 0 ? frame.data == Self.payload : fragments + frame.data.readableBytes == Self.payload.readableBytes
+        fragments = 0
+        guard let at = sent.popFirst() else { return count("an echo of a message never sent", messages: 1) }
+        if whole {
             tally.requests += 1
             tally.bodyBytes += frame.data.readableBytes
             tally.latencies.append(UInt32(clamping: (NIODeadline.now() - at).nanoseconds / 1000))
         } else {
-            count("an echo of \(frame.data.readableBytes) bytes (opcode \(frame.opcode))", messages: 1)
+            count("an echo unlike the message sent (\(frame.data.readableBytes) bytes in its last frame)", messages: 1)
         }
         if NIODeadline.now() < deadline {
             write(on: channel)
@@ -123,15 +149,36 @@ final class WebSocketWorker: @unchecked Sendable {
         }
     }
 
-    /// The socket went: before the deadline its messages in flight are
-    /// lost and a new one opens shortly; after it the worker is done.
+    /// The socket went: its messages in flight are lost (our own close
+    /// comes only once none are), and before the deadline a new one opens
+    /// shortly; after it the worker is done.
     fileprivate func closed(_ channel: Channel) {
         guard channel === socket, !done else { return }
         socket = nil
-        guard NIODeadline.now() < deadline else { return finish() }
-        count("the socket closed with \(sent.count) messages in flight", messages: max(1, sent.count))
+        handshakeTimer?.cancel()
+        let before = NIODeadline.now() < deadline
+        if !upgradedSocket {
+            count("the socket closed before its 101", messages: 1)
+        } else if before || !sent.isEmpty {
+            count("the socket closed with \(sent.count) messages in flight", messages: before ? max(1, sent.count) : sent.count)
+        }
         sent.removeAll()
+        guard before else { return finish() }
         loop.scheduleTask(in: .milliseconds(10)) { self.connect() }
+    }
+
+    /// The peer began the close: answered, and the socket ends (what was in flight is lost).
+    fileprivate func peerClosed(_ frame: WebSocketFrame, on channel: Channel) {
+        guard channel === socket else { return }
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: frame.unmaskedData))
+            .whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    /// A 101 refused: the response is the failure.
+    fileprivate func refused(_ status: HTTPResponseStatus, on channel: Channel) {
+        guard channel === socket else { return }
+        tally.firstError = tally.firstError ?? "the upgrade was answered \(status.code)"
+        channel.close(promise: nil)
     }
 
     fileprivate func failed(_ error: Error, on channel: Channel) {
@@ -153,6 +200,8 @@ final class WebSocketWorker: @unchecked Sendable {
     private func finish() {
         guard !done else { return }
         done = true
+        graceTimer?.cancel()
+        handshakeTimer?.cancel()
         let old = socket
         socket = nil
         old?.close(promise: nil)
@@ -164,6 +213,7 @@ final class WebSocketWorker: @unchecked Sendable {
 /// one flush per read burst.
 private final class EchoReader: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
     private let worker: WebSocketWorker
 
     init(_ worker: WebSocketWorker) { self.worker = worker }
@@ -174,6 +224,8 @@ private final class EchoReader: ChannelInboundHandler {
         let frame = Self.unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary, .continuation: worker.echoed(frame, on: context.channel)
+        case .ping: context.write(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)), promise: nil)
+        case .connectionClose: worker.peerClosed(frame, on: context.channel)
         default: break
         }
     }
@@ -183,18 +235,24 @@ private final class EchoReader: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) { worker.failed(error, on: context.channel) }
 }
 
-/// From before the upgrade on: the connection's end, and an upgrade refused.
+/// From before the upgrade on: the connection's end, its errors before
+/// the frame decoder, and an upgrade refused (NIO's upgrade handler passes
+/// any other response on, and leaves).
 private final class SocketWatcher: ChannelInboundHandler {
     typealias InboundIn = Any
     private let worker: WebSocketWorker
 
     init(_ worker: WebSocketWorker) { self.worker = worker }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case let .head(head)? = Self.unwrapInboundIn(data) as? HTTPClientResponsePart {
+            return worker.refused(head.status, on: context.channel)
+        }
+        context.fireChannelRead(data)
+    }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         worker.failed(error, on: context.channel)
-        context.fireErrorCaught(error)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

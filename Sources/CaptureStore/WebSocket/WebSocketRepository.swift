@@ -173,6 +173,11 @@ public struct WebSocketRepository: Sendable {
         }
     }
 
+    /// Messages in the store, over all sockets.
+    public func messageCount() throws -> Int {
+        try database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM ws_messages") ?? 0 }
+    }
+
     /// The id of the last message stored, or 0.
     public func lastMessageID() throws -> Int64 {
         try database.pool.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM ws_messages") ?? 0 }
