@@ -115,6 +115,7 @@ struct Status: AsyncParsableCommand {
         if let onboarding = r.web?.onboarding {
             let ok = onboarding.bound != nil && onboarding.error == nil
             lines.append("\(mark(ok)) onboarding   \(onboarding.bound.map { "http://\($0)/ (/proxy.pac, /ca.pem, /ca.der)" } ?? onboarding.listen)\(onboarding.error.map { " (cannot listen: \($0))" } ?? "")")
+            if let warning = onboarding.warning { lines.append("⚠ onboarding   \(warning)") }
         }
         if let cloud = r.cloud, cloud.state != "not paired" || !cloud.sinks.isEmpty {
             var line = "cloud        \(cloud.detail)"

@@ -151,6 +151,8 @@ public struct StatusReport: Codable, Sendable {
         public var listen: String
         public var bound: String?
         public var error: String?
+        /// Devices it serves would be refused a PAC (`AppSettings.onboardingWarning`).
+        public var warning: String?
         public init(listen: String, bound: String?, error: String?) {
             self.listen = listen
             self.bound = bound

@@ -145,6 +145,7 @@ public enum SupervisorMain {
             case .status:
                 var report = await service.report()
                 report.web = await web.report()
+                report.web?.onboarding?.warning = await service.settings.onboardingWarning
                 try? peer.connection.send(ControlMessage(.reply, ok: true, report: report))
             case .webStart:
                 try? peer.connection.send(await web.startCommand())

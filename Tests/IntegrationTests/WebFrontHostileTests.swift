@@ -153,9 +153,17 @@ import Glibc
         usleep(1_000_000)
         let broken = try fetch()
         #expect(broken.contains(#"return "PROXY 127.0.0.1:0; DIRECT";"#), "\(broken)")
-        // A good save is picked up: no listener on this address now.
+        #expect(try appliance.status().string("web.onboarding.warning") == nil)
+        // A good save is picked up: no listener on this address now, and the
+        // PAC is refused with why (never a bare DIRECT, which would bypass capture unseen).
         try AtomicFile.write(Data(#"{"proxy": {"listen": ["127.0.0.2:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#.utf8),
                              to: appliance.settingsURL, mode: 0o664)
-        try waitUntil("the new settings are served", timeout: 5) { try fetch().contains(#"return "DIRECT";"#) }
+        try waitUntil("the new settings are served", timeout: 5) { try fetch().contains("no proxy listener is on 127.0.0.1") }
+        let refused = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", pac]).stdout
+        let body = try fetch()
+        #expect(refused == "503" && !body.contains("FindProxyForURL"), "\(refused) \(body)")
+        // status says so: the line, and the JSON field the page shows.
+        try waitUntil("status warns", timeout: 5) { try appliance.status().string("web.onboarding.warning")?.contains("127.0.0.2:0") == true }
+        #expect(try appliance.cli(["status"]).stdout.contains("⚠ onboarding   devices that open the onboarding listener (127.0.0.1:0) are refused a PAC"))
     }
 }

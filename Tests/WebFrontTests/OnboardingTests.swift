@@ -21,12 +21,38 @@ import Testing
         #expect(OnboardingRoutes.proxy(for: try SocketAddress(ipAddress: "192.168.1.20", port: 9092), in: loopbackOnly) == nil)
     }
 
-    @Test func thePACFallsBackToDirect() {
+    @Test func thePACFallsBackToDirectOnlyWhenTheProxyIsDown() {
         let pac = OnboardingRoutes.pac(proxy: "192.168.1.20:9090", for: "192.168.1.50")
         #expect(pac.contains("function FindProxyForURL(url, host)"))
         #expect(pac.contains("return \"PROXY 192.168.1.20:9090; DIRECT\";"))
         #expect(pac.contains("isPlainHostName(host)"))
-        #expect(OnboardingRoutes.pac(proxy: nil, for: nil).contains("return \"DIRECT\";"))
+    }
+
+    /// Seed 004's pitfall: onboarding on the LAN, the proxy on loopback.
+    @Test func statusWarnsWhenTheOnboardingListenerServesDevicesNoProxyCan() throws {
+        let lanOnboarding = try settings("{\"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}")
+        let warning = try #require(lanOnboarding.onboardingWarning)
+        #expect(warning.contains("192.168.1.20") && warning.contains("127.0.0.1:9090") && warning.contains("\"192.168.1.20:9090\"") && warning.contains("DIRECT"))
+        #expect(lanOnboarding.proxyListener(serving: "192.168.1.20") == nil)
+        let everywhere = try settings("{\"onboarding\": {\"listen\": \"0.0.0.0:9092\"}}")
+        #expect(everywhere.onboardingWarning?.contains("all proxy listeners are on loopback") == true)
+        // Served: the same address, a wildcard of its family, or loopback for loopback.
+        for served in ["{\"proxy\": {\"listen\": [\"192.168.1.20:9090\"]}, \"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}",
+                       "{\"proxy\": {\"listen\": [\"0.0.0.0:9090\"]}, \"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}",
+                       "{\"proxy\": {\"listen\": [\"127.0.0.1:9090\", \"192.168.1.20:9090\"]}, \"onboarding\": {\"listen\": \"0.0.0.0:9092\"}}",
+                       "{\"onboarding\": {\"listen\": \"127.0.0.1:9092\"}}", "{}"] {
+            #expect(try settings(served).onboardingWarning == nil, "\(served)")
+        }
+        let v6 = try settings("{\"proxy\": {\"listen\": [\"0.0.0.0:9090\"]}, \"onboarding\": {\"listen\": \"[fd00::1]:9092\"}}")
+        #expect(v6.onboardingWarning?.contains("\"[::]:9090\"") == true)
+    }
+
+    @Test func theSetupPageSaysWhyThereIsNoPAC() {
+        let page = OnboardingPage.html(pacURL: "http://192.168.1.20:9092/proxy.pac", caURL: "http://192.168.1.20:9092/ca.pem", proxy: nil, transparent: false,
+                                       pacRefused: "no proxy listener is on 192.168.1.20 <b>")
+        #expect(page.contains("class=\"card warn\"") && page.contains("no proxy listener is on 192.168.1.20 &lt;b&gt;"))
+        #expect(!page.contains("QR code of http://192.168.1.20:9092/proxy.pac"))
+        #expect(page.contains("href=\"http://192.168.1.20:9092/ca.pem\""))
     }
 
     @Test func theSetupPageHasTheStepsAndAScannableURL() throws {
@@ -61,8 +87,12 @@ import Testing
                 #expect(response.headers[.contentType] == "application/x-x509-ca-cert")
                 #expect(Array(response.body.readableBytesView) == [0x30, 0x82, 0x01])
             }
+            // No address reached (a router test): no listener serves it, and the PAC is refused, not DIRECT.
             try await client.execute(uri: "/proxy.pac", method: .get) { response in
-                #expect(response.headers[.contentType] == "application/x-ns-proxy-autoconfig")
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.contentType] == "text/plain; charset=utf-8")
+                let text = String(buffer: response.body)
+                #expect(text.contains("no proxy listener is on") && text.contains("proxy.listen") && !text.contains("FindProxyForURL"))
             }
             for path in ["/web-token", "/ca.key", "/api/status", "/login", "/settings.json", "/../ca.key"] {
                 try await client.execute(uri: path, method: .get) { response in
@@ -70,6 +100,14 @@ import Testing
                 }
             }
             try await client.execute(uri: "/ca.pem", method: .post) { response in #expect(response.status != .ok) }
+        }
+        // Reached on 127.0.0.1, where the default proxy listener is: the PAC points there.
+        try await Application(router: routes.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0))).test(.live) { client in
+            try await client.execute(uri: "/proxy.pac", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "application/x-ns-proxy-autoconfig")
+                #expect(String(buffer: response.body).contains("return \"PROXY 127.0.0.1:9090; DIRECT\";"))
+            }
         }
     }
 }

@@ -962,6 +962,40 @@ def check_onboarding(app, origin):
         return None
     d = wait_until("the device row", row, 5, pause=0.25)
     check(d is not None, "status --json devices: the row of %s has ca_downloads >= 1: %s" % (DEV4, (json.dumps(d) if d else safe(lambda: app.status().get("devices")))))
+    check_unserved_onboarding(app)
+
+
+def set_onboarding(app, listen):
+    path = os.path.join(app.group, "settings.json")
+    settings = json.load(open(path))
+    settings["onboarding"] = {"listen": listen}
+    with open(path, "w") as f:
+        json.dump(settings, f, indent=2)
+    return wait_until("onboarding on " + listen, lambda: ((app.status().get("web") or {}).get("onboarding") or {}).get("bound") == listen, 10, pause=0.25)
+
+
+def check_unserved_onboarding(app):
+    """Seed 004's pitfall: the onboarding page on an address no proxy listener is on. The PAC
+    is refused with why (a bare DIRECT would route the device around Busymate unseen), the
+    setup page says so, and status warns."""
+    unserved = "%s:%d" % (UP4, ONBOARDING_PORT)
+    try:
+        check(bool(set_onboarding(app, unserved)), "onboarding.listen moved to %s (the appliance's other address, no proxy listener on it)" % unserved)
+        f = fetch(DEV, "http://%s/proxy.pac" % unserved)
+        check(f.code == 503 and b"no proxy listener is on " + UP4.encode() in f.body and b"FindProxyForURL" not in f.body,
+              "the device's /proxy.pac there: 503 with why, no PAC (never a bare DIRECT): %r" % f)
+        page = fetch(DEV, "http://%s/" % unserved)
+        check(page.code == 200 and b'class="card warn"' in page.body and b"no proxy listener is on " + UP4.encode() in page.body and b"QR code of" not in page.body,
+              "the setup page there says why, with no PAC QR code: %d, %d bytes" % (page.code, len(page.body)))
+        warning = ((app.status().get("web") or {}).get("onboarding") or {}).get("warning") or ""
+        check(UP4 in warning and "refused a PAC" in warning, "status --json web.onboarding.warning: %r" % warning)
+        text = app.cli("status").stdout
+        check("⚠ onboarding   devices that open the onboarding listener (%s) are refused a PAC" % unserved in text,
+              "busymate status warns: %r" % [l for l in text.splitlines() if "onboarding" in l])
+    finally:
+        back = set_onboarding(app, "%s:%d" % (GW4, ONBOARDING_PORT))
+    check(bool(back) and not ((app.status().get("web") or {}).get("onboarding") or {}).get("warning"),
+          "onboarding back on %s:%d: no warning" % (GW4, ONBOARDING_PORT))
 
 
 def check_device_port(app, origin):

@@ -2,12 +2,17 @@
 /// (and its QR code, for a phone's camera), the CA, and the steps for each
 /// system. Plain HTML and CSS, no script: it must work on any browser.
 enum OnboardingPage {
-    static func html(pacURL: String, caURL: String, proxy: String?, transparent: Bool) -> String {
+    /// `pacRefused`: why this address gets no PAC (no proxy listener serves it).
+    static func html(pacURL: String, caURL: String, proxy: String?, transparent: Bool, pacRefused: String? = nil) -> String {
         let qr = (try? QRCode.encode(pacURL, correction: .medium).svg(quietZone: 4, label: "QR code of \(pacURL)")) ?? ""
         let pac = escape(pacURL)
         let ca = escape(caURL)
         let derURL = escape(caURL.replacingOccurrences(of: "/ca.pem", with: "/ca.der"))
-        let manual = proxy.map { "Or set the proxy by hand: <code>\(escape($0))</code>." } ?? "No proxy listener is reachable at this address: add one to <code>proxy.listen</code> in settings.json."
+        let manual = proxy.map { "Or set the proxy by hand: <code>\(escape($0))</code>." } ?? "No proxy listener serves this address."
+        let pacCard = pacRefused.map {
+            "<div class=\"card warn\"><h2>No proxy for this address yet</h2><p>This appliance refuses its PAC here: \(escape($0)).</p>"
+                + "<p class=note>Ask whoever runs it to change that, then reload this page.</p></div>"
+        } ?? "<div class=\"card pac\">\(qr)<div><h2>Proxy auto-configuration (PAC) URL</h2><p><code>\(pac)</code></p><p class=note>\(manual)</p></div></div>"
         let gateway = transparent
             ? "<p class=note>This appliance is in transparent mode: a device that uses it as its router (gateway) is captured with no proxy setting at all. Install the CA all the same.</p>"
             : ""
@@ -20,7 +25,7 @@ enum OnboardingPage {
             main{max-width:760px;margin:0 auto;padding:24px}
             h1{font-size:1.5em;margin:0 0 4px}h2{font-size:1.1em;margin:24px 0 8px}
             .card{background:#fff;border:1px solid #dde1e8;border-radius:10px;padding:16px 20px;margin:16px 0}
-            .pac{display:flex;gap:20px;align-items:center;flex-wrap:wrap}.pac svg{width:180px;height:180px}
+            .warn{border-color:#e0a100;background:#fff8e1}.pac{display:flex;gap:20px;align-items:center;flex-wrap:wrap}.pac svg{width:180px;height:180px}
             code{background:#eef1f5;padding:2px 6px;border-radius:4px;word-break:break-all}
             a.button{display:inline-block;background:#2f6fed;color:#fff;text-decoration:none;padding:8px 14px;border-radius:6px;margin:4px 8px 4px 0}
             ol{padding-left:22px}li{margin:4px 0}.note{color:#5b6475;font-size:.95em}
@@ -28,7 +33,7 @@ enum OnboardingPage {
             <h1>Set up this device for Busymate</h1>
             <p class=note>Two steps: send traffic through the proxy (a PAC URL), and trust the Busymate CA so HTTPS can be inspected.</p>
             \(gateway)
-            <div class="card pac">\(qr)<div><h2>Proxy auto-configuration (PAC) URL</h2><p><code>\(pac)</code></p><p class=note>\(manual)</p></div></div>
+            \(pacCard)
             <div class=card><h2>Certificate authority</h2>
             <a class=button href="\(ca)">Download the CA (PEM)</a><a class=button href="\(derURL)">Download the CA (DER)</a>
             <p class=note>Only trust a CA you generated yourself: anyone with its key can read this device's HTTPS.</p></div>

@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import HTTPTypes
+import Logging
 import Hummingbird
 import NIOCore
 
@@ -11,12 +12,18 @@ struct OnboardingRoutes {
     let paths: GroupPaths
     let settings: OnboardingSettings
     let log: OnboardingLogWriter
+    private let logger = Logger(label: "busymate.web.onboarding")
 
     func router() -> Router<OnboardingContext> {
         let router = Router(context: OnboardingContext.self)
         router.get("/proxy.pac") { _, context in
             let settings = settings.current
-            let proxy = Self.proxy(for: context.localAddress, in: settings)
+            guard let proxy = Self.proxy(for: context.localAddress, in: settings) else {
+                // Refused, not DIRECT: a device told to go direct would bypass capture unseen.
+                let why = settings.noProxyListener(at: Self.reached(context.localAddress) ?? "this address")
+                logger.warning("a PAC was refused", metadata: ["CLIENT": "\(Self.clientIP(context) ?? "?")", "REASON": "\(why)"])
+                return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data("Busymate: \(why).\n".utf8))
+            }
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
             return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context)).utf8))
         }
@@ -25,8 +32,10 @@ struct OnboardingRoutes {
         router.get("/") { _, context in
             let settings = settings.current
             let reached = context.localAddress.map(Self.authority) ?? "this-machine"
+            let proxy = Self.proxy(for: context.localAddress, in: settings)
+            let refused = proxy == nil ? settings.noProxyListener(at: Self.reached(context.localAddress) ?? "this address") : nil
             let page = OnboardingPage.html(pacURL: "http://\(reached)/proxy.pac", caURL: "http://\(reached)/ca.pem",
-                                           proxy: Self.proxy(for: context.localAddress, in: settings), transparent: settings.mode == .transparent)
+                                           proxy: proxy, transparent: settings.mode == .transparent, pacRefused: refused)
             return Self.response(.ok, type: "text/html; charset=utf-8", body: Data(page.utf8))
         }
         return router
@@ -42,28 +51,28 @@ struct OnboardingRoutes {
         return response
     }
 
-    /// The proxy listener a device that reached `local` can use: one on
-    /// that very address, else a wildcard one (with the address reached).
+    /// The proxy listener a device that reached `local` can use (named by
+    /// the address reached), or nil when none serves that address.
     static func proxy(for local: SocketAddress?, in settings: AppSettings) -> String? {
-        guard let ip = local?.ipAddress else { return nil }
-        let host = ip.hasPrefix("::ffff:") && ip.contains(".") ? String(ip.dropFirst(7)) : ip
-        let shown = { (port: Int) in host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-        if let exact = settings.listen.first(where: { $0.host == host }) { return shown(exact.port) }
-        let v6 = host.contains(":")
-        if let wildcard = settings.listen.first(where: { $0.host == (v6 ? "::" : "0.0.0.0") }) { return shown(wildcard.port) }
-        return nil
+        guard let host = reached(local), let listener = settings.proxyListener(serving: host) else { return nil }
+        return host.contains(":") ? "[\(host)]:\(listener.port)" : "\(host):\(listener.port)"
     }
 
-    /// A PAC file: the proxy, falling back to going direct if it is down
-    /// (a phone should not lose the network because the appliance did).
-    static func pac(proxy: String?, for client: String?) -> String {
-        let route = proxy.map { "PROXY \($0); DIRECT" } ?? "DIRECT"
-        return """
+    /// The address a device reached, IPv4-mapped ones as IPv4.
+    static func reached(_ local: SocketAddress?) -> String? {
+        guard let ip = local?.ipAddress else { return nil }
+        return ip.hasPrefix("::ffff:") && ip.contains(".") ? String(ip.dropFirst(7)) : ip
+    }
+
+    /// A PAC file: the proxy, falling back to going direct only if it is
+    /// down (a phone should not lose the network because the appliance did).
+    static func pac(proxy: String, for client: String?) -> String {
+        """
             // Busymate proxy auto-configuration\(client.map { " (served to \($0))" } ?? "")
-            // \(proxy == nil ? "No proxy listener is reachable at this address: add one to proxy.listen." : "Everything but local names goes through the proxy.")
+            // Everything but local names goes through the proxy.
             function FindProxyForURL(url, host) {
               if (isPlainHostName(host) || host === "localhost" || host === "127.0.0.1" || host === "[::1]") return "DIRECT";
-              return "\(route)";
+              return "PROXY \(proxy); DIRECT";
             }
 
             """

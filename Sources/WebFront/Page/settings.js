@@ -683,6 +683,8 @@
     else if (url) {
       add('green', 'Onboarding', h('a', { href: url, target: '_blank', rel: 'noopener', class: 'mono', 'data-test': 'onboarding-url' }, url),
         h('div', { class: 'muted small' }, 'Open it on a device: the PAC file (/proxy.pac) and the CA (/ca.pem, /ca.der), no token.'));
+      // A PAC it would refuse: no proxy listener serves the devices it reaches.
+      if (ob.warning) add('amber', 'Warning', h('span', { class: 'rr-warn', 'data-test': 'onboarding-warning' }, ob.warning));
     } else if (ob) add('amber', 'Onboarding', 'listening on ' + ob.listen + ' …');
     else rows.push(row('grey', 'Onboarding', h('span', { class: 'muted' }, 'off · set onboarding.listen to serve the setup page to devices')));
     if (n) {
