@@ -253,7 +253,7 @@ enum DeviceRows {
                 r.name.padding(toLength: 20, withPad: " ", startingAt: 0), (r.port.map(String.init) ?? "-").padding(toLength: 6, withPad: " ", startingAt: 0),
                 (r.address ?? "-").padding(toLength: 24, withPad: " ", startingAt: 0), (r.online ? "online" : "offline").padding(toLength: 8, withPad: " ", startingAt: 0),
                 ago(r.lastSeen).padding(toLength: 11, withPad: " ", startingAt: 0), (r.source ?? "-").padding(toLength: 12, withPad: " ", startingAt: 0),
-                String(r.exchangesToday).padding(toLength: 6, withPad: " ", startingAt: 0), r.caDownloads > 0 ? "fetched" : "-",
+                String(r.exchangesToday).padding(toLength: 6, withPad: " ", startingAt: 0), r.caTrustedAt != nil ? "trusted" : r.caDownloads > 0 ? "fetched" : "-",
             ]
             lines.append(cols.joined(separator: " "))
         }

@@ -139,12 +139,14 @@ struct Status: AsyncParsableCommand {
             // Seed 004's readiness card, per device.
             var steps = [device.named ? (device.port.map { "port \($0)" } ?? "by address") : "seen"]
             steps.append(device.caDownloads > 0 ? "CA downloaded" : "CA not downloaded")
+            steps.append(device.caTrustedAt != nil ? "CA trusted" : "CA not trusted yet")
             steps.append(device.lastSeen != nil ? "traffic seen (\(device.source ?? "?"))" : "no traffic yet")
             steps.append(device.online ? "online" : "offline")
             lines.append("\(mark(device.online)) device       \(device.name)\(device.address.map { $0 != device.name ? " (\($0))" : "" } ?? ""): \(steps.joined(separator: " · "))")
         }
         lines.append("\(mark(r.ca.present && r.ca.error == nil)) CA           \(r.ca.present ? "present" : "missing")\(r.ca.error.map { " (\($0))" } ?? "")")
-        lines.append("\(mark(r.ca.trusted)) CA trust     \(r.ca.trusted ? "in the system trust store" : "not in the system trust store")")
+        // This machine's own store; a device's trust is on its line (seen in its handshakes).
+        lines.append("\(mark(r.ca.trusted)) CA trust     this machine: \(r.ca.trusted ? "in its system trust store" : "not in its system trust store") (devices: on their lines)")
         if let error = r.settings.error {
             lines.append("\(mark(false)) settings     invalid: \(error) (last good settings stay in force)")
         } else {

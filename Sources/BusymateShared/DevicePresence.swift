@@ -10,8 +10,11 @@ public struct DevicePresence: Codable, Sendable, Equatable {
     public var source: String?
     public var online: Bool
     public var lastSeen: Date?
+    /// When its address first completed an intercepted handshake (it trusts the CA).
+    public var caTrustedAt: Date?
 
-    public init(name: String, address: String?, port: Int?, source: String?, online: Bool, lastSeen: Date?) {
+    public init(name: String, address: String?, port: Int?, source: String?, online: Bool, lastSeen: Date?, caTrustedAt: Date? = nil) {
+        self.caTrustedAt = caTrustedAt
         self.name = name
         self.address = address
         self.port = port

@@ -48,9 +48,13 @@ public struct DeviceRow: Codable, Sendable, Equatable {
     public var exchangesToday: Int
     /// The CA fetched from the onboarding listener by its address.
     public var caDownloads: Int
+    /// It completed an intercepted handshake (the tunnel saw it trust the CA), since the tunnel started.
+    public var caTrustedAt: Date?
     public var named: Bool
 
-    public init(name: String, port: Int?, address: String?, online: Bool, lastSeen: Date?, source: String?, exchangesToday: Int, caDownloads: Int, named: Bool) {
+    public init(name: String, port: Int?, address: String?, online: Bool, lastSeen: Date?, source: String?, exchangesToday: Int, caDownloads: Int,
+                caTrustedAt: Date? = nil, named: Bool) {
+        self.caTrustedAt = caTrustedAt
         self.name = name
         self.port = port
         self.address = address
@@ -72,6 +76,7 @@ public struct DeviceRow: Codable, Sendable, Equatable {
         try c.encode(source, forKey: .source)
         try c.encode(exchangesToday, forKey: .exchangesToday)
         try c.encode(caDownloads, forKey: .caDownloads)
+        try c.encode(caTrustedAt, forKey: .caTrustedAt)
         try c.encode(named, forKey: .named)
     }
 
@@ -84,7 +89,7 @@ public struct DeviceRow: Codable, Sendable, Equatable {
             let address = device.address ?? presence?.address
             rows.append(DeviceRow(name: device.name, port: device.port, address: address, online: presence?.online ?? false,
                                   lastSeen: presence?.lastSeen, source: presence?.source, exchangesToday: exchangesToday[device.name] ?? 0,
-                                  caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, named: true))
+                                  caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence?.caTrustedAt, named: true))
         }
         let named = Set(settings.devices.list.map(\.name))
         // A client seen by its address before it was named is the named device now.
@@ -94,7 +99,7 @@ public struct DeviceRow: Codable, Sendable, Equatable {
             listed.insert(presence.address ?? presence.name)
             rows.append(DeviceRow(name: presence.name, port: nil, address: presence.address, online: presence.online, lastSeen: presence.lastSeen,
                                   source: presence.source, exchangesToday: exchangesToday[presence.name] ?? 0,
-                                  caDownloads: presence.address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, named: false))
+                                  caDownloads: presence.address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence.caTrustedAt, named: false))
         }
         // A device that fetched the CA but sent no traffic yet.
         for (client, entry) in (onboarding?.clients ?? [:]).sorted(by: { $0.key < $1.key }) where !listed.contains(client) && entry.caDownloads > 0 {

@@ -106,12 +106,13 @@ import Testing
     @Test func devicesMergeNamedSeenAndOnboarded() {
         var settings = AppSettings()
         settings.devices.list = [AppSettings.NamedDevice(name: "phone", port: 9100), AppSettings.NamedDevice(name: "vm", address: "10.0.0.5")]
-        let seen = [DevicePresence(name: "phone", address: "10.0.0.2", port: 9100, source: "port", online: true, lastSeen: Date()),
+        let seen = [DevicePresence(name: "phone", address: "10.0.0.2", port: 9100, source: "port", online: true, lastSeen: Date(), caTrustedAt: Date()),
                     DevicePresence(name: "10.0.0.3", address: "10.0.0.3", port: nil, source: "transparent", online: false, lastSeen: Date())]
         let onboarding = OnboardingLog(clients: ["10.0.0.2": .init(caDownloads: 1), "10.0.0.4": .init(caDownloads: 2)])
         let rows = DeviceRow.merge(settings: settings, seen: seen, onboarding: onboarding, exchangesToday: ["phone": 3, "10.0.0.3": 1])
         #expect(rows.map(\.name) == ["phone", "vm", "10.0.0.3", "10.0.0.4"])
-        #expect(rows[0].online && rows[0].source == "port" && rows[0].exchangesToday == 3 && rows[0].caDownloads == 1 && rows[0].named)
+        #expect(rows[0].online && rows[0].source == "port" && rows[0].exchangesToday == 3 && rows[0].caDownloads == 1 && rows[0].named && rows[0].caTrustedAt != nil)
+        #expect(rows.dropFirst().allSatisfy { $0.caTrustedAt == nil })
         #expect(!rows[1].online && rows[1].lastSeen == nil && rows[1].address == "10.0.0.5")
         #expect(!rows[2].named && rows[2].source == "transparent")
         #expect(rows[3].caDownloads == 2 && rows[3].source == nil)

@@ -77,6 +77,22 @@ import Testing
         #expect(r.identify(try address("::ffff:10.0.0.6"), frontEnd: .explicit) == CapturePeer(device: "10.0.0.6", frontEnd: "proxy"))
     }
 
+    /// Trust is what the tunnel saw the device do (a completed intercepted
+    /// handshake from its address), whatever this machine's own store holds.
+    @Test func aDeviceTrustsTheCAOnceItsHandshakeCompletes() throws {
+        let r = try registry("{}")
+        let phone = CapturePeer(device: "phone", frontEnd: "port")
+        r.touch(phone, address: try address("10.0.0.2"), now: 10)
+        r.touch(CapturePeer(device: "10.0.0.3", frontEnd: "proxy"), address: try address("10.0.0.3"), now: 10)
+        #expect(r.snapshot(now: 11).devices.allSatisfy { $0.caTrustedAt == nil })
+        r.trusted(try address("::ffff:10.0.0.2"))
+        let first = try #require(r.snapshot(now: 12).devices.first { $0.name == "phone" }?.caTrustedAt)
+        r.trusted(try address("10.0.0.2"))
+        let devices = r.snapshot(now: 13).devices
+        #expect(devices.first { $0.name == "phone" }?.caTrustedAt == first, "the first handshake is kept")
+        #expect(devices.first { $0.name == "10.0.0.3" }?.caTrustedAt == nil)
+    }
+
     @Test func presenceComesAndGoesWithTheIdleWindow() throws {
         let r = try registry("{\"devices\": {\"idle_seconds\": 90}}")
         let phone = CapturePeer(device: "phone", frontEnd: "port")

@@ -962,7 +962,43 @@ def check_onboarding(app, origin):
         return None
     d = wait_until("the device row", row, 5, pause=0.25)
     check(d is not None, "status --json devices: the row of %s has ca_downloads >= 1: %s" % (DEV4, (json.dumps(d) if d else safe(lambda: app.status().get("devices")))))
+    check_trust_seen_from_device(app)
     check_unserved_onboarding(app)
+
+
+def check_trust_seen_from_device(app):
+    """'CA trusted' per device is what the tunnel saw it do: a completed intercepted handshake from
+    its address. A second address on the device is a device that has not used the proxy yet."""
+    addr = "10.77.1.3"
+    must_run(["ip", "-n", DEV, "addr", "add", addr + "/24", "dev", IF_DEV])
+    proxy = "http://%s:%d" % (GW4, PROXY_PORT)
+
+    def row():
+        return next((d for d in app.status().get("devices") or [] if d.get("address") == addr), None)
+    try:
+        f = fetch(DEV, "http://%s:%d/ca.pem" % (GW4, ONBOARDING_PORT), "--interface", addr)
+        downloaded = log_path("device-3-ca.pem")
+        with open(downloaded, "wb") as out:
+            out.write(f.body)
+        d = wait_until("its row", lambda: (row() or {}).get("ca_downloads") and row(), 5, pause=0.25)
+        check(bool(d) and not d.get("ca_trusted_at"), "%s downloaded the CA and has not used it: CA downloaded, not trusted: %s" % (addr, json.dumps(d)))
+        # Refusing our certificate (curl without the CA) is no trust.
+        r = fetch(DEV, "https://origin.test/untrusted", "--interface", addr, "-x", proxy)
+        check(r.rc == 60, "its curl through the proxy without the CA refuses our certificate (rc 60): %r" % r)
+        time.sleep(1.5)
+        d = row()
+        check(bool(d) and not d.get("ca_trusted_at"), "after refusing it: still not trusted: %s" % json.dumps(d))
+        r = fetch(DEV, "https://origin.test/trusted", "--interface", addr, "-x", proxy, "--cacert", downloaded)
+        check(r.rc == 0 and r.body == b"origin /trusted", "with the CA it downloaded, its curl through the proxy verifies: %r" % r)
+        d = wait_until("trusted", lambda: (row() or {}).get("ca_trusted_at") and row(), 5, pause=0.25)
+        check(bool(d), "status --json devices: %s has ca_trusted_at once its handshake completed: %s" % (addr, json.dumps(row())))
+        lines = app.cli("status").stdout.splitlines()
+        mine = [l for l in lines if addr in l and "device" in l]
+        check(len(mine) == 1 and "CA downloaded · CA trusted" in mine[0], "busymate status: its line says CA downloaded · CA trusted: %r" % mine)
+        own = [l for l in lines if "CA trust" in l and "this machine" in l]
+        check(len(own) == 1, "this machine's own trust store is a line of its own, labelled: %r" % own)
+    finally:
+        run(["ip", "-n", DEV, "addr", "del", addr + "/24", "dev", IF_DEV])
 
 
 def set_onboarding(app, listen):

@@ -37,6 +37,8 @@ public final class DeviceRegistry: Sendable {
         var unsaidRefusals = 0
         var transparentSeenAt: Double?
         var proxySeenAt: Double?
+        /// By address: when a client first completed an intercepted handshake.
+        var trustedAt: [String: Date] = [:]
     }
 
     private let state = Mutex(State())
@@ -168,6 +170,18 @@ public final class DeviceRegistry: Sendable {
         }
     }
 
+    /// A client completed an intercepted TLS handshake: it trusts our CA.
+    /// The readiness card's "CA trusted" comes from this, per device, not
+    /// from this machine's own trust store.
+    func trusted(_ remote: SocketAddress?) {
+        guard let ip = remote?.ipAddress.map(Self.normalized) else { return }
+        state.withLock { s in
+            guard s.trustedAt[ip] == nil else { return }
+            if s.trustedAt.count >= Self.maxClients, let oldest = s.trustedAt.min(by: { $0.value < $1.value })?.key { s.trustedAt[oldest] = nil }
+            s.trustedAt[ip] = Date()
+        }
+    }
+
     /// Devices that came online or went offline since the last sweep.
     public func sweep(now: Double = monotonic()) -> [PresenceChange] {
         state.withLock { s in
@@ -190,7 +204,8 @@ public final class DeviceRegistry: Sendable {
     public func snapshot(now: Double = monotonic()) -> (devices: [DevicePresence], network: NetworkPresence) {
         state.withLock { s in
             let devices = s.seen.map { name, seen in
-                DevicePresence(name: name, address: seen.address, port: s.ports[name], source: seen.source, online: now - seen.at < s.idle, lastSeen: seen.wall)
+                DevicePresence(name: name, address: seen.address, port: s.ports[name], source: seen.source, online: now - seen.at < s.idle, lastSeen: seen.wall,
+                               caTrustedAt: s.trustedAt[seen.address])
             }.sorted { $0.name < $1.name }
             let transparent = s.transparentSeenAt.map { now - $0 < s.idle } ?? false
             let proxy = s.proxySeenAt.map { now - $0 < s.idle } ?? false

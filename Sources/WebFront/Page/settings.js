@@ -720,7 +720,7 @@
   }
 
   // ================================================================ Devices view
-  /** The four readiness steps of a device (seed 004's paired / CA trusted / PAC / port, as Busymate has them). */
+  /** A device's readiness steps (seed 004's paired / CA trusted / PAC / port, as Busymate has them). */
   function deviceSteps(d) {
     const how = d.port ? 'port ' + d.port : d.named ? 'by address' : null;
     return [
@@ -730,6 +730,9 @@
             : 'Not named: busymate devices add NAME' },
       { key: 'ca', label: 'CA downloaded', ok: d.ca_downloads > 0,
         title: d.ca_downloads > 0 ? 'Fetched the CA from the onboarding page ' + d.ca_downloads + '×' : 'Has not fetched the CA from the onboarding page (needed for HTTPS interception)' },
+      { key: 'trusted', label: 'CA trusted', ok: !!d.ca_trusted_at,
+        title: d.ca_trusted_at ? 'Completed an intercepted TLS handshake ' + BM.fmtDateTime(d.ca_trusted_at) + ': it trusts the CA'
+          : 'No intercepted TLS handshake completed yet (since the tunnel started): install and trust the CA on the device' },
       { key: 'traffic', label: 'traffic seen', ok: !!d.last_seen,
         title: d.last_seen ? 'Last traffic ' + BM.fmtDateTime(d.last_seen) + (d.source ? ' by ' + d.source : '') : 'No traffic yet' },
       { key: 'online', label: 'online', ok: !!d.online, title: d.online ? 'Traffic within the idle window' : 'No traffic within the idle window' },
