@@ -16,4 +16,15 @@ public enum IPAddressText {
     }
 
     public static func isLiteral(_ text: String) -> Bool { isIPv4(text) || isIPv6(text) }
+
+    /// The address as sockets report it (`FD00:0::1` is `fd00::1`, `::0`
+    /// is `::`); text that is no address comes back as it is.
+    public static func canonical(_ text: String) -> String {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        var out = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        if inet_pton(AF_INET, text, &v4) == 1, inet_ntop(AF_INET, &v4, &out, socklen_t(out.count)) != nil { return String(cString: out) }
+        if inet_pton(AF_INET6, text, &v6) == 1, inet_ntop(AF_INET6, &v6, &out, socklen_t(out.count)) != nil { return String(cString: out) }
+        return text
+    }
 }

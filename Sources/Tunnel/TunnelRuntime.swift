@@ -238,7 +238,8 @@ public actor TunnelRuntime {
 
     /// The CA changed on disk (or `caDidChange`): reload it; idempotent.
     func reloadCA() async {
-        server.interception.reloadCA(paths)
+        // A new CA: no device has trusted it yet, whatever it trusted before.
+        if server.interception.reloadCA(paths) { server.devices.forgetTrust() }
         await publish()
     }
 

@@ -158,7 +158,7 @@ import Glibc
         // PAC is refused with why (never a bare DIRECT, which would bypass capture unseen).
         try AtomicFile.write(Data(#"{"proxy": {"listen": ["127.0.0.2:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#.utf8),
                              to: appliance.settingsURL, mode: 0o664)
-        try waitUntil("the new settings are served", timeout: 5) { try fetch().contains("no proxy listener is on 127.0.0.1") }
+        try waitUntil("the new settings are served", timeout: 5) { try fetch().contains("no proxy listener serves 127.0.0.1") }
         let refused = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", pac]).stdout
         let body = try fetch()
         #expect(refused == "503" && !body.contains("FindProxyForURL"), "\(refused) \(body)")

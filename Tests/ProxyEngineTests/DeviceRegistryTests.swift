@@ -78,19 +78,25 @@ import Testing
     }
 
     /// Trust is what the tunnel saw the device do (a completed intercepted
-    /// handshake from its address), whatever this machine's own store holds.
+    /// handshake), per device, whatever this machine's own store holds.
     @Test func aDeviceTrustsTheCAOnceItsHandshakeCompletes() throws {
         let r = try registry("{}")
         let phone = CapturePeer(device: "phone", frontEnd: "port")
+        let tablet = CapturePeer(device: "tablet", frontEnd: "port")
+        // Two devices behind one address (their own pool ports): two.
         r.touch(phone, address: try address("10.0.0.2"), now: 10)
-        r.touch(CapturePeer(device: "10.0.0.3", frontEnd: "proxy"), address: try address("10.0.0.3"), now: 10)
+        r.touch(tablet, address: try address("10.0.0.2"), now: 10)
         #expect(r.snapshot(now: 11).devices.allSatisfy { $0.caTrustedAt == nil })
-        r.trusted(try address("::ffff:10.0.0.2"))
+        r.trusted(phone)
         let first = try #require(r.snapshot(now: 12).devices.first { $0.name == "phone" }?.caTrustedAt)
-        r.trusted(try address("10.0.0.2"))
-        let devices = r.snapshot(now: 13).devices
+        r.trusted(phone)
+        var devices = r.snapshot(now: 13).devices
         #expect(devices.first { $0.name == "phone" }?.caTrustedAt == first, "the first handshake is kept")
-        #expect(devices.first { $0.name == "10.0.0.3" }?.caTrustedAt == nil)
+        #expect(devices.first { $0.name == "tablet" }?.caTrustedAt == nil)
+        // A new CA: nobody has trusted it yet.
+        r.forgetTrust()
+        devices = r.snapshot(now: 14).devices
+        #expect(devices.allSatisfy { $0.caTrustedAt == nil })
     }
 
     @Test func presenceComesAndGoesWithTheIdleWindow() throws {

@@ -32,10 +32,18 @@ import Testing
     @Test func statusWarnsWhenTheOnboardingListenerServesDevicesNoProxyCan() throws {
         let lanOnboarding = try settings("{\"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}")
         let warning = try #require(lanOnboarding.onboardingWarning)
-        #expect(warning.contains("192.168.1.20") && warning.contains("127.0.0.1:9090") && warning.contains("\"192.168.1.20:9090\"") && warning.contains("DIRECT"))
+        #expect(warning.contains("192.168.1.20") && warning.contains("127.0.0.1:9090") && warning.contains("\"192.168.1.20:9090\"") && warning.contains("refused a PAC"))
         #expect(lanOnboarding.proxyListener(serving: "192.168.1.20") == nil)
         let everywhere = try settings("{\"onboarding\": {\"listen\": \"0.0.0.0:9092\"}}")
-        #expect(everywhere.onboardingWarning?.contains("all proxy listeners are on loopback") == true)
+        #expect(everywhere.onboardingWarning?.contains("no proxy listener of its family is off loopback") == true)
+        // IPv6 sockets are v6-only: an IPv4 listener serves no device on [::].
+        let v6Everywhere = try settings("{\"proxy\": {\"listen\": [\"0.0.0.0:9090\"]}, \"onboarding\": {\"listen\": \"[::]:9092\"}}")
+        #expect(v6Everywhere.onboardingWarning?.contains("\"[::]:9090\"") == true)
+        // Transparent mode: devices route through the appliance and need no PAC.
+        #expect(try settings("{\"mode\": \"transparent\", \"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}").onboardingWarning == nil)
+        // Addresses compare as addresses, not as text.
+        let spelled = try settings("{\"proxy\": {\"listen\": [\"[FD00:0::1]:9090\", \"[::0]:9191\"]}}")
+        #expect(spelled.proxyListener(serving: "fd00::1")?.port == 9090 && spelled.proxyListener(serving: "fd00::2")?.port == 9191)
         // Served: the same address, a wildcard of its family, or loopback for loopback.
         for served in ["{\"proxy\": {\"listen\": [\"192.168.1.20:9090\"]}, \"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}",
                        "{\"proxy\": {\"listen\": [\"0.0.0.0:9090\"]}, \"onboarding\": {\"listen\": \"192.168.1.20:9092\"}}",
@@ -53,6 +61,10 @@ import Testing
         #expect(page.contains("class=\"card warn\"") && page.contains("no proxy listener is on 192.168.1.20 &lt;b&gt;"))
         #expect(!page.contains("QR code of http://192.168.1.20:9092/proxy.pac"))
         #expect(page.contains("href=\"http://192.168.1.20:9092/ca.pem\""))
+        // In transparent mode that is no fault: the gateway captures.
+        let gateway = OnboardingPage.html(pacURL: "http://192.168.1.20:9092/proxy.pac", caURL: "http://192.168.1.20:9092/ca.pem", proxy: nil, transparent: true,
+                                          pacRefused: "no proxy listener")
+        #expect(!gateway.contains("card warn") && gateway.contains("no proxy setting is needed"))
     }
 
     @Test func theSetupPageHasTheStepsAndAScannableURL() throws {
@@ -92,7 +104,8 @@ import Testing
                 #expect(response.status == .serviceUnavailable)
                 #expect(response.headers[.contentType] == "text/plain; charset=utf-8")
                 let text = String(buffer: response.body)
-                #expect(text.contains("no proxy listener is on") && text.contains("proxy.listen") && !text.contains("FindProxyForURL"))
+                #expect(text.contains("no proxy listener serves") && text.contains("DIRECT") && !text.contains("FindProxyForURL"))
+                #expect(!text.contains("127.0.0.1:9090"), "a device is not told the appliance's listeners")
             }
             for path in ["/web-token", "/ca.key", "/api/status", "/login", "/settings.json", "/../ca.key"] {
                 try await client.execute(uri: path, method: .get) { response in

@@ -1001,37 +1001,55 @@ def check_trust_seen_from_device(app):
         run(["ip", "-n", DEV, "addr", "del", addr + "/24", "dev", IF_DEV])
 
 
-def set_onboarding(app, listen):
+def set_onboarding(app, listen, mode=None):
     path = os.path.join(app.group, "settings.json")
     settings = json.load(open(path))
     settings["onboarding"] = {"listen": listen}
-    with open(path, "w") as f:
+    if mode:
+        settings["mode"] = mode
+    with open(path + ".tmp", "w") as f:
         json.dump(settings, f, indent=2)
-    return wait_until("onboarding on " + listen, lambda: ((app.status().get("web") or {}).get("onboarding") or {}).get("bound") == listen, 10, pause=0.25)
+    os.chmod(path + ".tmp", os.stat(path).st_mode & 0o777)
+    os.replace(path + ".tmp", path)
+    return wait_until("onboarding on " + listen, lambda: ((app.status().get("web") or {}).get("onboarding") or {}).get("bound") == listen
+                      and (mode is None or (app.network() or {}).get("mode") == mode), 10, pause=0.25)
+
+
+def onboarding_warning(app):
+    return ((app.status().get("web") or {}).get("onboarding") or {}).get("warning") or ""
 
 
 def check_unserved_onboarding(app):
     """Seed 004's pitfall: the onboarding page on an address no proxy listener is on. The PAC
-    is refused with why (a bare DIRECT would route the device around Busymate unseen), the
-    setup page says so, and status warns."""
+    is refused with why (a bare DIRECT would route the device around Busymate unseen); in proxy
+    mode the setup page says so and status warns; in transparent mode devices need no PAC, and
+    the page says that instead."""
     unserved = "%s:%d" % (UP4, ONBOARDING_PORT)
+    mode = (app.network() or {}).get("mode")
     try:
-        check(bool(set_onboarding(app, unserved)), "onboarding.listen moved to %s (the appliance's other address, no proxy listener on it)" % unserved)
+        check(bool(set_onboarding(app, unserved, "transparent")), "onboarding.listen moved to %s (the appliance's other address, no proxy listener on it), transparent mode" % unserved)
         f = fetch(DEV, "http://%s/proxy.pac" % unserved)
-        check(f.code == 503 and b"no proxy listener is on " + UP4.encode() in f.body and b"FindProxyForURL" not in f.body,
+        check(f.code == 503 and b"no proxy listener serves " + UP4.encode() in f.body and b"FindProxyForURL" not in f.body,
               "the device's /proxy.pac there: 503 with why, no PAC (never a bare DIRECT): %r" % f)
         page = fetch(DEV, "http://%s/" % unserved)
-        check(page.code == 200 and b'class="card warn"' in page.body and b"no proxy listener is on " + UP4.encode() in page.body and b"QR code of" not in page.body,
-              "the setup page there says why, with no PAC QR code: %d, %d bytes" % (page.code, len(page.body)))
-        warning = ((app.status().get("web") or {}).get("onboarding") or {}).get("warning") or ""
+        check(page.code == 200 and b"no proxy setting is needed" in page.body and b"card warn" not in page.body,
+              "transparent mode: the setup page says the gateway captures, no proxy setting needed: %d, %d bytes" % (page.code, len(page.body)))
+        check(onboarding_warning(app) == "", "transparent mode: no status warning: %r" % onboarding_warning(app))
+        check(bool(set_onboarding(app, unserved, "proxy")), "proxy mode, onboarding still on %s" % unserved)
+        page = fetch(DEV, "http://%s/" % unserved)
+        check(page.code == 200 and b'class="card warn"' in page.body and b"no proxy listener serves " + UP4.encode() in page.body and b"QR code of" not in page.body,
+              "proxy mode: the setup page says why, with no PAC QR code: %d, %d bytes" % (page.code, len(page.body)))
+        warning = wait_until("the warning", lambda: onboarding_warning(app), 5, pause=0.25) or ""
         check(UP4 in warning and "refused a PAC" in warning, "status --json web.onboarding.warning: %r" % warning)
         text = app.cli("status").stdout
         check("⚠ onboarding   devices that open the onboarding listener (%s) are refused a PAC" % unserved in text,
               "busymate status warns: %r" % [l for l in text.splitlines() if "onboarding" in l])
     finally:
-        back = set_onboarding(app, "%s:%d" % (GW4, ONBOARDING_PORT))
-    check(bool(back) and not ((app.status().get("web") or {}).get("onboarding") or {}).get("warning"),
-          "onboarding back on %s:%d: no warning" % (GW4, ONBOARDING_PORT))
+        back = set_onboarding(app, "%s:%d" % (GW4, ONBOARDING_PORT), mode)
+    check(bool(back) and not onboarding_warning(app), "onboarding back on %s:%d, mode %s: no warning" % (GW4, ONBOARDING_PORT, mode))
+    if mode == "transparent":
+        check(bool(wait_until("the table again", lambda: (app.network() or {}).get("rules") == "installed", 10, pause=0.25)),
+              "transparent mode again: rules installed: %s" % safe(lambda: app.network().get("rules")))
 
 
 def check_device_port(app, origin):

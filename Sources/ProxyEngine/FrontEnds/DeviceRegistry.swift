@@ -23,6 +23,8 @@ public final class DeviceRegistry: Sendable {
         /// When transparent traffic last came from it: it outranks the
         /// proxy, as the seed's VPN outranks PAC.
         var transparentAt: Double?
+        /// When it first completed an intercepted handshake (it trusts the CA).
+        var trustedAt: Date?
     }
 
     private struct State {
@@ -37,8 +39,6 @@ public final class DeviceRegistry: Sendable {
         var unsaidRefusals = 0
         var transparentSeenAt: Double?
         var proxySeenAt: Double?
-        /// By address: when a client first completed an intercepted handshake.
-        var trustedAt: [String: Date] = [:]
     }
 
     private let state = Mutex(State())
@@ -173,12 +173,20 @@ public final class DeviceRegistry: Sendable {
     /// A client completed an intercepted TLS handshake: it trusts our CA.
     /// The readiness card's "CA trusted" comes from this, per device, not
     /// from this machine's own trust store.
-    func trusted(_ remote: SocketAddress?) {
-        guard let ip = remote?.ipAddress.map(Self.normalized) else { return }
+    /// Kept per device (two devices behind one address are two), and
+    /// evicted with its presence.
+    func trusted(_ peer: CapturePeer) {
+        guard let device = peer.device else { return }
         state.withLock { s in
-            guard s.trustedAt[ip] == nil else { return }
-            if s.trustedAt.count >= Self.maxClients, let oldest = s.trustedAt.min(by: { $0.value < $1.value })?.key { s.trustedAt[oldest] = nil }
-            s.trustedAt[ip] = Date()
+            guard s.seen[device] != nil, s.seen[device]?.trustedAt == nil else { return }
+            s.seen[device]?.trustedAt = Date()
+        }
+    }
+
+    /// The CA changed: what devices trusted was the old one.
+    public func forgetTrust() {
+        state.withLock { s in
+            for device in s.seen.keys { s.seen[device]?.trustedAt = nil }
         }
     }
 
@@ -205,7 +213,7 @@ public final class DeviceRegistry: Sendable {
         state.withLock { s in
             let devices = s.seen.map { name, seen in
                 DevicePresence(name: name, address: seen.address, port: s.ports[name], source: seen.source, online: now - seen.at < s.idle, lastSeen: seen.wall,
-                               caTrustedAt: s.trustedAt[seen.address])
+                               caTrustedAt: seen.trustedAt)
             }.sorted { $0.name < $1.name }
             let transparent = s.transparentSeenAt.map { now - $0 < s.idle } ?? false
             let proxy = s.proxySeenAt.map { now - $0 < s.idle } ?? false

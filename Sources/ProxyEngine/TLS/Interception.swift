@@ -47,16 +47,21 @@ public final class Interception: Sendable {
     public init() {}
 
     /// Loads the CA; a missing or broken CA turns interception off, with
-    /// one clear error, and never stops the tunnel.
-    public func reloadCA(_ paths: GroupPaths) {
+    /// one clear error, and never stops the tunnel. True when another CA
+    /// than the one in use was loaded.
+    @discardableResult
+    public func reloadCA(_ paths: GroupPaths) -> Bool {
         state.withLock { $0.caFile = paths.caPEM.path }
         do {
             let authority = try CertificateAuthority.load(paths)
-            state.withLock {
-                $0.contexts = MITMContexts(authority: authority)
-                $0.caError = nil
+            let replaced = state.withLock { s -> Bool in
+                let other = s.contexts.map { $0.authority.caCertificate != authority.caCertificate } ?? false
+                s.contexts = MITMContexts(authority: authority)
+                s.caError = nil
+                return other
             }
             Logger(label: "busymate.cert").info("CA loaded", metadata: ["SUBJECT": "\(authority.caCertificate.subject)"])
+            return replaced
         } catch {
             let changed = state.withLock { s -> Bool in
                 defer {
@@ -68,6 +73,7 @@ public final class Interception: Sendable {
             if changed {
                 Logger(label: "busymate.cert").error("the CA cannot be used; HTTPS is passed through, not intercepted", metadata: ["ERROR": "\(error)"])
             }
+            return false
         }
     }
 

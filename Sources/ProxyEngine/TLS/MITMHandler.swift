@@ -64,7 +64,7 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
             state = .done
             logger.debug("client handshake done", metadata: ["HOST": "\(host)"])
             services.interception.noteTrusted(client: context.channel.remoteAddress?.ipAddress, host: host)
-            services.devices?.trusted(context.channel.remoteAddress)
+            services.devices?.trusted(services.peer)
             context.fireUserInboundEventTriggered(event)
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
             return

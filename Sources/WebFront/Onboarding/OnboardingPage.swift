@@ -10,8 +10,10 @@ enum OnboardingPage {
         let derURL = escape(caURL.replacingOccurrences(of: "/ca.pem", with: "/ca.der"))
         let manual = proxy.map { "Or set the proxy by hand: <code>\(escape($0))</code>." } ?? "No proxy listener serves this address."
         let pacCard = pacRefused.map {
-            "<div class=\"card warn\"><h2>No proxy for this address yet</h2><p>This appliance refuses its PAC here: \(escape($0)).</p>"
-                + "<p class=note>Ask whoever runs it to change that, then reload this page.</p></div>"
+            transparent
+                ? "<div class=card><h2>No PAC here</h2><p class=note>This appliance captures as this network's gateway: route the device through it; no proxy setting is needed.</p></div>"
+                : "<div class=\"card warn\"><h2>No proxy for this address yet</h2><p>\(escape($0)).</p>"
+                    + "<p class=note>Ask whoever runs the appliance to change that, then reload this page.</p></div>"
         } ?? "<div class=\"card pac\">\(qr)<div><h2>Proxy auto-configuration (PAC) URL</h2><p><code>\(pac)</code></p><p class=note>\(manual)</p></div></div>"
         let gateway = transparent
             ? "<p class=note>This appliance is in transparent mode: a device that uses it as its router (gateway) is captured with no proxy setting at all. Install the CA all the same.</p>"

@@ -1,7 +1,6 @@
 import BusymateShared
 import Foundation
 import HTTPTypes
-import Logging
 import Hummingbird
 import NIOCore
 
@@ -12,7 +11,7 @@ struct OnboardingRoutes {
     let paths: GroupPaths
     let settings: OnboardingSettings
     let log: OnboardingLogWriter
-    private let logger = Logger(label: "busymate.web.onboarding")
+    private let refusals = PACRefusalLog()
 
     func router() -> Router<OnboardingContext> {
         let router = Router(context: OnboardingContext.self)
@@ -20,9 +19,9 @@ struct OnboardingRoutes {
             let settings = settings.current
             guard let proxy = Self.proxy(for: context.localAddress, in: settings) else {
                 // Refused, not DIRECT: a device told to go direct would bypass capture unseen.
-                let why = settings.noProxyListener(at: Self.reached(context.localAddress) ?? "this address")
-                logger.warning("a PAC was refused", metadata: ["CLIENT": "\(Self.clientIP(context) ?? "?")", "REASON": "\(why)"])
-                return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data("Busymate: \(why).\n".utf8))
+                let reached = Self.reached(context.localAddress) ?? "this address"
+                refusals.refused(client: Self.clientIP(context), reason: settings.noProxyListener(at: reached), now: Date().timeIntervalSince1970)
+                return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
             }
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
             return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context)).utf8))
@@ -33,7 +32,7 @@ struct OnboardingRoutes {
             let settings = settings.current
             let reached = context.localAddress.map(Self.authority) ?? "this-machine"
             let proxy = Self.proxy(for: context.localAddress, in: settings)
-            let refused = proxy == nil ? settings.noProxyListener(at: Self.reached(context.localAddress) ?? "this address") : nil
+            let refused = proxy == nil ? Self.refusal(Self.reached(context.localAddress) ?? "this address") : nil
             let page = OnboardingPage.html(pacURL: "http://\(reached)/proxy.pac", caURL: "http://\(reached)/ca.pem",
                                            proxy: proxy, transparent: settings.mode == .transparent, pacRefused: refused)
             return Self.response(.ok, type: "text/html; charset=utf-8", body: Data(page.utf8))
@@ -56,6 +55,13 @@ struct OnboardingRoutes {
     static func proxy(for local: SocketAddress?, in settings: AppSettings) -> String? {
         guard let host = reached(local), let listener = settings.proxyListener(serving: host) else { return nil }
         return host.contains(":") ? "[\(host)]:\(listener.port)" : "\(host):\(listener.port)"
+    }
+
+    /// What a device is told: why, not the appliance's listeners (its
+    /// `status` and log say what to add).
+    static func refusal(_ reached: String) -> String {
+        "Busymate: no proxy listener serves \(reached), the address this device reached, so no PAC is served here "
+            + "(one answering DIRECT would send this device's traffic around the proxy); `busymate status` on the appliance says what to add to proxy.listen"
     }
 
     /// The address a device reached, IPv4-mapped ones as IPv4.

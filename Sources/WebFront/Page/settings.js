@@ -702,7 +702,7 @@
     return { el, colors };
   }
 
-  /** Seed 004's readiness per device, in the status view: the four steps and presence. */
+  /** Seed 004's readiness per device, in the status view: its steps and presence. */
   function devicesCard(st) {
     const devs = st.devices || [];
     const online = devs.filter(d => d.online).length;
