@@ -724,12 +724,21 @@ def check_unpair(a, double, pg, origin, uuid):
     must(r.returncode == 0, "pairing again after unpairing (%r)" % r.stderr.strip())
     paired_at = set(a.request_ids())
     requests(a.port(), origin, 25)
-    wait_until("the new rows arrive", lambda: set(a.request_ids()) - paired_at <= set(cloud_rows(pg, uuid)), 30)
+    # 60 s: once, in a full run under load, 30 s was not enough (see the sink's state in the message if it fails again).
+    wait_until("the new rows arrive", lambda: set(a.request_ids()) - paired_at <= set(cloud_rows(pg, uuid)), 60)
     remote = set(cloud_rows(pg, uuid))
-    must(set(a.request_ids()) - paired_at <= remote and not (captured_unpaired & remote),
-         "a new pairing sends what comes after it, not the %d exchanges captured while unpaired (%d of them sent)"
-         % (len(captured_unpaired), len(captured_unpaired & remote)))
+    new = set(a.request_ids()) - paired_at
+    must(new <= remote and not (captured_unpaired & remote),
+         "a new pairing sends what comes after it (%d of %d new arrived), not the %d exchanges captured while unpaired (%d of them sent); sinks: %s"
+         % (len(new & remote), len(new), len(captured_unpaired), len(captured_unpaired & remote), safe_sinks(a)))
     a.cli("unpair")
+
+
+def safe_sinks(a):
+    try:
+        return json.dumps(a.cloud())[:400]
+    except Exception as error:
+        return "unreadable (%s)" % error
 
 
 def check_heartbeats(a, double):
