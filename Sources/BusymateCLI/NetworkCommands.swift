@@ -49,7 +49,7 @@ struct Mode: AsyncParsableCommand {
 struct Devices: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List devices: named ones (their own port or address) and every client seen, online or not.",
-        subcommands: [ListDevices.self, Add.self, Remove.self], defaultSubcommand: ListDevices.self)
+        subcommands: [ListDevices.self, Show.self, Add.self, Link.self, Revoke.self, Remove.self], defaultSubcommand: ListDevices.self)
 
     struct ListDevices: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "list", abstract: "List devices (the default).")
@@ -73,44 +73,132 @@ struct Devices: AsyncParsableCommand {
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Name a device: it gets a port from devices.port_pool (or is known by --address). Idempotent; prints the port.")
+            abstract: "Name a device: it gets a port from devices.port_pool (or is known by --address), and an enrolment link to open on it. Idempotent; prints the port.",
+            discussion: """
+                The link (and its QR code) is for one device: opened on it, its address is admitted (renewed while it sends \
+                traffic), bound to the name, and offered its own PAC, the CA and its setup steps. Only a digest of the link is kept: \
+                it is printed once (busymate devices link NAME prints a new one).
+                """)
         @OptionGroup var options: GroupOption
         @Argument var name: String
         @Option(help: "Name the device by this address instead of giving it a port.") var address: String?
+        @Option(help: "How long the enrolment link can be opened: 30m, 24h, 7d.") var linkTtl = "24h"
+        @Flag(help: "No enrolment link.") var noLink = false
+        @Option(help: "The address or host name devices reach this machine by, for the link (default: the onboarding listener's).") var host: String?
+        @Flag(help: "Print a JSON object: name, port, link, expires.") var json = false
 
         func run() async throws {
             guard AppSettings.NamedDevice.isValidName(name) else { throw ValidationError("\"\(name)\" is not a device name (letters, digits, - _ .; at most 64)") }
             if let address, !IPAddressText.isLiteral(address) { throw ValidationError("\"\(address)\" is not an IP address") }
+            let lifetime = try EnrolmentIssue.lifetime(linkTtl, option: "--link-ttl")
             let paths = options.paths
             let before = try SettingsEdit.current(paths).settings
             if let existing = before.devices.named(name), address == nil || existing.address == address {
-                print(existing.port.map(String.init) ?? existing.address ?? "")
-                return
+                return report(existing, issued: nil, authority: nil, note: "\(name) is already added (\(existing.enrolment?.state() ?? "no enrolment link")); busymate devices link \(name) prints a new link")
             }
-            var chosen: Int?
-            var already: String?
+            // Where the link points, decided before the device is written: without a listener it is added with no link.
+            var authority: (authority: String, loopbackOnly: Bool)?
+            var note: String?
+            if !noLink {
+                do {
+                    authority = try EnrolmentIssue.authority(paths, host: host)
+                } catch {
+                    note = "no enrolment link: \(error)"
+                }
+            }
+            var added: AppSettings.NamedDevice?
+            var already = false
+            var issued: EnrolmentIssue.Issued?
             try SettingsEdit.apply(paths) { root in
                 let settings = try AppSettings.decode(root).settings
                 // Again under the file's lock: another `add` may have just named it.
                 if let existing = settings.devices.named(name), address == nil || existing.address == address {
-                    already = existing.port.map(String.init) ?? existing.address
+                    added = existing
+                    already = true
                     return
                 }
                 var list = settings.devices.list.filter { $0.name != name }
-                if let address {
-                    list.append(AppSettings.NamedDevice(name: name, address: address))
-                } else {
+                var device = AppSettings.NamedDevice(name: name, address: address)
+                if address == nil {
                     let taken = Set(settings.devices.list.compactMap(\.port)).union(settings.listen.map(\.port))
                         .union([settings.webListen.port, settings.transparent.port, settings.dns.port]).union(settings.onboardingListen.map { [$0.port] } ?? [])
                     guard let port = settings.devices.portPool.first(where: { !taken.contains($0) }) else {
                         throw CLIError(description: "devices.port_pool \(settings.devices.portPool.lowerBound)-\(settings.devices.portPool.upperBound) is full")
                     }
-                    chosen = port
-                    list.append(AppSettings.NamedDevice(name: name, port: port))
+                    device.port = port
                 }
+                list.append(device)
                 DeviceRows.setList(list, in: &root)
+                added = device
+                if authority != nil { issued = try EnrolmentIssue.issue(name, lifetime: lifetime, in: &root) }
             }
-            print(already ?? chosen.map(String.init) ?? address ?? "")
+            guard let added else { return }
+            report(added, issued: already ? nil : issued, authority: authority, note: already ? "\(name) is already added; busymate devices link \(name) prints a new link" : note)
+        }
+
+        private func report(_ device: AppSettings.NamedDevice, issued: EnrolmentIssue.Issued?, authority: (authority: String, loopbackOnly: Bool)?, note: String?) {
+            if json {
+                var node = issued.flatMap { i in authority.map { EnrolmentIssue.json(i, port: device.port, authority: $0) } }
+                    ?? ExchangeJSON.object([("name", ExchangeJSON.string(device.name)), ("port", ExchangeJSON.number(device.port)), ("link", ExchangeJSON.string(nil))])
+                if let address = device.address { node.set("address", ExchangeJSON.string(address)) }
+                if let note { node.set("note", ExchangeJSON.string(note)) }
+                ExchangeJSON.write(node)
+                return
+            }
+            print(device.port.map(String.init) ?? device.address ?? "")
+            if let issued, let authority { print(EnrolmentIssue.text(issued, authority: authority)) }
+            if let note { print(note) }
+        }
+    }
+
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a new enrolment link (and QR code) for a named device; its previous link stops working.")
+        @OptionGroup var options: GroupOption
+        @Argument var name: String
+        @Option(help: "How long it can be opened: 30m, 24h, 7d.") var ttl = "24h"
+        @Option(help: "The address or host name devices reach this machine by (default: the onboarding listener's).") var host: String?
+        @Flag(help: "Print a JSON object: name, port, link, expires.") var json = false
+
+        func run() async throws {
+            let lifetime = try EnrolmentIssue.lifetime(ttl, option: "--ttl")
+            let paths = options.paths
+            let authority = try EnrolmentIssue.authority(paths, host: host)
+            var issued: EnrolmentIssue.Issued?
+            var port: Int?
+            try SettingsEdit.apply(paths) { root in
+                issued = try EnrolmentIssue.issue(name, lifetime: lifetime, in: &root)
+                port = try AppSettings.decode(root).settings.devices.named(name)?.port
+            }
+            guard let issued else { return }
+            if json {
+                ExchangeJSON.write(EnrolmentIssue.json(issued, port: port, authority: authority))
+            } else {
+                print(EnrolmentIssue.text(issued, authority: authority))
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Withdraw a device's enrolment link: it is refused from then on, and the admission it gave ends (its grant is removed).")
+        @OptionGroup var options: GroupOption
+        @Argument var name: String
+
+        func run() async throws {
+            var ended: String?
+            try SettingsEdit.apply(options.paths) { root in
+                let settings = try AppSettings.decode(root).settings
+                guard let device = settings.devices.named(name) else { throw CLIError(description: "no device named \(name)") }
+                guard var enrolment = device.enrolment else { throw CLIError(description: "\(name) has no enrolment link") }
+                enrolment.revoked = true
+                DeviceRows.setList(settings.devices.list.map { var d = $0; if d.name == name { d.enrolment = enrolment }; return d }, in: &root)
+                if let by = enrolment.redeemedBy {
+                    ended = by
+                    Allow.setGrants(settings.access.grants.filter { $0.until > Date() && IPAddressText.canonical($0.address) != IPAddressText.canonical(by) }, in: &root)
+                }
+            }
+            print("revoked \(name)'s enrolment link\(ended.map { "; \($0) is no longer admitted by it" } ?? "")")
         }
     }
 
@@ -172,13 +260,18 @@ struct Allow: AsyncParsableCommand {
             } else if let grant = AppSettings.Grant(address: address, until: until) {
                 grants.append(grant)
             }
-            var access = root["access"] ?? JSONNode(.object([]))
-            access.set("grants", JSONNode(.array(grants.map { grant in
-                JSONNode(.object([("address", JSONNode(.string(grant.address))), ("until", JSONNode(.string(ISO8601DateFormatter().string(from: grant.until))))]))
-            })))
-            root.set("access", access)
+            Self.setGrants(grants, in: &root)
         }
         print(remove ? "removed the grant for \(address)" : "allowed \(address) until \(ISO8601DateFormatter().string(from: until))")
+    }
+}
+
+extension Allow {
+    /// Writes `access.grants`, keeping the rest of `access`.
+    static func setGrants(_ grants: [AppSettings.Grant], in root: inout JSONNode) {
+        var access = root["access"] ?? JSONNode(.object([]))
+        access.set("grants", JSONNode(.array(grants.map(\.node))))
+        root.set("access", access)
     }
 }
 
@@ -247,13 +340,15 @@ enum DeviceRows {
             let seconds = Int(Date().timeIntervalSince(date))
             return seconds < 60 ? "\(seconds)s ago" : seconds < 3600 ? "\(seconds / 60)m ago" : "\(seconds / 3600)h ago"
         }
-        var lines = ["NAME                 PORT   ADDRESS                  STATE    LAST SEEN   SOURCE       TODAY  CA"]
+        var lines = ["NAME                 PORT   ADDRESS                  STATE    LAST SEEN   SOURCE       TODAY  CA       ENROLMENT"]
         for r in rows {
             let cols = [
                 r.name.padding(toLength: 20, withPad: " ", startingAt: 0), (r.port.map(String.init) ?? "-").padding(toLength: 6, withPad: " ", startingAt: 0),
                 (r.address ?? "-").padding(toLength: 24, withPad: " ", startingAt: 0), (r.online ? "online" : "offline").padding(toLength: 8, withPad: " ", startingAt: 0),
                 ago(r.lastSeen).padding(toLength: 11, withPad: " ", startingAt: 0), (r.source ?? "-").padding(toLength: 12, withPad: " ", startingAt: 0),
-                String(r.exchangesToday).padding(toLength: 6, withPad: " ", startingAt: 0), r.caTrustedAt != nil ? "trusted" : r.caDownloads > 0 ? "fetched" : "-",
+                String(r.exchangesToday).padding(toLength: 6, withPad: " ", startingAt: 0),
+                (r.caTrustedAt != nil ? "trusted" : r.caDownloads > 0 ? "fetched" : "-").padding(toLength: 8, withPad: " ", startingAt: 0),
+                r.enrolment.map { $0.hasPrefix("enrolled") ? "enrolled" : $0 == "link not opened yet" ? "link open" : $0 } ?? "-",
             ]
             lines.append(cols.joined(separator: " "))
         }
@@ -263,12 +358,7 @@ enum DeviceRows {
     /// Writes `devices.list`, keeping the rest of `devices`.
     static func setList(_ list: [AppSettings.NamedDevice], in root: inout JSONNode) {
         var devices = root["devices"] ?? JSONNode(.object([]))
-        devices.set("list", JSONNode(.array(list.map { device in
-            var members: [(key: String, node: JSONNode)] = [("name", JSONNode(.string(device.name)))]
-            if let port = device.port { members.append(("port", JSONNode(.number(String(port))))) }
-            if let address = device.address { members.append(("address", JSONNode(.string(address)))) }
-            return JSONNode(.object(members))
-        })))
+        devices.set("list", JSONNode(.array(list.map(\.node))))
         root.set("devices", devices)
     }
 }

@@ -40,6 +40,7 @@ extension AppSettings {
         public var name: String
         public var port: Int?
         public var address: String?
+        public var enrolment: Enrolment?
         public init(name: String, port: Int? = nil, address: String? = nil) {
             self.name = name
             self.port = port
@@ -285,6 +286,9 @@ extension AppSettings.Reader {
                         throw SettingsError(message: "\"\(address)\" is not an IP address", position: addressNode.position, keyPath: "\(path).address")
                     }
                     device.address = address
+                }
+                if let enrolmentNode = item["enrolment"], enrolmentNode.value != .null {
+                    device.enrolment = try enrolment(enrolmentNode, path: "\(path).enrolment")
                 }
                 guard device.port != nil || device.address != nil else {
                     throw SettingsError(message: "needs a \"port\" or an \"address\"", position: item.position, keyPath: path)

@@ -12,6 +12,13 @@ extension AppSettings {
         return listen.first { IPAddressText.canonical($0.host) == wildcard }
     }
 
+    /// Whether device ports (bound on `devices.host`) serve a device that
+    /// reached `host`.
+    public func devicePortsServe(_ host: String) -> Bool {
+        let reached = IPAddressText.canonical(host), bound = IPAddressText.canonical(devices.host)
+        return bound == reached || bound == Self.wildcard(of: reached)
+    }
+
     static func wildcard(of host: String) -> String { host.contains(":") ? "::" : "0.0.0.0" }
 
     /// What `status` and the log say when a device reaching `host` gets no

@@ -51,6 +51,17 @@ public struct DeviceRow: Codable, Sendable, Equatable {
     /// It completed an intercepted handshake (the tunnel saw it trust the CA), since the tunnel started.
     public var caTrustedAt: Date?
     public var named: Bool
+    /// Its enrolment link: `link not opened yet`, `enrolled from ADDRESS`, `link expired`, `revoked` (nil: none).
+    public var enrolment: String?
+    public var enrolledAt: Date?
+    /// Until when a grant admits its address (an enrolled device's is renewed while it sends traffic).
+    public var admittedUntil: Date?
+    /// Its PAC fetched from the onboarding listener by its address.
+    public var pacFetches: Int = 0
+
+    enum CodingKeys: String, CodingKey {
+        case name, port, address, online, lastSeen, source, exchangesToday, caDownloads, caTrustedAt, named, enrolment, enrolledAt, admittedUntil, pacFetches
+    }
 
     public init(name: String, port: Int?, address: String?, online: Bool, lastSeen: Date?, source: String?, exchangesToday: Int, caDownloads: Int,
                 caTrustedAt: Date? = nil, named: Bool) {
@@ -78,18 +89,45 @@ public struct DeviceRow: Codable, Sendable, Equatable {
         try c.encode(caDownloads, forKey: .caDownloads)
         try c.encode(caTrustedAt, forKey: .caTrustedAt)
         try c.encode(named, forKey: .named)
+        try c.encode(enrolment, forKey: .enrolment)
+        try c.encode(enrolledAt, forKey: .enrolledAt)
+        try c.encode(admittedUntil, forKey: .admittedUntil)
+        try c.encode(pacFetches, forKey: .pacFetches)
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        port = try c.decodeIfPresent(Int.self, forKey: .port)
+        address = try c.decodeIfPresent(String.self, forKey: .address)
+        online = try c.decode(Bool.self, forKey: .online)
+        lastSeen = try c.decodeIfPresent(Date.self, forKey: .lastSeen)
+        source = try c.decodeIfPresent(String.self, forKey: .source)
+        exchangesToday = try c.decodeIfPresent(Int.self, forKey: .exchangesToday) ?? 0
+        caDownloads = try c.decodeIfPresent(Int.self, forKey: .caDownloads) ?? 0
+        caTrustedAt = try c.decodeIfPresent(Date.self, forKey: .caTrustedAt)
+        named = try c.decodeIfPresent(Bool.self, forKey: .named) ?? false
+        enrolment = try c.decodeIfPresent(String.self, forKey: .enrolment)
+        enrolledAt = try c.decodeIfPresent(Date.self, forKey: .enrolledAt)
+        admittedUntil = try c.decodeIfPresent(Date.self, forKey: .admittedUntil)
+        pacFetches = try c.decodeIfPresent(Int.self, forKey: .pacFetches) ?? 0
     }
 
     /// The named devices, then every other client the tunnel saw.
-    public static func merge(settings: AppSettings, seen: [DevicePresence], onboarding: OnboardingLog?, exchangesToday: [String: Int]) -> [DeviceRow] {
+    public static func merge(settings: AppSettings, seen: [DevicePresence], onboarding: OnboardingLog?, exchangesToday: [String: Int], now: Date = Date()) -> [DeviceRow] {
         var rows: [DeviceRow] = []
         let byName = Dictionary(seen.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         for device in settings.devices.list {
             let presence = byName[device.name]
             let address = device.address ?? presence?.address
-            rows.append(DeviceRow(name: device.name, port: device.port, address: address, online: presence?.online ?? false,
-                                  lastSeen: presence?.lastSeen, source: presence?.source, exchangesToday: exchangesToday[device.name] ?? 0,
-                                  caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence?.caTrustedAt, named: true))
+            var row = DeviceRow(name: device.name, port: device.port, address: address, online: presence?.online ?? false,
+                                lastSeen: presence?.lastSeen, source: presence?.source, exchangesToday: exchangesToday[device.name] ?? 0,
+                                caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence?.caTrustedAt, named: true)
+            row.enrolment = device.enrolment?.state(now: now)
+            row.enrolledAt = device.enrolment?.redeemedAt
+            row.pacFetches = address.map { onboarding?.clients[$0]?.pacFetches ?? 0 } ?? 0
+            row.admittedUntil = address.flatMap { settings.access.grantedUntil($0, now: now) }
+            rows.append(row)
         }
         let named = Set(settings.devices.list.map(\.name))
         // A client seen by its address before it was named is the named device now.
@@ -100,6 +138,8 @@ public struct DeviceRow: Codable, Sendable, Equatable {
             rows.append(DeviceRow(name: presence.name, port: nil, address: presence.address, online: presence.online, lastSeen: presence.lastSeen,
                                   source: presence.source, exchangesToday: exchangesToday[presence.name] ?? 0,
                                   caDownloads: presence.address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence.caTrustedAt, named: false))
+            rows[rows.count - 1].pacFetches = presence.address.map { onboarding?.clients[$0]?.pacFetches ?? 0 } ?? 0
+            rows[rows.count - 1].admittedUntil = presence.address.flatMap { settings.access.grantedUntil($0, now: now) }
         }
         // A device that fetched the CA but sent no traffic yet.
         for (client, entry) in (onboarding?.clients ?? [:]).sorted(by: { $0.key < $1.key }) where !listed.contains(client) && entry.caDownloads > 0 {

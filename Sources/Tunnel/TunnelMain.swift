@@ -250,6 +250,7 @@ public enum TunnelMain {
                 await runtime.attachIfNeeded()
                 await runtime.retrySettingsIfUnread()
                 await runtime.sweepPresence()
+                await runtime.renewGrants()
                 await runtime.publish()
                 // In case a breakpointContinue or a webSocketSend was lost (a full queue).
                 try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }

@@ -20,6 +20,7 @@ public actor TunnelRuntime {
     private let server: ProxyServer
     private let dns: DNSForwarder
     private let devicesLogger = Logger(label: "busymate.devices")
+    private var renewing = false
     /// The server's capture writer (nil: capture off).
     private let capture: CaptureWriter?
     private let notifier: Notifier?
@@ -265,6 +266,27 @@ public actor TunnelRuntime {
         status.network = network
         status.network?.dnsQueries = dns.queries
         return status
+    }
+
+    /// Extends the grants of enrolled devices in use (at most once an hour
+    /// each), in `settings.json`, so a restart keeps them; on the thread
+    /// pool (a file lock and a write).
+    func renewGrants() async {
+        let due = server.devices.renewalsDue()
+        guard !due.isEmpty, !renewing else { return }
+        renewing = true
+        defer { renewing = false }
+        let paths = self.paths
+        let logger = devicesLogger
+        do {
+            try await NIOThreadPool.singleton.runIfActive {
+                try GrantRenewal.write(due, to: paths.settings)
+            }
+            logger.info("renewed the admission of enrolled devices in use", metadata: ["CLIENTS": "\(due.joined(separator: ", "))"])
+            if let notifier { notifier.post(.settingsDidChange) }
+        } catch {
+            logger.warning("could not renew the admission of enrolled devices", metadata: ["CLIENTS": "\(due.joined(separator: ", "))", "ERROR": "\(error)"])
+        }
     }
 
     /// Devices that came online or went offline: posted and logged.

@@ -39,6 +39,8 @@ public final class DeviceRegistry: Sendable {
         var unsaidRefusals = 0
         var transparentSeenAt: Double?
         var proxySeenAt: Double?
+        /// Enrolled devices (not revoked) by name: the address their link admitted.
+        var enrolled: [String: String] = [:]
     }
 
     private let state = Mutex(State())
@@ -59,7 +61,9 @@ public final class DeviceRegistry: Sendable {
             s.idle = settings.devices.idleSeconds
             s.byAddress = [:]
             s.ports = [:]
+            s.enrolled = [:]
             for device in settings.devices.list {
+                if let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy { s.enrolled[device.name] = Self.normalized(by) }
                 if let address = device.address { s.byAddress[Self.normalized(address)] = device.name }
                 if let port = device.port { s.ports[device.name] = port }
             }
@@ -187,6 +191,23 @@ public final class DeviceRegistry: Sendable {
     public func forgetTrust() {
         state.withLock { s in
             for device in s.seen.keys { s.seen[device]?.trustedAt = nil }
+        }
+    }
+
+    /// Enrolled devices that sent traffic within the idle window and whose
+    /// grant ends sooner than a full admission less one renewal step: the
+    /// tunnel extends them (the seed's whitelist, renewed while in use),
+    /// so an active device is written at most once per step. A grant that
+    /// already ended is not revived: the device was refused meanwhile.
+    public func renewalsDue(now: Date = Date(), monotonicNow: Double = monotonic()) -> [String] {
+        state.withLock { s in
+            s.enrolled.compactMap { name, ip in
+                guard let seen = s.seen[name], monotonicNow - seen.at < s.idle,
+                      let until = s.access.grantedUntil(ip, now: now),
+                      until < now.addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep)
+                else { return nil }
+                return ip
+            }.sorted()
         }
     }
 

@@ -95,8 +95,27 @@ public struct QRCode: Sendable, Equatable {
             + "</svg>"
     }
 
+    /// For a terminal, two modules a character, as `qrencode -t UTF8`
+    /// prints it: light modules are blocks (a terminal's text is light on
+    /// dark), so the quiet zone is a frame of blocks.
+    public func terminal(quietZone: Int = 2) -> String {
+        let qz = max(0, min(quietZone, 10))
+        var lines: [String] = []
+        var y = -qz
+        while y < size + qz {
+            var line = ""
+            for x in -qz..<(size + qz) {
+                let top = !isDark(x: x, y: y), bottom = y + 1 < size + qz && !isDark(x: x, y: y + 1)
+                line += top && bottom ? "\u{2588}" : top ? "\u{2580}" : bottom ? "\u{2584}" : " "
+            }
+            lines.append(line)
+            y += 2
+        }
+        return lines.joined(separator: "\n")
+    }
+
     /// Text for XML or HTML (attributes and content); control characters XML forbids are dropped.
-    static func xmlEscaped(_ s: String) -> String {
+    public static func xmlEscaped(_ s: String) -> String {
         var out = ""
         for ch in s.unicodeScalars {
             switch ch {

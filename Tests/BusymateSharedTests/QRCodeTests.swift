@@ -1,5 +1,5 @@
 import Testing
-@testable import WebFront
+@testable import BusymateShared
 
 @Suite struct QRCodeTests {
     // Reference matrices from the Python `qrcode` package (segno agrees once its extra-pad-byte quirk is patched), same
