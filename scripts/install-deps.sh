@@ -57,6 +57,12 @@ if [ "${1:-}" = "--test" ] && ! python3 -c 'import websockets, sys; sys.exit(int
   echo "busymate: installing websockets 15 (pip) for the WebSocket suite" >&2
   python3 -m pip install --quiet "websockets>=15"
 fi
+# The devices suite evaluates the PAC files a device is given with a real
+# PAC evaluator.
+if [ "${1:-}" = "--test" ] && ! python3 -c 'import pacparser' 2>/dev/null; then
+  echo "busymate: installing pacparser (pip) for the devices suite" >&2
+  python3 -m pip install --quiet pacparser
+fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then
   echo "busymate: creating system user and group busymate" >&2

@@ -10,22 +10,8 @@ enum EnrolmentIssue {
         var name: String
         var token: String
         var expires: Date
-    }
-
-    /// A new link for `name`, replacing any it had (an old link stops
-    /// working); the device's address and grant, if enrolled, stay.
-    static func issue(_ name: String, lifetime: Double, in root: inout JSONNode) throws -> Issued {
-        let settings = try AppSettings.decode(root).settings
-        guard settings.devices.named(name) != nil else { throw CLIError(description: "no device named \(name) (busymate devices add \(name))") }
-        let token = AppSettings.Enrolment.newToken()
-        let expires = Date().addingTimeInterval(lifetime)
-        let list = settings.devices.list.map { device in
-            var device = device
-            if device.name == name { device.enrolment = AppSettings.Enrolment(tokenSHA256: AppSettings.Enrolment.digest(token), expires: expires) }
-            return device
-        }
-        DeviceRows.setList(list, in: &root)
-        return Issued(name: name, token: token, expires: expires)
+        /// The address the previous link admitted, no longer admitted.
+        var ended: String?
     }
 
     /// `--link-ttl` / `--ttl`: seconds, or 30m, 24h, 7d.
@@ -73,6 +59,9 @@ enum EnrolmentIssue {
         ]
         if let qr = try? QRCode.encode(url, correction: .low) { lines.append(qr.terminal()) }
         lines.append("Open it on the device, or scan the code: the device is admitted, named \(issued.name), and offered its PAC, the CA and its setup steps.")
+        if let ended = issued.ended {
+            lines.append("The previous link's admission of \(ended) ended: open this one on the device to enrol it again.")
+        }
         if authority.loopbackOnly {
             lines.append("warning: the onboarding listener is on loopback only: other machines cannot open this link (onboarding.listen in settings.json, or --host)")
         }

@@ -110,27 +110,14 @@ struct Devices: AsyncParsableCommand {
             var already = false
             var issued: EnrolmentIssue.Issued?
             try SettingsEdit.apply(paths) { root in
-                let settings = try AppSettings.decode(root).settings
                 // Again under the file's lock: another `add` may have just named it.
-                if let existing = settings.devices.named(name), address == nil || existing.address == address {
-                    added = existing
-                    already = true
-                    return
-                }
-                var list = settings.devices.list.filter { $0.name != name }
-                var device = AppSettings.NamedDevice(name: name, address: address)
-                if address == nil {
-                    let taken = Set(settings.devices.list.compactMap(\.port)).union(settings.listen.map(\.port))
-                        .union([settings.webListen.port, settings.transparent.port, settings.dns.port]).union(settings.onboardingListen.map { [$0.port] } ?? [])
-                    guard let port = settings.devices.portPool.first(where: { !taken.contains($0) }) else {
-                        throw CLIError(description: "devices.port_pool \(settings.devices.portPool.lowerBound)-\(settings.devices.portPool.upperBound) is full")
-                    }
-                    device.port = port
-                }
-                list.append(device)
-                DeviceRows.setList(list, in: &root)
+                let (device, existed) = try DeviceList.add(name, address: address, in: &root)
                 added = device
-                if authority != nil { issued = try EnrolmentIssue.issue(name, lifetime: lifetime, in: &root) }
+                already = existed
+                if !existed, authority != nil {
+                    let link = try DeviceList.issueLink(name, lifetime: lifetime, in: &root)
+                    issued = EnrolmentIssue.Issued(name: name, token: link.token, expires: link.expires, ended: link.ended)
+                }
             }
             guard let added else { return }
             report(added, issued: already ? nil : issued, authority: authority, note: already ? "\(name) is already added; busymate devices link \(name) prints a new link" : note)
@@ -167,7 +154,8 @@ struct Devices: AsyncParsableCommand {
             var issued: EnrolmentIssue.Issued?
             var port: Int?
             try SettingsEdit.apply(paths) { root in
-                issued = try EnrolmentIssue.issue(name, lifetime: lifetime, in: &root)
+                let link = try DeviceList.issueLink(name, lifetime: lifetime, in: &root)
+                issued = EnrolmentIssue.Issued(name: name, token: link.token, expires: link.expires, ended: link.ended)
                 port = try AppSettings.decode(root).settings.devices.named(name)?.port
             }
             guard let issued else { return }
@@ -187,17 +175,7 @@ struct Devices: AsyncParsableCommand {
 
         func run() async throws {
             var ended: String?
-            try SettingsEdit.apply(options.paths) { root in
-                let settings = try AppSettings.decode(root).settings
-                guard let device = settings.devices.named(name) else { throw CLIError(description: "no device named \(name)") }
-                guard var enrolment = device.enrolment else { throw CLIError(description: "\(name) has no enrolment link") }
-                enrolment.revoked = true
-                DeviceRows.setList(settings.devices.list.map { var d = $0; if d.name == name { d.enrolment = enrolment }; return d }, in: &root)
-                if let by = enrolment.redeemedBy {
-                    ended = by
-                    Allow.setGrants(settings.access.grants.filter { $0.until > Date() && IPAddressText.canonical($0.address) != IPAddressText.canonical(by) }, in: &root)
-                }
-            }
+            try SettingsEdit.apply(options.paths) { root in ended = try DeviceList.revoke(name, in: &root) }
             print("revoked \(name)'s enrolment link\(ended.map { "; \($0) is no longer admitted by it" } ?? "")")
         }
     }
@@ -209,12 +187,9 @@ struct Devices: AsyncParsableCommand {
 
         func run() async throws {
             let paths = options.paths
-            try SettingsEdit.apply(paths) { root in
-                let settings = try AppSettings.decode(root).settings
-                guard settings.devices.named(name) != nil else { throw CLIError(description: "no device named \(name)") }
-                DeviceRows.setList(settings.devices.list.filter { $0.name != name }, in: &root)
-            }
-            print("removed \(name)")
+            var ended: String?
+            try SettingsEdit.apply(paths) { root in ended = try DeviceList.remove(name, in: &root) }
+            print("removed \(name)\(ended.map { "; \($0), admitted by its enrolment link, is no longer" } ?? "")")
         }
     }
 }
@@ -254,24 +229,16 @@ struct Allow: AsyncParsableCommand {
         let until = Date().addingTimeInterval(seconds)
         try SettingsEdit.apply(paths) { root in
             let settings = try AppSettings.decode(root).settings
-            var grants = settings.access.grants.filter { $0.until > Date() && $0.address != address }
             if remove {
                 guard settings.access.grants.contains(where: { $0.address == address }) else { throw CLIError(description: "\(address) has no grant") }
-            } else if let grant = AppSettings.Grant(address: address, until: until) {
-                grants.append(grant)
+                DeviceList.editGrants(in: &root, now: Date()) { items in
+                    items = items.filter { if case let .string(a)? = $0["address"]?.value { return a != address } else { return true } }
+                }
+            } else {
+                DeviceList.putGrant(address, until: until, in: &root)
             }
-            Self.setGrants(grants, in: &root)
         }
         print(remove ? "removed the grant for \(address)" : "allowed \(address) until \(ISO8601DateFormatter().string(from: until))")
-    }
-}
-
-extension Allow {
-    /// Writes `access.grants`, keeping the rest of `access`.
-    static func setGrants(_ grants: [AppSettings.Grant], in root: inout JSONNode) {
-        var access = root["access"] ?? JSONNode(.object([]))
-        access.set("grants", JSONNode(.array(grants.map(\.node))))
-        root.set("access", access)
     }
 }
 
@@ -353,12 +320,5 @@ enum DeviceRows {
             lines.append(cols.joined(separator: " "))
         }
         return lines.joined(separator: "\n")
-    }
-
-    /// Writes `devices.list`, keeping the rest of `devices`.
-    static func setList(_ list: [AppSettings.NamedDevice], in root: inout JSONNode) {
-        var devices = root["devices"] ?? JSONNode(.object([]))
-        devices.set("list", JSONNode(.array(list.map(\.node))))
-        root.set("devices", devices)
     }
 }

@@ -59,8 +59,9 @@ extension AppSettings {
 
         public func verdict(client: String, now: Date = Date()) -> Verdict {
             if revoked { return .revoked }
+            // The device it enrolled may open it again after it expired (admitted again after a long absence).
+            if let by = redeemedBy { return IPAddressText.host(by) == IPAddressText.host(client) ? .admit(first: false) : .usedElsewhere(by) }
             if expires <= now { return .expired }
-            if let by = redeemedBy { return IPAddressText.canonical(by) == IPAddressText.canonical(client) ? .admit(first: false) : .usedElsewhere(by) }
             return .admit(first: true)
         }
 
@@ -71,14 +72,15 @@ extension AppSettings {
             return expires <= now ? "link expired" : "link not opened yet"
         }
 
-        public var node: JSONNode {
-            var members: [(key: String, node: JSONNode)] = [
+        public var node: JSONNode { JSONNode(.object(members.compactMap { key, node in node.map { (key, $0) } })) }
+
+        /// Every key it owns, nil for one to leave out.
+        var members: [(String, JSONNode?)] {
+            [
                 ("token_sha256", JSONNode(.string(tokenSHA256))), ("expires", JSONNode(.string(Self.text(expires)))),
+                ("revoked", revoked ? JSONNode(.bool(true)) : nil), ("redeemed_by", redeemedBy.map { JSONNode(.string($0)) }),
+                ("redeemed_at", redeemedAt.map { JSONNode(.string(Self.text($0))) }),
             ]
-            if revoked { members.append(("revoked", JSONNode(.bool(true)))) }
-            if let redeemedBy { members.append(("redeemed_by", JSONNode(.string(redeemedBy)))) }
-            if let redeemedAt { members.append(("redeemed_at", JSONNode(.string(Self.text(redeemedAt))))) }
-            return JSONNode(.object(members))
         }
 
         static func text(_ date: Date) -> String { ISO8601DateFormatter().string(from: date) }

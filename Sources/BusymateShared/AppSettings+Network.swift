@@ -49,7 +49,8 @@ extension AppSettings {
 
         /// Letters, digits, `-`, `_`, `.`; 1 to 64 bytes (it goes in logs, filters and URLs).
         public static func isValidName(_ name: String) -> Bool {
-            !name.isEmpty && name.utf8.count <= 64 && name.utf8.allSatisfy {
+            // "." and ".." would be path segments in its page's address.
+            !name.isEmpty && name.utf8.count <= 64 && name.utf8.contains(where: { $0 != UInt8(ascii: ".") }) && name.utf8.allSatisfy {
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
             }

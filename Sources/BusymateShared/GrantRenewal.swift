@@ -5,28 +5,24 @@ import Foundation
 public enum GrantRenewal {
     /// Extends the grants of `addresses` in `settings.json`, under its
     /// lock. Only a device still enrolled from that address and still
-    /// granted is extended: a revoke or a removed grant meanwhile wins.
-    public static func write(_ addresses: [String], to url: URL, now: Date = Date()) throws {
+    /// granted (exactly that address) is extended: a revoke or a removed
+    /// grant meanwhile wins. Returns the addresses extended.
+    @discardableResult
+    public static func write(_ addresses: [String], to url: URL, now: Date = Date()) throws -> [String] {
+        var extended: [String] = []
         try SettingsFile.edit(url) { root in
             guard let settings = try? AppSettings.decode(root).settings else { return }
-            var grants = settings.access.grants.filter { $0.until > now }
-            let same = { (a: String, b: String) in IPAddressText.canonical(a) == IPAddressText.canonical(b) }
-            var changed = false
+            let until = now.addingTimeInterval(AppSettings.Enrolment.admission)
             for ip in addresses {
                 let enrolled = settings.devices.list.contains { device in
                     guard let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy else { return false }
-                    return same(by, ip)
+                    return IPAddressText.host(by) == IPAddressText.host(ip)
                 }
-                guard enrolled, grants.contains(where: { same($0.address, ip) }),
-                      let grant = AppSettings.Grant(address: ip, until: now.addingTimeInterval(AppSettings.Enrolment.admission))
-                else { continue }
-                grants = grants.filter { !same($0.address, ip) } + [grant]
-                changed = true
+                guard enrolled, let current = DeviceList.exactGrant(ip, in: settings.access, now: now), current < until else { continue }
+                DeviceList.putGrant(ip, until: until, in: &root, now: now)
+                extended.append(ip)
             }
-            guard changed else { return }
-            var access = root["access"] ?? JSONNode(.object([]))
-            access.set("grants", JSONNode(.array(grants.map(\.node))))
-            root.set("access", access)
         }
+        return extended
     }
 }

@@ -27,4 +27,11 @@ public enum IPAddressText {
         if inet_pton(AF_INET6, text, &v6) == 1, inet_ntop(AF_INET6, &v6, &out, socklen_t(out.count)) != nil { return String(cString: out) }
         return text
     }
+
+    /// One host however it is written: canonical, and an IPv4-mapped IPv6
+    /// address (a v4 client of a dual-stack socket) as its IPv4 address.
+    public static func host(_ text: String) -> String {
+        let c = canonical(text)
+        return c.hasPrefix("::ffff:") && c.contains(".") ? String(c.dropFirst(7)) : c
+    }
 }

@@ -69,4 +69,15 @@ public struct JSONNode: Sendable, Equatable {
         }
         value = .object(members)
     }
+
+    /// Removes every member named `key`.
+    public mutating func remove(_ key: String) {
+        guard case let .object(members) = value else { return }
+        value = .object(members.filter { $0.key != key })
+    }
+
+    /// Sets `key` to `node`, or removes it for nil.
+    public mutating func set(_ key: String, _ node: JSONNode?) {
+        if let node { set(key, node) } else { remove(key) }
+    }
 }

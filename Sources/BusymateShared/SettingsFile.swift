@@ -46,15 +46,30 @@ public enum SettingsFile {
     }
 
     /// Applies `edit` to the document and writes it atomically; keys this
-    /// version does not know survive. Refuses to touch an invalid file.
-    public static func edit(_ url: URL, _ edit: (inout JSONNode) throws -> Void) throws {
+    /// version does not know survive. Refuses to touch an invalid file. An
+    /// edit that changes nothing writes nothing (every write reloads every
+    /// process). `requireLock`: refuse rather than edit without the lock.
+    public static func edit(_ url: URL, requireLock: Bool = false, _ edit: (inout JSONNode) throws -> Void) throws {
         // One edit at a time (two `busymate devices add` at once each read
         // the file before the other wrote it): an advisory lock beside it,
-        // which a read-only descriptor can take too.
+        // which a read-only descriptor can take too. Waited for at most 5 s:
+        // anyone who can read the lock file can hold it.
         let lockPath = url.deletingLastPathComponent().appendingPathComponent(".settings.lock").path
         let lock = open(lockPath, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o664)
         if lock >= 0 {
-            while flock(lock, LOCK_EX) != 0 && errno == EINTR {}
+            // Made by root under a strict umask, the group could not open it.
+            _ = fchmod(lock, 0o664)
+            var waited = 0
+            while flock(lock, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR, waited < 250 else {
+                    close(lock)
+                    throw SettingsError(message: "settings.json is being edited by another process (\(lockPath) stayed locked for 5 s); try again", position: nil)
+                }
+                usleep(20_000)
+                waited += 1
+            }
+        } else if requireLock {
+            throw SettingsError(message: "cannot open \(lockPath) (\(String(cString: strerror(errno)))): settings.json is not edited without it", position: nil)
         }
         defer { if lock >= 0 { close(lock) } }
         let data = try GroupFileReader.read(url, limit: sizeLimit)
@@ -64,7 +79,9 @@ public enum SettingsFile {
         } catch {
             throw SettingsError(message: "settings.json is not valid JSON (\(error)); fix it first", position: error.position)
         }
+        let before = root
         try edit(&root)
+        guard root != before else { return }
         let text = JSONWriter.write(root)
         _ = try AppSettings.decode(text)
         do {

@@ -20,7 +20,6 @@ public actor TunnelRuntime {
     private let server: ProxyServer
     private let dns: DNSForwarder
     private let devicesLogger = Logger(label: "busymate.devices")
-    private var renewing = false
     /// The server's capture writer (nil: capture off).
     private let capture: CaptureWriter?
     private let notifier: Notifier?
@@ -269,23 +268,22 @@ public actor TunnelRuntime {
     }
 
     /// Extends the grants of enrolled devices in use (at most once an hour
-    /// each), in `settings.json`, so a restart keeps them; on the thread
-    /// pool (a file lock and a write).
-    func renewGrants() async {
+    /// each), in `settings.json`, so a restart keeps them: on the thread
+    /// pool and not awaited by the status tick (a lock others can hold).
+    func renewGrants() {
         let due = server.devices.renewalsDue()
-        guard !due.isEmpty, !renewing else { return }
-        renewing = true
-        defer { renewing = false }
+        guard !due.isEmpty else { return }
         let paths = self.paths
         let logger = devicesLogger
-        do {
-            try await NIOThreadPool.singleton.runIfActive {
-                try GrantRenewal.write(due, to: paths.settings)
+        Task {
+            do {
+                let extended = try await NIOThreadPool.singleton.runIfActive { try GrantRenewal.write(due, to: paths.settings) }
+                if !extended.isEmpty {
+                    logger.info("renewed the admission of enrolled devices in use", metadata: ["CLIENTS": "\(extended.joined(separator: ", "))"])
+                }
+            } catch {
+                logger.warning("could not renew the admission of enrolled devices", metadata: ["CLIENTS": "\(due.joined(separator: ", "))", "ERROR": "\(error)"])
             }
-            logger.info("renewed the admission of enrolled devices in use", metadata: ["CLIENTS": "\(due.joined(separator: ", "))"])
-            if let notifier { notifier.post(.settingsDidChange) }
-        } catch {
-            logger.warning("could not renew the admission of enrolled devices", metadata: ["CLIENTS": "\(due.joined(separator: ", "))", "ERROR": "\(error)"])
         }
     }
 

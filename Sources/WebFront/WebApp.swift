@@ -15,9 +15,12 @@ public struct WebApp: Sendable {
     public let feed: LiveFeed
     /// The last good settings, shown while the file does not parse.
     public let inForce: SettingsInForce
+    /// The onboarding listener's bound address, where enrolment links point.
+    public let onboarding: String?
 
-    public init(paths: GroupPaths, token: String, status: StatusSource? = nil) {
+    public init(paths: GroupPaths, token: String, status: StatusSource? = nil, onboarding: String? = nil) {
         self.paths = paths
+        self.onboarding = onboarding
         session = WebSession(token: token)
         reader = CaptureReader(paths: paths)
         inForce = SettingsInForce(url: paths.settings)
@@ -36,6 +39,7 @@ public struct WebApp: Sendable {
         AnnotationRoutes<Context>(reader: reader).register(on: router)
         SettingsRoutes<Context>(reader: reader, inForce: inForce).register(on: router)
         SessionRoutes<Context>(reader: reader, feed: feed).register(on: router)
+        DeviceRoutes<Context>(paths: paths, onboarding: onboarding).register(on: router)
         return router
     }
 }

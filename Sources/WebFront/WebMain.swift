@@ -69,7 +69,7 @@ public enum WebMain {
     public static func run(_ prepared: Prepared) async -> Int32 {
         let paths = prepared.paths
         let logger = Logger(label: "busymate.web")
-        let app = WebApp(paths: paths, token: prepared.token)
+        let app = WebApp(paths: paths, token: prepared.token, onboarding: prepared.onboarding?.bound)
         let responder = app.router().buildResponder()
         let notifier = try? Notifier(paths: paths, role: "web")
         let link = WebLink(paths: paths, listeners: [prepared.listener] + (prepared.onboarding.map { [$0] } ?? []))

@@ -144,7 +144,7 @@ extension WebServer {
 
     /// The onboarding listener: plain HTTP/1.1, its own routes, no token.
     public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, settings: OnboardingSettings, group: any EventLoopGroup, logger: Logger) async throws {
-        let responder = OnboardingRoutes(paths: paths, settings: settings, log: OnboardingLogWriter(paths: paths)).router().buildResponder()
+        let responder = OnboardingRoutes(paths: paths, settings: settings, log: OnboardingLogWriter(paths: paths), desk: EnrolmentDesk(paths: paths)).router().buildResponder()
         let table = ConnectionTable(limit: maxConnections)
         let channel = HTTP1Channel(responder: { request, writer, channel in
             let context = OnboardingContext(source: .init(channel: channel, logger: logger))

@@ -99,6 +99,43 @@ import Testing
         #expect(devices.allSatisfy { $0.caTrustedAt == nil })
     }
 
+    /// The seed's whitelist, renewed while in use: an enrolled device that
+    /// sent traffic in the idle window has its grant extended once it is
+    /// an hour old, not before; a revoked, idle or ungranted one is not.
+    @Test func anEnrolledDeviceInUseHasItsGrantRenewedHourly() throws {
+        let now = Date()
+        let iso = { (d: Date) in ISO8601DateFormatter().string(from: d) }
+        let digest = String(repeating: "a", count: 64)
+        func settings(grantLeft: Double, revoked: Bool = false) -> String {
+            """
+            {"devices": {"idle_seconds": 90, "list": [
+              {"name": "tablet", "port": 9100, "address": "10.0.0.7",
+               "enrolment": {"token_sha256": "\(digest)", "expires": "\(iso(now.addingTimeInterval(60)))", "revoked": \(revoked),
+                             "redeemed_by": "10.0.0.7", "redeemed_at": "\(iso(now))"}},
+              {"name": "kiosk", "port": 9101}]},
+             "access": {"grants": [{"address": "10.0.0.7", "until": "\(iso(now.addingTimeInterval(grantLeft)))"},
+                                   {"address": "10.0.0.8", "until": "\(iso(now.addingTimeInterval(600)))"}]}}
+            """
+        }
+        let tablet = CapturePeer(device: "tablet", frontEnd: "port")
+        let kiosk = CapturePeer(device: "kiosk", frontEnd: "port")
+        var r = try registry(settings(grantLeft: 86_400 - 600))
+        r.touch(tablet, address: try address("10.0.0.7"), now: 1000)
+        r.touch(kiosk, address: try address("10.0.0.8"), now: 1000)
+        #expect(r.renewalsDue(now: now, monotonicNow: 1001).isEmpty, "a grant renewed 10 minutes ago waits")
+        r = try registry(settings(grantLeft: 86_400 - 3_700))
+        r.touch(tablet, address: try address("10.0.0.7"), now: 1000)
+        r.touch(kiosk, address: try address("10.0.0.8"), now: 1000)
+        #expect(r.renewalsDue(now: now, monotonicNow: 1001) == ["10.0.0.7"], "in use, an hour old: renewed (the kiosk is not enrolled)")
+        #expect(r.renewalsDue(now: now, monotonicNow: 1100).isEmpty, "idle for longer than the window: not renewed")
+        r = try registry(settings(grantLeft: 86_400 - 3_700, revoked: true))
+        r.touch(tablet, address: try address("10.0.0.7"), now: 1000)
+        #expect(r.renewalsDue(now: now, monotonicNow: 1001).isEmpty, "revoked: not renewed")
+        r = try registry(settings(grantLeft: -5))
+        r.touch(tablet, address: try address("10.0.0.7"), now: 1000)
+        #expect(r.renewalsDue(now: now, monotonicNow: 1001).isEmpty, "an ended grant is not revived")
+    }
+
     @Test func presenceComesAndGoesWithTheIdleWindow() throws {
         let r = try registry("{\"devices\": {\"idle_seconds\": 90}}")
         let phone = CapturePeer(device: "phone", frontEnd: "port")

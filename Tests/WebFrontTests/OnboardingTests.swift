@@ -88,7 +88,7 @@ import Testing
         try Data([0x30, 0x82, 0x01]).write(to: paths.caDER)
         try Data("{\"secret\": true}".utf8).write(to: paths.webToken)
         let routes = OnboardingRoutes(paths: paths, settings: OnboardingSettings(paths: paths, snapshot: SettingsFile.read(paths.settings)),
-                                      log: OnboardingLogWriter(paths: paths))
+                                      log: OnboardingLogWriter(paths: paths), desk: EnrolmentDesk(paths: paths))
         try await Application(router: routes.router()).test(.router) { client in
             try await client.execute(uri: "/ca.pem", method: .get) { response in
                 #expect(response.status == .ok)

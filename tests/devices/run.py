@@ -1154,6 +1154,131 @@ def check_grant_expiry(app, origin):
         check("the access grant for %s ended" % ORG4 in log.read(), "the log says the grant's connection was closed")
 
 
+def pac_answer(pac_text, url, host):
+    """What a real PAC evaluator (pacparser, the engine browsers' PAC support grew from) makes of a PAC file."""
+    import pacparser
+    pacparser.init()
+    try:
+        pacparser.parse_pac_string(pac_text)
+        return pacparser.find_proxy(url, host)
+    finally:
+        pacparser.cleanup()
+
+
+def enrol_link(text):
+    m = re.search(r"http://%s:%d/enrol/[A-Za-z0-9_-]{16,64}" % (re.escape(GW4), ONBOARDING_PORT), text)
+    return m.group(0) if m else None
+
+
+def log_text(app):
+    with open(app.log, errors="replace") as log:
+        return log.read()
+
+
+def check_enrolment(app, origin):
+    """One step for a device: the link `devices add` prints, opened on the device (the origin's
+    namespace: outside access.allow, so only the link can let it in), admits it, names it, gives it
+    a PAC for its own port and follows its readiness; the link is refused to a second address,
+    once revoked, and once expired."""
+    base = "http://%s:%d" % (GW4, ONBOARDING_PORT)
+    r = app.cli("devices", "add", "tablet")
+    ports = [int(p) for p in re.findall(r"\b(\d{4,5})\b", r.stdout) if int(p) in POOL]
+    link = enrol_link(r.stdout)
+    check(r.returncode == 0 and bool(ports) and link is not None,
+          "busymate devices add tablet prints its port and an enrolment link on the onboarding listener: %r" % (r.stdout[:300] + r.stderr[:300]))
+    qr = [l for l in r.stdout.splitlines() if len(l) >= 21 and set(l) <= set("\u2588\u2580\u2584 ")]
+    check(len(qr) >= 11 and len(set(len(l) for l in qr)) == 1, "and a QR code as text (%d lines of blocks)" % len(qr))
+    if not ports or link is None:
+        return
+    port = ports[0]
+    proxy = "http://%s:%d" % (GW4, port)
+    f = fetch(ORG, "http://%s/enrol-before" % ORG4, "-x", proxy)
+    check(f.rc in (52, 56) and f.code == 0 and not origin.requests("/enrol-before"),
+          "before its link is opened the device (%s, outside access.allow) is refused on its port %d: %r" % (ORG4, port, f))
+
+    confirm = fetch(ORG, link)
+    check(confirm.code == 200 and b"<form method=post" in confirm.body and b"<span id=device>tablet</span>" in confirm.body,
+          "opened on the device, the link asks it to confirm (a link preview must not use it up): %d %r" % (confirm.code, confirm.body[:160]))
+    f = fetch(ORG, "http://%s/enrol-opened" % ORG4, "-x", proxy)
+    check(f.rc in (52, 56) and not origin.requests("/enrol-opened"), "opening it alone admits nothing: %r" % f)
+    page = fetch(ORG, link, "-d", "", "-L")
+    check(page.code == 200 and header(page, "content-type").startswith("text/html") and b"<span id=device>tablet</span>" in page.body
+          and b"/device/tablet/proxy.pac" in page.body and b"/ca.der" in page.body and b"Android" in page.body,
+          "the device confirms: its own setup page (name, its PAC URL, the CA, platform steps): %d %r" % (page.code, page.body[:200]))
+    pac = fetch(ORG, base + "/device/tablet/proxy.pac")
+    answer = safe_get(lambda: pac_answer(pac.body.decode(), "https://origin.test/x", "origin.test"))
+    check(pac.code == 200 and header(pac, "content-type").startswith("application/x-ns-proxy-autoconfig") and answer == "PROXY %s:%d; DIRECT" % (GW4, port),
+          "its PAC, evaluated by pacparser, sends origin.test to its own port: %r" % answer)
+    own = safe_get(lambda: pac_answer(pac.body.decode(), base + "/device/tablet", GW4))
+    check(own == "DIRECT", "and the appliance's own pages (%s) directly, so its setup page still knows it: %r" % (GW4, own))
+    other_pac = fetch(DEV, base + "/device/tablet/proxy.pac")
+    check(other_pac.code == 404 and b"FindProxyForURL" not in other_pac.body, "another address is not given the device's PAC (names and ports stay private): %d" % other_pac.code)
+    d = safe_get(lambda: app.json("devices", "show", "tablet")) or {}
+    until = d.get("admitted_until") or ""
+    check(str(d.get("enrolment", "")).startswith("enrolled from %s" % ORG4) and d.get("address") == ORG4 and d.get("pac_fetches", 0) >= 1
+          and until > time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() + 86400 - 120)) and not d.get("ca_trusted_at"),
+          "devices show tablet --json: enrolled from %s, admitted ~24 h, PAC fetched, not trusted yet: %s" % (ORG4, json.dumps(d)[:400]))
+    f = fetch(ORG, base + "/ca.pem")
+    ca_file = log_path("tablet-ca.pem")
+    with open(ca_file, "wb") as out:
+        out.write(f.body)
+    d = wait_until("CA downloaded", lambda: (safe_get(lambda: app.json("devices", "show", "tablet")) or {}).get("ca_downloads"), 5, pause=0.25)
+    check(bool(d), "after its download: CA downloaded")
+    r = fetch(ORG, "https://origin.test/enrolled", "-x", proxy, "--cacert", ca_file)
+    check(r.rc == 0 and r.body == b"origin /enrolled", "admitted by its link, its HTTPS through its port verifies with the CA it downloaded: %r" % r)
+    row = app.find_row("/enrolled")
+    check(row is not None and row.get("device") == "tablet", "the exchange is the device's: %s" % json.dumps(row)[:300])
+    d = wait_until("trusted", lambda: (lambda x: x if x.get("ca_trusted_at") and x.get("online") else None)(safe_get(lambda: app.json("devices", "show", "tablet")) or {}), 5, pause=0.25)
+    check(bool(d) and d.get("source") == "port", "readiness: CA trusted once its handshake completed, online, mode port: %s" % json.dumps(d)[:400])
+    card = app.cli("devices", "show", "tablet").stdout
+    check(all(("\u2713 " + step) in card for step in ("enrolled", "admitted until", "PAC fetched", "CA downloaded", "CA trusted", "traffic seen", "online")),
+          "busymate devices show tablet: every step ticked: %r" % card)
+    mine = fetch(ORG, base + "/device/tablet")
+    ticked = re.findall(rb'<li class="ok" data-step="([^"]+)"', mine.body)
+    check(mine.code == 200 and set(ticked) >= {b"Enrolled", b"Admitted", b"PAC fetched", b"CA downloaded", b"CA trusted", b"Traffic seen"}
+          and b'http-equiv="refresh"' in mine.body, "its page follows its readiness, every step ticked now: %r" % ticked)
+    other = fetch(DEV, base + "/device/tablet")
+    check(other.code == 403 and b"<li" not in other.body, "another address is not shown the device's page: %d" % other.code)
+
+    r = app.cli("devices", "add", "laptop")
+    laptop = enrol_link(r.stdout)
+    through = fetch(ORG, laptop or base + "/enrol/x", "-x", proxy)
+    check(through.code == 403 and b"through its own proxy" in through.body,
+          "a link opened through the proxy (the appliance's own address would be enrolled) is refused with why: %d %r" % (through.code, through.body[:160]))
+    d = safe_get(lambda: app.json("devices", "show", "laptop")) or {}
+    check(d.get("enrolment") == "link not opened yet", "and laptop's link is still unused: %s" % json.dumps(d)[:200])
+
+    second = fetch(DEV, link, "-L")
+    check(second.code == 403 and b"already used" in second.body, "the same link from a second address (%s) is refused with a page: %d %r" % (DEV4, second.code, second.body[:120]))
+    again = fetch(ORG, link)
+    check(again.code == 303, "the device itself may open it again: %d" % again.code)
+    check(wait_until("the log", lambda: "refused tablet's enrolment link from another address" in log_text(app), 3),
+          "the refusal is logged")
+
+    r = app.cli("devices", "revoke", "tablet")
+    check(r.returncode == 0 and ORG4 in r.stdout, "busymate devices revoke tablet: %r" % (r.stdout + r.stderr))
+    gone = wait_until("its admission ends", lambda: (lambda f: f if f.rc in (52, 56) else None)(fetch(ORG, "http://%s/enrol-revoked" % ORG4, "-x", proxy)), 5, pause=0.25)
+    check(bool(gone) and not origin.requests("/enrol-revoked"), "once revoked, the device is refused again")
+    f = fetch(ORG, link)
+    check(f.code == 410 and b"revoked" in f.body, "the revoked link is refused with a page: %d %r" % (f.code, f.body[:160]))
+
+    r = app.cli("devices", "add", "kiosk", "--link-ttl", "2s")
+    short = enrol_link(r.stdout)
+    check(r.returncode == 0 and short is not None, "a device whose link lasts 2 s: %r" % r.stdout[:200])
+    if short:
+        time.sleep(2.5)
+        f = fetch(ORG, short)
+        check(f.code == 410 and b"expired" in f.body, "the expired link is refused with a page: %d %r" % (f.code, f.body[:160]))
+        d = safe_get(lambda: app.json("devices", "show", "kiosk")) or {}
+        check(d.get("enrolment") == "link expired" and not d.get("admitted_until"), "and admits nothing: %s" % json.dumps(d)[:300])
+    f = fetch(ORG, base + "/enrol/" + "A" * 22)
+    check(f.code == 404, "a link nobody issued: 404 (%d)" % f.code)
+    text = log_text(app)
+    check("it expired" in text and "it was revoked" in text, "expiry and revocation refusals are logged")
+    for name in ("tablet", "kiosk", "laptop"):
+        app.cli("devices", "remove", name)
+
+
 def check_second_instance(app, origin):
     """Another appliance in the same network namespace (its own group directory) never touches this one's table."""
     table = table_name()
@@ -1293,6 +1418,7 @@ def full_run(origin, certs):
         ("11. no open proxy", check_open_proxy),
         ("12. IPv6", check_ipv6),
         ("13. an access grant's expiry closes its connections", check_grant_expiry),
+        ("15. one-step enrolment", check_enrolment),
         ("14. a second appliance leaves this one's table alone", check_second_instance),
         # Last: it kills and stops the appliance.
         ("8. the table's lifecycle", check_lifecycle),

@@ -41,6 +41,8 @@ public final class DeviceRegistry: Sendable {
         var proxySeenAt: Double?
         /// Enrolled devices (not revoked) by name: the address their link admitted.
         var enrolled: [String: String] = [:]
+        /// When a renewal was last handed out per address: at most one per step, written or not.
+        var renewalAsked: [String: Double] = [:]
     }
 
     private let state = Mutex(State())
@@ -63,7 +65,7 @@ public final class DeviceRegistry: Sendable {
             s.ports = [:]
             s.enrolled = [:]
             for device in settings.devices.list {
-                if let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy { s.enrolled[device.name] = Self.normalized(by) }
+                if let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy { s.enrolled[device.name] = IPAddressText.host(by) }
                 if let address = device.address { s.byAddress[Self.normalized(address)] = device.name }
                 if let port = device.port { s.ports[device.name] = port }
             }
@@ -199,15 +201,20 @@ public final class DeviceRegistry: Sendable {
     /// tunnel extends them (the seed's whitelist, renewed while in use),
     /// so an active device is written at most once per step. A grant that
     /// already ended is not revived: the device was refused meanwhile.
+    /// Only the grant for exactly its address counts (a network's grant is
+    /// the administrator's), and only traffic from that address.
     public func renewalsDue(now: Date = Date(), monotonicNow: Double = monotonic()) -> [String] {
         state.withLock { s in
-            s.enrolled.compactMap { name, ip in
-                guard let seen = s.seen[name], monotonicNow - seen.at < s.idle,
-                      let until = s.access.grantedUntil(ip, now: now),
-                      until < now.addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep)
+            let due: [String] = s.enrolled.compactMap { name, ip in
+                guard let seen = s.seen[name], seen.address == ip, monotonicNow - seen.at < s.idle,
+                      let until = DeviceList.exactGrant(ip, in: s.access, now: now),
+                      until < now.addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep),
+                      s.renewalAsked[ip].map({ monotonicNow - $0 >= AppSettings.Enrolment.renewalStep }) ?? true
                 else { return nil }
                 return ip
-            }.sorted()
+            }
+            for ip in due { s.renewalAsked[ip] = monotonicNow }
+            return due.sorted()
         }
     }
 

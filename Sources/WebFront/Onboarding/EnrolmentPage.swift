@@ -59,6 +59,26 @@ enum EnrolmentPage {
             """
     }
 
+    /// What the link is for, and one button: opening it must not be enough
+    /// (link previews fetch it too).
+    static func confirm(device: String, action: String) -> String {
+        let e = OnboardingPage.escape
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Busymate · enrol \(e(device))</title>
+            \(OnboardingPage.style)
+            <style>button{font:inherit;background:#2f6fed;color:#fff;border:0;padding:10px 18px;border-radius:6px;cursor:pointer}</style>
+            </head><body><main>
+            <h1>Enrol this device as <span id=device>\(e(device))</span></h1>
+            <div class=card><p>This device will be let in to the Busymate proxy, named <b>\(e(device))</b>, and given its own PAC and the CA.
+            The link works for this one device only.</p>
+            <form method=post action="\(e(action))"><button type=submit id=enrol>Enrol this device</button></form></div>
+            </main></body></html>
+
+            """
+    }
+
     static func refused(title: String, why: String) -> String {
         let e = OnboardingPage.escape
         return """

@@ -12,7 +12,7 @@ struct OnboardingRoutes {
     let settings: OnboardingSettings
     let log: OnboardingLogWriter
     private let refusals = PACRefusalLog()
-    private var desk: EnrolmentDesk { EnrolmentDesk(paths: paths) }
+    let desk: EnrolmentDesk
 
     func router() -> Router<OnboardingContext> {
         let router = Router(context: OnboardingContext.self)
@@ -25,35 +25,37 @@ struct OnboardingRoutes {
                 return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
             }
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
-            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context)).utf8))
+            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context), direct: Self.reached(context.localAddress)).utf8))
         }
+        // GET shows what the link is for and asks the device to confirm; only
+        // the POST admits it (a chat app's preview of the link must not use it up).
         router.get("/enrol/:token") { _, context in
             let token = context.parameters.get("token") ?? ""
+            if let refused = Self.notADevice(context) { return refused }
             guard let client = Self.clientIP(context) else { return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address.")) }
-            switch desk.open(token: token, client: client) {
-            case let .admitted(device):
-                // The new grant counts this device's downloads from now on.
-                await settings.reload()
-                var response = Self.response(.seeOther, type: "text/plain; charset=utf-8", body: Data("enrolled as \(device)\n".utf8))
-                response.headers[.location] = "/device/\(device)"
-                return response
-            case .unknown:
-                return Self.page(.notFound, EnrolmentPage.refused(title: "Unknown enrolment link", why: "This link was never issued here, or a newer link for the device replaced it."))
-            case let .revoked(device):
-                return Self.page(.gone, EnrolmentPage.refused(title: "Enrolment link revoked", why: "The link for \(device) was revoked: it admits no device any more."))
-            case let .expired(device):
-                return Self.page(.gone, EnrolmentPage.refused(title: "Enrolment link expired", why: "The link for \(device) expired before this device opened it."))
-            case let .usedElsewhere(device):
-                return Self.page(.forbidden, EnrolmentPage.refused(title: "Enrolment link already used",
-                                                                    why: "Another device opened the link for \(device) first: a link enrols one device, from one address."))
-            case let .unavailable(why):
-                return Self.page(.serviceUnavailable, EnrolmentPage.refused(title: "Enrolment unavailable", why: "The appliance could not record the enrolment: \(why)"))
+            switch desk.check(token: token, client: client, settings: settings.current) {
+            case let .admissible(device, first) where first:
+                return Self.page(.ok, EnrolmentPage.confirm(device: device, action: "/enrol/\(token)"))
+            case .admissible:
+                // The device it enrolled, again: admitted again at once (its grant may have lapsed).
+                return await enrol(token: token, client: client)
+            case let outcome:
+                return Self.refusalPage(outcome)
             }
+        }
+        router.post("/enrol/:token") { _, context in
+            let token = context.parameters.get("token") ?? ""
+            if let refused = Self.notADevice(context) { return refused }
+            guard let client = Self.clientIP(context) else { return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address.")) }
+            let outcome = desk.check(token: token, client: client, settings: settings.current)
+            guard case .admissible = outcome else { return Self.refusalPage(outcome) }
+            return await enrol(token: token, client: client)
         }
         router.get("/device/:name") { _, context in
             let settings = settings.current
             guard let name = context.parameters.get("name"), let device = settings.devices.named(name),
-                  let client = Self.clientIP(context), let by = device.enrolment?.redeemedBy, IPAddressText.canonical(by) == IPAddressText.canonical(client)
+                  let client = Self.clientIP(context), let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy,
+                  IPAddressText.host(by) == IPAddressText.host(client)
             else {
                 return Self.page(.forbidden, EnrolmentPage.refused(title: "Not this device's page",
                                                                     why: "A device's page is shown only to the device enrolled under that name, from its address."))
@@ -68,8 +70,11 @@ struct OnboardingRoutes {
         }
         router.get("/device/:name/proxy.pac") { _, context in
             let settings = settings.current
-            guard let name = context.parameters.get("name"), let device = settings.devices.named(name) else {
-                return Self.response(.notFound, type: "text/plain; charset=utf-8", body: Data("Busymate: no device of that name\n".utf8))
+            // Only to the device itself (its bound address): names and ports are not told to the LAN.
+            guard let name = context.parameters.get("name"), let device = settings.devices.named(name), let client = Self.clientIP(context),
+                  device.address.map(IPAddressText.host) == IPAddressText.host(client)
+            else {
+                return Self.response(.notFound, type: "text/plain; charset=utf-8", body: Data("Busymate: no PAC for this device here (open its enrolment link first)\n".utf8))
             }
             guard let proxy = Self.proxy(for: context.localAddress, device: device, in: settings) else {
                 let reached = Self.reached(context.localAddress) ?? "this address"
@@ -77,7 +82,7 @@ struct OnboardingRoutes {
                 return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
             }
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
-            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context), device: name).utf8))
+            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: client, device: name, direct: Self.reached(context.localAddress)).utf8))
         }
         router.get("/ca.pem") { _, context in try await ca(paths.caPEM, name: "busymate-ca.pem", context: context) }
         router.get("/ca.der") { _, context in try await ca(paths.caDER, name: "busymate-ca.der", context: context) }
@@ -118,6 +123,44 @@ struct OnboardingRoutes {
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
+    private func enrol(token: String, client: String) async -> Response {
+        let outcome = await desk.admit(token: token, client: client)
+        guard case let .admitted(device) = outcome else { return Self.refusalPage(outcome) }
+        // The new grant counts this device's downloads from now on.
+        await settings.reload()
+        var response = Self.response(.seeOther, type: "text/plain; charset=utf-8", body: Data("enrolled as \(device)\n".utf8))
+        response.headers[.location] = "/device/\(device)"
+        return response
+    }
+
+    static func refusalPage(_ outcome: EnrolmentDesk.Outcome) -> Response {
+        switch outcome {
+        case let .revoked(device):
+            return page(.gone, EnrolmentPage.refused(title: "Enrolment link revoked", why: "The link for \(device) was revoked: it admits no device any more."))
+        case let .expired(device):
+            return page(.gone, EnrolmentPage.refused(title: "Enrolment link expired", why: "The link for \(device) expired before this device opened it."))
+        case let .usedElsewhere(device):
+            return page(.forbidden, EnrolmentPage.refused(title: "Enrolment link already used",
+                                                          why: "Another device opened the link for \(device) first: a link enrols one device, from one address."))
+        case .unavailable:
+            return page(.serviceUnavailable, EnrolmentPage.refused(title: "Enrolment unavailable", why: "The appliance could not record the enrolment; try again in a moment."))
+        case .unknown, .admissible, .admitted:
+            return page(.notFound, EnrolmentPage.refused(title: "Unknown enrolment link", why: "This link was never issued here, or a newer link for the device replaced it."))
+        }
+    }
+
+    /// A request from the appliance itself: a device whose proxy is already
+    /// set reaches these pages through the tunnel, and would enrol the
+    /// appliance's address instead of its own.
+    static func notADevice(_ context: OnboardingContext) -> Response? {
+        guard let client = clientIP(context), let local = reached(context.localAddress) else { return nil }
+        let listenerIsLoopback = IPNetwork.isLoopback(local)
+        guard IPAddressText.host(client) == IPAddressText.host(local) || (IPNetwork.isLoopback(client) && !listenerIsLoopback) else { return nil }
+        return page(.forbidden, EnrolmentPage.refused(title: "Opened through the proxy",
+                                                      why: "This request reached the appliance through its own proxy, so it would enrol the appliance instead of this device. "
+                                                          + "Turn this device's proxy setting off, open the link again, then set the PAC the next page gives."))
+    }
+
     static func page(_ status: HTTPResponse.Status, _ html: String) -> Response {
         response(status, type: "text/html; charset=utf-8", body: Data(html.utf8))
     }
@@ -137,12 +180,16 @@ struct OnboardingRoutes {
 
     /// A PAC file: the proxy, falling back to going direct only if it is
     /// down (a phone should not lose the network because the appliance did).
-    static func pac(proxy: String, for client: String?, device: String? = nil) -> String {
-        """
+    /// `direct`: the appliance's address the device reached, where its
+    /// own pages are: fetched through the proxy they would come from the
+    /// appliance, not from the device.
+    static func pac(proxy: String, for client: String?, device: String? = nil, direct: String? = nil) -> String {
+        let own = direct.map { host in " || host === \"\(host)\"" + (host.contains(":") ? " || host === \"[\(host)]\"" : "") } ?? ""
+        return """
             // Busymate proxy auto-configuration\(device.map { " for device \($0)" } ?? "")\(client.map { " (served to \($0))" } ?? "")
             // Everything but local names goes through the proxy.
             function FindProxyForURL(url, host) {
-              if (isPlainHostName(host) || host === "localhost" || host === "127.0.0.1" || host === "[::1]") return "DIRECT";
+              if (isPlainHostName(host) || host === "localhost" || host === "127.0.0.1" || host === "[::1]"\(own)) return "DIRECT";
               return "PROXY \(proxy); DIRECT";
             }
 

@@ -1177,7 +1177,29 @@
     const s = p.toString();
     history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
   }
+  /** `#/exchange/ID` and `#/device/NAME` (busymate web url --exchange, list --json's links): they only navigate. */
+  function deepLink(hash) {
+    const m = /^#\/(exchange|device)\/([^?#]+)$/.exec(hash || '');
+    if (!m) return null;
+    let v;
+    try { v = decodeURIComponent(m[2]); } catch (_) { return null; }
+    if (m[1] === 'exchange') return /^[0-9]{1,15}$/.test(v) ? { exchange: Number(v) } : null;
+    return /^[A-Za-z0-9._:-]{1,64}$/.test(v) ? { device: v } : null;
+  }
+  function followDeepLink(link) {
+    if (link.exchange) {
+      setView('traffic', true);
+      if (S.ids.has(link.exchange)) select('s' + link.exchange, { scroll: true, center: true, open: true });
+      else BM.detail.open(link.exchange);
+    } else if (link.device) {
+      setView('devices', true);
+      BM.devicesView.focus(link.device);
+    }
+    writeHash();
+  }
   window.addEventListener('hashchange', () => {
+    const link = deepLink(location.hash);
+    if (link) { followDeepLink(link); return; }
     const st = readHash();
     if (st.view !== currentView) setView(st.view, true);
     if (st.filter !== S.filter) { filterEl.value = st.filter; applyFilterInput(); }
@@ -1288,6 +1310,11 @@
   S.newestFirst = localStorage.getItem('bm-sort') !== 'oldest';
   sortBtn.textContent = S.newestFirst ? '↓ Newest first' : '↑ Oldest first';
   setView(h0.view, true);
+  // A deep link opened before the login: the login page kept it (the gate opened, the route replays).
+  let deferred = null;
+  try { deferred = sessionStorage.getItem('bm-deferred-route'); sessionStorage.removeItem('bm-deferred-route'); } catch (_) { /* storage off */ }
+  const link0 = deepLink(location.hash) || deepLink(deferred);
+  if (link0) followDeepLink(link0);
   reload();                 // the first page: one request
   connect();
   api('GET', '/api/held').then(r => onHeld(r.held || [])).catch(() => {});

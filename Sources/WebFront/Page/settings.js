@@ -723,7 +723,15 @@
   /** A device's readiness steps (seed 004's paired / CA trusted / PAC / port, as Busymate has them). */
   function deviceSteps(d) {
     const how = d.port ? 'port ' + d.port : d.named ? 'by address' : null;
+    const until = d.admitted_until ? 'Admitted until ' + BM.fmtDateTime(d.admitted_until) : null;
     return [
+      { key: 'enrolled', label: 'enrolled', ok: !!d.enrolled_at,
+        title: d.enrolled_at ? 'Opened its enrolment link ' + BM.fmtDateTime(d.enrolled_at) + ' (' + d.enrolment + ')'
+          : d.enrolment ? 'Enrolment: ' + d.enrolment : d.named ? 'No enrolment link: New link gives it one' : 'Not named' },
+      { key: 'admitted', label: 'admitted', ok: !!d.admitted_until,
+        title: until ? until + (d.enrolled_at ? ', renewed while it sends traffic' : '') : 'No grant admits it (access.allow may)' },
+      { key: 'pac', label: 'PAC fetched', ok: d.pac_fetches > 0,
+        title: d.pac_fetches > 0 ? 'Fetched its PAC ' + d.pac_fetches + '×' : 'Has not fetched a PAC from the onboarding listener' },
       { key: 'mode', label: 'mode', ok: !!(d.named || d.source),
         title: d.source ? 'Its traffic arrives by ' + d.source + (how ? ' (' + how + ')' : '')
           : how ? 'Named, ' + how + ': set its proxy ' + (d.port ? 'to this port' : 'or PAC') + ', or route it through this machine (transparent mode)'
@@ -753,16 +761,51 @@
     DV.tbody = h('tbody');
     DV.table = h('section', { class: 'card', id: 'devices-card' },
       h('table', { class: 'devices-table', 'data-test': 'devices-table' },
-        h('thead', null, h('tr', null, ['', 'Device', 'Identified by', 'Address', 'Last seen', 'Source', 'Today', 'Readiness', ''].map(x => h('th', null, x)))),
+        h('thead', null, h('tr', null, ['', 'Device', 'Identified by', 'Address', 'Last seen', 'Source', 'Today', 'Readiness', '', ''].map(x => h('th', null, x)))),
         DV.tbody),
       DV.foot = h('div', { class: 'card-foot muted small' }));
     DV.empty = h('div', { class: 'empty-card devices-empty', 'data-test': 'devices-empty' });
     DV.page = h('div', { class: 'page' },
       h('div', { class: 'page-title' }, 'Devices', DV.sub),
-      DV.table, DV.empty);
+      enrolCard(), DV.table, DV.empty);
     droot.appendChild(DV.page);
     DV.rows = new Map();
     DV.built = true;
+  }
+
+  /** Adds a device and shows its enrolment link once, with its QR code (only a digest is kept). */
+  function enrolCard() {
+    DV.enrolName = h('input', { type: 'text', placeholder: 'device name, e.g. pixel-8', maxlength: '64', 'data-test': 'enrol-name', 'aria-label': 'Device name' });
+    DV.enrolOut = h('div', { class: 'enrol-out', 'data-test': 'enrol-out' });
+    const form = h('form', { class: 'enrol-form', 'data-test': 'enrol-form' }, DV.enrolName,
+      h('button', { type: 'submit', class: 'btn primary', 'data-test': 'enrol-add' }, 'Add and get a link'));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      const name = DV.enrolName.value.trim();
+      if (name) issueLink('POST', '/api/devices', { name });
+    });
+    return DV.enrolCardEl = h('section', { class: 'card enrol-card', id: 'enrol-card', 'data-test': 'enrol-card' },
+      h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Enrol a device'),
+        h('span', { class: 'muted small' }, 'one link per device: opened on it, it is admitted, named, and given its PAC and the CA')),
+      h('div', { class: 'card-body' }, form, DV.enrolOut));
+  }
+
+  async function issueLink(method, path, body) {
+    const out = clear(DV.enrolOut);
+    out.appendChild(h('span', { class: 'muted' }, 'issuing…'));
+    try {
+      const r = await BM.api(method, path, body);
+      BM.append(clear(out), [
+        h('img', { class: 'enrol-qr', src: 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(r.qr_svg || ''), alt: 'QR code of the enrolment link for ' + r.name, 'data-test': 'enrol-qr' }),
+        h('div', null,
+          h('div', null, h('b', null, r.name), r.port ? ' · port ' + r.port : '', ' · open on the device until ' + BM.fmtDateTime(r.expires)),
+          h('a', { href: r.link, class: 'mono', target: '_blank', rel: 'noopener', 'data-test': 'enrol-link' }, r.link),
+          h('p', { class: 'muted small' }, 'Shown once: only a digest of it is kept. One device can open it; New link replaces it, Revoke withdraws it.'),
+          r.loopback_only ? h('p', { class: 'warn small' }, 'The onboarding listener is on loopback: other machines cannot open this link.') : null),
+      ]);
+    } catch (e) {
+      BM.append(clear(out), [h('span', { class: 'error', 'data-test': 'enrol-error' }, (e.data && e.data.error) || e.message || String(e))]);
+    }
   }
 
   function addHelp(url) {
@@ -809,8 +852,24 @@
       c.source = h('td', { class: 'dv-source' }),
       c.today = h('td', { class: 'dv-today num', 'data-test': 'device-today' }),
       c.steps = h('td', { class: 'dv-steps' }),
+      c.actions = h('td', { class: 'dv-actions' }),
       h('td', { class: 'dv-go', 'aria-hidden': 'true' }, '›'));
     tr._c = c;
+    if (d.named) {
+      const act = (label, test, run) => {
+        const b = h('button', { type: 'button', class: 'btn small', 'data-test': test }, label);
+        b.addEventListener('click', ev => { ev.stopPropagation(); run(); });
+        return b;
+      };
+      const path = '/api/devices/' + encodeURIComponent(d.name);
+      BM.append(c.actions, [
+        act('New link', 'device-new-link', () => { issueLink('POST', path + '/link'); DV.enrolCardEl && DV.enrolCardEl.scrollIntoView({ block: 'nearest' }); }),
+        act('Revoke', 'device-revoke', async () => {
+          if (!confirm('Revoke ' + d.name + '\'s enrolment link? The admission it gave ends.')) return;
+          try { await BM.api('POST', path + '/revoke'); } catch (e) { alert((e.data && e.data.error) || String(e)); }
+        }),
+      ]);
+    }
     const go = () => BM.app.showDevice(tr.dataset.device);
     tr.addEventListener('click', go);
     tr.addEventListener('keydown', ev => { if (ev.key === 'Enter') { ev.preventDefault(); go(); } });
@@ -850,6 +909,9 @@
       let tr = DV.rows.get(key);
       if (!tr) { tr = createDeviceRow(d); DV.rows.set(key, tr); }
       fillDeviceRow(tr, d);
+      const focused = DV.focus === key;
+      tr.classList.toggle('focused', focused);
+      if (focused && !DV.focusShown) { DV.focusShown = true; requestAnimationFrame(() => tr.scrollIntoView({ block: 'nearest' })); }
       const want = prev ? prev.nextSibling : DV.tbody.firstChild;
       if (want !== tr) DV.tbody.insertBefore(tr, want);
       prev = tr;
@@ -857,7 +919,14 @@
     for (const [key, tr] of DV.rows) if (!seen.has(key)) { tr.remove(); DV.rows.delete(key); }
   }
 
-  BM.devicesView = { render: renderDevices };
+  /** A deep link to a device: its row, marked, in the Devices view. */
+  function focusDevice(name) {
+    DV.focus = name;
+    DV.focusShown = false;
+    renderDevices(BM.app && BM.app.status ? BM.app.status() : null);
+  }
+
+  BM.devicesView = { render: renderDevices, focus: focusDevice };
 
   BM.statusView = { render: renderStatus, readiness: st => { const a = assess(st); return { state: a.overall, headline: a.headline }; } };
 })();
