@@ -83,9 +83,12 @@ struct List: AsyncParsableCommand {
         let records = try traffic.list(filter)
         if json {
             let sockets = try WebSocketRepository(database: traffic.database).sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))
+            // Each row's deep link into the page (the login, if asked, replays it).
+            let page = Web.URLCommand.pageBase(options.paths)
             ExchangeJSON.write(ExchangeJSON.array(try records.map { record in
                 let socket = record.id.flatMap { sockets[$0] }.map(WebSocketJSON.socket) ?? JSONNode(.null)
-                return ExchangeJSON.object(ExchangeJSON.summaryMembers(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic)) + [("websocket", socket)])
+                let link = ExchangeJSON.string(record.id.map { "\(page)/\(Web.URLCommand.fragment(exchange: $0, device: nil))" })
+                return ExchangeJSON.object(ExchangeJSON.summaryMembers(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic)) + [("websocket", socket), ("link", link)])
             }))
             return
         }

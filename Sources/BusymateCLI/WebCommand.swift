@@ -10,8 +10,10 @@ struct Web: AsyncParsableCommand {
     struct URLCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "url",
-            abstract: "Print the page's address with its token (open it once: the page keeps a cookie).")
+            abstract: "Print the page's address with its token (open it once: the page keeps a cookie); --exchange or --device links to one.")
         @OptionGroup var options: GroupOption
+        @Option(help: "Link to this exchange (its detail opens).") var exchange: Int64?
+        @Option(help: "Link to this device (the Devices view, its row marked).") var device: String?
 
         func run() async throws {
             let paths = options.paths
@@ -24,10 +26,28 @@ struct Web: AsyncParsableCommand {
             let report = try? ControlClient.request(ControlMessage(.status), paths: paths).report
             let configured = (SettingsFile.read(paths.settings).settings ?? AppSettings()).webListen.description
             let address = report?.web?.bound ?? configured
-            print("\(Self.base(address))/login?token=\(token)")
+            if let device, !AppSettings.NamedDevice.isValidName(device) && !IPAddressText.isLiteral(device) {
+                throw ValidationError("\"\(device)\" is not a device name or an address")
+            }
+            print("\(Self.base(address))/login?token=\(token)\(Self.fragment(exchange: exchange, device: device))")
             if let web = report?.web, web.state != .ready {
                 FileHandle.standardError.write(Data("busymate: the web front is \(web.state.rawValue)\(web.error.map { ": \($0)" } ?? "")\n".utf8))
             }
+        }
+
+        /// The page's deep link: `#/exchange/ID` or `#/device/NAME` (a
+        /// redirect keeps it; the login replays it).
+        static func fragment(exchange: Int64?, device: String?) -> String {
+            if let exchange { return "#/exchange/\(exchange)" }
+            if let device { return "#/device/\(device)" }
+            return ""
+        }
+
+        /// The page's address, as the supervisor says it is bound.
+        static func pageBase(_ paths: GroupPaths) -> String {
+            let report = try? ControlClient.request(ControlMessage(.status), paths: paths).report
+            let configured = (SettingsFile.read(paths.settings).settings ?? AppSettings()).webListen.description
+            return base(report?.web?.bound ?? configured)
         }
 
         /// `http://host:port`; a wildcard address is reached on loopback here.

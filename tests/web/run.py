@@ -7,6 +7,7 @@ Chromium driven by Selenium, headless. Each step saves a screenshot in
 usage: run.py --bin DIR [--shots DIR]
 Run as root (the children drop to user busymate). Traffic stays on loopback.
 """
+import random
 import argparse, gzip, json, os, shutil, subprocess, sys, tempfile, threading, time, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +22,7 @@ ARGS = None
 PASSED = []
 FAILED = []
 RECEIVED = []  # bodies the origin got on /echo and /hold
+POOL = random.randrange(20000, 60000, 10)  # devices.port_pool: ten ports, unlikely to be taken
 IDLE_SECONDS = 5  # devices.idle_seconds: a device goes offline this long after its last request
 JSON_BODY = b'{"zebra": 1, "apple": {"b": 2, "a": 1}, "big": 12345678901234567890, "list": [3, 1, 2]}'
 # 1 MiB whose last 16 bytes only a hex view scrolled to its end shows.
@@ -105,7 +107,10 @@ class Appliance:
             "ssl_proxying": {"include": ["secure.example.com"], "exclude": []},
             "breakpoints": {"request": ["127.0.0.1:%d/hold*" % origin], "timeout_seconds": 60},
             # Every client here is on loopback: it is the device "laptop", known by its address.
-            "devices": {"list": [{"name": "laptop", "address": "127.0.0.1"}], "idle_seconds": IDLE_SECONDS},
+            "devices": {"list": [{"name": "laptop", "address": "127.0.0.1"}], "idle_seconds": IDLE_SECONDS, "host": "127.0.0.1",
+                        "port_pool": "%d-%d" % (POOL, POOL + 9)},
+            # Enrolment links point here.
+            "onboarding": {"listen": "127.0.0.1:0"},
         }
         with open(os.path.join(self.group, "settings.json"), "w") as f:
             json.dump(settings, f, indent=2)
@@ -599,6 +604,60 @@ def run(appliance, origin, page, downloads):
                          and page.row_for("/device/laptop") is not None and set(devices()) == {"laptop"}, 10)
     check(filtered, "clicking laptop shows the list filtered to ~device laptop, its request there (%d rows, devices %s)" % (len(devices()), sorted(set(devices()))))
     page.shot("device-filter")
+
+    # 10. Enrol a device from the Devices view: the link and its QR code, shown once; the "device" (curl) opens it.
+    stable(lambda: page.find("[data-view=devices]").click())
+    page.find("[data-test=enrol-name]").send_keys("pixel")
+    page.find("[data-test=enrol-add]").click()
+    shown = page.wait("the link", lambda: "/enrol/" in page.find("[data-test=enrol-link]").text, 10)
+    link = page.find("[data-test=enrol-link]").text if shown else ""
+    qr = page.find("[data-test=enrol-qr]") if shown else None
+    drawn = qr is not None and page.d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", qr)
+    onboarding = (appliance.status().get("web") or {}).get("onboarding") or {}
+    check(shown and link.startswith("http://%s/enrol/" % onboarding.get("bound")) and drawn,
+          "Add and get a link shows pixel's enrolment link on the onboarding listener (%s) and its QR code: %r, QR drawn %s" % (onboarding.get("bound"), link[:60], drawn))
+    page.shot("devices-enrol")
+    decoded = None
+    if drawn and shutil.which("zbarimg"):
+        png = os.path.join(downloads, "enrol-qr.png")
+        with open(png, "wb") as f:
+            f.write(qr.screenshot_as_png)
+        z = subprocess.run(["zbarimg", "--quiet", "--raw", png], capture_output=True, text=True, timeout=20)
+        decoded = z.stdout.strip()
+        check(decoded == link, "the QR code, read by zbarimg from the page, is the link: %r" % decoded[:80])
+    confirm = subprocess.run(["curl", "-sS", "--noproxy", "*", link], capture_output=True, timeout=20)
+    opened = subprocess.run(["curl", "-sS", "--noproxy", "*", "-d", "", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", link], capture_output=True, text=True, timeout=20)
+    check(b"<form method=post" in confirm.stdout and opened.stdout.startswith("303 ") and opened.stdout.endswith("/device/pixel"),
+          "the device opens it, confirms, and is sent to its page: %r" % opened.stdout)
+    pixel = lambda: page.find("#view-devices .device-row[data-device='pixel']")
+    enrolled = page.wait("pixel enrolled", lambda: pixel().find_element(By.CSS_SELECTOR, "[data-step=enrolled]").get_attribute("data-ok") == "true"
+                         and pixel().find_element(By.CSS_SELECTOR, "[data-step=admitted]").get_attribute("data-ok") == "true", 10)
+    check(enrolled, "its row turns enrolled and admitted live")
+    page.shot("devices-enrolled")
+
+    # 11. Deep links survive the login: the route replays once the gate opens.
+    first = next((r for r in json.loads(appliance.cli("list", "--json", "--limit", "500").stdout) if r.get("url", "").endswith("/live/first")), {})
+    check(str(first.get("link", "")).startswith(home + "#/exchange/") , "list --json rows carry their deep link: %r" % first.get("link"))
+    deep = appliance.cli("web", "url", "--exchange", str(first.get("id"))).stdout.strip()
+    check(deep.endswith("#/exchange/%s" % first.get("id")) and "/login?token=" in deep, "busymate web url --exchange ID: %s" % deep.split("token=")[0] + "token=…#" + deep.split("#")[-1])
+    page.d.delete_all_cookies()
+    page.d.get("about:blank")
+    page.d.get(first.get("link") or home)
+    at_login = page.wait("the login", lambda: "/login" in page.d.current_url and page.find("#token").is_displayed(), 10)
+    token = url.split("token=")[1]
+    page.find("#token").send_keys(token + Keys.ENTER)
+    opened = page.wait("its detail", lambda: page.find("#detail").is_displayed() and "/live/first" in page.find("#detail .d-url").text, 15)
+    check(at_login and opened, "a deep link to exchange %s, opened signed out, goes through the login and then opens its detail" % first.get("id"))
+    page.shot("deep-link-exchange")
+    page.d.delete_all_cookies()
+    page.d.get("about:blank")
+    page.d.get(deep)
+    opened = page.wait("its detail", lambda: page.find("#detail").is_displayed() and "/live/first" in page.find("#detail .d-url").text, 15)
+    check(opened, "busymate web url --exchange's link, opened signed out, signs in and opens the detail")
+    page.d.get(home + "#/device/pixel")
+    marked = page.wait("pixel marked", lambda: page.find("#view-devices").is_displayed() and "focused" in (pixel().get_attribute("class") or ""), 10)
+    check(marked, "#/device/pixel opens the Devices view with pixel's row marked")
+    page.shot("deep-link-device")
 
     errors = page.errors()
     check(not errors, "no errors in the browser console: %s" % errors[:3])

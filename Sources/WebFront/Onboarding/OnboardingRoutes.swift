@@ -154,8 +154,8 @@ struct OnboardingRoutes {
     /// appliance's address instead of its own.
     static func notADevice(_ context: OnboardingContext) -> Response? {
         guard let client = clientIP(context), let local = reached(context.localAddress) else { return nil }
-        let listenerIsLoopback = IPNetwork.isLoopback(local)
-        guard IPAddressText.host(client) == IPAddressText.host(local) || (IPNetwork.isLoopback(client) && !listenerIsLoopback) else { return nil }
+        // On a loopback listener (this machine's own use) nothing tells them apart.
+        guard !IPNetwork.isLoopback(local), IPAddressText.host(client) == IPAddressText.host(local) || IPNetwork.isLoopback(client) else { return nil }
         return page(.forbidden, EnrolmentPage.refused(title: "Opened through the proxy",
                                                       why: "This request reached the appliance through its own proxy, so it would enrol the appliance instead of this device. "
                                                           + "Turn this device's proxy setting off, open the link again, then set the PAC the next page gives."))

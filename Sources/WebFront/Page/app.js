@@ -1186,7 +1186,9 @@
     if (m[1] === 'exchange') return /^[0-9]{1,15}$/.test(v) ? { exchange: Number(v) } : null;
     return /^[A-Za-z0-9._:-]{1,64}$/.test(v) ? { device: v } : null;
   }
+  let lastDeepLink = null;
   function followDeepLink(link) {
+    lastDeepLink = link.exchange ? '#/exchange/' + link.exchange : '#/device/' + encodeURIComponent(link.device);
     if (link.exchange) {
       setView('traffic', true);
       if (S.ids.has(link.exchange)) select('s' + link.exchange, { scroll: true, center: true, open: true });
@@ -1281,6 +1283,8 @@
   BM.onUnauthorized = () => {
     if (redirecting) return;
     redirecting = true;
+    // Signed out while following a deep link: the login replays it.
+    if (lastDeepLink) { try { sessionStorage.setItem('bm-deferred-route', lastDeepLink); } catch (_) { /* storage off */ } }
     location.href = '/login';
   };
 
