@@ -35,6 +35,13 @@ public enum LogControl {
         return "\(st.st_dev)" == parts[0] && "\(st.st_ino)" == parts[1] ? .journal : .stderr
     }
 
+    /// `busymate.cloud.realtime` logs as `cloud`: SUBSYSTEM is one of
+    /// DESIGN's, the rest of the label says where within it.
+    public static func subsystem(_ label: String) -> String {
+        guard label.hasPrefix("busymate.") else { return label }
+        return String(label.dropFirst("busymate.".count).split(separator: ".", maxSplits: 1).first ?? "")
+    }
+
     /// Call once, first thing in `main`. Logger labels are
     /// `busymate.<subsystem>`.
     public static func bootstrap(identifier: String, level: Logger.Level = .info) {
@@ -42,7 +49,7 @@ public enum LogControl {
         self.level = level
         let sink = detectSink()
         LoggingSystem.bootstrap { label in
-            let subsystem = label.hasPrefix("busymate.") ? String(label.dropFirst("busymate.".count)) : label
+            let subsystem = Self.subsystem(label)
             switch sink {
             case .journal: return JournalLogHandler(subsystem: subsystem)
             case .stderr: return StderrLogHandler(subsystem: subsystem)

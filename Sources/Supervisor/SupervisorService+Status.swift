@@ -14,13 +14,22 @@ extension SupervisorService {
         switch (desired, serving?.state) {
         case (.stopped, _): parts.append("tunnel stopped")
         case (_, .ready?):
-            let ports = listeners.map { ":" + ($0.bound.split(separator: ":").last.map(String.init) ?? "?") }.joined(separator: ",")
-            parts.append("proxy \(ports)")
+            var ports: [String] = []
+            // The explicit proxy's ports (transparent, DNS and device ports are said otherwise).
+            for listener in listeners where ListenerRole.parse(listener.name)?.role ?? .proxy == .proxy {
+                let port = ":" + (listener.bound.split(separator: ":").last.map(String.init) ?? "?")
+                if !ports.contains(port) { ports.append(port) }
+            }
+            // The mode first, as DESIGN's example: `proxy :9090 · 42 req/s · 7 flows · 3 devices · CA ok`.
+            if settings.mode == .transparent { parts.append("transparent :\(settings.transparent.port)") }
+            parts.append("proxy \(ports.joined(separator: ","))")
             if let counters = tunnelStatus?.counters {
                 parts.append("\(Int(counters.requestsPerSecond.rounded())) req/s")
                 parts.append("\(counters.connectionsActive) flows")
                 if let held = counters.breakpointsHeld, held > 0 { parts.append("\(held) held") }
             }
+            let online = tunnelStatus?.devices?.filter(\.online).count ?? 0
+            parts.append("\(online) device\(online == 1 ? "" : "s")")
             if let store = tunnelStatus?.store, store != "ok" { parts.append("capture failing: \(store)") }
         case (_, nil) where crashLoop: parts.append("tunnel crash-looping: \(lastExit ?? "?")")
         case (_, nil): parts.append("tunnel restarting")

@@ -617,6 +617,12 @@ class Appliance:
         os.makedirs(self.group)
         self.log = log_path("supervisor.log")
         self.process = None
+        # systemd's STATUS= lines, as the supervisor sends them.
+        self.statuses = []
+        self.notify_path = log_path("notify.sock")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        threading.Thread(target=self._read_notify, daemon=True).start()
         settings = {
             "mode": "proxy",
             "log_level": "info",
@@ -633,9 +639,18 @@ class Appliance:
         with open(os.path.join(self.group, "settings.json"), "w") as f:
             json.dump(settings, f, indent=2)
 
+    def _read_notify(self):
+        while True:
+            try:
+                data = self.notify.recv(65536).decode(errors="replace")
+            except OSError:
+                return
+            for line in data.split("\n"):
+                if line.startswith("STATUS="):
+                    self.statuses.append(line[len("STATUS="):])
+
     def start(self):
-        env = dict(os.environ, BUSYMATE_LOG="stderr")
-        env.pop("NOTIFY_SOCKET", None)
+        env = dict(os.environ, BUSYMATE_LOG="stderr", NOTIFY_SOCKET=self.notify_path)
         with open(self.log, "ab") as log:
             log.write(b"=== run.py: starting busymate-app %s\n" % time.strftime("%H:%M:%S").encode())
             self.process = subprocess.Popen(["ip", "netns", "exec", APP, os.path.join(ARGS.bin, "busymate-app"), "--group", self.group, "--restart-backoff-max", "0.5"],
@@ -1230,6 +1245,9 @@ def check_enrolment(app, origin):
     check(row is not None and row.get("device") == "tablet", "the exchange is the device's: %s" % json.dumps(row)[:300])
     d = wait_until("trusted", lambda: (lambda x: x if x.get("ca_trusted_at") and x.get("online") else None)(safe_get(lambda: app.json("devices", "show", "tablet")) or {}), 5, pause=0.25)
     check(bool(d) and d.get("source") == "port", "readiness: CA trusted once its handshake completed, online, mode port: %s" % json.dumps(d)[:400])
+    mode = (app.network() or {}).get("mode")
+    pill = wait_until("the pill counts it", lambda: next((l for l in reversed(app.statuses[-5:]) if re.search(r"(^|· )%s :\d+ .*· [1-9]\d* devices? · .*CA ok" % mode, l)), None), 5, pause=0.25)
+    check(bool(pill), "systemd's STATUS= line carries the mode (%s) and the devices online: %r" % (mode, pill or app.statuses[-1:]))
     card = app.cli("devices", "show", "tablet").stdout
     check(all(("\u2713 " + step) in card for step in ("enrolled", "admitted until", "PAC fetched", "CA downloaded", "CA trusted", "traffic seen", "online")),
           "busymate devices show tablet: every step ticked: %r" % card)

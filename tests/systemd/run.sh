@@ -196,7 +196,7 @@ if inbox systemctl start busymate; then pass "systemctl start busymate returned"
 # 2. The STATUS= pill.
 status_text=$(inbox systemctl show -p StatusText --value busymate)
 case "$status_text" in
-  *"proxy :9090"*"web :9091"*"CA ok"*) pass "StatusText: $status_text" ;;
+  *"proxy :9090"*" req/s · "*" flows · "*" devices · "*"web :9091"*"CA ok"*) pass "StatusText: $status_text" ;;
   *) fail "StatusText is \"$status_text\"" ;;
 esac
 
@@ -345,6 +345,17 @@ if grep -q 'POST /rest/v1/entries .*index.html?paired' "$root/srv/account/reques
 else
   fail "after pairing: cloud status \"$cloud_out\"; StatusText \"$status_text\"; the account saw: $(tail -n 5 "$root/srv/account/requests.log" 2>/dev/null)"
 fi
+
+# DESIGN's subsystems: the cloud sink and the rules have their own.
+cloud_log=$(journal SUBSYSTEM=cloud -o cat)
+grep -q 'paired' <<<"$cloud_log" && pass "journalctl SUBSYSTEM=cloud: the pairing ($(grep -c . <<<"$cloud_log") entries)" \
+  || fail "no SUBSYSTEM=cloud entry for the pairing: \"$(tail -n 3 <<<"$cloud_log")\""
+inbox /usr/local/bin/busymate rules add box-block --match '127.0.0.1:8080/blocked*' --action block --group $g >/dev/null 2>&1 || true
+for _ in $(seq 1 50); do grep -q '1 rule in force' <<<"$(journal SUBSYSTEM=rules -o cat)" && break; sleep 0.2; done
+rules_log=$(journal SUBSYSTEM=rules -o cat)
+grep -q '1 rule in force' <<<"$rules_log" && pass "journalctl SUBSYSTEM=rules: the rule set in force" \
+  || fail "no SUBSYSTEM=rules entry after busymate rules add: \"$(tail -n 3 <<<"$rules_log")\""
+inbox /usr/local/bin/busymate rules remove box-block --group $g >/dev/null 2>&1 || true
 
 # 9. A crashed supervisor: systemd restarts it, the tunnel lives on and is adopted.
 inbox systemctl kill -s SIGKILL --kill-whom=main busymate

@@ -12,7 +12,7 @@ import NIOPosix
 /// passed over: sent again it would be refused again and hold back the rest.
 struct BreakpointMirror: Sendable {
     let store: StoreHandle
-    private let logger = Logger(label: "busymate.realtime")
+    private let logger = Logger(label: "busymate.cloud.realtime")
 
     init(store: StoreHandle) { self.store = store }
 

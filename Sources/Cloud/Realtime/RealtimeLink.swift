@@ -22,7 +22,7 @@ public actor RealtimeLink {
     private let heartbeat: Duration
     private let group: MultiThreadedEventLoopGroup
     private let client: HTTPClient
-    private let logger = Logger(label: "busymate.realtime")
+    private let logger = Logger(label: "busymate.cloud.realtime")
 
     private var token: DeviceToken?
     private var tokenProblem: String?
@@ -249,7 +249,7 @@ public actor RealtimeLink {
         let heartbeat = self.heartbeat
         do {
             try await WebSocketClient.connect(url: url, configuration: configuration, tlsConfiguration: tls, eventLoopGroup: group,
-                                              logger: Logger(label: "busymate.realtime.socket")) { inbound, outbound, _ in
+                                              logger: Logger(label: "busymate.cloud.realtime")) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask {
                         for await text in stream { try await outbound.write(.text(text)) }

@@ -1,4 +1,5 @@
 import BusymateShared
+import Logging
 import Synchronization
 
 /// `settings.json`'s rules as the data path reads them: replaced whole on
@@ -25,8 +26,17 @@ public final class RuleEngine: Sendable {
         let enabled = settings.rules.filter(\.enabled)
         let next = Snapshot(rules: enabled, usesFilters: enabled.contains { $0.match.isFilter },
                             choosesAtResponse: enabled.contains { $0.kind == .headers && $0.match.readsResponse })
-        current.withLock { $0 = next }
+        let before = current.withLock { snapshot in
+            defer { snapshot = next }
+            return snapshot.rules.map(\.name)
+        }
         any.store(!enabled.isEmpty, ordering: .relaxed)
+        let names = enabled.map(\.name)
+        guard names != before else { return }
+        let disabled = settings.rules.count - enabled.count
+        Logger(label: "busymate.rules").info(
+            "\(enabled.count) rule\(enabled.count == 1 ? "" : "s") in force\(disabled > 0 ? " (\(disabled) disabled)" : "")",
+            metadata: ["RULES": "\(names.joined(separator: ", "))"])
     }
 
     /// No enabled rules: the data path skips building a URL to match.

@@ -1,4 +1,5 @@
 import BusymateShared
+import Logging
 import NIOHTTP1
 
 /// The rules as a hook: they edit the request head (before it is recorded
@@ -17,6 +18,7 @@ struct RuleHook: ExchangeHook {
         flow.rulesAtResponse = later ? snapshot : nil
         for name in flow.plan.timedOut { flow.notes.append(Self.timedOut(name)) }
         guard let edits = flow.plan.requestEdits else { return }
+        Self.logger.debug("request headers edited by a rule", metadata: ["URL": "\(flow.url)"])
         edits.apply(to: &head.headers)
         // Hooks after this one (breakpoints) see the request as it goes on.
         flow.subject?.requestHeaders = head.headers.map { ($0.name, $0.value) }
@@ -25,13 +27,25 @@ struct RuleHook: ExchangeHook {
     func decide(request flow: inout ExchangeFlow) -> ExchangeHooks.RequestDecision? {
         if let rule = flow.plan.block {
             flow.applied(rule.name)
+            Self.logger.debug("blocked by a rule", metadata: Self.metadata(rule.name, flow))
             return .block(rule)
         }
         if let rule = flow.plan.mapLocal {
             flow.applied(rule.name)
+            Self.logger.debug("answered locally by a rule", metadata: Self.metadata(rule.name, flow))
             return .mapLocal(rule)
         }
         return nil
+    }
+
+    /// `journalctl SUBSYSTEM=rules`: what the rules did (at debug, per
+    /// request; the set in force at info, from the engine).
+    static let logger = Logger(label: "busymate.rules")
+
+    static func metadata(_ rule: String, _ flow: ExchangeFlow) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["RULE": "\(rule)", "URL": "\(flow.url)"]
+        if let id = flow.requestID { metadata["REQUEST_ID"] = "\(id)" }
+        return metadata
     }
 
     /// The plan's response edits, or, when a headers rule's filter reads the
