@@ -246,6 +246,7 @@ let package = Package(
             name: "WebFrontTests",
             dependencies: [
                 "WebFront",
+                "ProxyClient",
                 "CaptureStore",
                 "BusymateShared",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

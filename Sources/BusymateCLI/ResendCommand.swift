@@ -61,19 +61,28 @@ struct Resend: AsyncParsableCommand {
 
 struct Compose: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send a new request through the tunnel, so it is captured: busymate compose --url URL [--method M] [--header 'N: v'] [--body-file F] [--edit].")
+        abstract: "Send a new request through the tunnel, so it is captured: busymate compose --url URL [--method M] [--header 'N: v'] [--body-file F] [--edit], or --from-curl 'curl …'.",
+        discussion: "--from-curl takes a curl command as a browser's Copy as cURL gives it; options that say nothing of the request (-s, -L, -o, -x …) are passed over, any other is refused by name. The other options then change what it built.")
 
     @OptionGroup var options: GroupOption
+    @Option(help: "Start from this curl command (quoted whole).") var fromCurl: String?
     @OptionGroup var changes: RequestChanges
 
     func validate() throws {
-        if changes.url == nil && !changes.edit { throw ValidationError("give the request's --url (or write the whole request with --edit)") }
+        if changes.url == nil && !changes.edit && fromCurl == nil { throw ValidationError("give the request's --url, a --from-curl command, or write the whole request with --edit") }
     }
 
     func run() async throws {
         let paths = options.paths
-        let traffic = TrafficRepository(database: try StoreAccess.open(paths))
         var request = RequestChanges.Request(method: "GET", url: changes.url ?? "http://example.com/", headers: [("Accept", "*/*")], body: Data())
+        if let fromCurl {
+            do {
+                request = try CurlImport.parse(fromCurl)
+            } catch {
+                throw CLIError(description: "--from-curl: \(error.description); nothing was sent")
+            }
+        }
+        let traffic = TrafficRepository(database: try StoreAccess.open(paths))
         try changes.apply(to: &request)
         try await Resend.send(request, resentFrom: nil, paths: paths, traffic: traffic)
     }

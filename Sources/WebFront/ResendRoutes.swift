@@ -31,6 +31,7 @@ struct ResendRoutes<Context: RequestContext> {
             }
             return try await send(outgoing, resentFrom: original)
         }
+        router.post("/api/compose/curl") { request, _ in try await Self.curl(request) }
         router.post("/api/compose") { request, _ in
             guard let changes = try await WebJSON.body(request), changes["url"] != nil else {
                 return WebJSON.error(.badRequest, #"expected {"method": "GET", "url": "https://…", "headers": [["Name", "value"]], "body": "…"}"#)
@@ -43,6 +44,26 @@ struct ResendRoutes<Context: RequestContext> {
     }
 
     static var requestKeys: [String] { ["method", "url", "headers", "body"] }
+
+    /// `POST /api/compose/curl` with `{"command": "curl …"}`: the request it
+    /// describes, for the composer to fill (nothing is sent).
+    static func curl(_ request: Request) async throws -> Response {
+        guard let sent = try await WebJSON.body(request, limit: 1 << 20), case let .string(command)? = sent["command"]?.value else {
+            return WebJSON.error(.badRequest, #"expected {"command": "curl …"}"#)
+        }
+        if let refused = WebJSON.unknownKey(sent, allowed: ["command"], in: "a curl import") { return refused }
+        let parsed: OutgoingRequest
+        do {
+            parsed = try CurlImport.parse(command)
+        } catch {
+            return WebJSON.error(.unprocessableContent, error.description)
+        }
+        return WebJSON.ok([
+            ("method", ExchangeJSON.string(parsed.method)), ("url", ExchangeJSON.string(parsed.url)),
+            ("headers", ExchangeJSON.array(parsed.headers.map { ExchangeJSON.array([ExchangeJSON.string($0.0), ExchangeJSON.string($0.1)]) })),
+            ("body", ExchangeJSON.string(String(decoding: parsed.body, as: UTF8.self))),
+        ])
+    }
 
     /// `method`, `url`, `headers` (all of them, in order) and `body` (text)
     /// from the page's JSON; the problem with them, or nil.

@@ -76,5 +76,30 @@ extension ApplianceTests {
         let newRow = try #require(try appliance.rows("the composed one is stored") { $0.count == count + 1 }.first)
         #expect(newRow["resent_from"] is NSNull && newRow["url"] as? String == "\(base)/echo-body/new")
         #expect(try appliance.row(newRow["id"]).headerLines("request").contains("X-New: 1"))
+
+        // compose --from-curl: the command `busymate curl` prints for a row, imported, is the same request again,
+        // as curl itself running that command through the proxy sends it.
+        let rebodiedID = try #require(rebodied["id"] as? Int)
+        let command = try appliance.cli(["curl", "\(rebodiedID)"]).stdout.trimmingCharacters(in: .newlines)
+        let imported = try appliance.cli(["compose", "--from-curl", command])
+        #expect(imported.status == 0 && imported.stdout.contains("sent POST \(base)/echo-body/bin: 200 OK"), "\(command) → \(imported.stdout) \(imported.stderr)")
+        let importedRow = try appliance.row(try #require(try appliance.rows("the import is stored") { $0.count == count + 2 }.first)["id"])
+        let ranByCurl = try Command.run("/bin/sh", ["-c", command + " -sS -o /dev/null -x http://127.0.0.1:\(port)"])
+        #expect(ranByCurl.status == 0, "\(ranByCurl.stderr)")
+        let curlRow = try appliance.row(try #require(try appliance.rows("curl's is stored") { $0.count == count + 3 }.first)["id"])
+        // Framing and hop-by-hop headers are each client's own.
+        let framing = { (lines: [String]) in
+            Set(lines.filter { line in !["host:", "content-length:", "connection:", "proxy-connection:"].contains { line.lowercased().hasPrefix($0) } })
+        }
+        for row in [importedRow, curlRow] {
+            #expect(row["method"] as? String == "POST" && row["url"] as? String == "\(base)/echo-body/bin")
+            #expect(row.at("request", "body", "text") as? String == "replaced body")
+        }
+        #expect(framing(importedRow.headerLines("request")) == framing(curlRow.headerLines("request")),
+                "imported \(importedRow.headerLines("request")) vs curl's \(curlRow.headerLines("request"))")
+        // An option the import cannot take is refused by name, and nothing is sent.
+        let unknown = try appliance.cli(["compose", "--from-curl", "curl --form a=1 \(base)/echo-body/form"])
+        #expect(unknown.status != 0 && unknown.stderr.contains("curl option --form is not one the import takes"), "\(unknown.stderr)")
+        #expect(try appliance.rows().count == count + 3)
     }
 }

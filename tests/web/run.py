@@ -438,6 +438,29 @@ def run(appliance, origin, page, downloads):
     check(len([b for p, b in RECEIVED if p == "/echo"]) == 2, "the origin received the resent request")
     page.shot("resend")
 
+    # 5b. Import cURL: a pasted command fills the composer; an option it cannot take is refused by name.
+    page.find("#compose").click()
+    page.wait("the composer", lambda: page.find("#compose-dialog").is_displayed())
+    page.find("#curl-import summary").click()
+    box = page.find("[data-test=curl-text]")
+    box.send_keys("curl -sS --form a=1 '%s/pasted'" % base)
+    page.find("[data-test=curl-apply]").click()
+    refused = page.wait("the refusal", lambda: page.find("#compose-error").is_displayed() and "--form" in page.find("#compose-error").text, 5)
+    check(refused, "a pasted curl with an option the import cannot take is refused by name: %r" % page.find("#compose-error").text)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    box.send_keys("curl '%s/pasted?x=1' -H 'X-Pasted: yes' --data-raw $'line 1\\nit\\'s pasted' --compressed" % base)
+    page.find("[data-test=curl-apply]").click()
+    filled = page.wait("the form filled", lambda: page.find("[data-test=req-url]").get_attribute("value") == base + "/pasted?x=1"
+                       and page.find("[data-test=req-method]").get_attribute("value") == "POST"
+                       and page.find("[data-test=req-body]").get_attribute("value") == "line 1\nit's pasted", 5)
+    check(filled, "Import cURL fills the method, URL, headers and body: %r %r" % (page.find("[data-test=req-url]").get_attribute("value"), page.find("[data-test=req-body]").get_attribute("value")))
+    page.shot("compose-curl")
+    page.find("[data-test=send-request]").click()
+    sent = page.wait("the pasted row", lambda: page.row_for("/pasted") is not None, 10)
+    got = [b for p, b in RECEIVED if p.startswith("/pasted")]
+    check(sent and got == [b"line 1\nit's pasted"], "sent, it reaches the origin and the list: %r" % got)
+
     # 6. A rule added in the page takes effect on the next request.
     page.find("[data-view=settings]").click()
     page.wait("the rule form", lambda: page.find("#rule-form").is_displayed())

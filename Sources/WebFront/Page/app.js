@@ -1033,9 +1033,36 @@
     }
     $('#req-body-note').textContent = note;
     $('#compose-error').hidden = true;
+    $('#curl-import').hidden = !!ex;
+    $('#curl-import').open = false;
+    $('#curl-text').value = '';
     composeDlg.showModal();
     $('#req-url').focus();
   }
+
+  // Import cURL: the server parses it (one parser for the page and `compose --from-curl`), the form is filled.
+  $('#curl-apply').addEventListener('click', async () => {
+    const err = $('#compose-error');
+    err.hidden = true;
+    const command = $('#curl-text').value.trim();
+    if (!command) return;
+    try {
+      const r = await api('POST', '/api/compose/curl', { command });
+      const sel = $('#req-method');
+      if (![...sel.options].some(o => o.value === r.method)) sel.appendChild(h('option', null, r.method));
+      sel.value = r.method;
+      $('#req-url').value = r.url;
+      const box = clear($('#req-headers'));
+      for (const [n, v] of r.headers) box.appendChild(headerRow(n, v));
+      const body = $('#req-body');
+      body.disabled = false;
+      body.value = r.body || '';
+      $('#curl-import').open = false;
+    } catch (e) {
+      err.textContent = BM.describeError(e);
+      err.hidden = false;
+    }
+  });
 
   $('#add-header').addEventListener('click', () => {
     const row = headerRow('', '');
