@@ -1245,6 +1245,24 @@ def check_enrolment(app, origin):
     check(row is not None and row.get("device") == "tablet", "the exchange is the device's: %s" % json.dumps(row)[:300])
     d = wait_until("trusted", lambda: (lambda x: x if x.get("ca_trusted_at") and x.get("online") else None)(safe_get(lambda: app.json("devices", "show", "tablet")) or {}), 5, pause=0.25)
     check(bool(d) and d.get("source") == "port", "readiness: CA trusted once its handshake completed, online, mode port: %s" % json.dumps(d)[:400])
+    # The whitelist renewed while in use: a grant with less than 23 h left is extended by the tunnel when the device sends traffic.
+    path = os.path.join(app.group, "settings.json")
+    settings = json.load(open(path))
+    for grant in settings.get("access", {}).get("grants", []):
+        if grant.get("address") == ORG4:
+            grant["until"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 22 * 3600))
+    with open(path + ".tmp", "w") as f:
+        json.dump(settings, f, indent=2)
+    os.chmod(path + ".tmp", os.stat(path).st_mode & 0o777)
+    os.replace(path + ".tmp", path)
+    short_until = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() + 22 * 3600))
+    wait_until("22 h left", lambda: str((safe_get(lambda: app.json("devices", "show", "tablet")) or {}).get("admitted_until", "")).startswith(short_until), 5, pause=0.25)
+    time.sleep(1)
+    fetch(ORG, "http://%s/enrol-renew" % ORG4, "-x", proxy)
+    day = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() + 86400 - 120))
+    renewed = wait_until("renewed", lambda: (lambda u: u if u > day else None)(str((safe_get(lambda: app.json("devices", "show", "tablet")) or {}).get("admitted_until", ""))), 10, pause=0.25)
+    check(bool(renewed), "its grant, set to 22 h left, is renewed to 24 h by its next request (the tunnel writes it): %r" % renewed)
+    check("renewed the admission of enrolled devices in use" in log_text(app), "and the log says so")
     mode = (app.network() or {}).get("mode")
     pill = wait_until("the pill counts it", lambda: next((l for l in reversed(app.statuses[-5:]) if re.search(r"(^|· )%s :\d+ .*· [1-9]\d* devices? · .*CA ok" % mode, l)), None), 5, pause=0.25)
     check(bool(pill), "systemd's STATUS= line carries the mode (%s) and the devices online: %r" % (mode, pill or app.statuses[-1:]))
