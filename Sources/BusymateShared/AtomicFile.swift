@@ -13,7 +13,7 @@ public enum AtomicFile {
     /// The fallback when no new file fits (a full disk): the existing file,
     /// written over from its start and cut to length. A reader may see it
     /// half written, and must treat a file it cannot parse as absent.
-    public static func overwriteInPlace(_ data: Data, at url: URL) throws {
+    public static func overwriteInPlace(_ data: Data, at url: URL, sync: Bool = false) throws {
         let fd = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw Failure(description: "cannot open \(url.path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -21,7 +21,7 @@ public enum AtomicFile {
             guard let base = raw.baseAddress else { return 0 }
             return pwrite(fd, base, raw.count, 0)
         }
-        guard written == data.count, ftruncate(fd, off_t(data.count)) == 0 else {
+        guard written == data.count, ftruncate(fd, off_t(data.count)) == 0, !sync || fsync(fd) == 0 else {
             throw Failure(description: "cannot write \(url.path) in place: \(String(cString: strerror(errno)))")
         }
     }

@@ -55,10 +55,11 @@ public enum SettingsFile {
         // which a read-only descriptor can take too. Waited for at most 5 s:
         // anyone who can read the lock file can hold it.
         let lockPath = url.deletingLastPathComponent().appendingPathComponent(".settings.lock").path
-        let lock = open(lockPath, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o664)
+        let lock = open(lockPath, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o660)
         if lock >= 0 {
-            // Made by root under a strict umask, the group could not open it.
-            _ = fchmod(lock, 0o664)
+            // The group's (made by root under a strict umask, it could not
+            // open it); not the world's: anyone who can open it can hold it.
+            _ = fchmod(lock, 0o660)
             var waited = 0
             while flock(lock, LOCK_EX | LOCK_NB) != 0 {
                 guard errno == EWOULDBLOCK || errno == EINTR, waited < 250 else {
@@ -89,11 +90,10 @@ public enum SettingsFile {
         } catch {
             // A group member may not replace root's file in the sticky group
             // directory, but may write it: do that instead.
-            let fd = open(url.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { throw error }
-            let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-            try handle.truncate(atOffset: 0)
-            try handle.write(contentsOf: Data(text.utf8))
+            // Written over from its start, then cut to length: never empty
+            // meanwhile (a reader may see it half written, and keeps the
+            // last good settings when it does not parse).
+            try AtomicFile.overwriteInPlace(Data(text.utf8), at: url, sync: true)
         }
     }
 

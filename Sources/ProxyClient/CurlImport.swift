@@ -41,83 +41,99 @@ public enum CurlImport {
         var method: String?
         var url: String?
         var headers: [(String, String)] = []
+        /// `-H 'Name:'`: a header curl would add, removed.
+        var removed: Set<String> = []
         var data: [String] = []
         var head = false, get = false, compressed = false
+
+        func option(_ word: String, _ value: String?) throws(Refusal) {
+            switch word {
+            case "-X", "--request": method = value
+            case "-H", "--header":
+                let text = value ?? ""
+                if text.hasSuffix(";"), !text.contains(":") {
+                    headers.append((String(text.dropLast()).trimmingCharacters(in: .whitespaces), ""))
+                } else {
+                    guard let colon = text.firstIndex(of: ":") else { throw Refusal(description: "curl -H \(text): write it as 'Name: value'") }
+                    let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+                    let v = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    if v.isEmpty { removed.insert(name.lowercased()) } else { headers.append((name, v)) }
+                }
+            case "-d", "--data", "--data-ascii", "--data-binary", "--data-raw":
+                let text = value ?? ""
+                if text.hasPrefix("@"), word != "--data-raw" {
+                    throw Refusal(description: "curl \(word) \(text) reads a file: paste the body itself (--data-raw), or use --body-file")
+                }
+                // A value given in place is sent as it is (curl strips line breaks only from a file's).
+                data.append(text)
+            case "--data-urlencode": data.append(try urlencoded(value ?? ""))
+            case "-b", "--cookie":
+                let text = value ?? ""
+                guard text.contains("=") else { throw Refusal(description: "curl \(word) \(text) names a cookie file: paste the cookies ('name=value; …')") }
+                headers.append(("Cookie", text))
+            case "-A", "--user-agent": headers.append(("User-Agent", value ?? ""))
+            case "-e", "--referer": headers.append(("Referer", value ?? ""))
+            case "-u", "--user": headers.append(("Authorization", "Basic " + Data((value ?? "").utf8).base64EncodedString()))
+            case "--url": url = try one(url, value ?? "")
+            case "-I", "--head": head = true
+            case "-G", "--get": get = true
+            case "--compressed": compressed = true
+            default:
+                if ignoredFlags.contains(word) || ignoredWithValue.contains(word) { return }
+                throw Refusal(description: "curl option \(word) is not one the import takes (it takes \(supported))")
+            }
+        }
+
         var i = 1
         var endOfOptions = false
         while i < words.count {
-            var word = words[i]
+            let word = words[i]
             i += 1
-            var value: String?
             if !endOfOptions, word == "--" {
                 endOfOptions = true
                 continue
             }
-            if !endOfOptions, word.hasPrefix("-"), word.count > 1 {
-                if word.hasPrefix("--"), let eq = word.firstIndex(of: "=") {
+            guard !endOfOptions, word.hasPrefix("-"), word.count > 1 else {
+                url = try one(url, word)
+                continue
+            }
+            if word.hasPrefix("--") {
+                var name = word
+                var value: String?
+                if let eq = word.firstIndex(of: "=") {
                     value = String(word[word.index(after: eq)...])
-                    word = String(word[..<eq])
-                } else if !word.hasPrefix("--"), word.count > 2 {
-                    let short = String(word.prefix(2))
-                    if withValue.contains(short) {
-                        value = String(word.dropFirst(2))
-                        word = short
-                    } else {
-                        // `-sSL`: several flags at once, each one known.
-                        let flags = word.dropFirst().map { "-\($0)" }
-                        for flag in flags where !ignoredFlags.contains(flag) && !otherFlags.contains(flag) {
-                            throw Refusal(description: "curl option \(flag) (in \(word)) is not one the import takes (it takes \(supported))")
-                        }
-                        if flags.contains("-I") { head = true }
-                        if flags.contains("-G") { get = true }
-                        continue
-                    }
+                    name = String(word[..<eq])
                 }
-                if withValue.contains(word), value == nil {
-                    guard i < words.count else { throw Refusal(description: "curl option \(word) needs a value") }
+                if withValue.contains(name), value == nil {
+                    guard i < words.count else { throw Refusal(description: "curl option \(name) needs a value") }
                     value = words[i]
                     i += 1
                 }
-                switch word {
-                case "-X", "--request": method = value
-                case "-H", "--header":
-                    let text = value ?? ""
-                    if text.hasSuffix(";"), !text.contains(":") {
-                        headers.append((String(text.dropLast()).trimmingCharacters(in: .whitespaces), ""))
-                    } else {
-                        guard let colon = text.firstIndex(of: ":") else { throw Refusal(description: "curl -H \(text): write it as 'Name: value'") }
-                        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
-                        let v = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-                        // `Name:` removes a header curl would add: nothing to send.
-                        if !v.isEmpty { headers.append((name, v)) }
-                    }
-                case "-d", "--data", "--data-ascii", "--data-binary", "--data-raw":
-                    let text = value ?? ""
-                    if text.hasPrefix("@"), word != "--data-raw" {
-                        throw Refusal(description: "curl \(word) \(text) reads a file: paste the body itself (--data-raw), or use --body-file")
-                    }
-                    // curl strips line breaks from -d's value, not from --data-binary's or --data-raw's.
-                    data.append(word == "--data-binary" || word == "--data-raw" ? text : text.replacingOccurrences(of: "\r", with: "").replacingOccurrences(of: "\n", with: ""))
-                case "--data-urlencode": data.append(urlencoded(value ?? ""))
-                case "-b", "--cookie":
-                    let text = value ?? ""
-                    guard text.contains("=") else { throw Refusal(description: "curl \(word) \(text) names a cookie file: paste the cookies ('name=value; …')") }
-                    headers.append(("Cookie", text))
-                case "-A", "--user-agent": headers.append(("User-Agent", value ?? ""))
-                case "-e", "--referer": headers.append(("Referer", value ?? ""))
-                case "-u", "--user": headers.append(("Authorization", "Basic " + Data((value ?? "").utf8).base64EncodedString()))
-                case "--url": url = try one(url, value ?? "")
-                case "-I", "--head": head = true
-                case "-G", "--get": get = true
-                case "--compressed": compressed = true
-                default:
-                    if ignoredFlags.contains(word) || ignoredWithValue.contains(word) { continue }
-                    throw Refusal(description: "curl option \(word) is not one the import takes (it takes \(supported))")
-                }
+                try option(name, value)
                 continue
             }
-            url = try one(url, word)
+            // Short options, as curl reads them: `-sSL`, `-XPOST`, `-sX POST`, `-fsSLo out`.
+            var rest = Substring(word.dropFirst())
+            while let c = rest.first {
+                rest = rest.dropFirst()
+                let flag = "-\(c)"
+                if withValue.contains(flag) {
+                    var value = String(rest)
+                    if value.isEmpty {
+                        guard i < words.count else { throw Refusal(description: "curl option \(flag) needs a value") }
+                        value = words[i]
+                        i += 1
+                    }
+                    try option(flag, value)
+                    break
+                }
+                guard ignoredFlags.contains(flag) || otherFlags.contains(flag) else {
+                    throw Refusal(description: "curl option \(flag)\(word.count > 2 ? " (in \(word))" : "") is not one the import takes (it takes \(supported))")
+                }
+                try option(flag, nil)
+            }
         }
+        if head, !data.isEmpty, !get { throw Refusal(description: "curl -I with -d: curl itself refuses two methods at once") }
         guard var target = url, !target.isEmpty else { throw Refusal(description: "the curl command has no URL") }
         if !target.contains("://") { target = "http://" + target }
         guard OutgoingRequest.isAbsoluteHTTP(target) else { throw Refusal(description: "\(target): only http:// and https:// URLs are imported") }
@@ -128,15 +144,15 @@ public enum CurlImport {
                 target += (target.contains("?") ? "&" : "?") + joined
             } else {
                 body = Data(joined.utf8)
-                if !headers.contains(where: { $0.0.caseInsensitiveCompare("Content-Type") == .orderedSame }) {
+                if !removed.contains("content-type"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Content-Type") == .orderedSame }) {
                     headers.append(("Content-Type", "application/x-www-form-urlencoded"))
                 }
             }
         }
-        if compressed, !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept-Encoding") == .orderedSame }) {
+        if compressed, !removed.contains("accept-encoding"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept-Encoding") == .orderedSame }) {
             headers.append(("Accept-Encoding", "deflate, gzip, br, zstd"))
         }
-        if !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept") == .orderedSame }) { headers.insert(("Accept", "*/*"), at: 0) }
+        if !removed.contains("accept"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept") == .orderedSame }) { headers.insert(("Accept", "*/*"), at: 0) }
         let verb = method ?? (head ? "HEAD" : (!data.isEmpty && !get ? "POST" : "GET"))
         guard !verb.isEmpty, verb.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-") }) else { throw Refusal(description: "curl -X \(verb): not a method name") }
         for (name, value) in headers {
@@ -155,14 +171,19 @@ public enum CurlImport {
         return next
     }
 
-    /// `--data-urlencode`: `content`, `=content`, `name=content` (curl's forms without a file).
-    static func urlencoded(_ value: String) -> String {
-        var allowed = CharacterSet.alphanumerics
+    /// `--data-urlencode`: `content`, `=content`, `name=content`, encoded
+    /// as curl does (unreserved characters kept, a space as `+`); the forms
+    /// that read a file (`@file`, `name@file`) are refused.
+    static func urlencoded(_ value: String) throws(Refusal) -> String {
+        var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         allowed.insert(charactersIn: "-._~")
-        let encode = { (s: Substring) in s.addingPercentEncoding(withAllowedCharacters: allowed) ?? String(s) }
-        guard let eq = value.firstIndex(of: "=") else { return encode(value[...]) }
-        let name = value[..<eq]
-        let content = encode(value[value.index(after: eq)...])
+        let encode = { (s: Substring) in (s.addingPercentEncoding(withAllowedCharacters: allowed) ?? String(s)).replacingOccurrences(of: "%20", with: "+") }
+        guard let mark = value.firstIndex(where: { $0 == "@" || $0 == "=" }) else { return encode(value[...]) }
+        guard value[mark] == "=" else {
+            throw Refusal(description: "curl --data-urlencode \(value) reads a file: paste the value itself (name=value)")
+        }
+        let name = value[..<mark]
+        let content = encode(value[value.index(after: mark)...])
         return name.isEmpty ? content : "\(name)=\(content)"
     }
 
@@ -214,44 +235,59 @@ public enum CurlImport {
                 guard closed else { throw Refusal(description: "a double quote is not closed") }
                 inWord = true
             case "$" where char(i + 1) == "'":
+                // bash's ANSI-C quoting, as bytes (`\xc3\xa9` is é), then UTF-8.
                 i += 2
+                var bytes: [UInt8] = []
                 var closed = false
+                func octal(most: Int) -> UInt8 {
+                    var value = 0, n = 0
+                    while n < most, let d = char(i), ("0"..."7").contains(d) { value = value * 8 + Int(d.value - 48); i += 1; n += 1 }
+                    return UInt8(truncatingIfNeeded: value)
+                }
                 while i < chars.count {
                     let d = chars[i]
                     if d == "'" { closed = true; i += 1; break }
-                    if d == "\\", let next = char(i + 1) {
-                        i += 2
-                        switch next {
-                        case "n": current.unicodeScalars.append("\n")
-                        case "r": current.unicodeScalars.append("\r")
-                        case "t": current.unicodeScalars.append("\t")
-                        case "0": current.unicodeScalars.append("\0")
-                        case "\\", "'", "\"": current.unicodeScalars.append(next)
-                        case "x":
-                            var hex = ""
-                            while hex.count < 2, let h = char(i), h.properties.isASCIIHexDigit { hex.unicodeScalars.append(h); i += 1 }
-                            guard let byte = UInt8(hex, radix: 16), let scalar = Unicode.Scalar(UInt32(byte)) else {
-                                throw Refusal(description: "a \\x escape in $'…' has no hex digits")
-                            }
-                            current.unicodeScalars.append(scalar)
-                        case "u", "U":
-                            var hex = ""
-                            let most = next == "u" ? 4 : 8
-                            while hex.count < most, let h = char(i), h.properties.isASCIIHexDigit { hex.unicodeScalars.append(h); i += 1 }
-                            guard let code = UInt32(hex, radix: 16), let scalar = Unicode.Scalar(code) else {
-                                throw Refusal(description: "a \\\(next) escape in $'…' is not a character")
-                            }
-                            current.unicodeScalars.append(scalar)
-                        default:
-                            current.unicodeScalars.append("\\")
-                            current.unicodeScalars.append(next)
-                        }
+                    guard d == "\\", let next = char(i + 1) else {
+                        bytes += Array(String(d).utf8)
+                        i += 1
                         continue
                     }
-                    current.unicodeScalars.append(d)
-                    i += 1
+                    i += 2
+                    switch next {
+                    case "n": bytes.append(0x0A)
+                    case "r": bytes.append(0x0D)
+                    case "t": bytes.append(0x09)
+                    case "a": bytes.append(0x07)
+                    case "b": bytes.append(0x08)
+                    case "e", "E": bytes.append(0x1B)
+                    case "f": bytes.append(0x0C)
+                    case "v": bytes.append(0x0B)
+                    case "\\", "'", "\"", "?": bytes += Array(String(next).utf8)
+                    case "0"..."7":
+                        i -= 1
+                        bytes.append(octal(most: 3))
+                    case "x":
+                        var hex = ""
+                        while hex.count < 2, let h = char(i), h.properties.isASCIIHexDigit { hex.unicodeScalars.append(h); i += 1 }
+                        guard let byte = UInt8(hex, radix: 16) else { throw Refusal(description: "a \\x escape in $'…' has no hex digits") }
+                        bytes.append(byte)
+                    case "u", "U":
+                        var hex = ""
+                        let most = next == "u" ? 4 : 8
+                        while hex.count < most, let h = char(i), h.properties.isASCIIHexDigit { hex.unicodeScalars.append(h); i += 1 }
+                        guard let code = UInt32(hex, radix: 16), let scalar = Unicode.Scalar(code) else {
+                            throw Refusal(description: "a \\\(next) escape in $'…' is not a character")
+                        }
+                        bytes += Array(String(scalar).utf8)
+                    default:
+                        throw Refusal(description: "the escape \\\(next) in $'…' is not one the import reads: paste the value with it in place")
+                    }
                 }
                 guard closed else { throw Refusal(description: "a $' quote is not closed") }
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw Refusal(description: "a $'…' value is not UTF-8 text: a binary body cannot be pasted (use --body-file)")
+                }
+                current += text
                 inWord = true
             case "$", "`":
                 throw Refusal(description: "the command expands a shell variable or command (\(c)): paste it with the values in place")

@@ -21,7 +21,7 @@ struct DeviceRoutes<Context: RequestContext> {
                   let nameNode = members.first(where: { $0.key == "name" })?.node, case let .string(name) = nameNode.value
             else { return WebJSON.error(.badRequest, #"expected {"name": "…"}"#) }
             if let refused = WebJSON.unknownKey(sent, allowed: ["name"], in: "a new device") { return refused }
-            guard let authority = await authority() else { return noListener() }
+            guard let authority = await authority(reachedAs: request.head.authority) else { return noListener() }
             let result = await edit { root -> Issued? in
                 let (device, existed) = try DeviceList.add(name, address: nil, in: &root)
                 guard !existed else { return nil }
@@ -34,9 +34,9 @@ struct DeviceRoutes<Context: RequestContext> {
             case let .success(issued?): return WebJSON.response(Self.link(issued, authority: authority), status: .created)
             }
         }
-        router.post("/api/devices/:name/link") { _, context in
+        router.post("/api/devices/:name/link") { request, context in
             guard let name = context.parameters.get("name") else { return WebJSON.error(.badRequest, "no device name") }
-            guard let authority = await authority() else { return noListener() }
+            guard let authority = await authority(reachedAs: request.head.authority) else { return noListener() }
             let result = await edit { root -> Issued? in
                 let link = try DeviceList.issueLink(name, lifetime: AppSettings.Enrolment.linkLifetime, in: &root)
                 return try AppSettings.decode(root).settings.devices.named(name).map { Issued(device: $0, token: link.token, expires: link.expires, ended: link.ended) }
@@ -96,14 +96,27 @@ struct DeviceRoutes<Context: RequestContext> {
         WebJSON.error(.conflict, "no onboarding listener (onboarding.listen in settings.json): devices have nowhere to open a link")
     }
 
-    /// Where devices reach the onboarding listener; the interfaces are read
-    /// on the thread pool (it blocks).
-    private func authority() async -> (authority: String, loopbackOnly: Bool)? {
-        guard let onboarding, let bound = ListenAddress(onboarding) else { return nil }
+    /// Where devices reach the onboarding listener. Bound on every address:
+    /// the address the administrator reached this page by, when it is one
+    /// of that family off loopback (the network devices share), else the
+    /// interfaces', read on the thread pool (it blocks).
+    private func authority(reachedAs host: String?) async -> (authority: String, loopbackOnly: Bool)? {
+        guard let onboarding, var bound = ListenAddress(onboarding) else { return nil }
+        if bound.isWildcard, let host, let reached = Self.hostPart(host), IPAddressText.isLiteral(reached),
+           reached.contains(":") == bound.host.contains(":"), !IPNetwork.isLoopback(reached) {
+            bound.host = reached
+            return EnrolmentLink.authority(bound: bound, interfaces: [])
+        }
         let interfaces = (try? await NIOThreadPool.singleton.runIfActive {
             ((try? System.enumerateDevices()) ?? []).compactMap { $0.address?.ipAddress }
         }) ?? []
         return EnrolmentLink.authority(bound: bound, interfaces: interfaces)
+    }
+
+    /// `192.0.2.1:9091` → `192.0.2.1`, `[fd00::1]:9091` → `fd00::1`.
+    static func hostPart(_ authority: String) -> String? {
+        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") { return String(authority[authority.index(after: authority.startIndex)..<end]) }
+        return authority.split(separator: ":", maxSplits: 1).first.map(String.init)
     }
 
     static func link(_ issued: Issued, authority: (authority: String, loopbackOnly: Bool)) -> JSONNode {

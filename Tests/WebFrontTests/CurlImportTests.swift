@@ -30,11 +30,23 @@ import Testing
         #expect(r.headers.contains { $0 == ("Authorization", "Basic dXNlcjpwdw==") })
         #expect(r.headers.contains { $0 == ("Cookie", "c=1; d=2") } && r.headers.contains { $0 == ("User-Agent", "agent/1") })
         r = try CurlImport.parse("curl -G --data-urlencode 'q=a b&c' https://example.com/search")
-        #expect(r.method == "GET" && r.url == "https://example.com/search?q=a%20b%26c" && r.body.isEmpty)
+        #expect(r.method == "GET" && r.url == "https://example.com/search?q=a+b%26c" && r.body.isEmpty, "curl 7.77 and later: a space is +")
         r = try CurlImport.parse(#"curl -I "https://example.com/a\"b""#)
         #expect(r.method == "HEAD" && r.url == "https://example.com/a\"b")
         r = try CurlImport.parse("curl --request=DELETE --url=https://example.com/1 -H 'X-Empty;' -o /dev/null -m 5 -x http://127.0.0.1:9090")
         #expect(r.method == "DELETE" && r.headers.contains { $0 == ("X-Empty", "") })
+        // Short options as curl reads them: a value-taking one ends the group, its value the rest or the next word.
+        r = try CurlImport.parse("curl -sXPOST https://example.com/a -fsSLo out.txt -sH 'X-A: 1' -d 'x'")
+        #expect(r.method == "POST" && r.headers.contains { $0 == ("X-A", "1") })
+        r = try CurlImport.parse("curl -sX PATCH https://example.com/a")
+        #expect(r.method == "PATCH")
+        // `-H 'Accept:'` removes a header curl would add; a -d value is sent as given, line breaks too.
+        r = try CurlImport.parse("curl -H 'Accept:' -H 'Content-Type:' -d $'a\\nb' https://example.com/")
+        #expect(!r.headers.contains { $0.0.lowercased() == "accept" || $0.0.lowercased() == "content-type" })
+        #expect(String(decoding: r.body, as: UTF8.self) == "a\nb")
+        // $'…' escapes are bytes: UTF-8 from \x, octal, \u.
+        r = try CurlImport.parse("curl --data-raw $'caf\\xc3\\xa9 \\101\\u00e9' https://example.com/")
+        #expect(String(decoding: r.body, as: UTF8.self) == "café Aé")
     }
 
     @Test func whatItCannotTakeIsRefusedByName() {
@@ -56,5 +68,8 @@ import Testing
         #expect(refusal("curl 'https://example.com/").contains("not closed"))
         #expect(refusal("curl ftp://example.com/").contains("only http:// and https://"))
         #expect(refusal("curl -H 'X-A: 1\r\nX-B: 2' https://example.com/").contains("line break"))
+        #expect(refusal("curl -I -d a=1 https://example.com/").contains("two methods"))
+        #expect(refusal("curl --data-urlencode name@file.txt https://example.com/").contains("reads a file"))
+        #expect(refusal("curl --data-raw $'\\xff' https://example.com/").contains("not UTF-8"))
     }
 }

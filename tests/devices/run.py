@@ -1216,6 +1216,8 @@ def check_enrolment(app, origin):
           "opened on the device, the link asks it to confirm (a link preview must not use it up): %d %r" % (confirm.code, confirm.body[:160]))
     f = fetch(ORG, "http://%s/enrol-opened" % ORG4, "-x", proxy)
     check(f.rc in (52, 56) and not origin.requests("/enrol-opened"), "opening it alone admits nothing: %r" % f)
+    forged = fetch(ORG, link, "-d", "", "-H", "Origin: http://pages.example", "-H", "Sec-Fetch-Site: cross-site")
+    check(forged.code == 403 and b"Not from this page" in forged.body, "a confirm posted from another site's page is refused: %d" % forged.code)
     page = fetch(ORG, link, "-d", "", "-L")
     check(page.code == 200 and header(page, "content-type").startswith("text/html") and b"<span id=device>tablet</span>" in page.body
           and b"/device/tablet/proxy.pac" in page.body and b"/ca.der" in page.body and b"Android" in page.body,

@@ -36,16 +36,20 @@ struct OnboardingRoutes {
             switch desk.check(token: token, client: client, settings: settings.current) {
             case let .admissible(device, first) where first:
                 return Self.page(.ok, EnrolmentPage.confirm(device: device, action: "/enrol/\(token)"))
-            case .admissible:
-                // The device it enrolled, again: admitted again at once (its grant may have lapsed).
+            case let .admissible(device, _):
+                // The device it enrolled, again: admitted again at once if its grant lapsed or is
+                // old, else only sent to its page (re-opening writes nothing).
+                let fresh = Date().addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep)
+                if let until = DeviceList.exactGrant(client, in: settings.current.access), until >= fresh { return Self.seeOther("/device/\(device)") }
                 return await enrol(token: token, client: client)
             case let outcome:
                 return Self.refusalPage(outcome)
             }
         }
-        router.post("/enrol/:token") { _, context in
+        router.post("/enrol/:token") { request, context in
             let token = context.parameters.get("token") ?? ""
             if let refused = Self.notADevice(context) { return refused }
+            if let refused = Self.crossSite(request) { return refused }
             guard let client = Self.clientIP(context) else { return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address.")) }
             let outcome = desk.check(token: token, client: client, settings: settings.current)
             guard case .admissible = outcome else { return Self.refusalPage(outcome) }
@@ -72,7 +76,8 @@ struct OnboardingRoutes {
             let settings = settings.current
             // Only to the device itself (its bound address): names and ports are not told to the LAN.
             guard let name = context.parameters.get("name"), let device = settings.devices.named(name), let client = Self.clientIP(context),
-                  device.address.map(IPAddressText.host) == IPAddressText.host(client)
+                  device.address.map(IPAddressText.host) == IPAddressText.host(client),
+                  device.enrolment.map({ !$0.revoked && $0.redeemedBy.map(IPAddressText.host) == IPAddressText.host(client) }) ?? true
             else {
                 return Self.response(.notFound, type: "text/plain; charset=utf-8", body: Data("Busymate: no PAC for this device here (open its enrolment link first)\n".utf8))
             }
@@ -128,9 +133,26 @@ struct OnboardingRoutes {
         guard case let .admitted(device) = outcome else { return Self.refusalPage(outcome) }
         // The new grant counts this device's downloads from now on.
         await settings.reload()
-        var response = Self.response(.seeOther, type: "text/plain; charset=utf-8", body: Data("enrolled as \(device)\n".utf8))
-        response.headers[.location] = "/device/\(device)"
+        return Self.seeOther("/device/\(device)")
+    }
+
+    static func seeOther(_ path: String) -> Response {
+        var response = response(.seeOther, type: "text/plain; charset=utf-8", body: Data("see \(path)\n".utf8))
+        response.headers[.location] = path
         return response
+    }
+
+    /// The confirm button is this listener's own form: a post from another
+    /// site's page (which would enrol whoever views it) is refused.
+    /// Browsers that send neither header are let through.
+    static func crossSite(_ request: Request) -> Response? {
+        let site = request.headers[.secFetchSite]
+        let origin = request.headers[.origin]
+        let ownOrigin = request.head.authority.map { "http://\($0)" }
+        let sameSite = site.map { $0 == "same-origin" || $0 == "none" } ?? true
+        let sameOrigin = origin.map { $0 == ownOrigin } ?? true
+        guard !(sameSite && sameOrigin) else { return nil }
+        return page(.forbidden, EnrolmentPage.refused(title: "Not from this page", why: "An enrolment is confirmed on the appliance's own page: open the link on the device itself."))
     }
 
     static func refusalPage(_ outcome: EnrolmentDesk.Outcome) -> Response {
