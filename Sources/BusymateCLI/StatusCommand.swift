@@ -138,6 +138,9 @@ struct Status: AsyncParsableCommand {
         for device in r.devices ?? [] {
             // Seed 004's readiness card, per device.
             var steps = [device.named ? (device.port.map { "port \($0)" } ?? "by address") : "seen"]
+            if let enrolment = device.enrolment { steps.append(device.enrolledAt != nil && enrolment.hasPrefix("enrolled") ? "enrolled" : enrolment) }
+            if device.admittedUntil != nil { steps.append("admitted") }
+            steps.append(device.pacFetches > 0 ? "PAC fetched" : "no PAC fetched")
             steps.append(device.caDownloads > 0 ? "CA downloaded" : "CA not downloaded")
             steps.append(device.caTrustedAt != nil ? "CA trusted" : "CA not trusted yet")
             steps.append(device.lastSeen != nil ? "traffic seen (\(device.source ?? "?"))" : "no traffic yet")
