@@ -38,14 +38,10 @@ enum EnrolmentPage {
         let pacCard = pacRefused.map { "<div class=\"card warn\"><h2>No proxy for this address yet</h2><p>\(e($0)).</p></div>" }
             ?? "<div class=\"card pac\">\(qr)<div><h2>This device's PAC URL</h2><p><code>\(pac)</code></p>"
             + "<p class=note>It sends this device's traffic to its own port\(proxy.map { ", <code>\(e($0))</code>" } ?? "").</p></div></div>"
-        return """
-            <!doctype html>
-            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        return document(title: name, head: """
             <meta http-equiv="refresh" content="3">
-            <title>Busymate · \(e(name))</title>
-            \(OnboardingPage.style)
             <style>.steps{list-style:none;padding:0}.steps li{margin:6px 0}.steps .ok b{color:#1b7f3b}.steps .todo b{color:#a23a00}</style>
-            </head><body><main>
+            """) + """
             <h1>This device is <span id=device>\(e(name))</span></h1>
             <p class=note>Enrolled with Busymate. This page follows its readiness as it goes (it reloads every 3 seconds).</p>
             <div class=card><h2>Readiness</h2><ul class=steps id=readiness>\(list)</ul></div>
@@ -59,17 +55,25 @@ enum EnrolmentPage {
             """
     }
 
+    /// The pages' start, up to `<main>`: `head` goes in the head as it is.
+    static func document(title: String, head: String = "") -> String {
+        """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>Busymate · \(OnboardingPage.escape(title))</title>
+        \(OnboardingPage.style)
+        \(head)
+        </head><body><main>
+
+        """
+    }
+
     /// What the link is for, and one button: opening it must not be enough
     /// (link previews fetch it too).
     static func confirm(device: String, action: String) -> String {
         let e = OnboardingPage.escape
-        return """
-            <!doctype html>
-            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-            <title>Busymate · enrol \(e(device))</title>
-            \(OnboardingPage.style)
-            <style>button{font:inherit;background:#2f6fed;color:#fff;border:0;padding:10px 18px;border-radius:6px;cursor:pointer}</style>
-            </head><body><main>
+        return document(title: "enrol \(device)", head: "<style>button{font:inherit;background:#2f6fed;color:#fff;border:0;padding:10px 18px;border-radius:6px;cursor:pointer}</style>")
+            + """
             <h1>Enrol this device as <span id=device>\(e(device))</span></h1>
             <div class=card><p>This device will be let in to the Busymate proxy, named <b>\(e(device))</b>, and given its own PAC and the CA.
             The link works for this one device only.</p>
@@ -81,12 +85,7 @@ enum EnrolmentPage {
 
     static func refused(title: String, why: String) -> String {
         let e = OnboardingPage.escape
-        return """
-            <!doctype html>
-            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-            <title>Busymate · \(e(title))</title>
-            \(OnboardingPage.style)
-            </head><body><main>
+        return document(title: title) + """
             <h1>\(e(title))</h1>
             <div class="card warn"><p id=why>\(e(why))</p>
             <p class=note>Whoever runs the appliance can issue a new link: <code>busymate devices link NAME</code>, or the Devices view of its web page.</p></div>
