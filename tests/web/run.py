@@ -656,6 +656,9 @@ def run(appliance, origin, page, downloads):
     enrolled = page.wait("pixel enrolled", lambda: pixel().find_element(By.CSS_SELECTOR, "[data-step=enrolled]").get_attribute("data-ok") == "true"
                          and pixel().find_element(By.CSS_SELECTOR, "[data-step=admitted]").get_attribute("data-ok") == "true", 10)
     check(enrolled, "its row turns enrolled and admitted live")
+    laptop_revoke = page.find("#view-devices .device-row[data-device='laptop'] [data-test=device-revoke]")
+    check(pixel().find_element(By.CSS_SELECTOR, "[data-test=device-revoke]").is_displayed() and not laptop_revoke.is_displayed(),
+          "Revoke is offered for pixel's link, not for laptop (no link)")
     page.shot("devices-enrolled")
 
     # 11. Deep links survive the login: the route replays once the gate opens.

@@ -1319,6 +1319,7 @@
   BM.app = {
     openCompose, resendAsIs, selectId, openHeld, showDevice, showFilter,
     setView: v => setView(v),
+    status: () => S.status,
     onDetailClosed() { list.render(); scrollEl.focus({ preventScroll: true }); },
     /** The detail changed a row's mark or comment: the list shows it at once. */
     annotated(id, marker, comment) {

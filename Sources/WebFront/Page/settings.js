@@ -838,6 +838,8 @@
     clear(c.source).appendChild(d.source ? h('span', { class: 'src-pill ' + d.source, 'data-test': 'device-source' }, d.source) : h('span', { class: 'muted' }, '—'));
     c.today.textContent = BM.fmtInt(d.exchanges_today || 0);
     clear(c.steps).appendChild(steps(d));
+    // Revoke only a link there is to revoke.
+    if (c.revoke) c.revoke.hidden = !d.enrolment || d.enrolment === 'revoked';
   }
 
   function createDeviceRow(d) {
@@ -863,8 +865,8 @@
       };
       const path = '/api/devices/' + encodeURIComponent(d.name);
       BM.append(c.actions, [
-        act('New link', 'device-new-link', () => { issueLink('POST', path + '/link'); DV.enrolCardEl && DV.enrolCardEl.scrollIntoView({ block: 'nearest' }); }),
-        act('Revoke', 'device-revoke', async () => {
+        c.newLink = act('New link', 'device-new-link', () => { issueLink('POST', path + '/link'); DV.enrolCardEl && DV.enrolCardEl.scrollIntoView({ block: 'nearest' }); }),
+        c.revoke = act('Revoke', 'device-revoke', async () => {
           if (!confirm('Revoke ' + d.name + '\'s enrolment link? The admission it gave ends.')) return;
           try { await BM.api('POST', path + '/revoke'); } catch (e) { alert((e.data && e.data.error) || String(e)); }
         }),
@@ -879,6 +881,7 @@
   /** Updated in place on each status message (about once a second): rows keep their elements. */
   function renderDevices(st) {
     if (!DV.built) buildDevices();
+    if (st) DV.last = st;
     if (!st) { DV.sub.textContent = 'waiting for the status…'; DV.table.hidden = true; DV.empty.hidden = true; return; }
     const devs = st.devices || [];
     const online = devs.filter(d => d.online).length;
@@ -923,7 +926,7 @@
   function focusDevice(name) {
     DV.focus = name;
     DV.focusShown = false;
-    renderDevices(BM.app && BM.app.status ? BM.app.status() : null);
+    renderDevices(BM.app && BM.app.status ? BM.app.status() : DV.last || null);
   }
 
   BM.devicesView = { render: renderDevices, focus: focusDevice };
