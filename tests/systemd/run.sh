@@ -359,8 +359,12 @@ inbox /usr/local/bin/busymate rules remove box-block --group $g >/dev/null 2>&1 
 
 # 9. A crashed supervisor: systemd restarts it, the tunnel lives on and is adopted.
 inbox systemctl kill -s SIGKILL --kill-whom=main busymate
+# Active once the new supervisor is ready, which is before it has adopted the
+# web front: wait for both adoptions to be logged too.
 for _ in $(seq 1 50); do
-  [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$(inbox systemctl is-active busymate)" = active ] && break
+  [ "$(inbox systemctl show -p NRestarts --value busymate)" = 1 ] && [ "$(inbox systemctl is-active busymate)" = active ] \
+    && grep -q "adopted the running tunnel" <<<"$(journal SUBSYSTEM=supervisor -o cat)" \
+    && grep -q "adopted the running web front" <<<"$(journal SUBSYSTEM=web -o cat)" && break
   sleep 0.2
 done
 after=$(inbox pgrep -x busymate-tunnel | tr '\n' ' ')
