@@ -189,7 +189,7 @@ struct Devices: AsyncParsableCommand {
             let paths = options.paths
             var ended: String?
             try SettingsEdit.apply(paths) { root in ended = try DeviceList.remove(name, in: &root) }
-            print("removed \(name)\(ended.map { "; \($0), admitted by its enrolment link, is no longer" } ?? "")")
+            print("removed \(name)\(ended.map { "; the admission its enrolment link gave \($0) ended" } ?? "")")
         }
     }
 }
