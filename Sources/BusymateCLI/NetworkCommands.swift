@@ -120,7 +120,8 @@ struct Devices: AsyncParsableCommand {
                 }
             }
             guard let added else { return }
-            report(added, issued: already ? nil : issued, authority: authority, note: already ? "\(name) is already added; busymate devices link \(name) prints a new link" : note)
+            // Named meanwhile by another `add`: no link was issued.
+            report(added, issued: issued, authority: authority, note: already ? "\(name) is already added; busymate devices link \(name) prints a new link" : note)
         }
 
         private func report(_ device: AppSettings.NamedDevice, issued: EnrolmentIssue.Issued?, authority: (authority: String, loopbackOnly: Bool)?, note: String?) {
