@@ -96,11 +96,13 @@ systemd-test: build
 
 # Busymate against mitmdump 12.3.1 and the direct path, release build,
 # servers on core 0 and the load generator on core 1; writes BENCHMARKS.md.
+# The generator is a package of its own (bench/), built beside the project.
 bench:
 	@scripts/install-deps.sh --bench
 	$(SWIFT) build -c release
+	$(SWIFT) build -c release --package-path bench
 	@mitm=$$(bench/install-mitmproxy.sh 2>.build/bench-mitmproxy.log) || { echo "bench: mitmdump could not be installed (see .build/bench-mitmproxy.log); measuring Busymate against direct only" >&2; mitm=""; }; \
-	taskset -c 1 .build/release/busymate-bench --binaries .build/release --mitmdump "$$mitm" \
+	taskset -c 1 bench/.build/release/busymate-bench --binaries .build/release --mitmdump "$$mitm" \
 	  --mitmdump-missing "$$(tail -1 .build/bench-mitmproxy.log 2>/dev/null)" --output BENCHMARKS.md
 
 # Coverage-guided fuzzing with libFuzzer (fuzz/, see fuzz/README.md): each
@@ -123,4 +125,4 @@ install: build
 	install -m 0644 units/busymate.tmpfiles $(TMPFILESDIR)/busymate.conf
 
 clean:
-	rm -rf .build
+	rm -rf .build bench/.build

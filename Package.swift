@@ -17,11 +17,14 @@ let package = Package(
         .executable(name: "busymate-tunnel", targets: ["busymate-tunnel"]),
         .executable(name: "busymate-web", targets: ["busymate-web"]),
         .executable(name: "busymate", targets: ["busymate"]),
-        // For the fuzz harnesses in fuzz/, a package of their own that depends on this one by path.
+        // For the fuzz harnesses (fuzz/) and the benchmark (bench/), packages
+        // of their own that depend on this one by path.
         .library(name: "BusymateShared", targets: ["BusymateShared"]),
         .library(name: "CaptureStore", targets: ["CaptureStore"]),
         .library(name: "ProxyEngine", targets: ["ProxyEngine"]),
+        .library(name: "ProxyClient", targets: ["ProxyClient"]),
         .library(name: "Tunnel", targets: ["Tunnel"]),
+        .library(name: "WebFront", targets: ["WebFront"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -184,30 +187,6 @@ let package = Package(
         .executableTarget(name: "busymate-tunnel", dependencies: ["BusymateShared", "Cloud", "Tunnel"], swiftSettings: strict),
         .executableTarget(name: "busymate-web", dependencies: ["BusymateShared", "WebFront"], swiftSettings: strict),
         .executableTarget(name: "busymate", dependencies: ["BusymateCLI"], swiftSettings: strict),
-        .executableTarget(
-            name: "busymate-bench",
-            dependencies: [
-                "BusymateShared",
-                "CaptureStore",
-                "WebFront",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
-                "ProxyClient",
-                "ProxyEngine",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-            ],
-            swiftSettings: strict),
         .testTarget(
             name: "CloudTests",
             dependencies: ["Cloud", "CaptureStore", "BusymateShared", .product(name: "NIOHTTP1", package: "swift-nio")],
