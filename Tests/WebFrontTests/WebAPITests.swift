@@ -30,7 +30,7 @@ import Testing
                 }
             }
             // The page and its files send a browser to the login.
-            for path in ["/", "/app.js", "/detail.js", "/ca.pem"] {
+            for path in ["/", "/main.js", "/detail.js", "/ca.pem"] {
                 try await client.execute(uri: path, method: .get) { response in
                     #expect(response.status == .seeOther, "\(path)")
                     #expect(response.headers[.location] == "/login")

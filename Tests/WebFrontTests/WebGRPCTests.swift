@@ -37,10 +37,14 @@ import Testing
                 #expect(((grpc["response"] as? [String: Any])?["messages"] as? [Any])?.isEmpty == true)
             }
             try await client.execute(uri: "/grpcview.js", method: .get, headers: [.cookie: fixture.cookie]) { response in
-                #expect(response.status == .ok && String(buffer: response.body).contains("BM.grpc = { render }"))
+                #expect(response.status == .ok && String(buffer: response.body).contains("export function renderGrpc("))
             }
+            // The page's one script is its entry module; the body tab imports the view.
             try await client.execute(uri: "/", method: .get, headers: [.cookie: fixture.cookie]) { response in
-                #expect(String(buffer: response.body).contains(#"<script src="/grpcview.js" defer></script>"#))
+                #expect(String(buffer: response.body).contains(#"<script type="module" src="/main.js"></script>"#))
+            }
+            try await client.execute(uri: "/detailbody.js", method: .get, headers: [.cookie: fixture.cookie]) { response in
+                #expect(response.status == .ok && String(buffer: response.body).contains("from './grpcview.js'"))
             }
         }
     }

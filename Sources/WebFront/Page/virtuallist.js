@@ -1,9 +1,8 @@
 // A fixed-row-height virtual list: only the visible rows (plus a small overscan) exist
 // in the DOM; row elements are recycled by item key, so a prepend only moves rows
 // (no re-fill) and scrolling re-fills only the rows that came into view.
-'use strict';
 
-class VirtualList {
+export class VirtualList {
   /**
    * @param scrollEl  the scrolling element
    * @param bodyEl    the positioned element rows live in (its height is set to count*rowHeight)
@@ -34,7 +33,6 @@ class VirtualList {
     requestAnimationFrame(() => { this.pending = false; this.render(); });
   }
 
-  /** Re-render now; refill=true re-fills every row (data of shown keys changed). */
   /** Drop every row element (after the data was replaced wholesale). */
   reset() {
     for (const el of this.shown.values()) { el.remove(); el._key = null; el._item = null; this.spare.push(el); }
@@ -42,6 +40,7 @@ class VirtualList {
     this.render();
   }
 
+  /** Re-render now; refill=true re-fills every row (data of shown keys changed). */
   refresh(refill) {
     if (refill) this.fillVersion++;
     this.render();
@@ -134,5 +133,3 @@ class VirtualList {
 
   rowsPerPage() { return Math.max(1, Math.floor((this.scrollEl.clientHeight - this.bodyTop) / this.rowHeight) - 1); }
 }
-
-window.VirtualList = VirtualList;
