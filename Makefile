@@ -11,10 +11,16 @@ SYSUSERSDIR ?= $(DESTDIR)/usr/lib/sysusers.d
 TMPFILESDIR ?= $(DESTDIR)/usr/lib/tmpfiles.d
 BUILD_BIN = .build/$(CONFIG)
 
+# The commit `--version` names (Package.swift compiles it in). Given to every
+# swift command here alike: SwiftPM keeps an evaluated manifest while its
+# text and environment stay the same, so HEAD read from .git alone could be
+# an older commit's.
+export BUSYMATE_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-websocket test-peers test-cloud systemd-test bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-websocket test-peers test-cloud systemd-test test-package deb bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -29,8 +35,9 @@ run: build
 	$(BUILD_BIN)/busymate-app --group $(GROUP)
 
 # Unit and end-to-end tests, then the unit in a real systemd (root only;
-# skipped with a message otherwise). The box and the peers run while the
-# cloud suite's second appliance sits out its ten-minute outage.
+# skipped with a message otherwise). The box, the package (this build,
+# packaged and installed with apt in a clean box) and the peers run while
+# the cloud suite's second appliance sits out its ten-minute outage.
 test: build
 	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
@@ -39,7 +46,8 @@ test: build
 	tests/devices/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/h2/run.py --bin $(CURDIR)/$(BUILD_BIN)
 	tests/websocket/run.py --bin $(CURDIR)/$(BUILD_BIN)
-	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN) --meanwhile "tests/systemd/run.sh && tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN)"
+	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN) --meanwhile "rc=0; tests/systemd/run.sh || rc=1; \
+	  tests/package/run.sh --bin $(CURDIR)/$(BUILD_BIN) || rc=1; tests/peers/run.py --bin $(CURDIR)/$(BUILD_BIN) || rc=1; exit \$$rc"
 
 # The web page in a real Chromium alone (root; about a minute): screenshots
 # of each step go to .build/web-shots.
@@ -94,6 +102,20 @@ test-cloud: build
 systemd-test: build
 	tests/systemd/run.sh
 
+# The package of this build installed, upgraded, removed and purged with apt
+# in a clean Debian 12 box (root; about two minutes).
+test-package: build
+	tests/package/run.sh --bin $(CURDIR)/$(BUILD_BIN)
+
+# busymate_VERSION_ARCH.deb here, from a release build with the Swift
+# runtime linked in (its own build directory, .build-deb: about ten minutes
+# the first time), checked with lintian.
+deb: deps
+	@scripts/install-deps.sh --deb
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-deb
+	@deb=$$(scripts/make-deb.sh --bin .build-deb/release --checkouts .build-deb/checkouts) && \
+	  lintian --fail-on error --suppress-tags-from-file packaging/deb/lintian-overrides.txt "$$deb" && echo "$$deb"
+
 # Busymate against mitmdump 12.3.1 and the direct path, release build,
 # servers on core 0 and the load generator on core 1; writes BENCHMARKS.md.
 # The generator is a package of its own (bench/), built beside the project.
@@ -118,11 +140,14 @@ install: build
 	install -d $(BINDIR) $(SHAREDIR)/skeleton $(UNITDIR) $(SYSUSERSDIR) $(TMPFILESDIR)
 	install -m 0755 $(BUILD_BIN)/busymate-app $(BUILD_BIN)/busymate-tunnel $(BUILD_BIN)/busymate-web $(BUILD_BIN)/busymate $(BINDIR)/
 	install -m 0644 shared-group/settings.json shared-group/README.md $(SHAREDIR)/skeleton/
-	install -m 0644 README.md $(SHAREDIR)/README.md
-	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@SHAREDIR@|$(PREFIX)/share/busymate|g' units/busymate.service > $(UNITDIR)/busymate.service
+	install -d $(SHAREDIR)/docs/images
+	install -m 0644 README.md RELIABILITY.md BENCHMARKS.md $(SHAREDIR)/
+	install -m 0644 docs/*.md $(SHAREDIR)/docs/
+	install -m 0644 docs/images/* $(SHAREDIR)/docs/images/
+	sed -e 's|@SBINDIR@|$(PREFIX)/bin|g' -e 's|@LIBEXECDIR@|$(PREFIX)/bin|g' -e 's|@DOCDIR@|$(PREFIX)/share/busymate|g' units/busymate.service > $(UNITDIR)/busymate.service
 	chmod 0644 $(UNITDIR)/busymate.service
 	install -m 0644 units/busymate.sysusers $(SYSUSERSDIR)/busymate.conf
 	install -m 0644 units/busymate.tmpfiles $(TMPFILESDIR)/busymate.conf
 
 clean:
-	rm -rf .build bench/.build
+	rm -rf .build .build-deb bench/.build

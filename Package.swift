@@ -1,4 +1,5 @@
 // swift-tools-version:6.1
+import Foundation
 import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -15,6 +16,33 @@ enum WebPage {
                         "views.js", "router.js", "statusbar.js", "statusfeed.js", "statusview.js", "readiness.js",
                         "devices.js", "devicesteps.js", "enrol.js",
                         "settings.js", "settingsform.js", "settingsrules.js", "settingscards.js"]
+}
+
+/// The commit compiled into `--version`: BUSYMATE_COMMIT (the Makefile
+/// exports HEAD's), else the checkout's HEAD read from .git (SwiftPM may keep
+/// an earlier evaluation of this file, so that can be an older commit's),
+/// else "unknown".
+enum BuildCommit {
+    static var value: String {
+        if let given = Context.environment["BUSYMATE_COMMIT"], !given.isEmpty { return clean(given) }
+        let git = Context.packageDirectory + "/.git/"
+        guard let head = read(git + "HEAD") else { return "unknown" }
+        guard head.hasPrefix("ref: ") else { return clean(String(head.prefix(7))) }
+        let ref = String(head.dropFirst(5))
+        if let hash = read(git + ref) { return clean(String(hash.prefix(7))) }
+        let packed = read(git + "packed-refs") ?? ""
+        for line in packed.split(separator: "\n") where line.hasSuffix(" " + ref) { return clean(String(line.prefix(7))) }
+        return "unknown"
+    }
+
+    static func read(_ path: String) -> String? {
+        (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Only what a C string literal can hold as is.
+    static func clean(_ text: String) -> String {
+        String(text.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.+~".contains($0)) }.prefix(40))
+    }
 }
 
 let package = Package(
@@ -57,7 +85,7 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CBrotli", pkgConfig: "libbrotlidec", providers: [.apt(["libbrotli-dev"])]),
-        .target(name: "CLinux"),
+        .target(name: "CLinux", cSettings: [.define("BUSYMATE_COMMIT", to: "\"\(BuildCommit.value)\"")]),
         .target(
             name: "BusymateShared",
             dependencies: [

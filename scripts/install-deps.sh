@@ -12,8 +12,10 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # for the HTTP/2 suite; the benchmark's origin is nginx,
 # and h2load checks its direct HTTP/2 figures.
 # nftables (nft) is what transparent mode runs.
-[ "${1:-}" = "--test" ] && packages+=(iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler postgresql-15)
+[ "${1:-}" = "--test" ] && packages+=(dpkg-dev binutils iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler postgresql-15)
 [ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client)
+# make deb: dpkg-shlibdeps (dpkg-dev), strip (binutils) and lintian.
+[ "${1:-}" = "--deb" ] && packages+=(dpkg-dev binutils lintian)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

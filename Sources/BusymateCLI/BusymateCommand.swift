@@ -8,7 +8,7 @@ public struct BusymateCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "busymate",
         abstract: "Read and steer Busymate, the network debugger appliance.",
-        version: BusymateVersion.current,
+        version: BusymateVersion.full,
         subcommands: [Status.self, List.self, Show.self, Tail.self, Mark.self, Comment.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
                       Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self,
                       Pair.self, Unpair.self, Cloud.self, WS.self])

@@ -79,7 +79,13 @@ struct Status: AsyncParsableCommand {
         var lines: [String] = []
         lines.append("Busymate · \(r.mode) mode · group \(r.group)")
         if r.supervisor.running, let pid = r.supervisor.pid {
-            lines.append("\(mark(true)) supervisor   pid \(pid), up \(duration(r.supervisor.uptimeSeconds ?? 0))")
+            var line = "\(mark(true)) supervisor   pid \(pid), up \(duration(r.supervisor.uptimeSeconds ?? 0))"
+            if let version = r.supervisor.version {
+                line += ", version \(version)"
+                // After an upgrade the running daemons may still be the old ones.
+                if version != BusymateVersion.full { line += " (this busymate: \(BusymateVersion.full))" }
+            }
+            lines.append(line)
         } else {
             lines.append("\(mark(false)) supervisor   not running")
         }

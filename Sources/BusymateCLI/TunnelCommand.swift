@@ -4,7 +4,7 @@ import BusymateShared
 struct Tunnel: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start, stop or restart the tunnel (the supervisor keeps running).",
-        subcommands: [Start.self, Stop.self, Restart.self])
+        subcommands: [Start.self, Stop.self, Restart.self, Handover.self])
 
     struct Start: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Start capturing (the VPN toggle on).")
@@ -22,5 +22,14 @@ struct Tunnel: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Replace the tunnel process; the listening sockets stay open.")
         @OptionGroup var options: GroupOption
         func run() async throws { print(try ControlClient.request(ControlMessage(.tunnelRestart), paths: options.paths).message ?? "ok") }
+    }
+
+    /// The package's postinst, before `systemctl restart busymate`.
+    struct Handover: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Arm a handover (root): the supervisor's next stop, within two minutes, leaves the tunnel and the web front serving for the next supervisor to adopt.",
+            shouldDisplay: false)
+        @OptionGroup var options: GroupOption
+        func run() async throws { print(try ControlClient.request(ControlMessage(.handover), paths: options.paths).message ?? "ok") }
     }
 }

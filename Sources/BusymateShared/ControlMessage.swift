@@ -10,6 +10,9 @@ public struct ControlMessage: Codable, Sendable {
         case pair, unpair
         // CLI (root only) → supervisor: `busymate cloud postgres URL|--off`
         case teamDatabase
+        // CLI (root only) → supervisor: the package's upgrade; the next stop
+        // leaves the tunnel and the web front for the next supervisor
+        case handover
         // tunnel or web → supervisor; `hello` carries the listeners the child
         // holds, and `role` "web" from the web front (nil: the tunnel)
         case hello, state, pong

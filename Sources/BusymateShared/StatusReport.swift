@@ -8,11 +8,15 @@ public struct StatusReport: Codable, Sendable {
         public var pid: Int32?
         public var uptimeSeconds: Double?
         public var settingsSha256: String?
-        public init(running: Bool, pid: Int32?, uptimeSeconds: Double?, settingsSha256: String?) {
+        /// The running supervisor's `BusymateVersion.full`: after an upgrade
+        /// that has not restarted it, not the CLI's own.
+        public var version: String?
+        public init(running: Bool, pid: Int32?, uptimeSeconds: Double?, settingsSha256: String?, version: String? = nil) {
             self.running = running
             self.pid = pid
             self.uptimeSeconds = uptimeSeconds
             self.settingsSha256 = settingsSha256
+            self.version = version
         }
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
@@ -20,6 +24,7 @@ public struct StatusReport: Codable, Sendable {
             try c.encode(pid, forKey: .pid)
             try c.encode(uptimeSeconds, forKey: .uptimeSeconds)
             try c.encode(settingsSha256, forKey: .settingsSha256)
+            try c.encode(version, forKey: .version)
         }
     }
 

@@ -208,3 +208,9 @@ int busymate_idle_thread(void) {
     // pid 0: the calling thread, not the whole process.
     return sched_setscheduler(0, SCHED_IDLE, &param);
 }
+
+#ifndef BUSYMATE_COMMIT
+#define BUSYMATE_COMMIT "unknown"
+#endif
+
+const char *busymate_build_commit(void) { return BUSYMATE_COMMIT; }

@@ -104,7 +104,8 @@ public enum SupervisorMain {
             await web.start()
             try? await gracefulShutdown()
             logger.info("stopping")
-            async let webStopped: Void = web.shutdown()
+            let handingOver = await service.isHandingOver
+            async let webStopped: Void = web.shutdown(leaveRunning: handingOver)
             await service.shutdown()
             await webStopped
         })
@@ -159,6 +160,13 @@ public enum SupervisorMain {
                 try? peer.connection.send(await service.tunnelStop())
             case .tunnelStart:
                 try? peer.connection.send(await service.tunnelStart())
+            case .handover:
+                // Leaving processes behind a stop is root's decision.
+                guard peer.credentials.uid == 0 || peer.credentials.uid == geteuid() else {
+                    try? peer.connection.send(.reply(ok: false, "permission denied: a handover is for root (the package's upgrade)"))
+                    continue
+                }
+                try? peer.connection.send(await service.armHandover())
             case .pair, .unpair, .teamDatabase:
                 // The account removed this device (Realtime's `unpair`): the
                 // tunnel holding the token may give it up, never take one.

@@ -45,3 +45,25 @@ extension SupervisorService {
         return .reply(ok: true, "tunnel starting (pid \(current.map { String($0.pid) } ?? "none"))")
     }
 }
+
+/// The package's upgrade (`busymate tunnel handover`, root only, then
+/// `systemctl restart busymate`): the old supervisor goes, its children stay
+/// and keep accepting, the new supervisor adopts them (as after a crash),
+/// and `busymate tunnel restart` / `web restart` then replace them with the
+/// new binaries while the listening sockets stay open.
+extension SupervisorService {
+    /// How long an armed handover waits for the stop it is meant for.
+    static let handoverWindow: TimeInterval = 120
+
+    func armHandover() -> ControlMessage {
+        guard desired == .running, current != nil else {
+            return .reply(ok: false, "no tunnel is running to hand over; a restart starts a new one")
+        }
+        handoverUntil = Date().addingTimeInterval(Self.handoverWindow)
+        logger.notice("armed for a handover: the next stop leaves the tunnel and the web front running",
+                      metadata: ["WITHIN_SECONDS": "\(Int(Self.handoverWindow))"])
+        return .reply(ok: true, "the next stop within \(Int(Self.handoverWindow)) s leaves the tunnel and the web front running for the next supervisor")
+    }
+
+    var isHandingOver: Bool { handoverUntil.map { $0 > Date() } ?? false }
+}

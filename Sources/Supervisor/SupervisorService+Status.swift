@@ -72,7 +72,8 @@ extension SupervisorService {
         }
         var report = StatusReport(
             group: paths.root.path, mode: settings.mode.rawValue,
-            supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: applied.sha256),
+            supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: applied.sha256,
+                              version: BusymateVersion.full),
             tunnel: tunnel, listeners: listenerStatus,
             ca: .init(present: ca.present, trusted: CertificateAuthorityBootstrap.isTrusted(ca), error: ca.error, subject: ca.subject,
                       fingerprintSha256: ca.fingerprint, notAfter: ca.notAfter),

@@ -48,6 +48,8 @@ public actor SupervisorService {
     var lastExit: String?
     var notifiedReady = false
     var shuttingDown = false
+    /// Until then a stop leaves the children running (`armHandover`).
+    var handoverUntil: Date?
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
     /// The web front's part of the STATUS= line (`WebKeeper.summary`).
@@ -422,10 +424,18 @@ public actor SupervisorService {
         Systemd.status(pill())
     }
 
-    /// SIGTERM: stop the tunnel gracefully first, then go.
+    /// SIGTERM: stop the tunnel gracefully first, then go; or, armed for a
+    /// handover, leave it serving (and the firewall in place) for the next
+    /// supervisor to adopt.
     func shutdown() async {
         shuttingDown = true
         Systemd.stopping()
+        if isHandingOver {
+            pendingRestart?.cancel()
+            logger.notice("stopping without the tunnel: it goes on serving for the next supervisor to adopt",
+                          metadata: ["TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
+            return
+        }
         // Traffic goes direct again before the tunnel stops taking it.
         reconcileFirewall()
         pendingRestart?.cancel()

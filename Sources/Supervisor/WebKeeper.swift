@@ -395,9 +395,12 @@ actor WebKeeper {
         }
     }
 
-    func shutdown() async {
+    /// `leaveRunning`: a handover (`SupervisorService.armHandover`); the
+    /// child keeps serving for the next supervisor to adopt.
+    func shutdown(leaveRunning: Bool = false) async {
         shuttingDown = true
         pendingRestart?.cancel()
+        if leaveRunning { return }
         var pids = Array(retiring.keys)
         if let current { pids.append(current.pid) }
         // Its graceful stop takes at most 3.25 s (WebServer).

@@ -2,7 +2,7 @@ import BusymateShared
 import Foundation
 import Supervisor
 
-let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--attach-deadline SECONDS] [--privileged-port PORT]...\n"
+let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--attach-deadline SECONDS] [--privileged-port PORT]... | --version\n"
 func refuse(_ message: String) -> Never {
     FileHandle.standardError.write(Data("busymate-app: \(message)\n\(usage)".utf8))
     exit(64)
@@ -41,8 +41,11 @@ while let argument = arguments.popFirst() {
             refuse("--attach-deadline needs seconds from 1 to 3600")
         }
         attachDeadline = value
+    case "--version":
+        FileHandle.standardOutput.write(Data(BusymateVersion.line("busymate-app").utf8))
+        exit(0)
     case "-h", "--help":
-        FileHandle.standardOutput.write(Data((usage + "Runs the Busymate supervisor in the foreground (see README.md).\n").utf8))
+        FileHandle.standardOutput.write(Data((usage + "Runs the Busymate supervisor in the foreground (see busymate-app(8)).\n").utf8))
         exit(0)
     default:
         refuse("unknown argument \(argument)")

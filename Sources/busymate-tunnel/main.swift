@@ -9,6 +9,10 @@ import Tunnel
 // to the account's API for the supervisor's pairing (CloudCall), made
 // after giving up root.
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments == ["--version"] {
+    FileHandle.standardOutput.write(Data(BusymateVersion.line("busymate-tunnel").utf8))
+    exit(0)
+}
 let cloudCall = arguments.first == "--cloud-call"
 if cloudCall { arguments.removeFirst() }
 switch ChildArguments.parse(arguments) {

@@ -3,7 +3,11 @@ import Foundation
 import WebFront
 
 // Usage: busymate-web [--group DIR] [--user USER] [--group-name GROUP]
-// (the supervisor passes all three; see TunnelIdentity).
+// (the supervisor passes all three; see TunnelIdentity), or --version.
+if Array(CommandLine.arguments.dropFirst()) == ["--version"] {
+    FileHandle.standardOutput.write(Data(BusymateVersion.line("busymate-web").utf8))
+    exit(0)
+}
 switch ChildArguments.parse(CommandLine.arguments.dropFirst()) {
 case let .failure(error):
     FileHandle.standardError.write(Data("busymate-web: \(error.message)\nusage: busymate-web \(ChildArguments.usage)\n".utf8))

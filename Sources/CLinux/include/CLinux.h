@@ -2,6 +2,9 @@
 #define BUSYMATE_CLINUX_H
 #include <sys/types.h>
 
+/// The commit the binary was built from (Package.swift's BUSYMATE_COMMIT).
+const char *busymate_build_commit(void);
+
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): prctl is variadic, so Swift cannot call it.
 int busymate_set_no_new_privs(void);
 int busymate_get_no_new_privs(void);
