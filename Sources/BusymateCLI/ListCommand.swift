@@ -4,7 +4,7 @@ import CaptureStore
 import Foundation
 
 /// The filters `list`, `export` and `tail` share: a filter in mitmproxy's
-/// language (README, "Filters"), and the older flags as shorthands for its
+/// language (docs/filters.md), and the older flags as shorthands for its
 /// clauses, and-ed with it.
 struct FilterOptions: ParsableArguments {
     @Argument(help: ArgumentHelp("A filter, e.g. '~d example.com & ~c 4xx' or '~b token' (mitmproxy's language; words are joined with spaces).",

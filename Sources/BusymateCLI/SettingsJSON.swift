@@ -2,7 +2,7 @@ import BusymateShared
 import CaptureStore
 import Foundation
 
-/// The JSON of the settings and store read commands (README, "JSON
+/// The JSON of the settings and store read commands (docs/usage.md, "JSON
 /// output"), built key by key as `ExchangeJSON` builds exchanges.
 enum SettingsJSON {
     typealias J = ExchangeJSON

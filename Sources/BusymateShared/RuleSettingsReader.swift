@@ -1,7 +1,9 @@
 /// Reading `rules`, `breakpoints` and `upstream_proxy`: strict, since a
 /// misspelt key in a rule would otherwise do nothing, silently.
 extension AppSettings.Reader {
-    private static let ruleKeys: [String: Set<String>] = [
+    /// Each action's own keys, besides `ruleCommonKeys` (docs/settings.md lists both; a test checks).
+    static let ruleCommonKeys: Set<String> = ["name", "enabled", "match", "action"]
+    static let ruleKeys: [String: Set<String>] = [
         "block": ["status"], "drop": [], "map_local": ["file", "directory"], "map_remote": ["to"],
         "host_override": ["address"], "headers": ["request", "response"],
     ]
@@ -35,7 +37,7 @@ extension AppSettings.Reader {
             throw SettingsError(message: "\"\(actionName)\" is not an action; use one of \(Rule.actionNames.joined(separator: ", "))",
                                 position: actionNode.position, keyPath: "\(path).action")
         }
-        let allowed = Set(["name", "enabled", "match", "action"]).union(extra)
+        let allowed = Self.ruleCommonKeys.union(extra)
         if let unknown = members.first(where: { !allowed.contains($0.key) }) {
             var error = SettingsError(message: "\"\(unknown.key)\" is not a key of a \(actionName) rule (it takes \(allowed.sorted().joined(separator: ", ")))",
                                       position: unknown.node.position, keyPath: "\(path).\(unknown.key)")

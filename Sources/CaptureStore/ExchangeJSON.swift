@@ -1,7 +1,7 @@
 import BusymateShared
 import Foundation
 
-/// The JSON of exchanges, the CLI's and the web API's (README, "JSON output"): written here, key
+/// The JSON of exchanges, the CLI's and the web API's (docs/usage.md, "JSON output"): written here, key
 /// by key, so the shape is the documented one and not a storage detail.
 /// Times are RFC 3339 with milliseconds, headers `[name, value]` pairs in
 /// order, exchanges named by their ids.
@@ -73,7 +73,7 @@ public enum ExchangeJSON {
                 ("trailers", trailers(r.responseTrailers)),
             ])
         }
-        // A gRPC call's messages, decoded (README, "gRPC").
+        // A gRPC call's messages, decoded (docs/usage.md, "gRPC").
         let grpc: [Member] = GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r), schema: schema).map { [("grpc", $0.json())] } ?? []
         return summaryMembers(r, resentFrom: resentFrom) + [
             ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),

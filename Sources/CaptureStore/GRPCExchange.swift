@@ -5,7 +5,7 @@ import Foundation
 /// each side's messages decoded as protobuf, as the method's request and
 /// response types when a descriptor set describes it, else without a
 /// schema. What `show` prints in its "gRPC" section and `show --json` (and
-/// the web detail) gives as `grpc` (README, "gRPC").
+/// the web detail) gives as `grpc` (docs/usage.md, "gRPC").
 public struct GRPCExchange: Sendable {
     public var call: GRPCCall
     public var request: Side

@@ -4,8 +4,8 @@ import Foundation
 /// Decoded protobuf fields for people and for `--json`: lines indented like
 /// mitmproxy's view (`number: value  # other readings`, or `name (number):
 /// value` for a field a descriptor set names; a nested message's fields and
-/// a map's entries two spaces in), and JSON members per field (README,
-/// "gRPC").
+/// a map's entries two spaces in), and JSON members per field
+/// (docs/usage.md, "gRPC" and "JSON output").
 public enum ProtobufText {
     /// Bytes and text past these are cut in lines (not in JSON).
     static let hexLimit = 64

@@ -4,7 +4,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 
-/// The web front's routes: the page, the API (README, "Web API") and the
+/// The web front's routes: the page, the API (docs/web-api.md) and the
 /// live feed, behind the token.
 public struct WebApp: Sendable {
     public typealias Context = BasicWebSocketRequestContext

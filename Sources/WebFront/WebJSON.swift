@@ -6,7 +6,7 @@ import Hummingbird
 import NIOCore
 
 /// Answers of the API: compact JSON written from `JSONNode`s, so the shape
-/// is the documented one (README, "Web API").
+/// is the documented one (docs/web-api.md).
 enum WebJSON {
     static func response(_ node: JSONNode, status: HTTPResponse.Status = .ok) -> Response {
         let text = JSONWriter.compact(node)

@@ -188,7 +188,7 @@ final class Appliance: @unchecked Sendable {
         return found
     }
 
-    /// `busymate show --json ID`: the whole exchange (README, "JSON output").
+    /// `busymate show --json ID`: the whole exchange (docs/usage.md, "JSON output").
     func row(_ id: Any?) throws -> [String: Any] {
         let r = try cli(["show", "--json", "\(id as? Int ?? 0)"])
         guard r.status == 0, let row = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else {

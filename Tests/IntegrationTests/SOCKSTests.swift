@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// SOCKS5 on the proxy port (README, "SOCKS5"): real curl through the real
+/// SOCKS5 on the proxy port (docs/usage.md, "SOCKS5"): real curl through the real
 /// binaries, and tests/socks/probe.py for clients that break the rules.
 @Suite(.serialized) struct SOCKSTests {
     struct ProbeReply: Decodable {

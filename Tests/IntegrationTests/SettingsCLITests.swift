@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The CLI's settings commands: their `--json` (README, "JSON output") and
+/// The CLI's settings commands: their `--json` (docs/usage.md, "JSON output") and
 /// edits of settings.json, read back from the file and from the tunnel.
 extension ApplianceTests {
     private func json(_ appliance: Appliance, _ arguments: [String]) throws -> Any {

@@ -29,7 +29,7 @@ extension ApplianceTests {
         let plain = try front.curl("http://127.0.0.1:\(origin.port)/chained")
         #expect(plain.code == 200 && plain.body.contains("origin GET /chained"), "\(plain.result.stderr)")
         // Intercepted: CONNECT through it, then TLS to the origin (verified), inside.
-        // Not eager (README): the origin is dialled per request through the chain, so an h2 client
+        // Not eager (docs/decisions.md): the origin is dialled per request through the chain, so an h2 client
         // keeps h2 in front of this origin that offers no ALPN (a direct one would be given http/1.1).
         let mitm = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "20", "--http2", "-w", "[%{http_version}]", "--cacert", front.caFile.path,
                                                      "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/secret"])

@@ -11,7 +11,7 @@ real PostgreSQL (pg.py, schema.sql):
   POST /realtime/v1/api/broadcast          Realtime's REST broadcast
   /_control, /_control/stats, ...          fault injection and counters for tests
 
-It is checked against the official clients by contract_test.py; README.md says
+It is checked against the official clients by contract_test.py; docs/cloud.md says
 what it covers and what it does not. PostgREST and Realtime do not install on
 these machines, hence the double.
 

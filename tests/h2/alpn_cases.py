@@ -1,4 +1,4 @@
-"""Eager ALPN on intercepted connections (mitmproxy's eager strategy, README
+"""Eager ALPN on intercepted connections (mitmproxy's eager strategy, docs/decisions.md
 "HTTP/2 and gRPC"): the origin is dialled before the client's TLS handshake,
 offered the client's own ALPN list, and the client is offered what the origin
 chose. Each case names its rows by a token in the URL."""

@@ -43,7 +43,7 @@ def curl_h2(w):
 
 
 def h1_origin(w):
-    """curl --http2 (h2,http/1.1) in front of an HTTP/1.1-only origin. ALPN is eager (README, HTTP/2 and gRPC):
+    """curl --http2 (h2,http/1.1) in front of an HTTP/1.1-only origin. ALPN is eager (docs/usage.md, HTTP/2 and gRPC):
     the origin chose http/1.1, so the client is offered http/1.1 and both legs speak it; bodies cross intact.
     A client that offers h2 alone keeps it and is translated (its first stream rides the eager connection)."""
     body = pattern(100000)

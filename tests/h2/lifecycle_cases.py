@@ -65,7 +65,7 @@ def client_fin_ends_connection(w):
 
 def client_fin_mid_stream(w):
     """A FIN (with and without close_notify) while a stream still waits for its answer (the origin answers after
-    4 s): HTTP/2 has no half-close, so the connection and that stream end at once, as README says and mitmproxy
+    4 s): HTTP/2 has no half-close, so the connection and that stream end at once, as docs/usage.md says and mitmproxy
     does: the client connection is closed within 3 s, the origin sees its stream reset or its connection closed
     within 3 s, the answered stream's row is 200 and the waiting one's row says the client closed."""
     for close_notify in (False, True):

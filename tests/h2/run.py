@@ -10,8 +10,8 @@ usage: run.py --bin DIR [--keep] [--only case,case…] [--list]
 
 Origins run on 127.0.0.1 port 0 with TLS from a test CA made here, trusted by
 Busymate through ssl_proxying.upstream_trust; "localhost" is intercepted.
-Choices asserted here (README: HTTP/2 and gRPC, and the h2 suite):
-- ALPN is lazy (README): the client keeps h2 and Busymate translates for an
+Choices asserted here (docs/usage.md: HTTP/2 and gRPC, and the h2 suite):
+- ALPN is eager (docs/decisions.md): the client keeps h2 and Busymate translates for an
   HTTP/1.1-only origin.
 - curl ignores --http2-prior-knowledge through a proxy (it says so and
   sends HTTP/1.1 absolute-form); h2c prior knowledge is tested with the h2

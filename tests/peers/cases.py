@@ -77,12 +77,12 @@ RULE_FILTERS = [
 
 # Differences a rule filter may legitimately show, by filter: why.
 RULE_DIFFERENCES = {
-    "~u café": "~u also matches the percent-decoded URL in Busymate (README: Filters); mitmproxy's matches the URL as sent",
+    "~u café": "~u also matches the percent-decoded URL in Busymate (docs/filters.md); mitmproxy's matches the URL as sent",
 }
 RULE_FILTERS.append("~u café")
 
 # Failures once found here, said with the failure should they come back:
-# README (Rules) has a headers rule's response edits apply "when it matches
+# docs/usage.md (Rules) has a headers rule's response edits apply "when it matches
 # the exchange with its response head", and `~t`/`~h` read either message.
 RULE_BUGS = {
     "~t json": "~t (either message) must be tested again on the response, as `busymate list '~t json'` selects it",
@@ -109,8 +109,8 @@ LIST_FILTERS = RULE_FILTERS + [
 # `~c 5` and-ed with a bare word `xx`, `~c 200-299` as `~c 200` and `-299`:
 # both select nothing, without an error.)
 LIST_EXTENSIONS = {
-    "~c 5xx": ("~c 500 | ~c 502 | ~c 503 | ~c 504", "a status class is Busymate's (README: Filters); mitmproxy's ~c takes one code"),
-    "~c 200-299": ("~c 200 | ~c 204", "a status range is Busymate's (README: Filters); mitmproxy's ~c takes one code"),
+    "~c 5xx": ("~c 500 | ~c 502 | ~c 503 | ~c 504", "a status class is Busymate's (docs/filters.md); mitmproxy's ~c takes one code"),
+    "~c 200-299": ("~c 200 | ~c 204", "a status range is Busymate's (docs/filters.md); mitmproxy's ~c takes one code"),
 }
 LIST_FILTERS += list(LIST_EXTENSIONS) + ["admin", "api ~m POST", "~c 502", '~hq "x-role: admin" | ~d ^127', "!(~a | ~c 404)"]
 
@@ -119,13 +119,13 @@ LIST_FILTERS += list(LIST_EXTENSIONS) + ["admin", "api ~m POST", "~c 502", '~hq 
 CLI_FILTERS = ["~m POST & ~u echo", "~u café", '~hq "x-role: admin" | ~d ^127', "~q", "~bs secret-token", "!(~a | ~c 404)"]
 
 # Busymate records the answer it made itself for a failed upstream (502 with
-# a body, README: Rules), where mitmproxy keeps the flow with an error and no
+# a body, docs/usage.md: Rules), where mitmproxy keeps the flow with an error and no
 # response. The requests (by path) whose rows legitimately differ so, and the
 # filters that read it.
 LIST_DIFFERENCES = {
     "failed": ("/close", "/refused"),
     "filters": {"~s", "!~s", "~q", "~c 5xx", "~c 502", "!~c 200", "~s & !~a", "~hs x-seen"},
-    "why": "over a failed upstream, Busymate's row has the 502 it answered, mitmproxy's flow only an error (README: Filters)",
+    "why": "over a failed upstream, Busymate's row has the 502 it answered, mitmproxy's flow only an error (docs/filters.md)",
 }
 
 # mitmproxy's block_list and Busymate's block (and, for status 444, drop) rules.

@@ -270,7 +270,7 @@ def rule_filters(mitmdump, busymate, base):
     refused = busymate.cli("rules", "add", "--json", json.dumps(dict(headers_rule("~bq token"), name="body")))
     if check(refused.returncode != 0 and "body streams" in refused.stderr, "Busymate refuses a rule matching with ~bq, with the reason",
              "exit %d: %s" % (refused.returncode, refused.stderr.strip())):
-        note("a body clause (~b, ~bq, ~bs) in a rule: mitmproxy's modify_headers tests it once the body came, Busymate refuses it (README: Rules): %s"
+        note("a body clause (~b, ~bq, ~bs) in a rule: mitmproxy's modify_headers tests it once the body came, Busymate refuses it (docs/usage.md: Rules): %s"
              % refused.stderr.strip())
 
 

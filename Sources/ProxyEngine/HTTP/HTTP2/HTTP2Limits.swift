@@ -4,8 +4,8 @@ import NIOHTTP2
 /// What Busymate announces and enforces on each HTTP/2 connection, client
 /// side and origin side. NIO's handler carries the bounds against hostile
 /// peers (Rapid Reset, CONTINUATION floods, control-frame floods, HPACK
-/// bombs through the header list size); they are named here so the README
-/// can state them and tests can hold them.
+/// bombs through the header list size); they are named here so the docs
+/// (docs/usage.md, "HTTP/2 and gRPC") can state them and tests can hold them.
 enum HTTP2Limits {
     /// Streams a client may have open at once; more wait (the peer's own limit bounds ours towards it).
     static let maxConcurrentStreams = 100
