@@ -17,10 +17,13 @@ BUILD_BIN = .build/$(CONFIG)
 # an older commit's.
 export BUSYMATE_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 
+# What swift-format (the toolchain's `swift format`, .swift-format) lays out.
+SWIFT_SOURCES = Package.swift Sources Tests bench/Package.swift bench/Sources fuzz/Package.swift fuzz/Sources
+
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 15
 
-.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-websocket test-peers test-cloud systemd-test test-package deb bench fuzz fuzz-smoke install clean
+.PHONY: all deps build run test test-web test-faults test-devices test-h2 test-websocket test-peers test-cloud systemd-test test-package deb format format-check bench fuzz fuzz-smoke install clean
 
 all: build
 
@@ -38,7 +41,7 @@ run: build
 # skipped with a message otherwise). The box, the package (this build,
 # packaged and installed with apt in a clean box) and the peers run while
 # the cloud suite's second appliance sits out its ten-minute outage.
-test: build
+test: build format-check
 	@scripts/install-deps.sh --test
 	BUSYMATE_BIN_DIR=$(CURDIR)/$(BUILD_BIN) scripts/swift-test.sh $(SWIFT) test -c $(CONFIG)
 	tests/faults/run.py --bin $(CURDIR)/$(BUILD_BIN) --report .build/faults-report.md
@@ -98,6 +101,13 @@ test-peers: build
 test-cloud: build
 	@scripts/install-deps.sh --test
 	tests/cloud/run.py --bin $(CURDIR)/$(BUILD_BIN)
+
+# The Swift sources laid out as swift-format writes them (make format does it).
+format-check:
+	$(SWIFT) format lint --strict --recursive --parallel $(SWIFT_SOURCES)
+
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(SWIFT_SOURCES)
 
 systemd-test: build
 	tests/systemd/run.sh

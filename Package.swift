@@ -6,16 +6,18 @@ let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 
 /// The web page's files (Sources/WebFront/Page), each served at `/NAME`.
 enum WebPage {
-    static let files = ["index.html", "login.html", "login.js", "app.css", "favicon.svg",
-                        // The page's ES modules: index.html loads main.js, which imports the rest.
-                        "main.js", "store.js", "api.js", "dom.js", "util.js",
-                        "list.js", "rows.js", "virtuallist.js", "paging.js", "live.js", "selection.js", "sort.js", "keyboard.js", "splitter.js",
-                        "filter.js", "highlight.js", "filterhelp.js",
-                        "detail.js", "detailbody.js", "detailinfo.js", "hexview.js", "jsonview.js", "grpcview.js", "messages.js",
-                        "held.js", "compose.js", "sessions.js", "theme.js", "auth.js",
-                        "views.js", "router.js", "statusbar.js", "statusfeed.js", "statusview.js", "readiness.js",
-                        "devices.js", "devicesteps.js", "enrol.js",
-                        "settings.js", "settingsform.js", "settingsrules.js", "settingscards.js"]
+    static let files = [
+        "index.html", "login.html", "login.js", "app.css", "favicon.svg",
+        // The page's ES modules: index.html loads main.js, which imports the rest.
+        "main.js", "store.js", "api.js", "dom.js", "util.js",
+        "list.js", "rows.js", "virtuallist.js", "paging.js", "live.js", "selection.js", "sort.js", "keyboard.js", "splitter.js",
+        "filter.js", "highlight.js", "filterhelp.js",
+        "detail.js", "detailbody.js", "detailinfo.js", "hexview.js", "jsonview.js", "grpcview.js", "messages.js",
+        "held.js", "compose.js", "sessions.js", "theme.js", "auth.js",
+        "views.js", "router.js", "statusbar.js", "statusfeed.js", "statusview.js", "readiness.js",
+        "devices.js", "devicesteps.js", "enrol.js",
+        "settings.js", "settingsform.js", "settingsrules.js", "settingscards.js",
+    ]
 }
 
 /// The commit compiled into `--version`: BUSYMATE_COMMIT (the Makefile

@@ -23,64 +23,82 @@ let package = Package(
     ],
     targets: [
         .target(name: "FuzzSupport", dependencies: [.product(name: "Logging", package: "swift-log")], swiftSettings: strict),
-        harness("http1", [
-            .product(name: "ProxyEngine", package: "Busymate"),
-            .product(name: "BusymateShared", package: "Busymate"),
-            .product(name: "CaptureStore", package: "Busymate"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        harness("tls-hello", [
-            .product(name: "ProxyEngine", package: "Busymate"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-        ]),
-        harness("settings", [
-            .product(name: "BusymateShared", package: "Busymate"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        harness(
+            "http1",
+            [
+                .product(name: "ProxyEngine", package: "Busymate"),
+                .product(name: "BusymateShared", package: "Busymate"),
+                .product(name: "CaptureStore", package: "Busymate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        harness(
+            "tls-hello",
+            [
+                .product(name: "ProxyEngine", package: "Busymate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]),
+        harness(
+            "settings",
+            [
+                .product(name: "BusymateShared", package: "Busymate"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         harness("url-pattern", [.product(name: "BusymateShared", package: "Busymate")]),
-        harness("raw-http", [
-            .product(name: "BusymateShared", package: "Busymate"),
-            .product(name: "ProxyEngine", package: "Busymate"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
-        ]),
+        harness(
+            "raw-http",
+            [
+                .product(name: "BusymateShared", package: "Busymate"),
+                .product(name: "ProxyEngine", package: "Busymate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]),
         harness("notification", [.product(name: "BusymateShared", package: "Busymate")]),
         harness("control-message", [.product(name: "BusymateShared", package: "Busymate")]),
         harness("dns", [.product(name: "ProxyEngine", package: "Busymate")]),
-        harness("filter", [
-            .product(name: "CaptureStore", package: "Busymate"),
-            .product(name: "BusymateShared", package: "Busymate"),
-        ]),
-        harness("grpc", [
-            .product(name: "CaptureStore", package: "Busymate"),
-            .product(name: "BusymateShared", package: "Busymate"),
-        ]),
-        harness("socks5", [
-            .product(name: "ProxyEngine", package: "Busymate"),
-            .product(name: "CaptureStore", package: "Busymate"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        harness("websocket", [
-            .product(name: "ProxyEngine", package: "Busymate"),
-            .product(name: "CaptureStore", package: "Busymate"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "NIOWebSocket", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
-        harness("http2", [
-            .product(name: "ProxyEngine", package: "Busymate"),
-            .product(name: "CaptureStore", package: "Busymate"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        harness(
+            "filter",
+            [
+                .product(name: "CaptureStore", package: "Busymate"),
+                .product(name: "BusymateShared", package: "Busymate"),
+            ]),
+        harness(
+            "grpc",
+            [
+                .product(name: "CaptureStore", package: "Busymate"),
+                .product(name: "BusymateShared", package: "Busymate"),
+            ]),
+        harness(
+            "socks5",
+            [
+                .product(name: "ProxyEngine", package: "Busymate"),
+                .product(name: "CaptureStore", package: "Busymate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        harness(
+            "websocket",
+            [
+                .product(name: "ProxyEngine", package: "Busymate"),
+                .product(name: "CaptureStore", package: "Busymate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        harness(
+            "http2",
+            [
+                .product(name: "ProxyEngine", package: "Busymate"),
+                .product(name: "CaptureStore", package: "Busymate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
     ]
 )

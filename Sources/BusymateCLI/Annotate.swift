@@ -5,8 +5,10 @@ import Foundation
 /// The store write both commands share: ids resolved first (one bad id
 /// changes nothing), then one transaction.
 enum Annotate {
-    static func apply(_ change: AnnotationRepository.Change, to ids: [String], paths: GroupPaths, json: Bool,
-                      say: (ExchangeRecord) -> String) throws {
+    static func apply(
+        _ change: AnnotationRepository.Change, to ids: [String], paths: GroupPaths, json: Bool,
+        say: (ExchangeRecord) -> String
+    ) throws {
         do {
             try AnnotationRepository.validate(change)
         } catch {
@@ -19,9 +21,14 @@ enum Annotate {
         try AnnotationRepository(database: database).annotate(keys, change)
         let now = try keys.compactMap { try traffic.find(id: $0) }
         if json {
-            ExchangeJSON.write(ExchangeJSON.array(now.map { r in
-                ExchangeJSON.object([("id", ExchangeJSON.number(r.id)), ("marker", ExchangeJSON.string(r.marker)), ("comment", ExchangeJSON.string(r.comment))])
-            }))
+            ExchangeJSON.write(
+                ExchangeJSON.array(
+                    now.map { r in
+                        ExchangeJSON.object([
+                            ("id", ExchangeJSON.number(r.id)), ("marker", ExchangeJSON.string(r.marker)),
+                            ("comment", ExchangeJSON.string(r.comment)),
+                        ])
+                    }))
         } else {
             for record in now { print(say(record)) }
         }

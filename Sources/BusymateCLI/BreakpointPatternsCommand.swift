@@ -21,7 +21,9 @@ extension Breakpoints {
         static let configuration = CommandConfiguration(commandName: "add", abstract: "Hold requests (or responses) that PATTERN matches.")
         @OptionGroup var options: GroupOption
         @Argument(help: "request, response, or messages (a WebSocket's, by its handshake's URL).") var side: Side
-        @Argument(help: "A URL pattern or a filter, as rules take: api.example.com/v1/*, */graphql, '~m POST & ~d api' (messages: a URL pattern).")
+        @Argument(
+            help: "A URL pattern or a filter, as rules take: api.example.com/v1/*, */graphql, '~m POST & ~d api' (messages: a URL pattern)."
+        )
         var pattern: String
         @Option(help: "messages only: hold those the client sends, or the server (default: both).") var from: Sender?
         func validate() throws {
@@ -38,11 +40,15 @@ extension Breakpoints {
             }
             // Both of a socket's lists: the one that has it already is left as it is.
             let breakpoints = try SettingsEdit.current(options.paths).settings.breakpoints
-            let present: [String: [String]] = ["messages_from_client": breakpoints.messagesFromClient.map(\.text),
-                                               "messages_from_server": breakpoints.messagesFromServer.map(\.text)]
+            let present: [String: [String]] = [
+                "messages_from_client": breakpoints.messagesFromClient.map(\.text),
+                "messages_from_server": breakpoints.messagesFromServer.map(\.text),
+            ]
             let lists = side.keyPaths(from: from)
             let missing = lists.filter { side != .messages || from != nil || !(present[$0[1]] ?? []).contains(pattern) }
-            if missing.isEmpty { throw CLIError(description: "\(pattern) is in both breakpoints.messages_from_client and …_from_server already") }
+            if missing.isEmpty {
+                throw CLIError(description: "\(pattern) is in both breakpoints.messages_from_client and …_from_server already")
+            }
             for keyPath in missing {
                 try SettingsEdit.add(pattern, to: keyPath, options.paths)
                 print("added \(pattern) to \(keyPath.joined(separator: "."))")
@@ -72,22 +78,29 @@ extension Breakpoints {
     }
 
     struct ListPatterns: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list-patterns", abstract: "Show which requests and responses are held.")
+        static let configuration = CommandConfiguration(
+            commandName: "list-patterns", abstract: "Show which requests and responses are held.")
         @OptionGroup var options: GroupOption
         @Flag(help: "Print a JSON object: request, response, messages_from_client, messages_from_server, timeout_seconds.") var json = false
         func run() async throws {
             let breakpoints = try SettingsEdit.current(options.paths).settings.breakpoints
-            let lists = [("request", breakpoints.request.map(\.text)), ("response", breakpoints.response.map(\.text)),
-                         ("messages_from_client", breakpoints.messagesFromClient.map(\.text)),
-                         ("messages_from_server", breakpoints.messagesFromServer.map(\.text))]
+            let lists = [
+                ("request", breakpoints.request.map(\.text)), ("response", breakpoints.response.map(\.text)),
+                ("messages_from_client", breakpoints.messagesFromClient.map(\.text)),
+                ("messages_from_server", breakpoints.messagesFromServer.map(\.text)),
+            ]
             if json {
-                SettingsJSON.write(SettingsJSON.object(lists.map { ($0.0, SettingsJSON.strings($0.1)) }
-                    + [("timeout_seconds", SettingsJSON.seconds(breakpoints.timeoutSeconds))]))
+                SettingsJSON.write(
+                    SettingsJSON.object(
+                        lists.map { ($0.0, SettingsJSON.strings($0.1)) }
+                            + [("timeout_seconds", SettingsJSON.seconds(breakpoints.timeoutSeconds))]))
                 return
             }
             for (name, list) in lists { print("\(name): \(list.isEmpty ? "(none)" : list.joined(separator: " "))") }
-            print(breakpoints.timeoutSeconds > 0 ? "timeout: \(JSONWriter.write(SettingsJSON.seconds(breakpoints.timeoutSeconds)).dropLast())s"
-                                                 : "timeout: never (held until resolved)")
+            print(
+                breakpoints.timeoutSeconds > 0
+                    ? "timeout: \(JSONWriter.write(SettingsJSON.seconds(breakpoints.timeoutSeconds)).dropLast())s"
+                    : "timeout: never (held until resolved)")
         }
     }
 }

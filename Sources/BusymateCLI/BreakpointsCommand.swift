@@ -8,7 +8,8 @@ import Foundation
 /// wins) and announced with `breakpointContinue`; the tunnel carries it out.
 struct Breakpoints: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Held requests and responses: list, show, continue (as is or edited), abort; which URLs are held (settings.json's breakpoints).",
+        abstract:
+            "Held requests and responses: list, show, continue (as is or edited), abort; which URLs are held (settings.json's breakpoints).",
         subcommands: [ListHeld.self, ShowHeld.self, Continue.self, Abort.self, AddPattern.self, RemovePattern.self, ListPatterns.self])
 
     static func repository(_ paths: GroupPaths, writing: Bool = false) throws -> BreakpointRepository {
@@ -24,8 +25,10 @@ struct Breakpoints: AsyncParsableCommand {
     }
 
     /// Asks for `request`, tells the tunnel, and waits for it to be carried out.
-    static func resolve(_ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
-                        paths: GroupPaths) throws {
+    static func resolve(
+        _ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
+        paths: GroupPaths
+    ) throws {
         do {
             let outcome = try HeldMessageResolution.resolve(event, request, raw: raw, repository: repository, paths: paths, sender: "cli")
             print("breakpoint \(event.id ?? 0): \(outcome.rawValue)")
@@ -36,7 +39,8 @@ struct Breakpoints: AsyncParsableCommand {
 }
 
 struct ListHeld: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "list", abstract: "Held messages, oldest first (--all: recent resolved ones too).")
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "Held messages, oldest first (--all: recent resolved ones too).")
 
     @OptionGroup var options: GroupOption
     @Flag(help: "Also the most recent resolved ones.") var all = false
@@ -54,16 +58,21 @@ struct ListHeld: AsyncParsableCommand {
             return
         }
         for event in events {
-            let state = event.outcome?.rawValue ?? (event.requested.map { "asked: \($0.rawValue)" } ?? "held \(Int(Date().timeIntervalSince(event.pausedAt)))s")
-            var line = "\(String(event.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(event.kind.rawValue.padding(toLength: event.kind.isMessage ? 20 : 9, withPad: " ", startingAt: 0))"
-            line += "\(state.padding(toLength: 14, withPad: " ", startingAt: 0)) \(event.method.padding(toLength: 7, withPad: " ", startingAt: 0)) \(event.url)"
+            let state =
+                event.outcome?.rawValue
+                ?? (event.requested.map { "asked: \($0.rawValue)" } ?? "held \(Int(Date().timeIntervalSince(event.pausedAt)))s")
+            var line =
+                "\(String(event.id ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0)) \(event.kind.rawValue.padding(toLength: event.kind.isMessage ? 20 : 9, withPad: " ", startingAt: 0))"
+            line +=
+                "\(state.padding(toLength: 14, withPad: " ", startingAt: 0)) \(event.method.padding(toLength: 7, withPad: " ", startingAt: 0)) \(event.url)"
             print(line)
         }
     }
 }
 
 struct ShowHeld: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a held message as raw HTTP (--final: what was sent).")
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Print a held message as raw HTTP (--final: what was sent).")
 
     @OptionGroup var options: GroupOption
     @Argument(help: "The breakpoint's id.") var id: Int64
@@ -73,8 +82,10 @@ struct ShowHeld: AsyncParsableCommand {
     func run() async throws {
         guard let event = try Breakpoints.repository(options.paths).find(id: id) else { throw CLIError(description: "no breakpoint \(id)") }
         if json {
-            let raw = [("raw_http_initial", ExchangeJSON.string(String(decoding: event.rawHTTPInitial, as: UTF8.self))),
-                       ("raw_http_final", ExchangeJSON.string(event.rawHTTPFinal.map { String(decoding: $0, as: UTF8.self) }))]
+            let raw = [
+                ("raw_http_initial", ExchangeJSON.string(String(decoding: event.rawHTTPInitial, as: UTF8.self))),
+                ("raw_http_final", ExchangeJSON.string(event.rawHTTPFinal.map { String(decoding: $0, as: UTF8.self) })),
+            ]
             SettingsJSON.write(SettingsJSON.object(SettingsJSON.breakpointMembers(event) + raw))
             return
         }
@@ -119,7 +130,8 @@ struct Continue: AsyncParsableCommand {
 }
 
 struct Abort: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Abort a held message: a request is answered 502, a response's client is hung up on, a WebSocket message is dropped.")
+    static let configuration = CommandConfiguration(
+        abstract: "Abort a held message: a request is answered 502, a response's client is hung up on, a WebSocket message is dropped.")
 
     @OptionGroup var options: GroupOption
     @Argument(help: "The breakpoint's id.") var id: Int64

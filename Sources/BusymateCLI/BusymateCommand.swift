@@ -9,9 +9,12 @@ public struct BusymateCommand: AsyncParsableCommand {
         commandName: "busymate",
         abstract: "Read and steer Busymate, the network debugger appliance.",
         version: BusymateVersion.full,
-        subcommands: [Status.self, List.self, Show.self, Tail.self, Mark.self, Comment.self, Export.self, Curl.self, Resend.self, Compose.self, SSLProxying.self, Rules.self, Breakpoints.self,
-                      Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self,
-                      Pair.self, Unpair.self, Cloud.self, WS.self])
+        subcommands: [
+            Status.self, List.self, Show.self, Tail.self, Mark.self, Comment.self, Export.self, Curl.self, Resend.self, Compose.self,
+            SSLProxying.self, Rules.self, Breakpoints.self,
+            Pinned.self, CA.self, Tunnel.self, Web.self, Mode.self, Devices.self, Allow.self, DNS.self,
+            Pair.self, Unpair.self, Cloud.self, WS.self,
+        ])
 
     public init() {}
 
@@ -26,7 +29,9 @@ public struct BusymateCommand: AsyncParsableCommand {
                 try command.run()
             }
         } catch {
-            exit(with: StoreHealth.isStoreError(error) ? CLIError(description: StoreHealth.describe(error) + StoreHealth.advice(error)) : error)
+            exit(
+                with: StoreHealth.isStoreError(error)
+                    ? CLIError(description: StoreHealth.describe(error) + StoreHealth.advice(error)) : error)
         }
     }
 

@@ -28,7 +28,9 @@ struct CA: AsyncParsableCommand {
                 throw CLIError(description: "no CA at \(source.path) (the supervisor creates it on first start)")
             }
             if let output {
-                guard FileManager.default.createFile(atPath: output, contents: data) else { throw CLIError(description: "cannot write \(output)") }
+                guard FileManager.default.createFile(atPath: output, contents: data) else {
+                    throw CLIError(description: "cannot write \(output)")
+                }
             } else {
                 FileHandle.standardOutput.write(data)
             }
@@ -43,7 +45,8 @@ struct CA: AsyncParsableCommand {
                 throw CLIError(description: "no CA at \(options.paths.caPEM.path)")
             }
             do {
-                try FileManager.default.createDirectory(atPath: (CA.systemCopy as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: (CA.systemCopy as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                 try AtomicFile.write(data, to: URL(fileURLWithPath: CA.systemCopy), mode: 0o644)
             } catch {
                 throw CLIError(description: "cannot write \(CA.systemCopy): \(error) (run as root)")
@@ -57,7 +60,9 @@ struct CA: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Stop trusting the CA system-wide.")
         @OptionGroup var options: GroupOption
         func run() async throws {
-            guard FileManager.default.fileExists(atPath: CA.systemCopy) else { throw CLIError(description: "the Busymate CA is not installed") }
+            guard FileManager.default.fileExists(atPath: CA.systemCopy) else {
+                throw CLIError(description: "the Busymate CA is not installed")
+            }
             do {
                 try FileManager.default.removeItem(atPath: CA.systemCopy)
             } catch {
@@ -79,6 +84,8 @@ struct CA: AsyncParsableCommand {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLIError(description: "update-ca-certificates failed (\(process.terminationStatus))") }
+        guard process.terminationStatus == 0 else {
+            throw CLIError(description: "update-ca-certificates failed (\(process.terminationStatus))")
+        }
     }
 }

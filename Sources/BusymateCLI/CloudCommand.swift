@@ -22,7 +22,8 @@ struct CloudPostgres: AsyncParsableCommand {
             """)
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "The database's URL; - reads it from stdin (keeps the password out of the process list and shell history).") var url: String?
+    @Argument(help: "The database's URL; - reads it from stdin (keeps the password out of the process list and shell history).") var url:
+        String?
     @Flag(name: .long, help: "Stop sending to the team database.") var off = false
 
     func validate() throws {
@@ -41,7 +42,9 @@ struct CloudStatus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Pairing, backlog (rows not sent yet), last push, lag, errors and throughput of each cloud sink.",
-        discussion: "Exit status: 0 when the sinks send (or are idle), 1 when re-pairing is needed or a sink is refused, 2 when nothing is configured (not paired, no team database).")
+        discussion:
+            "Exit status: 0 when the sinks send (or are idle), 1 when re-pairing is needed or a sink is refused, 2 when nothing is configured (not paired, no team database)."
+    )
 
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Print one JSON object.") var json = false
@@ -58,13 +61,17 @@ struct CloudStatus: AsyncParsableCommand {
             print(String(decoding: try StatusCoding.encoder.encode(report), as: UTF8.self))
         } else {
             var lines = ["pairing      \(report.detail)"]
-            if let uuid = report.deviceUUID { lines.append("device       \(report.name.map { "\"\($0)\" " } ?? "")\(uuid)\(report.api.map { " on \($0)" } ?? "")") }
+            if let uuid = report.deviceUUID {
+                lines.append("device       \(report.name.map { "\"\($0)\" " } ?? "")\(uuid)\(report.api.map { " on \($0)" } ?? "")")
+            }
             for sink in report.sinks { lines.append("sink         " + Self.sinkLine(sink)) }
             if let realtime = report.sinks.lazy.compactMap(\.realtime).first { lines.append("realtime     \(realtime)") }
             if report.state == "paired" && report.sinks.isEmpty { lines.append("sink         the tunnel has not reported yet") }
             print(lines.joined(separator: "\n"))
         }
-        if report.sinks.contains(where: { $0.state == .refused || $0.state == .rePairRequired }) || report.state == "re-pair required" { throw ExitCode(1) }
+        if report.sinks.contains(where: { $0.state == .refused || $0.state == .rePairRequired }) || report.state == "re-pair required" {
+            throw ExitCode(1)
+        }
         if report.state == "not paired" && report.sinks.isEmpty { throw ExitCode(2) }
     }
 
@@ -78,7 +85,9 @@ struct CloudStatus: AsyncParsableCommand {
         if let dropped = sink.droppedUnsent, dropped > 0 { parts.append("\(dropped) dropped by retention before they were sent") }
         if let rejected = sink.rejected, rejected > 0 { parts.append("\(rejected) refused by the server (413)") }
         if let error = sink.lastError, sink.state != .idle && sink.state != .sending { parts.append("error: \(error)") }
-        if let next = sink.nextAttemptAt, sink.state == .backingOff { parts.append(String(format: "next try in %.0f s", max(0, next.timeIntervalSinceNow))) }
+        if let next = sink.nextAttemptAt, sink.state == .backingOff {
+            parts.append(String(format: "next try in %.0f s", max(0, next.timeIntervalSinceNow)))
+        }
         return parts.joined(separator: " · ")
     }
 }

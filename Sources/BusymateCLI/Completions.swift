@@ -21,7 +21,8 @@ enum Completions {
 
     /// The group named on the command line so far, or the default one.
     private static func paths(_ words: [String]) -> GroupPaths {
-        let explicit = words.firstIndex(of: "--group").flatMap { $0 + 1 < words.count ? words[$0 + 1] : nil }
+        let explicit =
+            words.firstIndex(of: "--group").flatMap { $0 + 1 < words.count ? words[$0 + 1] : nil }
             ?? words.first { $0.hasPrefix("--group=") }.map { String($0.dropFirst("--group=".count)) }
         return GroupPaths.resolve(explicit: explicit)
     }

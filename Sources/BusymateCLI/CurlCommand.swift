@@ -22,7 +22,9 @@ struct Curl: AsyncParsableCommand {
         guard record.tlsMode != .passthrough, record.method != "CONNECT" else {
             throw CLIError(description: "exchange \(id) is a passed-through tunnel: there is no request to repeat")
         }
-        if record.requestBodyTruncated { throw CLIError(description: "exchange \(id)'s request body was not stored whole; the command would differ") }
+        if record.requestBodyTruncated {
+            throw CLIError(description: "exchange \(id)'s request body was not stored whole; the command would differ")
+        }
         let body = try BodyStore(paths: database.paths).body(of: record, .request)
         var payload: CurlCommandLine.Payload?
         if let body, !body.isEmpty {
@@ -35,8 +37,11 @@ struct Curl: AsyncParsableCommand {
             }
         }
         let through = proxy ? try Resend.proxyAddress(options.paths) : nil
-        let command = CurlCommandLine.command(for: record, payload: payload,
-                                   proxy: through.map { (url: "http://\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)", ca: options.paths.caPEM.path) })
+        let command = CurlCommandLine.command(
+            for: record, payload: payload,
+            proxy: through.map {
+                (url: "http://\($0.host.contains(":") ? "[\($0.host)]" : $0.host):\($0.port)", ca: options.paths.caPEM.path)
+            })
         FileHandle.standardOutput.write(Data((command + "\n").utf8))
     }
 
@@ -45,14 +50,20 @@ struct Curl: AsyncParsableCommand {
     static func writeNew(_ data: Data, to file: URL) throws {
         let fd = open(file.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw CLIError(description: "cannot create \(file.path): \(String(cString: strerror(errno)))\(errno == EEXIST ? " (remove it, or give --body-dir)" : "")")
+            throw CLIError(
+                description:
+                    "cannot create \(file.path): \(String(cString: strerror(errno)))\(errno == EEXIST ? " (remove it, or give --body-dir)" : "")"
+            )
         }
         defer { close(fd) }
         let written = data.withUnsafeBytes { bytes -> Int in
             var at = 0
             while at < bytes.count {
                 let n = write(fd, bytes.baseAddress.map { $0 + at }, bytes.count - at)
-                if n < 0 { if errno == EINTR { continue }; return -1 }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return -1
+                }
                 at += n
             }
             return at

@@ -32,21 +32,29 @@ enum EnrolmentIssue {
             throw CLIError(description: "no onboarding listener (onboarding.listen in settings.json): devices have nowhere to open a link")
         }
         var bound = report?.web?.onboarding?.bound.flatMap(ListenAddress.init) ?? configured
-        if bound.port == 0 { throw CLIError(description: "the onboarding listener (\(configured)) is not bound yet: is the appliance running?") }
+        if bound.port == 0 {
+            throw CLIError(description: "the onboarding listener (\(configured)) is not bound yet: is the appliance running?")
+        }
         if let host {
-            guard IPAddressText.isLiteral(host) || isHostName(host) else { throw CLIError(description: "--host \(host): not an address or a host name") }
+            guard IPAddressText.isLiteral(host) || isHostName(host) else {
+                throw CLIError(description: "--host \(host): not an address or a host name")
+            }
             bound.host = host
-            return (host.contains(":") ? "[\(host)]:\(bound.port)" : "\(host):\(bound.port)", host == "localhost" || (IPAddressText.isLiteral(host) && IPNetwork.isLoopback(host)))
+            return (
+                host.contains(":") ? "[\(host)]:\(bound.port)" : "\(host):\(bound.port)",
+                host == "localhost" || (IPAddressText.isLiteral(host) && IPNetwork.isLoopback(host))
+            )
         }
         let interfaces = ((try? System.enumerateDevices()) ?? []).compactMap { $0.address?.ipAddress }
         return EnrolmentLink.authority(bound: bound, interfaces: interfaces)
     }
 
     static func isHostName(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 253 && text.utf8.allSatisfy {
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
-        }
+        !text.isEmpty && text.utf8.count <= 253
+            && text.utf8.allSatisfy {
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
+            }
     }
 
     /// The link, its QR code and what opening it does.
@@ -58,12 +66,16 @@ enum EnrolmentIssue {
             "  \(url)",
         ]
         if let qr = try? QRCode.encode(url, correction: .low) { lines.append(qr.terminal()) }
-        lines.append("Open it on the device, or scan the code: the device is admitted, named \(issued.name), and offered its PAC, the CA and its setup steps.")
+        lines.append(
+            "Open it on the device, or scan the code: the device is admitted, named \(issued.name), and offered its PAC, the CA and its setup steps."
+        )
         if let ended = issued.ended {
             lines.append("The previous link's admission of \(ended) ended: open this one on the device to enrol it again.")
         }
         if authority.loopbackOnly {
-            lines.append("warning: the onboarding listener is on loopback only: other machines cannot open this link (onboarding.listen in settings.json, or --host)")
+            lines.append(
+                "warning: the onboarding listener is on loopback only: other machines cannot open this link (onboarding.listen in settings.json, or --host)"
+            )
         }
         return lines.joined(separator: "\n")
     }

@@ -18,7 +18,9 @@ struct Export: AsyncParsableCommand {
         let records = try TrafficRepository(database: database).list(filters.filter(limit: limit))
         let bodies = BodyStore(paths: database.paths)
         // Oldest first, as a browser records them; tunnels have no HTTP to show.
-        guard let fileMode = mode_t(mode, radix: 8), fileMode <= 0o777 else { throw CLIError(description: "--mode \(mode) is not an octal file mode such as 600") }
+        guard let fileMode = mode_t(mode, radix: 8), fileMode <= 0o777 else {
+            throw CLIError(description: "--mode \(mode) is not an octal file mode such as 600")
+        }
         let (data, count) = try HAR.document(records, bodies: bodies, redact: redact, sockets: WebSocketRepository(database: database))
         if har == "-" {
             FileHandle.standardOutput.write(data + Data("\n".utf8))

@@ -7,8 +7,10 @@ import Foundation
 /// language (docs/filters.md), and the older flags as shorthands for its
 /// clauses, and-ed with it.
 struct FilterOptions: ParsableArguments {
-    @Argument(help: ArgumentHelp("A filter, e.g. '~d example.com & ~c 4xx' or '~b token' (mitmproxy's language; words are joined with spaces).",
-                                 valueName: "filter"))
+    @Argument(
+        help: ArgumentHelp(
+            "A filter, e.g. '~d example.com & ~c 4xx' or '~b token' (mitmproxy's language; words are joined with spaces).",
+            valueName: "filter"))
     var expression: [String] = []
     @Option(help: "Host glob, e.g. '*.example.com'.") var host: String?
     @Option(help: "HTTP method.") var method: String?
@@ -39,7 +41,8 @@ struct FilterOptions: ParsableArguments {
 
     /// No filter and no shorthand given.
     var isEmpty: Bool {
-        expression.joined().trimmingCharacters(in: .whitespaces).isEmpty && host == nil && method == nil && status == nil && since == nil && search == nil
+        expression.joined().trimmingCharacters(in: .whitespaces).isEmpty && host == nil && method == nil && status == nil && since == nil
+            && search == nil
     }
 
     /// The filter, or exit status 64 (EX_USAGE) with the position at fault.
@@ -63,8 +66,12 @@ struct List: AsyncParsableCommand {
     @Option(help: "How many.") var limit = 50
     @Option(help: "Only exchanges older than this id (the next page).") var before: Int64?
     @Flag(help: "Print a JSON array.") var json = false
-    @Flag(help: "Read the team's PostgreSQL (busymate cloud postgres) instead of this store: every appliance that writes to it.") var remote = false
-    @Option(help: ArgumentHelp("The team database for --remote; '-' reads it from stdin (a URL with a password is better kept out of ps and the shell's history: '-' or $BUSYMATE_REMOTE). Default: $BUSYMATE_REMOTE, else this appliance's own, as root.", valueName: "postgres-url"))
+    @Flag(help: "Read the team's PostgreSQL (busymate cloud postgres) instead of this store: every appliance that writes to it.")
+    var remote = false
+    @Option(
+        help: ArgumentHelp(
+            "The team database for --remote; '-' reads it from stdin (a URL with a password is better kept out of ps and the shell's history: '-' or $BUSYMATE_REMOTE). Default: $BUSYMATE_REMOTE, else this appliance's own, as root.",
+            valueName: "postgres-url"))
     var database: String?
 
     func validate() throws {
@@ -82,14 +89,20 @@ struct List: AsyncParsableCommand {
         let traffic = TrafficRepository(database: try StoreAccess.open(options.paths))
         let records = try traffic.list(filter)
         if json {
-            let sockets = try WebSocketRepository(database: traffic.database).sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))
+            let sockets = try WebSocketRepository(database: traffic.database).sockets(
+                exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))
             // Each row's deep link into the page (the login, if asked, replays it).
             let page = Web.URLCommand.pageBase(options.paths)
-            ExchangeJSON.write(ExchangeJSON.array(try records.map { record in
-                let socket = record.id.flatMap { sockets[$0] }.map(WebSocketJSON.socket) ?? JSONNode(.null)
-                let link = ExchangeJSON.string(record.id.map { "\(page)/\(Web.URLCommand.fragment(exchange: $0, device: nil))" })
-                return ExchangeJSON.object(ExchangeJSON.summaryMembers(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic)) + [("websocket", socket), ("link", link)])
-            }))
+            ExchangeJSON.write(
+                ExchangeJSON.array(
+                    try records.map { record in
+                        let socket = record.id.flatMap { sockets[$0] }.map(WebSocketJSON.socket) ?? JSONNode(.null)
+                        let link = ExchangeJSON.string(record.id.map { "\(page)/\(Web.URLCommand.fragment(exchange: $0, device: nil))" })
+                        return ExchangeJSON.object(
+                            ExchangeJSON.summaryMembers(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic)) + [
+                                ("websocket", socket), ("link", link),
+                            ])
+                    }))
             return
         }
         let breakpoints = BreakpointRepository(database: traffic.database)
@@ -103,7 +116,9 @@ struct List: AsyncParsableCommand {
             open = file.entries.filter { !stored.contains($0.requestID) }
             held.formUnion(((try? breakpoints.held()) ?? []).map(\.requestID))
         }
-        let sockets = (try? WebSocketRepository(database: traffic.database).sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id))) ?? [:]
+        let sockets =
+            (try? WebSocketRepository(database: traffic.database).sockets(exchangeIDs: records.filter { $0.status == 101 }.compactMap(\.id)))
+            ?? [:]
         let table = ListTable(terminal: Terminal.standardOutput)
         Pager.print(table.render(records, held: held, open: open, sockets: sockets), page: false)
     }

@@ -17,32 +17,43 @@ struct ListTable {
         var right = false
     }
 
-    private static let columns = [Column(title: "ID", right: true), Column(title: "TIME"), Column(title: "METHOD"), Column(title: "CODE"),
-                                  Column(title: "SIZE", right: true), Column(title: "TYPE"), Column(title: "DUR", right: true), Column(title: "")]
+    private static let columns = [
+        Column(title: "ID", right: true), Column(title: "TIME"), Column(title: "METHOD"), Column(title: "CODE"),
+        Column(title: "SIZE", right: true), Column(title: "TYPE"), Column(title: "DUR", right: true), Column(title: ""),
+    ]
 
     /// `open`: exchanges in flight (not stored yet), shown first, newest
     /// first, with how long they have been open; `held` marks those at a breakpoint.
     /// A WebSocket's row shows its messages for a size, `ws` for a type, and `open` while it is.
-    func render(_ records: [ExchangeRecord], held: Set<String>, open: [OpenExchangesFile.Entry] = [], sockets: [Int64: WebSocketRecord] = [:]) -> String {
+    func render(
+        _ records: [ExchangeRecord], held: Set<String>, open: [OpenExchangesFile.Entry] = [], sockets: [Int64: WebSocketRecord] = [:]
+    ) -> String {
         let dated = (records.map(\.startedAt) + open.map(\.startedAt)).contains { !Calendar.current.isDate($0, inSameDayAs: now) }
         let time = DateFormatter()
         time.dateFormat = dated ? "MM-dd HH:mm:ss" : "HH:mm:ss"
         let rows: [[String]] = records.map { r in
-            let flags = (r.rule != nil ? "R" : "") + (held.contains(r.requestID) ? "B" : "") + (r.tlsMode == .passthrough ? "P" : "")
+            let flags =
+                (r.rule != nil ? "R" : "") + (held.contains(r.requestID) ? "B" : "") + (r.tlsMode == .passthrough ? "P" : "")
                 + (r.marker != nil ? "M" : "") + (r.resentFrom != nil ? "S" : "") + (r.imported != nil ? "I" : "")
             if let socket = r.id.flatMap({ sockets[$0] }) {
                 let messages = socket.messagesUp + socket.messagesDown
-                return [String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r), "\(messages) msg", "ws",
-                        socket.isOpen ? "open" : r.durationMilliseconds.map(Self.duration) ?? "-", flags]
+                return [
+                    String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r), "\(messages) msg", "ws",
+                    socket.isOpen ? "open" : r.durationMilliseconds.map(Self.duration) ?? "-", flags,
+                ]
             }
-            return [String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r),
-                    r.status == nil ? "-" : Self.size(r.responseBodySize), Self.kind(r.header("content-type", .response)),
-                    r.durationMilliseconds.map(Self.duration) ?? "-", flags]
+            return [
+                String(r.id ?? 0), time.string(from: r.startedAt), r.method, Self.status(r),
+                r.status == nil ? "-" : Self.size(r.responseBodySize), Self.kind(r.header("content-type", .response)),
+                r.durationMilliseconds.map(Self.duration) ?? "-", flags,
+            ]
         }
         let inFlight: [[String]] = open.sorted { $0.startedAt > $1.startedAt }.map { e in
             let isHeld = held.contains(e.requestID)
-            return ["-", time.string(from: e.startedAt), e.method, isHeld ? "held" : "…", "-", "",
-                    Self.duration(max(0, Int(now.timeIntervalSince(e.startedAt) * 1000))), isHeld ? "B" : ""]
+            return [
+                "-", time.string(from: e.startedAt), e.method, isHeld ? "held" : "…", "-", "",
+                Self.duration(max(0, Int(now.timeIntervalSince(e.startedAt) * 1000))), isHeld ? "B" : "",
+            ]
         }
         let widths = Self.columns.indices.map { i in (rows + inFlight).reduce(Self.columns[i].title.count) { max($0, $1[i].count) } }
         func line(_ cells: [String]) -> String {
@@ -81,7 +92,9 @@ struct ListTable {
             // Colour the status in place: the cells before it are plain text.
             let statusAt = prefix.index(prefix.startIndex, offsetBy: widths[0...2].reduce(0, +) + 3)
             let statusEnd = prefix.index(statusAt, offsetBy: widths[3])
-            let painted = String(prefix[..<statusAt]) + terminal.paint(String(prefix[statusAt..<statusEnd]), Self.colour(r)) + String(prefix[statusEnd...])
+            let painted =
+                String(prefix[..<statusAt]) + terminal.paint(String(prefix[statusAt..<statusEnd]), Self.colour(r))
+                + String(prefix[statusEnd...])
             let style: Terminal.Colour = note?.isError == true ? .red : .dim
             lines.append(painted + url + (trailing.isEmpty ? "" : terminal.paint(trailing, style)))
             if let below { lines.append(terminal.paint(below, style)) }
@@ -105,7 +118,9 @@ struct ListTable {
 
     /// `…` only while it is under way; a row that ended without a status
     /// (a transparent tunnel, which no status line opened) shows `-`.
-    static func status(_ r: ExchangeRecord) -> String { r.status.map(String.init) ?? (r.error != nil ? "ERR" : r.endedAt == nil ? "…" : "-") }
+    static func status(_ r: ExchangeRecord) -> String {
+        r.status.map(String.init) ?? (r.error != nil ? "ERR" : r.endedAt == nil ? "…" : "-")
+    }
 
     static func colour(_ r: ExchangeRecord) -> Terminal.Colour? {
         switch r.status {

@@ -13,7 +13,8 @@ struct Mark: AsyncParsableCommand {
             """)
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.", completion: Completions.exchangeIDs) var ids: [String]
+    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.", completion: Completions.exchangeIDs)
+    var ids: [String]
     @Option(name: .customLong("as"), help: "The marker: a word or an emoji (default: default).") var marker: String?
     @Option(help: "A comment to keep with each exchange; an empty one removes it.") var comment: String?
     @Flag(help: "Remove the mark instead.") var remove = false

@@ -12,7 +12,9 @@ enum MessageLines {
         if let by = s.closedBy {
             state += " by the \(by)" + (s.closeCode.map { " (\($0)\(s.closeReason.map { " \($0)" } ?? ""))" } ?? "")
         }
-        var lines = ["websocket: \(state) · \(s.messagesUp) message\(s.messagesUp == 1 ? "" : "s") up, \(s.messagesDown) down · \(s.pings) ping\(s.pings == 1 ? "" : "s"), \(s.pongs) pong\(s.pongs == 1 ? "" : "s")"]
+        var lines = [
+            "websocket: \(state) · \(s.messagesUp) message\(s.messagesUp == 1 ? "" : "s") up, \(s.messagesDown) down · \(s.pings) ping\(s.pings == 1 ? "" : "s"), \(s.pongs) pong\(s.pongs == 1 ? "" : "s")"
+        ]
         if let extensions = s.extensions { lines.append("extensions: \(extensions)") }
         return lines
     }
@@ -20,8 +22,10 @@ enum MessageLines {
     static func header(_ m: WebSocketMessageRecord, exchangeID: Int64? = nil) -> String {
         let time = DateFormatter()
         time.dateFormat = "HH:mm:ss.SSS"
-        var parts = ["\(m.fromClient ? "→" : "←") \(time.string(from: m.at))", exchangeID.map { "\($0)#\(m.seq)" } ?? "#\(m.seq)",
-                     m.opcode == .text ? "text" : "binary", "\(m.length) B"]
+        var parts = [
+            "\(m.fromClient ? "→" : "←") \(time.string(from: m.at))", exchangeID.map { "\($0)#\(m.seq)" } ?? "#\(m.seq)",
+            m.opcode == .text ? "text" : "binary", "\(m.length) B",
+        ]
         if m.compressed { parts.append("(compressed \(m.wireLength) B)") }
         if m.frames > 1 { parts.append("\(m.frames) frames") }
         if m.origin != .relayed { parts.append(m.origin.rawValue) }

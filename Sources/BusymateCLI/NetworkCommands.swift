@@ -6,7 +6,8 @@ import Foundation
 /// `busymate mode [proxy|transparent]`: the capture mode, applied live.
 struct Mode: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show or set the capture mode: proxy (clients set a proxy or a PAC URL) or transparent (nftables redirects traffic; the gateway).",
+        abstract:
+            "Show or set the capture mode: proxy (clients set a proxy or a PAC URL) or transparent (nftables redirects traffic; the gateway).",
         discussion: "Setting it writes settings.json and waits (up to 10 s) until the supervisor has applied it.")
 
     @OptionGroup var options: GroupOption
@@ -17,10 +18,13 @@ struct Mode: AsyncParsableCommand {
         guard let mode else {
             let report = try ControlClient.request(ControlMessage(.status), paths: paths).report
             guard let network = report?.network else { throw CLIError(description: "the supervisor gave no network status") }
-            print("mode \(network.mode) · live \(network.liveMode)\(network.bothSeen ? " (proxy clients too)" : "") · rules \(network.rules)")
+            print(
+                "mode \(network.mode) · live \(network.liveMode)\(network.bothSeen ? " (proxy clients too)" : "") · rules \(network.rules)")
             return
         }
-        guard let wanted = AppSettings.Mode(rawValue: mode) else { throw ValidationError("\"\(mode)\" is not a mode: use proxy or transparent") }
+        guard let wanted = AppSettings.Mode(rawValue: mode) else {
+            throw ValidationError("\"\(mode)\" is not a mode: use proxy or transparent")
+        }
         try SettingsEdit.apply(paths) { root in root.set("mode", JSONNode(.string(wanted.rawValue))) }
         // The supervisor applies it: wait for the rules to say so.
         let deadline = Date().addingTimeInterval(10)
@@ -32,7 +36,9 @@ struct Mode: AsyncParsableCommand {
             }
             last = report.network
             if let network = report.network, network.mode == wanted.rawValue {
-                if network.rules.hasPrefix("error") { throw CLIError(description: "mode \(wanted.rawValue), but the rules failed: \(network.rules)") }
+                if network.rules.hasPrefix("error") {
+                    throw CLIError(description: "mode \(wanted.rawValue), but the rules failed: \(network.rules)")
+                }
                 if wanted == .proxy ? network.rules == "off" : network.rules == "installed" {
                     print("mode \(wanted.rawValue) · rules \(network.rules)")
                     return
@@ -40,7 +46,8 @@ struct Mode: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw CLIError(description: "mode \(wanted.rawValue) written, not applied within 10 s (rules \(last?.rules ?? "?")); see busymate status")
+        throw CLIError(
+            description: "mode \(wanted.rawValue) written, not applied within 10 s (rules \(last?.rules ?? "?")); see busymate status")
     }
 }
 
@@ -73,7 +80,8 @@ struct Devices: AsyncParsableCommand {
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Name a device: it gets a port from devices.port_pool (or is known by --address), and an enrolment link to open on it. Idempotent; prints the port.",
+            abstract:
+                "Name a device: it gets a port from devices.port_pool (or is known by --address), and an enrolment link to open on it. Idempotent; prints the port.",
             discussion: """
                 The link (and its QR code) is for one device: opened on it, its address is admitted (renewed while it sends \
                 traffic), bound to the name, and offered its own PAC, the CA and its setup steps. Only a digest of the link is kept: \
@@ -84,17 +92,24 @@ struct Devices: AsyncParsableCommand {
         @Option(help: "Name the device by this address instead of giving it a port.") var address: String?
         @Option(help: "How long the enrolment link can be opened: 30m, 24h, 7d.") var linkTtl = "24h"
         @Flag(help: "No enrolment link.") var noLink = false
-        @Option(help: "The address or host name devices reach this machine by, for the link (default: the onboarding listener's).") var host: String?
+        @Option(help: "The address or host name devices reach this machine by, for the link (default: the onboarding listener's).")
+        var host: String?
         @Flag(help: "Print a JSON object: name, port, link, expires.") var json = false
 
         func run() async throws {
-            guard AppSettings.NamedDevice.isValidName(name) else { throw ValidationError("\"\(name)\" is not a device name (letters, digits, - _ .; at most 64)") }
+            guard AppSettings.NamedDevice.isValidName(name) else {
+                throw ValidationError("\"\(name)\" is not a device name (letters, digits, - _ .; at most 64)")
+            }
             if let address, !IPAddressText.isLiteral(address) { throw ValidationError("\"\(address)\" is not an IP address") }
             let lifetime = try EnrolmentIssue.lifetime(linkTtl, option: "--link-ttl")
             let paths = options.paths
             let before = try SettingsEdit.current(paths).settings
             if let existing = before.devices.named(name), address == nil || existing.address == address {
-                return report(existing, issued: nil, authority: nil, note: "\(name) is already added (\(existing.enrolment?.state() ?? "no enrolment link")); busymate devices link \(name) prints a new link")
+                return report(
+                    existing, issued: nil, authority: nil,
+                    note:
+                        "\(name) is already added (\(existing.enrolment?.state() ?? "no enrolment link")); busymate devices link \(name) prints a new link"
+                )
             }
             // Where the link points, decided before the device is written: without a listener it is added with no link.
             var authority: (authority: String, loopbackOnly: Bool)?
@@ -121,13 +136,22 @@ struct Devices: AsyncParsableCommand {
             }
             guard let added else { return }
             // Named meanwhile by another `add`: no link was issued.
-            report(added, issued: issued, authority: authority, note: already ? "\(name) is already added; busymate devices link \(name) prints a new link" : note)
+            report(
+                added, issued: issued, authority: authority,
+                note: already ? "\(name) is already added; busymate devices link \(name) prints a new link" : note)
         }
 
-        private func report(_ device: AppSettings.NamedDevice, issued: EnrolmentIssue.Issued?, authority: (authority: String, loopbackOnly: Bool)?, note: String?) {
+        private func report(
+            _ device: AppSettings.NamedDevice, issued: EnrolmentIssue.Issued?, authority: (authority: String, loopbackOnly: Bool)?,
+            note: String?
+        ) {
             if json {
-                var node = issued.flatMap { i in authority.map { EnrolmentIssue.json(i, port: device.port, authority: $0) } }
-                    ?? ExchangeJSON.object([("name", ExchangeJSON.string(device.name)), ("port", ExchangeJSON.number(device.port)), ("link", ExchangeJSON.string(nil))])
+                var node =
+                    issued.flatMap { i in authority.map { EnrolmentIssue.json(i, port: device.port, authority: $0) } }
+                    ?? ExchangeJSON.object([
+                        ("name", ExchangeJSON.string(device.name)), ("port", ExchangeJSON.number(device.port)),
+                        ("link", ExchangeJSON.string(nil)),
+                    ])
                 if let address = device.address { node.set("address", ExchangeJSON.string(address)) }
                 if let note { node.set("note", ExchangeJSON.string(note)) }
                 ExchangeJSON.write(node)
@@ -170,7 +194,8 @@ struct Devices: AsyncParsableCommand {
 
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Withdraw a device's enrolment link: it is refused from then on, and the admission it gave ends (its grant is removed).")
+            abstract:
+                "Withdraw a device's enrolment link: it is refused from then on, and the admission it gave ends (its grant is removed).")
         @OptionGroup var options: GroupOption
         @Argument var name: String
 
@@ -199,7 +224,9 @@ struct Devices: AsyncParsableCommand {
 struct Allow: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Let an address use the listeners that are not on loopback for a while (access.grants), list or remove grants.",
-        discussion: "access.allow (CIDRs, in settings.json) is for networks; this is for one device for a time. Expired grants are swept on each change.")
+        discussion:
+            "access.allow (CIDRs, in settings.json) is for networks; this is for one device for a time. Expired grants are swept on each change."
+    )
 
     @OptionGroup var options: GroupOption
     @Argument(help: "An IP address (or CIDR).") var address: String?
@@ -212,7 +239,11 @@ struct Allow: AsyncParsableCommand {
         guard let address else {
             let grants = try SettingsEdit.current(paths).settings.access.grants.filter { $0.until > Date() }
             if json {
-                ExchangeJSON.write(ExchangeJSON.array(grants.map { ExchangeJSON.object([("address", ExchangeJSON.string($0.address)), ("until", ExchangeJSON.date($0.until))]) }))
+                ExchangeJSON.write(
+                    ExchangeJSON.array(
+                        grants.map {
+                            ExchangeJSON.object([("address", ExchangeJSON.string($0.address)), ("until", ExchangeJSON.date($0.until))])
+                        }))
             } else if grants.isEmpty {
                 print("no grants (busymate allow IP --ttl 24h)")
             } else {
@@ -231,7 +262,9 @@ struct Allow: AsyncParsableCommand {
         try SettingsEdit.apply(paths) { root in
             let settings = try AppSettings.decode(root).settings
             if remove {
-                guard settings.access.grants.contains(where: { $0.address == address }) else { throw CLIError(description: "\(address) has no grant") }
+                guard settings.access.grants.contains(where: { $0.address == address }) else {
+                    throw CLIError(description: "\(address) has no grant")
+                }
                 DeviceList.editGrants(in: &root, now: Date()) { items in
                     items = items.filter { if case let .string(a)? = $0["address"]?.value { return a != address } else { return true } }
                 }
@@ -247,7 +280,9 @@ struct Allow: AsyncParsableCommand {
 struct DNS: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dns",
-        abstract: "List DNS queries the forwarder answered (transparent mode), newest first; a filter narrows them (e.g. '~d example.com', '~device phone').")
+        abstract:
+            "List DNS queries the forwarder answered (transparent mode), newest first; a filter narrows them (e.g. '~d example.com', '~device phone')."
+    )
 
     @OptionGroup var options: GroupOption
     @Argument(help: "A filter in mitmproxy's language, and-ed with ~dns.") var expression: [String] = []
@@ -282,7 +317,9 @@ struct DNS: AsyncParsableCommand {
         for r in records {
             let answers = r.responseBody.map { String(decoding: $0, as: UTF8.self).split(separator: "\n").joined(separator: ", ") } ?? ""
             let latency = r.durationMilliseconds.map { "\($0) ms" } ?? "-"
-            print("\(time.string(from: r.startedAt))  \(DNSQueryJSON.clientIP(r.clientAddress) ?? "?")  \(r.host) \(r.path.dropFirst())  \(r.reason ?? r.error ?? "no answer")  \(latency)  \(answers)")
+            print(
+                "\(time.string(from: r.startedAt))  \(DNSQueryJSON.clientIP(r.clientAddress) ?? "?")  \(r.host) \(r.path.dropFirst())  \(r.reason ?? r.error ?? "no answer")  \(latency)  \(answers)"
+            )
         }
     }
 }
@@ -299,7 +336,8 @@ enum DeviceRows {
         let today = Calendar.current.startOfDay(for: Date())
         let store = counting && tunnel?.store == "ok" ? try? StoreAccess.open(paths) : nil
         let counts = store.flatMap { try? TrafficRepository(database: $0).exchangesByDevice(since: today) } ?? [:]
-        return DeviceRow.merge(settings: settings, seen: tunnel?.devices ?? [], onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: counts)
+        return DeviceRow.merge(
+            settings: settings, seen: tunnel?.devices ?? [], onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: counts)
     }
 
     static func table(_ rows: [DeviceRow]) -> String {
@@ -311,9 +349,12 @@ enum DeviceRows {
         var lines = ["NAME                 PORT   ADDRESS                  STATE    LAST SEEN   SOURCE       TODAY  CA       ENROLMENT"]
         for r in rows {
             let cols = [
-                r.name.padding(toLength: 20, withPad: " ", startingAt: 0), (r.port.map(String.init) ?? "-").padding(toLength: 6, withPad: " ", startingAt: 0),
-                (r.address ?? "-").padding(toLength: 24, withPad: " ", startingAt: 0), (r.online ? "online" : "offline").padding(toLength: 8, withPad: " ", startingAt: 0),
-                ago(r.lastSeen).padding(toLength: 11, withPad: " ", startingAt: 0), (r.source ?? "-").padding(toLength: 12, withPad: " ", startingAt: 0),
+                r.name.padding(toLength: 20, withPad: " ", startingAt: 0),
+                (r.port.map(String.init) ?? "-").padding(toLength: 6, withPad: " ", startingAt: 0),
+                (r.address ?? "-").padding(toLength: 24, withPad: " ", startingAt: 0),
+                (r.online ? "online" : "offline").padding(toLength: 8, withPad: " ", startingAt: 0),
+                ago(r.lastSeen).padding(toLength: 11, withPad: " ", startingAt: 0),
+                (r.source ?? "-").padding(toLength: 12, withPad: " ", startingAt: 0),
                 String(r.exchangesToday).padding(toLength: 6, withPad: " ", startingAt: 0),
                 (r.caTrustedAt != nil ? "trusted" : r.caDownloads > 0 ? "fetched" : "-").padding(toLength: 8, withPad: " ", startingAt: 0),
                 r.enrolment.map { $0.hasPrefix("enrolled") ? "enrolled" : $0 == "link not opened yet" ? "link open" : $0 } ?? "-",

@@ -18,7 +18,8 @@ struct Pair: AsyncParsableCommand {
     @Option(name: .long, help: "This appliance's name on the dashboard (default: the host name).") var name: String?
 
     func run() async throws {
-        let reply = try ControlClient.request(.pair(PairingRequest(code: code, api: api, anonKey: anonKey, name: name)), paths: options.paths, timeout: 60)
+        let reply = try ControlClient.request(
+            .pair(PairingRequest(code: code, api: api, anonKey: anonKey, name: name)), paths: options.paths, timeout: 60)
         print(reply.message ?? "paired")
     }
 }

@@ -21,8 +21,12 @@ struct Pinned: AsyncParsableCommand {
             }
             for pin in pins {
                 let expires = pin.lastSeen.addingTimeInterval(ttl)
-                let state = expires > Date() ? "until \(DatabaseDateText.iso8601(expires))" : "expired \(DatabaseDateText.iso8601(expires)): intercepted again"
-                print("\(pin.host)  \(pin.count)×  first \(DatabaseDateText.iso8601(pin.firstSeen))  last \(DatabaseDateText.iso8601(pin.lastSeen))  \(state)\(pin.reason.map { "  (\($0))" } ?? "")")
+                let state =
+                    expires > Date()
+                    ? "until \(DatabaseDateText.iso8601(expires))" : "expired \(DatabaseDateText.iso8601(expires)): intercepted again"
+                print(
+                    "\(pin.host)  \(pin.count)×  first \(DatabaseDateText.iso8601(pin.firstSeen))  last \(DatabaseDateText.iso8601(pin.lastSeen))  \(state)\(pin.reason.map { "  (\($0))" } ?? "")"
+                )
             }
         }
     }

@@ -11,7 +11,8 @@ enum RawMessageEditor {
         try raw.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let environment = ProcessInfo.processInfo.environment
-        let editor = environment["VISUAL"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["EDITOR"].flatMap { $0.isEmpty ? nil : $0 } ?? "vi"
+        let editor =
+            environment["VISUAL"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["EDITOR"].flatMap { $0.isEmpty ? nil : $0 } ?? "vi"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         // As git runs it: the editor may carry arguments.

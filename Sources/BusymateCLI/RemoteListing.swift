@@ -19,11 +19,15 @@ enum RemoteListing {
             do {
                 url = try TeamDatabase.read(paths.privateTeamDatabase)?.url
             } catch {
-                throw CLIError(description: "--remote: cannot read this appliance's team database (\(error)); give --database URL or set BUSYMATE_REMOTE")
+                throw CLIError(
+                    description:
+                        "--remote: cannot read this appliance's team database (\(error)); give --database URL or set BUSYMATE_REMOTE")
             }
         }
         guard let url else {
-            throw CLIError(description: "--remote: no team database: give --database URL, set BUSYMATE_REMOTE, or set one (busymate cloud postgres URL)")
+            throw CLIError(
+                description:
+                    "--remote: no team database: give --database URL, set BUSYMATE_REMOTE, or set one (busymate cloud postgres URL)")
         }
         do {
             return try TeamDatabase.Address(url)
@@ -37,7 +41,8 @@ enum RemoteListing {
         var terms: [CaptureFilter] = []
         if let expression = try options.parsedExpression() { terms.append(expression) }
         if let host = options.host {
-            let glob = NSRegularExpression.escapedPattern(for: host).replacingOccurrences(of: "\\*", with: ".*").replacingOccurrences(of: "\\?", with: ".")
+            let glob = NSRegularExpression.escapedPattern(for: host).replacingOccurrences(of: "\\*", with: ".*").replacingOccurrences(
+                of: "\\?", with: ".")
             terms.append(.clause(.domain("^\(glob)$")))
         }
         if let method = options.method { terms.append(.clause(.method("^\(NSRegularExpression.escapedPattern(for: method))$"))) }
@@ -59,8 +64,10 @@ enum RemoteListing {
         return terms.dropFirst().reduce(first) { .and($0, $1) }
     }
 
-    static let summaryKeys: Set<String> = ["method", "url", "host", "status", "reason", "tls", "duration_ms", "error", "rule", "request_size", "response_size",
-                                           "request_content_type", "response_content_type", "device", "marker", "comment", "http_version"]
+    static let summaryKeys: Set<String> = [
+        "method", "url", "host", "status", "reason", "tls", "duration_ms", "error", "rule", "request_size", "response_size",
+        "request_content_type", "response_content_type", "device", "marker", "comment", "http_version",
+    ]
 
     static func run(_ options: FilterOptions, database: String?, paths: GroupPaths, limit: Int, json: Bool) async throws {
         let address = try address(database, paths: paths)
@@ -74,8 +81,10 @@ enum RemoteListing {
         let rows = entries.map { entry -> (RemoteEntry, JSONNode?) in (entry, try? JSONParser.parse(entry.payload)) }
         if json {
             let items = rows.map { entry, payload -> JSONNode in
-                var members: [ExchangeJSON.Member] = [("request_id", ExchangeJSON.string(entry.requestID)), ("device_uuid", ExchangeJSON.string(entry.deviceUUID)),
-                                                      ("ts", ExchangeJSON.string(DatabaseDateText.iso8601(entry.ts))), ("kind", ExchangeJSON.string(entry.kind))]
+                var members: [ExchangeJSON.Member] = [
+                    ("request_id", ExchangeJSON.string(entry.requestID)), ("device_uuid", ExchangeJSON.string(entry.deviceUUID)),
+                    ("ts", ExchangeJSON.string(DatabaseDateText.iso8601(entry.ts))), ("kind", ExchangeJSON.string(entry.kind)),
+                ]
                 if case let .object(fields)? = payload?.value { members += fields.filter { summaryKeys.contains($0.key) } }
                 return ExchangeJSON.object(members)
             }
@@ -96,8 +105,11 @@ enum RemoteListing {
                 default: return "-"
                 }
             }
-            let line = [time.string(from: entry.ts), String(entry.deviceUUID.prefix(8)), text("method").padding(toLength: 7, withPad: " ", startingAt: 0),
-                        text("status").padding(toLength: 4, withPad: " ", startingAt: 0), text("url")]
+            let line = [
+                time.string(from: entry.ts), String(entry.deviceUUID.prefix(8)),
+                text("method").padding(toLength: 7, withPad: " ", startingAt: 0),
+                text("status").padding(toLength: 4, withPad: " ", startingAt: 0), text("url"),
+            ]
             print(line.joined(separator: "  "))
         }
     }

@@ -6,7 +6,8 @@ import ProxyClient
 
 struct Resend: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send an exchange's request again, through the tunnel, as it was or changed; the new exchange links to the old (resent_from).")
+        abstract:
+            "Send an exchange's request again, through the tunnel, as it was or changed; the new exchange links to the old (resent_from).")
 
     @OptionGroup var options: GroupOption
     @Argument(help: "The exchange's id or request id (or the start of one).", completion: Completions.exchangeIDs) var id: String
@@ -29,11 +30,14 @@ struct Resend: AsyncParsableCommand {
     }
 
     /// Sends `request` through the tunnel and says which exchange recorded it.
-    static func send(_ request: RequestChanges.Request, resentFrom original: ExchangeRecord?, paths: GroupPaths, traffic: TrafficRepository) async throws {
+    static func send(_ request: RequestChanges.Request, resentFrom original: ExchangeRecord?, paths: GroupPaths, traffic: TrafficRepository)
+        async throws
+    {
         let proxy = try proxyAddress(paths)
         let before = try traffic.lastID()
         let record = try request.record(requestID: original?.requestID ?? "")
-        let answer = try await ResendClient.send(record, body: request.body, resentFrom: original?.requestID, proxy: proxy, trusting: paths.caPEM)
+        let answer = try await ResendClient.send(
+            record, body: request.body, resentFrom: original?.requestID, proxy: proxy, trusting: paths.caPEM)
         // The tunnel writes its row within a few tens of milliseconds.
         var stored: ExchangeRecord?
         var since = TrafficRepository.Filter()
@@ -47,7 +51,10 @@ struct Resend: AsyncParsableCommand {
         }
         let link = stored.map { "exchange \($0.id ?? 0)" } ?? "a new exchange (not stored yet)"
         let what = original.map { "resent exchange \($0.id ?? 0) as" } ?? "sent"
-        FileHandle.standardOutput.write(Data("\(what) \(record.method) \(record.url): \(answer.status) \(answer.reason), \(answer.bodyBytes) bytes; recorded as \(link)\n".utf8))
+        FileHandle.standardOutput.write(
+            Data(
+                "\(what) \(record.method) \(record.url): \(answer.status) \(answer.reason), \(answer.bodyBytes) bytes; recorded as \(link)\n"
+                    .utf8))
     }
 
     static func proxyAddress(_ paths: GroupPaths) throws -> (host: String, port: Int) {
@@ -61,20 +68,26 @@ struct Resend: AsyncParsableCommand {
 
 struct Compose: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send a new request through the tunnel, so it is captured: busymate compose --url URL [--method M] [--header 'N: v'] [--body-file F] [--edit], or --from-curl 'curl …'.",
-        discussion: "--from-curl takes a curl command as a browser's Copy as cURL gives it; options that say nothing of the request (-s, -L, -o, -x …) are passed over, any other is refused by name. The other options then change what it built.")
+        abstract:
+            "Send a new request through the tunnel, so it is captured: busymate compose --url URL [--method M] [--header 'N: v'] [--body-file F] [--edit], or --from-curl 'curl …'.",
+        discussion:
+            "--from-curl takes a curl command as a browser's Copy as cURL gives it; options that say nothing of the request (-s, -L, -o, -x …) are passed over, any other is refused by name. The other options then change what it built."
+    )
 
     @OptionGroup var options: GroupOption
     @Option(help: "Start from this curl command (quoted whole).") var fromCurl: String?
     @OptionGroup var changes: RequestChanges
 
     func validate() throws {
-        if changes.url == nil && !changes.edit && fromCurl == nil { throw ValidationError("give the request's --url, a --from-curl command, or write the whole request with --edit") }
+        if changes.url == nil && !changes.edit && fromCurl == nil {
+            throw ValidationError("give the request's --url, a --from-curl command, or write the whole request with --edit")
+        }
     }
 
     func run() async throws {
         let paths = options.paths
-        var request = RequestChanges.Request(method: "GET", url: changes.url ?? "http://example.com/", headers: [("Accept", "*/*")], body: Data())
+        var request = RequestChanges.Request(
+            method: "GET", url: changes.url ?? "http://example.com/", headers: [("Accept", "*/*")], body: Data())
         if let fromCurl {
             do {
                 request = try CurlImport.parse(fromCurl)

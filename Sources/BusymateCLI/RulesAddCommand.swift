@@ -21,9 +21,13 @@ extension Rules {
         @Option(help: "map_local: the directory to serve from (likewise).") var directory: String?
         @Option(help: "map_remote: the URL to send to.") var to: String?
         @Option(help: "host_override: the IP address to dial.") var address: String?
-        @Option(name: .customLong("set-header"), help: ArgumentHelp("headers: replace (or add) this header: 'Name: value'.", valueName: "header"))
+        @Option(
+            name: .customLong("set-header"),
+            help: ArgumentHelp("headers: replace (or add) this header: 'Name: value'.", valueName: "header"))
         var setHeaders: [String] = []
-        @Option(name: .customLong("add-header"), help: ArgumentHelp("headers: add this header beside any of the name: 'Name: value'.", valueName: "header"))
+        @Option(
+            name: .customLong("add-header"),
+            help: ArgumentHelp("headers: add this header beside any of the name: 'Name: value'.", valueName: "header"))
         var addHeaders: [String] = []
         @Option(name: .customLong("remove-header"), help: ArgumentHelp("headers: remove every header of this name.", valueName: "name"))
         var removeHeaders: [String] = []
@@ -52,7 +56,9 @@ extension Rules {
 
         private func ruleNode() throws -> JSONNode {
             if let json {
-                guard name == nil, match == nil, action == nil else { throw CLIError(description: "--json takes the whole rule; leave out the name and the flags") }
+                guard name == nil, match == nil, action == nil else {
+                    throw CLIError(description: "--json takes the whole rule; leave out the name and the flags")
+                }
                 do {
                     let node = try JSONParser.parse(json)
                     guard case .object = node.value else { throw CLIError(description: "--json takes a JSON object") }
@@ -61,13 +67,19 @@ extension Rules {
                     throw CLIError(description: "--json: \(error.position): \(error.message)")
                 }
             }
-            guard let name, let match, let action else { throw CLIError(description: "a rule needs a name, --match and --action (or --json)") }
-            var members: [(key: String, node: JSONNode)] = [("name", JSONNode(.string(name))), ("match", JSONNode(.string(match))),
-                                                            ("action", JSONNode(.string(action)))]
+            guard let name, let match, let action else {
+                throw CLIError(description: "a rule needs a name, --match and --action (or --json)")
+            }
+            var members: [(key: String, node: JSONNode)] = [
+                ("name", JSONNode(.string(name))), ("match", JSONNode(.string(match))),
+                ("action", JSONNode(.string(action))),
+            ]
             if disabled { members.append(("enabled", JSONNode(.bool(false)))) }
             if let status { members.append(("status", JSONNode(.number("\(status)")))) }
             if let file { members.append(("file", JSONNode(.string(try Self.existing(file, flag: "--file", directory: false))))) }
-            if let directory { members.append(("directory", JSONNode(.string(try Self.existing(directory, flag: "--directory", directory: true))))) }
+            if let directory {
+                members.append(("directory", JSONNode(.string(try Self.existing(directory, flag: "--directory", directory: true)))))
+            }
             for (key, value) in [("to", to), ("address", address)] {
                 if let value { members.append((key, JSONNode(.string(value)))) }
             }
@@ -90,7 +102,9 @@ extension Rules {
                     guard let colon = value.firstIndex(of: ":") else { throw CLIError(description: "\(flag) \(value): give 'Name: value'") }
                     let name = value[..<colon].trimmingCharacters(in: .whitespaces)
                     guard !name.isEmpty else { throw CLIError(description: "\(flag) \(value): the header has no name") }
-                    guard seen.insert(name.lowercased()).inserted else { throw CLIError(description: "\(flag) \(name) twice: one value per name") }
+                    guard seen.insert(name.lowercased()).inserted else {
+                        throw CLIError(description: "\(flag) \(name) twice: one value per name")
+                    }
                     return (name, JSONNode(.string(value[value.index(after: colon)...].trimmingCharacters(in: .whitespaces))))
                 }
             }
@@ -112,7 +126,8 @@ extension Rules {
                 throw CLIError(description: "\(flag) \(path): no such \(directory ? "directory" : "file")")
             }
             if isDirectory.boolValue != directory {
-                throw CLIError(description: "\(flag) \(path): \(directory ? "not a directory; use --file" : "a directory; use --directory")")
+                throw CLIError(
+                    description: "\(flag) \(path): \(directory ? "not a directory; use --file" : "a directory; use --directory")")
             }
             return absolute
         }

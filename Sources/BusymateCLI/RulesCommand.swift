@@ -11,7 +11,9 @@ struct Rules: AsyncParsableCommand {
         subcommands: [ListRules.self, Add.self, Remove.self, Enable.self, Disable.self, TestURL.self])
 
     /// Rewrites the `rules` array; `change` gets and returns its JSON nodes.
-    static func edit(_ paths: GroupPaths, explain: (SettingsError) -> String? = { _ in nil }, _ change: ([JSONNode]) throws -> [JSONNode]) throws {
+    static func edit(_ paths: GroupPaths, explain: (SettingsError) -> String? = { _ in nil }, _ change: ([JSONNode]) throws -> [JSONNode])
+        throws
+    {
         try SettingsEdit.apply(paths, explain: explain) { root in
             var rules: [JSONNode] = []
             switch root["rules"]?.value {
@@ -24,7 +26,8 @@ struct Rules: AsyncParsableCommand {
     }
 
     static func index(of name: String, in rules: [JSONNode]) throws -> Int {
-        guard let i = rules.firstIndex(where: { if case let .string(n)? = $0["name"]?.value { return n == name } else { return false } }) else {
+        guard let i = rules.firstIndex(where: { if case let .string(n)? = $0["name"]?.value { return n == name } else { return false } })
+        else {
             throw CLIError(description: "no rule is named \"\(name)\"")
         }
         return i
@@ -54,7 +57,8 @@ struct Rules: AsyncParsableCommand {
             if json {
                 // Validated: the document's rules are the settings' rules, in order.
                 let nodes: [JSONNode] = { if case let .array(n)? = root["rules"]?.value { return n } else { return [] } }()
-                SettingsJSON.write(JSONNode(.array(zip(settings.rules, nodes).enumerated().map { SettingsJSON.rule($1.0, index: $0 + 1, node: $1.1) })))
+                SettingsJSON.write(
+                    JSONNode(.array(zip(settings.rules, nodes).enumerated().map { SettingsJSON.rule($1.0, index: $0 + 1, node: $1.1) })))
                 return
             }
             if settings.rules.isEmpty { print("no rules") }

@@ -5,14 +5,19 @@ import Foundation
 
 extension Rules {
     struct TestURL: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "test", abstract: "Show which rules match a request for a URL, and which of them apply.")
+        static let configuration = CommandConfiguration(
+            commandName: "test", abstract: "Show which rules match a request for a URL, and which of them apply.")
         @OptionGroup var options: GroupOption
         @Argument(help: "An absolute URL, e.g. https://api.example.com/v1/users?page=2.") var url: String
         @Option(help: "The request's method, for rules that match with a filter (~m).") var method = "GET"
-        @Option(name: .customLong("header"), help: ArgumentHelp("A request header, for rules that match with a filter (~h, ~t); repeatable.",
-                                                                  valueName: "NAME: VALUE")) var headers: [String] = []
+        @Option(
+            name: .customLong("header"),
+            help: ArgumentHelp(
+                "A request header, for rules that match with a filter (~h, ~t); repeatable.",
+                valueName: "NAME: VALUE")) var headers: [String] = []
         @Flag(help: "Test it as an HTTP/2 request (for ~proto h2); HTTP/1.1 otherwise.") var http2 = false
-        @Flag(help: "Print a JSON object: the URL, the matching rules with why each applies or not, the names of those that apply.") var json = false
+        @Flag(help: "Print a JSON object: the URL, the matching rules with why each applies or not, the names of those that apply.")
+        var json = false
 
         typealias Verdict = RuleVerdict
 
@@ -30,8 +35,10 @@ extension Rules {
             exchange.httpVersion = http2 ? "HTTP/2.0" : "HTTP/1.1"
             exchange.requestHeaders = headers.map { line in
                 let colon = line.firstIndex(of: ":") ?? line.endIndex
-                return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
-                        String(line[colon...].dropFirst()).trimmingCharacters(in: .whitespaces))
+                return (
+                    String(line[..<colon]).trimmingCharacters(in: .whitespaces),
+                    String(line[colon...].dropFirst()).trimmingCharacters(in: .whitespaces)
+                )
             }
             let verdicts = RuleVerdict.verdicts(try SettingsEdit.current(options.paths).settings.rules, exchange: exchange)
             if json {

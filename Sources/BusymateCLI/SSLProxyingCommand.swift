@@ -5,7 +5,8 @@ import Foundation
 struct SSLProxying: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssl-proxying",
-        abstract: "The hosts whose HTTPS is intercepted, and those whose upstream certificate is not verified (settings.json, applied live).",
+        abstract:
+            "The hosts whose HTTPS is intercepted, and those whose upstream certificate is not verified (settings.json, applied live).",
         subcommands: [Add.self, Remove.self, ListPatterns.self, TrustUpstream.self])
 
     /// Which list an edit goes to.
@@ -48,7 +49,9 @@ struct SSLProxying: AsyncParsableCommand {
         @Flag(help: "Print a JSON object.") var json = false
         func run() async throws {
             let settings = try SettingsEdit.current(options.paths).settings
-            let lists = [("include", settings.sslInclude), ("exclude", settings.sslExclude), ("insecure_upstream", settings.insecureUpstream)]
+            let lists = [
+                ("include", settings.sslInclude), ("exclude", settings.sslExclude), ("insecure_upstream", settings.insecureUpstream),
+            ]
             if json {
                 SettingsJSON.write(SettingsJSON.object(lists.map { ($0.0, SettingsJSON.strings($0.1)) }))
                 return

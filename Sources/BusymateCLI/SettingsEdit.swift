@@ -23,14 +23,17 @@ enum SettingsEdit {
     /// Applies `change`. An error in what the edit wrote goes through
     /// `explain`, to name the CLI argument at fault; its line:column would
     /// point into a file nobody wrote. A file already invalid says so.
-    static func apply(_ paths: GroupPaths, explain: (SettingsError) -> String? = { _ in nil }, _ change: (inout JSONNode) throws -> Void) throws {
+    static func apply(_ paths: GroupPaths, explain: (SettingsError) -> String? = { _ in nil }, _ change: (inout JSONNode) throws -> Void)
+        throws
+    {
         do {
             try SettingsFile.edit(paths.settings, change)
         } catch let error as SettingsError {
             if let before = SettingsFile.read(paths.settings).error {
                 throw CLIError(description: "\(paths.settings.path) is invalid; fix it first: \(before)")
             }
-            throw CLIError(description: explain(error) ?? "refused: \(SettingsError(message: error.message, position: nil, keyPath: error.keyPath))")
+            throw CLIError(
+                description: explain(error) ?? "refused: \(SettingsError(message: error.message, position: nil, keyPath: error.keyPath))")
         }
         if let notifier = try? Notifier(paths: paths, role: "cli") {
             notifier.post(.settingsDidChange)
@@ -49,11 +52,13 @@ enum SettingsEdit {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             guard let status = TunnelStatus.read(paths.status), status.pid > 0,
-                  kill(status.pid, 0) == 0 || errno == EPERM else { return }
+                kill(status.pid, 0) == 0 || errno == EPERM
+            else { return }
             if status.settingsSha256 == wanted { return }
             usleep(20_000)
         }
-        FileHandle.standardError.write(Data("note: the tunnel has not applied this yet; it will once it reads settings.json (busymate status)\n".utf8))
+        FileHandle.standardError.write(
+            Data("note: the tunnel has not applied this yet; it will once it reads settings.json (busymate status)\n".utf8))
     }
 
     /// Adds `pattern` to the list of strings at `keyPath`; a pattern

@@ -18,24 +18,30 @@ enum SettingsJSON {
 
     /// A `rules list --json` entry: where it stands, and the rule as written.
     static func rule(_ rule: Rule, index: Int, node: JSONNode) -> JSONNode {
-        J.object([("index", J.number(index)), ("name", J.string(rule.name)), ("enabled", J.bool(rule.enabled)),
-                  ("action", J.string(rule.actionName)), ("match", J.string(rule.match.text)), ("rule", node)])
+        J.object([
+            ("index", J.number(index)), ("name", J.string(rule.name)), ("enabled", J.bool(rule.enabled)),
+            ("action", J.string(rule.actionName)), ("match", J.string(rule.match.text)), ("rule", node),
+        ])
     }
 
     /// A pin, and when it ends: `ssl_proxying.pin_ttl` after its last refusal.
     static func pin(_ pin: PinnedDomain, ttl: Double) -> JSONNode {
         let expires = pin.lastSeen.addingTimeInterval(ttl)
-        return J.object([("host", J.string(pin.host)), ("count", J.number(pin.count)), ("first_seen", J.date(pin.firstSeen)),
-                         ("last_seen", J.date(pin.lastSeen)), ("expires_at", J.date(expires)), ("active", J.bool(expires > Date())),
-                         ("reason", J.string(pin.reason))])
+        return J.object([
+            ("host", J.string(pin.host)), ("count", J.number(pin.count)), ("first_seen", J.date(pin.firstSeen)),
+            ("last_seen", J.date(pin.lastSeen)), ("expires_at", J.date(expires)), ("active", J.bool(expires > Date())),
+            ("reason", J.string(pin.reason)),
+        ])
     }
 
     /// A breakpoint event (`breakpoints list --json`, `show --json` adds the raw messages).
     static func breakpointMembers(_ event: BreakpointEvent) -> [J.Member] {
-        [("id", J.number(event.id)), ("kind", J.string(event.kind.rawValue)), ("request_id", J.string(event.requestID)),
-         ("method", J.string(event.method)), ("url", J.string(event.url)), ("paused_at", J.date(event.pausedAt)),
-         ("expires_at", J.date(event.expiresAt)),
-         ("requested", J.string(event.requested?.rawValue)), ("resumed_at", J.date(event.resumedAt)),
-         ("outcome", J.string(event.outcome?.rawValue)), ("tunnel_pid", J.number(event.tunnelPID))]
+        [
+            ("id", J.number(event.id)), ("kind", J.string(event.kind.rawValue)), ("request_id", J.string(event.requestID)),
+            ("method", J.string(event.method)), ("url", J.string(event.url)), ("paused_at", J.date(event.pausedAt)),
+            ("expires_at", J.date(event.expiresAt)),
+            ("requested", J.string(event.requested?.rawValue)), ("resumed_at", J.date(event.resumedAt)),
+            ("outcome", J.string(event.outcome?.rawValue)), ("tunnel_pid", J.number(event.tunnelPID)),
+        ]
     }
 }

@@ -18,13 +18,15 @@ struct Show: AsyncParsableCommand {
     }
 
     @OptionGroup var options: GroupOption
-    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.", completion: Completions.exchangeIDs) var ids: [String]
+    @Argument(help: "Exchange ids (from `busymate list`), request ids, or the start of a request id.", completion: Completions.exchangeIDs)
+    var ids: [String]
     @Flag(help: "Bodies as received: Content-Encoding not undone, no formatting.") var raw = false
     @Flag(help: "Print JSON (one object; an array for several exchanges).") var json = false
     @Flag(help: "Only the request and response lines and headers.") var headers = false
     @Option(help: "Only this body: request or response.") var body: Side?
-    @Option(name: .customLong("save-body"), parsing: .upToNextOption,
-            help: ArgumentHelp("Write a body to a file, decoded unless --raw: request|response FILE (- for stdout).", valueName: "side file"))
+    @Option(
+        name: .customLong("save-body"), parsing: .upToNextOption,
+        help: ArgumentHelp("Write a body to a file, decoded unless --raw: request|response FILE (- for stdout).", valueName: "side file"))
     var saveBody: [String] = []
     @Flag(help: "Never page.") var noPager = false
     @Flag(help: "A WebSocket's messages, in order (with --json: the socket and its messages).") var messages = false
@@ -38,7 +40,9 @@ struct Show: AsyncParsableCommand {
             guard ids.count == 1 else { throw ValidationError("--save-body takes one exchange") }
         }
         if json && (headers || body != nil) { throw ValidationError("--json shows everything; leave out --headers and --body") }
-        if messages && (headers || body != nil || !saveBody.isEmpty) { throw ValidationError("--messages shows a WebSocket's messages; leave out --headers, --body and --save-body") }
+        if messages && (headers || body != nil || !saveBody.isEmpty) {
+            throw ValidationError("--messages shows a WebSocket's messages; leave out --headers, --body and --save-body")
+        }
     }
 
     func run() async throws {
@@ -68,11 +72,14 @@ struct Show: AsyncParsableCommand {
         }
         if json {
             let nodes = try records.map { record in
-                ExchangeJSON.detail(record, resentFrom: try StoreAccess.resentFrom(record, in: traffic),
-                                    bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: raw),
-                                             .response: try ExchangeBody(record, .response, bodies: bodies, raw: raw)],
-                                    breakpoints: (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [],
-                                    schema: schema)
+                ExchangeJSON.detail(
+                    record, resentFrom: try StoreAccess.resentFrom(record, in: traffic),
+                    bodies: [
+                        .request: try ExchangeBody(record, .request, bodies: bodies, raw: raw),
+                        .response: try ExchangeBody(record, .response, bodies: bodies, raw: raw),
+                    ],
+                    breakpoints: (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [],
+                    schema: schema)
             }
             ExchangeJSON.write(nodes.count == 1 ? nodes[0] : ExchangeJSON.array(nodes))
             return
@@ -85,17 +92,23 @@ struct Show: AsyncParsableCommand {
         Pager.print(Terminal.visible(out.joined(separator: "\n")) + "\n", page: !noPager)
     }
 
-    private func lines(_ record: ExchangeRecord, traffic: TrafficRepository, bodies: BodyStore, database: CaptureDatabase, schema: DescriptorSets?) throws -> [String] {
+    private func lines(
+        _ record: ExchangeRecord, traffic: TrafficRepository, bodies: BodyStore, database: CaptureDatabase, schema: DescriptorSets?
+    ) throws -> [String] {
         if let body {
             return view(try ExchangeBody(record, body.direction, bodies: bodies, raw: raw))
         }
         var out: [String] = []
         if !headers {
             out.append("\(record.method) \(record.url)")
-            out.append("id \(record.id ?? 0) · request \(record.requestID) · \(record.tlsMode.rawValue)\(record.error.map { " · error: \($0)" } ?? "")")
+            out.append(
+                "id \(record.id ?? 0) · request \(record.requestID) · \(record.tlsMode.rawValue)\(record.error.map { " · error: \($0)" } ?? "")"
+            )
             let t0 = record.startedAt
             func at(_ d: Date?) -> String { d.map { String(format: "+%.1fms", $0.timeIntervalSince(t0) * 1000) } ?? "-" }
-            out.append("timing: started \(DatabaseDateText.iso8601(t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))")
+            out.append(
+                "timing: started \(DatabaseDateText.iso8601(t0)), connected \(at(record.connectedAt)), TLS done \(at(record.tlsDoneAt)), first byte \(at(record.firstByteAt)), ended \(at(record.endedAt))"
+            )
             if let client = record.clientAddress { out.append("client \(client)\(record.serverAddress.map { " → server \($0)" } ?? "")") }
             if let stream = record.streamID {
                 out.append("stream \(stream)\(record.connectionID.map { " on connection \($0)" } ?? "")")
@@ -103,7 +116,8 @@ struct Show: AsyncParsableCommand {
                 out.append("connection \(connection)")
             }
             if record.resentFrom != nil {
-                out.append("resent from \(try StoreAccess.resentFrom(record, in: traffic).map { "\($0)" } ?? "an exchange no longer stored")")
+                out.append(
+                    "resent from \(try StoreAccess.resentFrom(record, in: traffic).map { "\($0)" } ?? "an exchange no longer stored")")
             }
             if let rule = record.rule { out.append("rule: \(rule)") }
             if let imported = record.imported { out.append("imported from \(imported)") }
@@ -112,18 +126,29 @@ struct Show: AsyncParsableCommand {
             if let note = record.note { out.append("note: \(note)") }
             for event in (try? BreakpointRepository(database: database).events(requestID: record.requestID)) ?? [] {
                 let held = (event.resumedAt ?? Date()).timeIntervalSince(event.pausedAt)
-                out.append(String(format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held, event.outcome?.rawValue ?? "still held"))
+                out.append(
+                    String(
+                        format: "breakpoint %lld: %@ held %.1f s, %@", event.id ?? 0, event.kind.rawValue, held,
+                        event.outcome?.rawValue ?? "still held"))
             }
             let tls = [record.sni.map { "SNI \($0)" }, record.tlsVersion, record.tlsCipher].compactMap { $0 }
-            if !tls.isEmpty { out.append("tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : "")) }
+            if !tls.isEmpty {
+                out.append(
+                    "tls: \(record.tlsMode.rawValue), " + tls.joined(separator: ", ") + (record.tlsMode == .mitm ? " (upstream)" : ""))
+            }
             if let up = record.bytesUp, let down = record.bytesDown { out.append("tunnel: \(up) bytes up, \(down) bytes down") }
             if let id = record.id, let socket = try WebSocketRepository(database: database).socket(exchangeID: id) {
                 out += MessageLines.socket(socket) + ["(its messages: busymate show \(id) --messages)"]
             }
             out.append("")
-            if let grpc = GRPCExchange(record, bodies: [.request: try ExchangeBody(record, .request, bodies: bodies, raw: false),
-                                                        .response: try ExchangeBody(record, .response, bodies: bodies, raw: false)],
-                                       responseTrailers: GRPCExchange.storedTrailers(record), schema: schema) {
+            if let grpc = GRPCExchange(
+                record,
+                bodies: [
+                    .request: try ExchangeBody(record, .request, bodies: bodies, raw: false),
+                    .response: try ExchangeBody(record, .response, bodies: bodies, raw: false),
+                ],
+                responseTrailers: GRPCExchange.storedTrailers(record), schema: schema)
+            {
                 out += grpc.lines() + [""]
             }
         }
@@ -181,13 +206,17 @@ struct Show: AsyncParsableCommand {
         var out: [String] = []
         for record in records {
             guard let id = record.id, let socket = try sockets.socket(exchangeID: id) else {
-                throw CLIError(description: "exchange \(record.id ?? 0) (\(record.method) \(record.url)) is no WebSocket: it has no messages")
+                throw CLIError(
+                    description: "exchange \(record.id ?? 0) (\(record.method) \(record.url)) is no WebSocket: it has no messages")
             }
             let list = try sockets.messages(of: record, limit: Int.max)
             if json {
-                nodes.append(ExchangeJSON.object([("id", ExchangeJSON.number(id)), ("request_id", ExchangeJSON.string(record.requestID)),
-                                                  ("url", ExchangeJSON.string(record.url)), ("websocket", WebSocketJSON.socket(socket)),
-                                                  ("messages", ExchangeJSON.array(try list.map { WebSocketJSON.message($0, payload: try sockets.payload($0)) }))]))
+                nodes.append(
+                    ExchangeJSON.object([
+                        ("id", ExchangeJSON.number(id)), ("request_id", ExchangeJSON.string(record.requestID)),
+                        ("url", ExchangeJSON.string(record.url)), ("websocket", WebSocketJSON.socket(socket)),
+                        ("messages", ExchangeJSON.array(try list.map { WebSocketJSON.message($0, payload: try sockets.payload($0)) })),
+                    ]))
                 continue
             }
             if !out.isEmpty { out += ["", String(repeating: "─", count: 40), ""] }

@@ -19,7 +19,9 @@ struct Status: AsyncParsableCommand {
         let paths = options.paths
         var report: StatusReport
         do {
-            guard let r = try ControlClient.request(ControlMessage(.status), paths: paths).report else { throw CLIError(description: "no report") }
+            guard let r = try ControlClient.request(ControlMessage(.status), paths: paths).report else {
+                throw CLIError(description: "no report")
+            }
             report = r
         } catch let error as CLIError where error.description.hasPrefix("the supervisor is not running") {
             report = StatusReport.offline(paths)
@@ -34,13 +36,21 @@ struct Status: AsyncParsableCommand {
         if json {
             // The report as the supervisor gives it, and what the CLI adds.
             let encoded = try StatusCoding.encoder.encode(report)
-            guard case let .object(members) = try JSONParser.parse(Array(encoded)).value else { throw CLIError(description: "cannot encode the status") }
+            guard case let .object(members) = try JSONParser.parse(Array(encoded)).value else {
+                throw CLIError(description: "cannot encode the status")
+            }
             let added: [ExchangeJSON.Member] = [
                 ("ssl_proxying_empty", ExchangeJSON.bool(settings?.sslInclude.isEmpty == true)),
-                ("pinned", ExchangeJSON.array(pinned.map {
-                    ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("count", ExchangeJSON.number($0.count)),
-                                         ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason))])
-                })),
+                (
+                    "pinned",
+                    ExchangeJSON.array(
+                        pinned.map {
+                            ExchangeJSON.object([
+                                ("host", ExchangeJSON.string($0.host)), ("count", ExchangeJSON.number($0.count)),
+                                ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason)),
+                            ])
+                        })
+                ),
                 ("in_flight", ExchangeJSON.number(open?.count ?? 0)),
                 ("problems", ExchangeJSON.array(problems.map { ExchangeJSON.string($0) })),
             ]
@@ -48,18 +58,26 @@ struct Status: AsyncParsableCommand {
         } else {
             var lines = [Self.render(report)]
             if settings?.sslInclude.isEmpty == true {
-                lines.append("  SSL proxying the list is empty: HTTPS is passed through undecrypted (busymate ssl-proxying add '*.example.com')")
+                lines.append(
+                    "  SSL proxying the list is empty: HTTPS is passed through undecrypted (busymate ssl-proxying add '*.example.com')")
             }
             if !pinned.isEmpty {
                 let names = pinned.prefix(5).map(\.host).joined(separator: ", ") + (pinned.count > 5 ? ", …" : "")
-                lines.append("  pinned       \(pinned.count) host\(pinned.count == 1 ? "" : "s") passed through after refusing our certificate: \(names) (busymate pinned list)")
+                lines.append(
+                    "  pinned       \(pinned.count) host\(pinned.count == 1 ? "" : "s") passed through after refusing our certificate: \(names) (busymate pinned list)"
+                )
             }
             if let open, let oldest = open.entries.first {
-                lines.append(String(format: "  in flight    %d exchange%@, the oldest open %.1f s: %@ %@ (busymate list)", open.count, open.count == 1 ? "" : "s",
-                                    Date().timeIntervalSince(oldest.startedAt), oldest.method, oldest.url))
+                lines.append(
+                    String(
+                        format: "  in flight    %d exchange%@, the oldest open %.1f s: %@ %@ (busymate list)", open.count,
+                        open.count == 1 ? "" : "s",
+                        Date().timeIntervalSince(oldest.startedAt), oldest.method, oldest.url))
             }
             if !problems.isEmpty { lines.append("problems: " + problems.joined(separator: "; ")) }
-            if !report.supervisor.running { lines.append("hint: no supervisor serves this group. \(options.hint); or start one: busymate-app --group DIR (make run)") }
+            if !report.supervisor.running {
+                lines.append("hint: no supervisor serves this group. \(options.hint); or start one: busymate-app --group DIR (make run)")
+            }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
         if !report.supervisor.running { throw ExitCode(3) }
@@ -69,7 +87,8 @@ struct Status: AsyncParsableCommand {
     /// Pinned hosts in force (not expired) from the store, when it can be read.
     static func pinned(_ paths: GroupPaths) -> [PinnedDomain] {
         guard FileManager.default.fileExists(atPath: paths.captureDatabase.path),
-              let database = try? CaptureDatabase(paths: paths, readOnly: true, owner: false) else { return [] }
+            let database = try? CaptureDatabase(paths: paths, readOnly: true, owner: false)
+        else { return [] }
         let ttl = SettingsFile.read(paths.settings).settings?.pinTTL ?? AppSettings().pinTTL
         return ((try? PinnedDomainRepository(database: database).all()) ?? []).filter { $0.lastSeen.addingTimeInterval(ttl) > Date() }
     }
@@ -120,7 +139,9 @@ struct Status: AsyncParsableCommand {
         }
         if let onboarding = r.web?.onboarding {
             let ok = onboarding.bound != nil && onboarding.error == nil
-            lines.append("\(mark(ok)) onboarding   \(onboarding.bound.map { "http://\($0)/ (/proxy.pac, /ca.pem, /ca.der)" } ?? onboarding.listen)\(onboarding.error.map { " (cannot listen: \($0))" } ?? "")")
+            lines.append(
+                "\(mark(ok)) onboarding   \(onboarding.bound.map { "http://\($0)/ (/proxy.pac, /ca.pem, /ca.der)" } ?? onboarding.listen)\(onboarding.error.map { " (cannot listen: \($0))" } ?? "")"
+            )
             if let warning = onboarding.warning { lines.append("⚠ onboarding   \(warning)") }
         }
         if let cloud = r.cloud, cloud.state != "not paired" || !cloud.sinks.isEmpty {
@@ -130,7 +151,9 @@ struct Status: AsyncParsableCommand {
             for sink in cloud.sinks { lines.append("               " + CloudStatus.sinkLine(sink)) }
         }
         for l in r.listeners {
-            lines.append("\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")")
+            lines.append(
+                "\(mark(l.error == nil && l.bound != nil)) listener     \(l.address)\(l.bound.map { $0 != l.address ? " → \($0)" : "" } ?? "")\(l.error.map { " (\($0))" } ?? "")"
+            )
         }
         if let network = r.network {
             var line = "network      mode \(network.mode) · live \(network.liveMode)\(network.bothSeen ? " (proxy clients too)" : "")"
@@ -144,25 +167,35 @@ struct Status: AsyncParsableCommand {
         for device in r.devices ?? [] {
             // Seed 004's readiness card, per device.
             var steps = [device.named ? (device.port.map { "port \($0)" } ?? "by address") : "seen"]
-            if let enrolment = device.enrolment { steps.append(device.enrolledAt != nil && enrolment.hasPrefix("enrolled") ? "enrolled" : enrolment) }
+            if let enrolment = device.enrolment {
+                steps.append(device.enrolledAt != nil && enrolment.hasPrefix("enrolled") ? "enrolled" : enrolment)
+            }
             if device.admittedUntil != nil { steps.append("admitted") }
             steps.append(device.pacFetches > 0 ? "PAC fetched" : "no PAC fetched")
             steps.append(device.caDownloads > 0 ? "CA downloaded" : "CA not downloaded")
             steps.append(device.caTrustedAt != nil ? "CA trusted" : "CA not trusted yet")
             steps.append(device.lastSeen != nil ? "traffic seen (\(device.source ?? "?"))" : "no traffic yet")
             steps.append(device.online ? "online" : "offline")
-            lines.append("\(mark(device.online)) device       \(device.name)\(device.address.map { $0 != device.name ? " (\($0))" : "" } ?? ""): \(steps.joined(separator: " · "))")
+            lines.append(
+                "\(mark(device.online)) device       \(device.name)\(device.address.map { $0 != device.name ? " (\($0))" : "" } ?? ""): \(steps.joined(separator: " · "))"
+            )
         }
-        lines.append("\(mark(r.ca.present && r.ca.error == nil)) CA           \(r.ca.present ? "present" : "missing")\(r.ca.error.map { " (\($0))" } ?? "")")
+        lines.append(
+            "\(mark(r.ca.present && r.ca.error == nil)) CA           \(r.ca.present ? "present" : "missing")\(r.ca.error.map { " (\($0))" } ?? "")"
+        )
         // This machine's own store; a device's trust is on its line (seen in its handshakes).
-        lines.append("\(mark(r.ca.trusted)) CA trust     this machine: \(r.ca.trusted ? "in its system trust store" : "not in its system trust store") (devices: on their lines)")
+        lines.append(
+            "\(mark(r.ca.trusted)) CA trust     this machine: \(r.ca.trusted ? "in its system trust store" : "not in its system trust store") (devices: on their lines)"
+        )
         if let error = r.settings.error {
             lines.append("\(mark(false)) settings     invalid: \(error) (last good settings stay in force)")
         } else {
             lines.append("\(mark(true)) settings     valid")
         }
         let c = r.counters
-        lines.append("  traffic      \(c.connectionsActive) open / \(c.connectionsTotal) connections, \(c.requestsTotal) requests, \(bytes(c.bytesFromClients)) in, \(bytes(c.bytesToClients)) out")
+        lines.append(
+            "  traffic      \(c.connectionsActive) open / \(c.connectionsTotal) connections, \(c.requestsTotal) requests, \(bytes(c.bytesFromClients)) in, \(bytes(c.bytesToClients)) out"
+        )
         if let held = c.breakpointsHeld, held > 0 { lines.append("  breakpoints  \(held) held (busymate breakpoints list)") }
         if let idle = c.tunnelsIdleClosed, idle > 0 { lines.append("  tunnels      \(idle) closed idle (timeouts.tunnel_idle_seconds)") }
         return lines.joined(separator: "\n")

@@ -6,16 +6,18 @@ enum StoreAccess {
     /// The capture store of `paths`, or a clear error when there is none yet.
     static func open(_ paths: GroupPaths, readOnly: Bool = true) throws -> CaptureDatabase {
         guard FileManager.default.fileExists(atPath: paths.captureDatabase.path) else {
-            throw CLIError(description: "no capture store at \(paths.captureDatabase.path) yet (the tunnel creates it when it starts; "
-                + "another group? --group DIR or \(GroupPaths.environmentKey)=DIR)")
+            throw CLIError(
+                description: "no capture store at \(paths.captureDatabase.path) yet (the tunnel creates it when it starts; "
+                    + "another group? --group DIR or \(GroupPaths.environmentKey)=DIR)")
         }
         do {
             // The CLI never migrates or chmods the store: that is the tunnel's.
             return try CaptureDatabase(paths: paths, readOnly: readOnly, owner: false)
-        } catch where StoreHealth.isCorruption(error) {
+        } catch  where StoreHealth.isCorruption(error) {
             throw CLIError(description: "\(paths.captureDatabase.path): \(StoreHealth.describe(error))\(StoreHealth.advice(error))")
         } catch {
-            throw CLIError(description: "cannot open \(paths.captureDatabase.path): \(error) (run as root or as a member of group busymate)")
+            throw CLIError(
+                description: "cannot open \(paths.captureDatabase.path): \(error) (run as root or as a member of group busymate)")
         }
     }
 }
@@ -34,7 +36,9 @@ extension StoreAccess {
         }
         let found = try traffic.find(requestIDPrefix: prefix, limit: 2)
         guard let record = found.first else { throw CLIError(description: "no exchange has a request id starting \(text)") }
-        guard found.count == 1 else { throw CLIError(description: "several request ids start \(text): give more of it, or the exchange id") }
+        guard found.count == 1 else {
+            throw CLIError(description: "several request ids start \(text): give more of it, or the exchange id")
+        }
         return record
     }
 

@@ -4,13 +4,15 @@ import CaptureStore
 import Foundation
 
 struct Tail: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Follow new exchanges as they are captured (or, with --events, the notifications).")
+    static let configuration = CommandConfiguration(
+        abstract: "Follow new exchanges as they are captured (or, with --events, the notifications).")
 
     @OptionGroup var options: GroupOption
     @Flag(name: .long, help: "Show notifications between the processes as they arrive.") var events = false
     @OptionGroup var filters: FilterOptions
     @Flag(help: "One JSON object per line (a `list --json` row).") var json = false
-    @Flag(help: "Follow WebSocket messages instead, of the sockets the filter keeps (with --json: one message per line).") var messages = false
+    @Flag(help: "Follow WebSocket messages instead, of the sockets the filter keeps (with --json: one message per line).") var messages =
+        false
 
     func validate() throws {
         if messages && events { throw ValidationError("--messages and --events follow different things; give one") }
@@ -45,7 +47,10 @@ struct Tail: AsyncParsableCommand {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         for await note in notifier.notifications() {
             // Unbuffered, so a pipe sees each line as it happens.
-            FileHandle.standardOutput.write(Data("\(formatter.string(from: Date())) \(note.name.rawValue) from \(note.sender)\(note.payload.map { " \($0)" } ?? "")\n".utf8))
+            FileHandle.standardOutput.write(
+                Data(
+                    "\(formatter.string(from: Date())) \(note.name.rawValue) from \(note.sender)\(note.payload.map { " \($0)" } ?? "")\n"
+                        .utf8))
         }
     }
 }
@@ -63,12 +68,16 @@ extension Tail {
                 guard filters.isEmpty, let file = OpenExchangesFile.read(options.paths) else { continue }
                 for entry in file.entries where !started.contains(entry.requestID) {
                     if json {
-                        let line = ExchangeJSON.object([("request_id", ExchangeJSON.string(entry.requestID)), ("started_at", ExchangeJSON.date(entry.startedAt)),
-                                                        ("method", ExchangeJSON.string(entry.method)), ("url", ExchangeJSON.string(entry.url)),
-                                                        ("state", ExchangeJSON.string("open"))])
+                        let line = ExchangeJSON.object([
+                            ("request_id", ExchangeJSON.string(entry.requestID)), ("started_at", ExchangeJSON.date(entry.startedAt)),
+                            ("method", ExchangeJSON.string(entry.method)), ("url", ExchangeJSON.string(entry.url)),
+                            ("state", ExchangeJSON.string("open")),
+                        ])
                         FileHandle.standardOutput.write(Data((JSONWriter.compact(line) + "\n").utf8))
                     } else {
-                        FileHandle.standardOutput.write(Data((Terminal.visible("→ \(entry.method) \(entry.url) (started, in flight)", keepNewlines: false) + "\n").utf8))
+                        FileHandle.standardOutput.write(
+                            Data((Terminal.visible("→ \(entry.method) \(entry.url) (started, in flight)", keepNewlines: false) + "\n").utf8)
+                        )
                     }
                 }
                 started = Set(file.entries.map(\.requestID))
@@ -121,7 +130,9 @@ extension Tail {
                     if json {
                         out += JSONWriter.compact(WebSocketJSON.message(message, payload: payload, exchangeID: exchangeID)) + "\n"
                     } else {
-                        let lines = [MessageLines.header(message, exchangeID: exchangeID)] + MessageLines.payload(message, payload, raw: true, limit: 4096)
+                        let lines =
+                            [MessageLines.header(message, exchangeID: exchangeID)]
+                            + MessageLines.payload(message, payload, raw: true, limit: 4096)
                         out += Terminal.visible(lines.joined(separator: "\n")) + "\n"
                     }
                 }

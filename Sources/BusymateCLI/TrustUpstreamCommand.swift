@@ -35,7 +35,9 @@ extension SSLProxying {
                 ssl.set("upstream_trust", path.map { JSONNode(.string($0)) } ?? JSONNode(.null))
                 root.set("ssl_proxying", ssl)
             }
-            print(path.map { "upstream certificates are verified against the system store and \($0)" } ?? "upstream certificates are verified against the system store alone")
+            print(
+                path.map { "upstream certificates are verified against the system store and \($0)" }
+                    ?? "upstream certificates are verified against the system store alone")
         }
     }
 }

@@ -23,7 +23,8 @@ struct WS: AsyncParsableCommand {
         enum Kind: String, ExpressibleByArgument, CaseIterable { case text, binary }
 
         @OptionGroup var options: GroupOption
-        @Argument(help: "The socket's exchange id (its handshake's row), a request id, or the start of one.", completion: Completions.exchangeIDs)
+        @Argument(
+            help: "The socket's exchange id (its handshake's row), a request id, or the start of one.", completion: Completions.exchangeIDs)
         var id: String
         @Option(help: "Where the message goes: client or server.") var to: Side
         @Option(help: "The message's text.") var text: String?
@@ -57,8 +58,11 @@ struct WS: AsyncParsableCommand {
             guard let exchangeID = record.id else { throw CLIError(description: "exchange \(id) has no id") }
             let sends = WebSocketSendRepository(database: database)
             do {
-                let seq = try sends.send(exchangeID: exchangeID, toClient: to == .client, opcode: opcode, payload: payload, paths: options.paths, sender: "cli")
-                print("sent message #\(seq) (\(payload.count) bytes, \(opcode == .text ? "text" : "binary")) to the \(to.rawValue) of exchange \(exchangeID)")
+                let seq = try sends.send(
+                    exchangeID: exchangeID, toClient: to == .client, opcode: opcode, payload: payload, paths: options.paths, sender: "cli")
+                print(
+                    "sent message #\(seq) (\(payload.count) bytes, \(opcode == .text ? "text" : "binary")) to the \(to.rawValue) of exchange \(exchangeID)"
+                )
             } catch let refusal as WebSocketSendRepository.Refusal {
                 throw CLIError(description: refusal.description)
             }

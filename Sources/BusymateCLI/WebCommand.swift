@@ -10,14 +10,18 @@ struct Web: AsyncParsableCommand {
     struct URLCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "url",
-            abstract: "Print the page's address with its token (open it once: the page keeps a cookie); --exchange or --device links to one.")
+            abstract:
+                "Print the page's address with its token (open it once: the page keeps a cookie); --exchange or --device links to one.")
         @OptionGroup var options: GroupOption
         @Option(help: "Link to this exchange (its detail opens).") var exchange: Int64?
         @Option(help: "Link to this device (the Devices view, its row marked).") var device: String?
 
         func run() async throws {
             let paths = options.paths
-            guard FileManager.default.isReadableFile(atPath: paths.webToken.path) || !FileManager.default.fileExists(atPath: paths.webToken.path) else {
+            guard
+                FileManager.default.isReadableFile(atPath: paths.webToken.path)
+                    || !FileManager.default.fileExists(atPath: paths.webToken.path)
+            else {
                 throw CLIError(description: "permission denied on \(paths.webToken.path): run as root or as a member of group busymate")
             }
             guard let token = WebToken.read(paths) else {
@@ -31,7 +35,8 @@ struct Web: AsyncParsableCommand {
             }
             print("\(Self.base(address))/login?token=\(token)\(Self.fragment(exchange: exchange, device: device))")
             if let web = report?.web, web.state != .ready {
-                FileHandle.standardError.write(Data("busymate: the web front is \(web.state.rawValue)\(web.error.map { ": \($0)" } ?? "")\n".utf8))
+                FileHandle.standardError.write(
+                    Data("busymate: the web front is \(web.state.rawValue)\(web.error.map { ": \($0)" } ?? "")\n".utf8))
             }
         }
 

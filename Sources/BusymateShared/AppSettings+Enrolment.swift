@@ -43,10 +43,11 @@ extension AppSettings {
         /// A token as links carry it (what `newToken` makes); anything
         /// else is not looked up.
         public static func isWellFormed(_ token: String) -> Bool {
-            (16...64).contains(token.utf8.count) && token.utf8.allSatisfy {
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
-            }
+            (16...64).contains(token.utf8.count)
+                && token.utf8.allSatisfy {
+                    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                }
         }
 
         /// What opening the link from `client` at `now` comes to.
@@ -60,7 +61,9 @@ extension AppSettings {
         public func verdict(client: String, now: Date = Date()) -> Verdict {
             if revoked { return .revoked }
             // The device it enrolled may open it again after it expired (admitted again after a long absence).
-            if let by = redeemedBy { return IPAddressText.host(by) == IPAddressText.host(client) ? .admit(first: false) : .usedElsewhere(by) }
+            if let by = redeemedBy {
+                return IPAddressText.host(by) == IPAddressText.host(client) ? .admit(first: false) : .usedElsewhere(by)
+            }
             if expires <= now { return .expired }
             return .admit(first: true)
         }
@@ -118,7 +121,9 @@ extension AppSettings.Reader {
         var enrolment = AppSettings.Enrolment(tokenSHA256: digest, expires: try date(expiresNode, path: "\(path).expires"))
         if let revoked = node["revoked"] {
             guard case let .bool(value) = revoked.value else {
-                throw SettingsError(message: "expected true or false, found \(revoked.value.typeName)", position: revoked.position, keyPath: "\(path).revoked")
+                throw SettingsError(
+                    message: "expected true or false, found \(revoked.value.typeName)", position: revoked.position,
+                    keyPath: "\(path).revoked")
             }
             enrolment.revoked = value
         }
@@ -136,7 +141,8 @@ extension AppSettings.Reader {
     func date(_ node: JSONNode, path: String) throws(SettingsError) -> Date {
         let text = try string(node, path: path)
         guard let date = ISO8601DateFormatter().date(from: text) else {
-            throw SettingsError(message: "\"\(text)\" is not a UTC time such as \"2026-11-25T10:00:00Z\"", position: node.position, keyPath: path)
+            throw SettingsError(
+                message: "\"\(text)\" is not a UTC time such as \"2026-11-25T10:00:00Z\"", position: node.position, keyPath: path)
         }
         return date
     }

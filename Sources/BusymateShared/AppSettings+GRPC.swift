@@ -10,8 +10,9 @@ extension AppSettings.Reader {
         for (i, item) in try strings(node, path: "grpc.descriptor_sets").enumerated() {
             let path = item.text
             guard !path.trimmingCharacters(in: .whitespaces).isEmpty, !path.contains("\u{0}") else {
-                throw SettingsError(message: "\"\(path)\" is not a path to a descriptor set (protoc --include_imports -o api.pb api.proto writes one)",
-                                    position: item.position, keyPath: "grpc.descriptor_sets[\(i)]")
+                throw SettingsError(
+                    message: "\"\(path)\" is not a path to a descriptor set (protoc --include_imports -o api.pb api.proto writes one)",
+                    position: item.position, keyPath: "grpc.descriptor_sets[\(i)]")
             }
             s.grpcDescriptorSets.append(path)
         }

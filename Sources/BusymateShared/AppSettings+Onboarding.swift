@@ -42,7 +42,8 @@ extension AppSettings {
             let v6 = host.contains(":")
             guard !listen.contains(where: { $0.host.contains(":") == v6 && !$0.isLoopback }) else { return nil }
             let wildcard = v6 ? "[::]" : "0.0.0.0"
-            return "devices that open the onboarding listener (\(onboarding)) are refused a PAC: no proxy listener of its family is off loopback "
+            return
+                "devices that open the onboarding listener (\(onboarding)) are refused a PAC: no proxy listener of its family is off loopback "
                 + "(proxy.listen: \(listen.map(\.description).joined(separator: ", "))); add this machine's address, or \"\(wildcard):\(listen.first?.port ?? 9090)\", to proxy.listen"
         }
         guard proxyListener(serving: host) == nil else { return nil }

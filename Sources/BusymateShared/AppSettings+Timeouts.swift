@@ -24,6 +24,9 @@ extension AppSettings {
         public init() {}
 
         /// Setting name, value, as settings.json spells them.
-        public static let keys = ["request_head_seconds", "idle_seconds", "body_seconds", "tls_handshake_seconds", "upstream_response_seconds", "tunnel_idle_seconds"]
+        public static let keys = [
+            "request_head_seconds", "idle_seconds", "body_seconds", "tls_handshake_seconds", "upstream_response_seconds",
+            "tunnel_idle_seconds",
+        ]
     }
 }

@@ -108,8 +108,10 @@ public struct SettingsError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension AppSettings {
     public static let knownKeys: [String: Set<String>] = [
-        "": ["mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts", "web",
-             "transparent", "dns", "onboarding", "devices", "access", "grpc"],
+        "": [
+            "mode", "log_level", "proxy", "ssl_proxying", "tunnel", "capture", "rules", "breakpoints", "upstream_proxy", "timeouts", "web",
+            "transparent", "dns", "onboarding", "devices", "access", "grpc",
+        ],
         "grpc": ["descriptor_sets"],
         "web": ["listen"],
         "transparent": networkKeys["transparent"] ?? [],
@@ -134,7 +136,8 @@ extension AppSettings {
     /// listed as unknown) and each gets a warning that says where the
     /// setting lives now.
     public static let rootOnlyKeys: [String: String] = [
-        "tunnel.user": "whom the tunnel runs as is busymate-app's --tunnel-user option (the unit's command line), which only root can change",
+        "tunnel.user":
+            "whom the tunnel runs as is busymate-app's --tunnel-user option (the unit's command line), which only root can change",
         "tunnel.group": "the tunnel's group is busymate-app's --tunnel-group option (the unit's command line), which only root can change",
     ]
 
@@ -169,16 +172,19 @@ extension AppSettings {
             if let node = root["mode"] {
                 let text = try string(node, path: "mode")
                 guard let mode = Mode(rawValue: text) else {
-                    throw SettingsError(message: "\"\(text)\" is not a mode; use \(Mode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))",
-                                        position: node.position, keyPath: "mode")
+                    throw SettingsError(
+                        message: "\"\(text)\" is not a mode; use \(Mode.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))",
+                        position: node.position, keyPath: "mode")
                 }
                 s.mode = mode
             }
             if let node = root["log_level"] {
                 let text = try string(node, path: "log_level")
                 guard let level = Logger.Level(rawValue: text) else {
-                    throw SettingsError(message: "\"\(text)\" is not a log level; use one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))",
-                                        position: node.position, keyPath: "log_level")
+                    throw SettingsError(
+                        message:
+                            "\"\(text)\" is not a log level; use one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))",
+                        position: node.position, keyPath: "log_level")
                 }
                 s.logLevel = level
             }
@@ -190,11 +196,14 @@ extension AppSettings {
                     s.listen = []
                     for (i, item) in items.enumerated() {
                         guard let address = ListenAddress(item.text), IPAddressText.isLiteral(address.host) else {
-                            throw SettingsError(message: "\"\(item.text)\" is not \"address:port\" with an IP address (e.g. \"127.0.0.1:9090\" or \"[::1]:9090\")",
-                                                position: item.position, keyPath: "proxy.listen[\(i)]")
+                            throw SettingsError(
+                                message:
+                                    "\"\(item.text)\" is not \"address:port\" with an IP address (e.g. \"127.0.0.1:9090\" or \"[::1]:9090\")",
+                                position: item.position, keyPath: "proxy.listen[\(i)]")
                         }
                         guard seen.insert(address).inserted else {
-                            throw SettingsError(message: "\"\(item.text)\" is listed twice", position: item.position, keyPath: "proxy.listen[\(i)]")
+                            throw SettingsError(
+                                message: "\"\(item.text)\" is listed twice", position: item.position, keyPath: "proxy.listen[\(i)]")
                         }
                         s.listen.append(address)
                     }
@@ -204,7 +213,9 @@ extension AppSettings {
                 }
                 if let node = proxy["http2"] {
                     guard case let .bool(on) = node.value else {
-                        throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "proxy.http2")
+                        throw SettingsError(
+                            message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "proxy.http2"
+                        )
                     }
                     s.http2 = on
                 }
@@ -216,13 +227,17 @@ extension AppSettings {
                 if let node = ssl["insecure_upstream"] { s.insecureUpstream = try patterns(node, path: "ssl_proxying.insecure_upstream") }
                 if let node = ssl["auto_pin"] {
                     guard case let .bool(on) = node.value else {
-                        throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "ssl_proxying.auto_pin")
+                        throw SettingsError(
+                            message: "expected true or false, found \(node.value.typeName)", position: node.position,
+                            keyPath: "ssl_proxying.auto_pin")
                     }
                     s.autoPin = on
                 }
                 if let node = ssl["pin_loopback"] {
                     guard case let .bool(on) = node.value else {
-                        throw SettingsError(message: "expected true or false, found \(node.value.typeName)", position: node.position, keyPath: "ssl_proxying.pin_loopback")
+                        throw SettingsError(
+                            message: "expected true or false, found \(node.value.typeName)", position: node.position,
+                            keyPath: "ssl_proxying.pin_loopback")
                     }
                     s.pinLoopback = on
                 }
@@ -230,7 +245,9 @@ extension AppSettings {
                 if let node = ssl["upstream_trust"], node.value != .null {
                     let path = try string(node, path: "ssl_proxying.upstream_trust")
                     guard path.hasPrefix("/") else {
-                        throw SettingsError(message: "\"\(path)\" must be an absolute path to a PEM file", position: node.position, keyPath: "ssl_proxying.upstream_trust")
+                        throw SettingsError(
+                            message: "\"\(path)\" must be an absolute path to a PEM file", position: node.position,
+                            keyPath: "ssl_proxying.upstream_trust")
                     }
                     s.upstreamTrust = path
                 }
@@ -251,7 +268,8 @@ extension AppSettings {
                     guard let node = timeouts[key] else { return }
                     let value = try number(node, path: "timeouts.\(key)")
                     guard value >= 0.1, value <= 86_400 else {
-                        throw SettingsError(message: "must be between 0.1 and 86400 seconds", position: node.position, keyPath: "timeouts.\(key)")
+                        throw SettingsError(
+                            message: "must be between 0.1 and 86400 seconds", position: node.position, keyPath: "timeouts.\(key)")
                     }
                     s.timeouts[keyPath: keyPath] = value
                 }
@@ -269,7 +287,8 @@ extension AppSettings {
                     guard let node = capture[key] else { return nil }
                     let value = try number(node, path: "capture.\(key)")
                     guard value >= 1, value <= 100_000_000, value == value.rounded() else {
-                        throw SettingsError(message: "must be a whole number from 1 to 100000000", position: node.position, keyPath: "capture.\(key)")
+                        throw SettingsError(
+                            message: "must be a whole number from 1 to 100000000", position: node.position, keyPath: "capture.\(key)")
                     }
                     return Int(value)
                 }
@@ -286,8 +305,9 @@ extension AppSettings {
                 if let node = web["listen"] {
                     let text = try string(node, path: "web.listen")
                     guard let address = ListenAddress(text), IPAddressText.isLiteral(address.host) else {
-                        throw SettingsError(message: "\"\(text)\" is not \"address:port\" with an IP address (e.g. \"127.0.0.1:9091\")",
-                                            position: node.position, keyPath: "web.listen")
+                        throw SettingsError(
+                            message: "\"\(text)\" is not \"address:port\" with an IP address (e.g. \"127.0.0.1:9091\")",
+                            position: node.position, keyPath: "web.listen")
                     }
                     s.webListen = address
                 }
@@ -299,7 +319,9 @@ extension AppSettings {
 
         mutating func object(_ node: JSONNode, path: String) throws(SettingsError) {
             guard case let .object(members) = node.value else {
-                throw SettingsError(message: "expected an object, found \(node.value.typeName)", position: node.position, keyPath: path.isEmpty ? nil : path)
+                throw SettingsError(
+                    message: "expected an object, found \(node.value.typeName)", position: node.position, keyPath: path.isEmpty ? nil : path
+                )
             }
             let known = AppSettings.knownKeys[path] ?? []
             for member in members where !known.contains(member.key) {
@@ -332,7 +354,9 @@ extension AppSettings {
             default: break
             }
             guard let seconds, seconds > 0, seconds <= 366 * 86_400 else {
-                throw SettingsError(message: "must be a duration from 1 second to 366 days: seconds, or \"30m\", \"24h\", \"7d\"", position: node.position, keyPath: path)
+                throw SettingsError(
+                    message: "must be a duration from 1 second to 366 days: seconds, or \"30m\", \"24h\", \"7d\"", position: node.position,
+                    keyPath: path)
             }
             return seconds
         }
@@ -346,22 +370,29 @@ extension AppSettings {
             case let .string(text):
                 let trimmed = text.trimmingCharacters(in: .whitespaces)
                 let (k, m, g): (Double, Double, Double) = (1024, 1024 * 1024, 1024 * 1024 * 1024)
-                let units: [(String, Double)] = [("GiB", g), ("MiB", m), ("KiB", k), ("GB", g), ("MB", m), ("KB", k), ("G", g), ("M", m), ("K", k), ("B", 1)]
+                let units: [(String, Double)] = [
+                    ("GiB", g), ("MiB", m), ("KiB", k), ("GB", g), ("MB", m), ("KB", k), ("G", g), ("M", m), ("K", k), ("B", 1),
+                ]
                 let unit = units.first { trimmed.uppercased().hasSuffix($0.0.uppercased()) } ?? ("", 1)
                 let digits = trimmed.dropLast(unit.0.count).trimmingCharacters(in: .whitespaces)
                 value = (Double(digits) ?? -1) * unit.1
             default:
-                throw SettingsError(message: "expected a size (bytes, or a string such as \"64MiB\"), found \(node.value.typeName)", position: node.position, keyPath: path)
+                throw SettingsError(
+                    message: "expected a size (bytes, or a string such as \"64MiB\"), found \(node.value.typeName)",
+                    position: node.position, keyPath: path)
             }
             guard value >= Double(minimum), value <= 1_125_899_906_842_624, value == value.rounded() else {
-                throw SettingsError(message: "must be a whole number of bytes of at least \(minimum), or a size such as \"64MiB\"", position: node.position, keyPath: path)
+                throw SettingsError(
+                    message: "must be a whole number of bytes of at least \(minimum), or a size such as \"64MiB\"", position: node.position,
+                    keyPath: path)
             }
             return Int(value)
         }
 
         func strings(_ node: JSONNode, path: String) throws(SettingsError) -> [(text: String, position: SourcePosition)] {
             guard case let .array(elements) = node.value else {
-                throw SettingsError(message: "expected an array of strings, found \(node.value.typeName)", position: node.position, keyPath: path)
+                throw SettingsError(
+                    message: "expected an array of strings, found \(node.value.typeName)", position: node.position, keyPath: path)
             }
             var out: [(String, SourcePosition)] = []
             for (i, element) in elements.enumerated() {

@@ -77,8 +77,9 @@ public struct AppliedSettings: Sendable {
             LogControl.level = new.logLevel
             Self.warnAboutRootOnlyKeys(snapshot.unknownKeys, logger: logger)
             if !snapshot.unknownKeys.isEmpty {
-                logger.notice("settings.json has keys this version does not know; kept as they are",
-                              metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])
+                logger.notice(
+                    "settings.json has keys this version does not know; kept as they are",
+                    metadata: ["KEYS": "\(snapshot.unknownKeys.joined(separator: ", "))"])
             }
             logger.info("settings applied", metadata: ["SHA256": "\(sha256)"])
             return .applied(previous: previous)

@@ -61,7 +61,9 @@ public struct BusymateNotification: Sendable, Equatable {
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
         // At the byte: split by Characters, a space followed by a combining
         // mark would be no separator.
-        let parts = text.utf8.split(separator: UInt8(ascii: " "), maxSplits: 3, omittingEmptySubsequences: false).map { String(Substring($0)) }
+        let parts = text.utf8.split(separator: UInt8(ascii: " "), maxSplits: 3, omittingEmptySubsequences: false).map {
+            String(Substring($0))
+        }
         guard parts.count >= 3, parts[0] == magic, !parts[2].isEmpty else { throw .badHeader }
         guard let name = NotificationName(rawValue: parts[1]) else { throw .unknownName(parts[1]) }
         let payload = parts.count == 4 ? parts[3] : nil

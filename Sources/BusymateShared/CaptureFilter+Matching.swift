@@ -93,7 +93,8 @@ extension CaptureFilter.Clause {
         case let .device(pattern): return try match(pattern, s.device)
         case .dns: return s.scheme == "dns"
         // Byte for byte, as SQL compares (not Swift's canonical equivalence).
-        case let .proto(version): return s.httpVersion.map { stored in version.versions.contains { $0.utf8.elementsEqual(stored.utf8) } } ?? false
+        case let .proto(version):
+            return s.httpVersion.map { stored in version.versions.contains { $0.utf8.elementsEqual(stored.utf8) } } ?? false
         case .grpc:
             guard let type = s.header("content-type", in: s.requestHeaders) else { return false }
             return Self.asciiLowercased(type).utf8.starts(with: CaptureFilter.grpcType.utf8)
@@ -163,7 +164,7 @@ extension CaptureFilter.Clause {
     public var pattern: String? {
         switch self {
         case let .domain(p), let .url(p), let .method(p), let .header(p, _), let .body(p, _), let .contentType(p, _), let .source(p),
-             let .destination(p), let .marker(p), let .comment(p), let .rule(p), let .device(p):
+            let .destination(p), let .marker(p), let .comment(p), let .rule(p), let .device(p):
             return p
         case .asset: return CaptureFilter.assetTypes
         default: return nil

@@ -102,7 +102,9 @@ struct CaptureFilterParser {
     }
 
     /// What follows an operator, or an error that names the operator.
-    private mutating func operand(after op: String, _ parse: (inout Self) throws(FilterError) -> CaptureFilter) throws(FilterError) -> CaptureFilter {
+    private mutating func operand(after op: String, _ parse: (inout Self) throws(FilterError) -> CaptureFilter) throws(FilterError)
+        -> CaptureFilter
+    {
         skipSpaces()
         guard let next = peek, next != ")", next != "&", next != "|" else { throw fail("expected a filter after \(op)") }
         return try parse(&self)
@@ -141,7 +143,10 @@ struct CaptureFilterParser {
         try count(at: start)
         index += 1
         var name = ""
-        while let c = peek, c.isLetter || c.isNumber { name.append(c); index += 1 }
+        while let c = peek, c.isLetter || c.isNumber {
+            name.append(c)
+            index += 1
+        }
         func needs() throws(FilterError) -> (String, Int) { try (argument(for: "~" + name), lastArgumentStart) }
         switch name {
         case "all": return .all
@@ -159,7 +164,8 @@ struct CaptureFilterParser {
         case "tcp": return .tcp
         case "udp": return .udp
         case "meta":
-            throw FilterError(position: start + 1, message: "~meta: Busymate keeps no flow metadata; ~comment and ~marker match what a user noted")
+            throw FilterError(
+                position: start + 1, message: "~meta: Busymate keeps no flow metadata; ~comment and ~marker match what a user noted")
         case "d": return .domain(try pattern(needs()))
         case "u": return .url(try pattern(needs()))
         case "m": return .method(try pattern(needs()))
@@ -227,7 +233,10 @@ struct CaptureFilterParser {
             throw FilterError(position: lastArgumentStart + 1, message: "this quote is never closed")
         }
         var value = ""
-        while let c = peek, !c.isWhitespace, c != "(", c != ")" { value.append(c); index += 1 }
+        while let c = peek, !c.isWhitespace, c != "(", c != ")" {
+            value.append(c)
+            index += 1
+        }
         guard !value.isEmpty else { throw fail("\(owner) needs a value") }
         return value
     }
@@ -269,7 +278,8 @@ struct CaptureFilterParser {
             let number = text.dropLast()
             let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
             guard !number.isEmpty, number.count <= 20, parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
-                  !parts[0].isEmpty, let amount = Double(number) else {
+                !parts[0].isEmpty, let amount = Double(number)
+            else {
                 throw FilterError(position: at + 1, message: "a duration is a number and a unit (30s, 10m, 2h, 1d, 1w), not \"\(text)\"")
             }
             guard amount * seconds <= maxAgo else {
@@ -277,7 +287,10 @@ struct CaptureFilterParser {
             }
             return now.addingTimeInterval(-amount * seconds)
         }
-        let refusal = FilterError(position: at + 1, message: "a time is a duration ago (30s, 10m, 2h, 1d, 1w) or an ISO 8601 date (2026-11-23, 2026-11-23T10:00:00Z), not \"\(text)\"")
+        let refusal = FilterError(
+            position: at + 1,
+            message:
+                "a time is a duration ago (30s, 10m, 2h, 1d, 1w) or an ISO 8601 date (2026-11-23, 2026-11-23T10:00:00Z), not \"\(text)\"")
         // ICU's date parser, behind ISO8601DateFormatter, dies of SIGFPE on a
         // fraction of 35 digits: no run of more than 9 digits (nanoseconds), ASCII only.
         var run = 0

@@ -12,7 +12,8 @@ public struct ChildArguments: Sendable, Equatable {
     }
 
     /// The arguments after the program's name, or what is wrong with them.
-    public static func parse<Arguments: Sequence>(_ arguments: Arguments) -> Result<ChildArguments, ParseError> where Arguments.Element == String {
+    public static func parse<Arguments: Sequence>(_ arguments: Arguments) -> Result<ChildArguments, ParseError>
+    where Arguments.Element == String {
         var parsed = ChildArguments()
         var rest = Array(arguments)[...]
         while let argument = rest.popFirst() {

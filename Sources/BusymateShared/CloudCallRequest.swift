@@ -14,8 +14,10 @@ public struct CloudCallRequest: Codable, Sendable {
     /// The device token, for `unpair`.
     public var token: String?
 
-    public init(action: Action, api: String, anonKey: String, deviceUUID: String, code: String? = nil, name: String? = nil,
-                model: String? = nil, osVersion: String? = nil, token: String? = nil) {
+    public init(
+        action: Action, api: String, anonKey: String, deviceUUID: String, code: String? = nil, name: String? = nil,
+        model: String? = nil, osVersion: String? = nil, token: String? = nil
+    ) {
         self.action = action
         self.api = api
         self.anonKey = anonKey

@@ -17,7 +17,9 @@ public enum CloudCallResult: Sendable, Equatable {
     }
 
     public static func parse(_ output: String) -> CloudCallResult? {
-        guard output.utf8.count <= 20_000, let line = output.split(separator: "\n", omittingEmptySubsequences: false).first else { return nil }
+        guard output.utf8.count <= 20_000, let line = output.split(separator: "\n", omittingEmptySubsequences: false).first else {
+            return nil
+        }
         if line == "done" { return .done }
         if line.hasPrefix("failed ") {
             let text = String(line.dropFirst("failed ".count))
@@ -26,7 +28,8 @@ public enum CloudCallResult: Sendable, Equatable {
         }
         let words = line.split(separator: " ", omittingEmptySubsequences: false)
         guard words.count == 4, words[0] == "claimed", DeviceToken.isWellFormed(String(words[1])), isWord(String(words[2])),
-              words[3].utf8.count <= 12, words[3].utf8.allSatisfy({ (0x30...0x39).contains($0) }), let expires = Int64(words[3]) else { return nil }
+            words[3].utf8.count <= 12, words[3].utf8.allSatisfy({ (0x30...0x39).contains($0) }), let expires = Int64(words[3])
+        else { return nil }
         return .claimed(token: String(words[1]), jti: words[2] == "-" ? "" : String(words[2]), expires: expires)
     }
 
@@ -38,6 +41,9 @@ public enum CloudCallResult: Sendable, Equatable {
     /// An identifier (a jti, a uuid): letters, digits, `-`, `_`, `.`, `:`, at most 128.
     public static func isWord(_ text: String) -> Bool {
         text.utf8.count <= 128
-            && text.utf8.allSatisfy { $0 == 0x2D || $0 == 0x5F || $0 == 0x2E || $0 == 0x3A || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+            && text.utf8.allSatisfy {
+                $0 == 0x2D || $0 == 0x5F || $0 == 0x2E || $0 == 0x3A || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+                    || (0x61...0x7A).contains($0)
+            }
     }
 }

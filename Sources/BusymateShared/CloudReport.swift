@@ -18,8 +18,10 @@ public struct CloudReport: Codable, Sendable, Equatable {
     public var expiringSoon: Bool
     public var sinks: [CloudSinkStatus]
 
-    public init(state: String, detail: String, deviceUUID: String? = nil, name: String? = nil, api: String? = nil, pairedAt: Date? = nil,
-                expiresAt: Date? = nil, expiresInDays: Int? = nil, expiringSoon: Bool = false, sinks: [CloudSinkStatus] = []) {
+    public init(
+        state: String, detail: String, deviceUUID: String? = nil, name: String? = nil, api: String? = nil, pairedAt: Date? = nil,
+        expiresAt: Date? = nil, expiresInDays: Int? = nil, expiringSoon: Bool = false, sinks: [CloudSinkStatus] = []
+    ) {
         self.state = state
         self.detail = detail
         self.deviceUUID = deviceUUID
@@ -50,9 +52,10 @@ public struct CloudReport: Codable, Sendable, Equatable {
         case .paired: name = "paired"
         case .rePairRequired: name = "re-pair required"
         }
-        return CloudReport(state: name, detail: state.description, deviceUUID: token.deviceUUID, name: token.name,
-                           api: URL(string: token.api)?.host, pairedAt: token.pairedAt, expiresAt: token.expiresAt,
-                           expiresInDays: max(days, 0), expiringSoon: token.expiresAt > now && days < PairingState.warnDays, sinks: sinks)
+        return CloudReport(
+            state: name, detail: state.description, deviceUUID: token.deviceUUID, name: token.name,
+            api: URL(string: token.api)?.host, pairedAt: token.pairedAt, expiresAt: token.expiresAt,
+            expiresInDays: max(days, 0), expiringSoon: token.expiresAt > now && days < PairingState.warnDays, sinks: sinks)
     }
 
     /// Short, for the STATUS= pill (nil when not paired).

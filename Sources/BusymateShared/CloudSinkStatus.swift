@@ -43,9 +43,12 @@ public struct CloudSinkStatus: Codable, Sendable, Equatable {
     /// The account's Realtime link (the `postgrest` sink only): connected, or why not.
     public var realtime: String?
 
-    public init(sink: String, state: State, target: String? = nil, detail: String? = nil, sentRows: Int = 0, rowsPerSecond: Double = 0,
-                lastPushAt: Date? = nil, lastError: String? = nil, lastErrorAt: Date? = nil, nextAttemptAt: Date? = nil, failures: Int = 0,
-                batchLimit: Int = 500, sentID: Int64? = nil, backlog: Int? = nil, lagSeconds: Double? = nil, droppedUnsent: Int? = nil, rejected: Int? = nil) {
+    public init(
+        sink: String, state: State, target: String? = nil, detail: String? = nil, sentRows: Int = 0, rowsPerSecond: Double = 0,
+        lastPushAt: Date? = nil, lastError: String? = nil, lastErrorAt: Date? = nil, nextAttemptAt: Date? = nil, failures: Int = 0,
+        batchLimit: Int = 500, sentID: Int64? = nil, backlog: Int? = nil, lagSeconds: Double? = nil, droppedUnsent: Int? = nil,
+        rejected: Int? = nil
+    ) {
         self.sink = sink
         self.state = state
         self.target = target

@@ -37,8 +37,10 @@ public struct ControlMessage: Codable, Sendable {
     /// `teamDatabase`'s URL (nil: off).
     public var url: String?
 
-    public init(_ kind: Kind, pid: Int32? = nil, listeners: [String]? = nil, state: TunnelState? = nil, seq: Int? = nil,
-                ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil, role: String? = nil) {
+    public init(
+        _ kind: Kind, pid: Int32? = nil, listeners: [String]? = nil, state: TunnelState? = nil, seq: Int? = nil,
+        ok: Bool? = nil, message: String? = nil, report: StatusReport? = nil, role: String? = nil
+    ) {
         self.role = role
         self.kind = kind
         self.pid = pid

@@ -26,14 +26,19 @@ public struct DaemonJob: Service, CustomStringConvertible {
     public static func runGroup(_ jobs: [DaemonJob], logger: Logger, reload: (@Sendable () async -> Void)? = nil) async {
         var all = jobs
         if let reload {
-            all.insert(DaemonJob("reload on SIGHUP") {
-                for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() { await reload() }
-            }, at: 0)
+            all.insert(
+                DaemonJob("reload on SIGHUP") {
+                    for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() { await reload() }
+                }, at: 0)
         }
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: all.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0,
-                                                                                successTerminationBehavior: $0.endsDaemon ? .gracefullyShutdownGroup : .ignore) },
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: all.map {
+                    ServiceGroupConfiguration.ServiceConfiguration(
+                        service: $0,
+                        successTerminationBehavior: $0.endsDaemon ? .gracefullyShutdownGroup : .ignore)
+                },
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
@@ -48,8 +53,10 @@ extension DaemonJob {
     /// cannot watch it (the daemon then learns of changes by notification).
     public static func groupWatcher(_ paths: GroupPaths, _ changed: @escaping @Sendable (GroupPaths.Watched) async -> Void) -> DaemonJob? {
         // A removed token mirror is an unpairing (the tunnel) or a mirror to write again (the supervisor).
-        let removals: Set<String> = [GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue,
-                                     GroupPaths.Watched.deviceToken.rawValue, GroupPaths.Watched.teamDatabase.rawValue]
+        let removals: Set<String> = [
+            GroupPaths.Watched.caPEM.rawValue, GroupPaths.Watched.caKey.rawValue,
+            GroupPaths.Watched.deviceToken.rawValue, GroupPaths.Watched.teamDatabase.rawValue,
+        ]
         guard let watcher = try? FileWatcher(directory: paths.root, removals: removals) else { return nil }
         return DaemonJob("group directory watcher") {
             for await name in watcher.changes().cancelOnGracefulShutdown() {
@@ -60,7 +67,9 @@ extension DaemonJob {
     }
 
     /// `received` for each notification posted to the group, until shutdown.
-    public static func notifications(_ notifier: Notifier, _ received: @escaping @Sendable (BusymateNotification) async -> Void) -> DaemonJob {
+    public static func notifications(_ notifier: Notifier, _ received: @escaping @Sendable (BusymateNotification) async -> Void)
+        -> DaemonJob
+    {
         DaemonJob("notifications") {
             for await note in notifier.notifications().cancelOnGracefulShutdown() { await received(note) }
         }

@@ -12,15 +12,20 @@ public enum DeviceList {
 
     /// Names a device: a port from the pool, or `address`. `existed`: it
     /// was named already (nothing written).
-    public static func add(_ name: String, address: String?, in root: inout JSONNode) throws -> (device: AppSettings.NamedDevice, existed: Bool) {
-        guard AppSettings.NamedDevice.isValidName(name) else { throw Refusal("\"\(name)\" is not a device name (letters, digits, - _ .; at most 64)") }
+    public static func add(_ name: String, address: String?, in root: inout JSONNode) throws -> (
+        device: AppSettings.NamedDevice, existed: Bool
+    ) {
+        guard AppSettings.NamedDevice.isValidName(name) else {
+            throw Refusal("\"\(name)\" is not a device name (letters, digits, - _ .; at most 64)")
+        }
         if let address, !IPAddressText.isLiteral(address) { throw Refusal("\"\(address)\" is not an IP address") }
         let settings = try AppSettings.decode(root).settings
         if let existing = settings.devices.named(name), address == nil || existing.address == address { return (existing, true) }
         var device = AppSettings.NamedDevice(name: name, address: address)
         if address == nil {
             let taken = Set(settings.devices.list.compactMap(\.port)).union(settings.listen.map(\.port))
-                .union([settings.webListen.port, settings.transparent.port, settings.dns.port]).union(settings.onboardingListen.map { [$0.port] } ?? [])
+                .union([settings.webListen.port, settings.transparent.port, settings.dns.port]).union(
+                    settings.onboardingListen.map { [$0.port] } ?? [])
             guard let port = settings.devices.portPool.first(where: { !taken.contains($0) }) else {
                 throw Refusal("devices.port_pool \(settings.devices.portPool.lowerBound)-\(settings.devices.portPool.upperBound) is full")
             }
@@ -49,7 +54,9 @@ public enum DeviceList {
         let ended = device.enrolment.flatMap { $0.revoked ? nil : $0.redeemedBy }
         let token = AppSettings.Enrolment.newToken()
         let expires = now.addingTimeInterval(lifetime)
-        try update(name, in: &root) { $0.enrolment = AppSettings.Enrolment(tokenSHA256: AppSettings.Enrolment.digest(token), expires: expires) }
+        try update(name, in: &root) {
+            $0.enrolment = AppSettings.Enrolment(tokenSHA256: AppSettings.Enrolment.digest(token), expires: expires)
+        }
         if let ended { endAdmission(of: ended, in: &root, now: now) }
         return (token, expires, ended)
     }
@@ -71,10 +78,14 @@ public enum DeviceList {
         let settings = try AppSettings.decode(root).settings
         guard let device = settings.devices.named(name) else { throw Refusal("no device named \(name)") }
         if var devices = root["devices"], case let .array(items)? = devices["list"]?.value {
-            devices.set("list", JSONNode(.array(items.filter { item in
-                if case let .string(n)? = item["name"]?.value { return n != name }
-                return true
-            })))
+            devices.set(
+                "list",
+                JSONNode(
+                    .array(
+                        items.filter { item in
+                            if case let .string(n)? = item["name"]?.value { return n != name }
+                            return true
+                        })))
             root.set("devices", devices)
         }
         guard let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy else { return nil }
@@ -88,7 +99,8 @@ public enum DeviceList {
     public static func admit(_ name: String, client: String, first: Bool, in root: inout JSONNode, now: Date = Date()) throws {
         let settings = try AppSettings.decode(root).settings
         for other in settings.devices.list where other.name != name {
-            let fromHere = other.enrolment.map { !$0.revoked && $0.redeemedBy.map(IPAddressText.host) == IPAddressText.host(client) } ?? false
+            let fromHere =
+                other.enrolment.map { !$0.revoked && $0.redeemedBy.map(IPAddressText.host) == IPAddressText.host(client) } ?? false
             let named = other.address.map(IPAddressText.host) == IPAddressText.host(client) && other.port != nil
             guard fromHere || named else { continue }
             try update(other.name, in: &root) { device in
@@ -120,7 +132,9 @@ public enum DeviceList {
         editGrants(in: &root, now: now) { items in
             var placed = false
             items = items.compactMap { item in
-                guard case let .string(a)? = item["address"]?.value, IPAddressText.host(a) == IPAddressText.host(address) else { return item }
+                guard case let .string(a)? = item["address"]?.value, IPAddressText.host(a) == IPAddressText.host(address) else {
+                    return item
+                }
                 if placed { return nil }
                 placed = true
                 var item = item
@@ -134,10 +148,12 @@ public enum DeviceList {
     /// Ends the grant for exactly `address`, unless another live
     /// enrolment holds that address.
     static func endAdmission(of address: String, in root: inout JSONNode, now: Date) {
-        if let settings = try? AppSettings.decode(root).settings, settings.devices.list.contains(where: { device in
-            guard let e = device.enrolment, !e.revoked, let by = e.redeemedBy else { return false }
-            return IPAddressText.host(by) == IPAddressText.host(address)
-        }) {
+        if let settings = try? AppSettings.decode(root).settings,
+            settings.devices.list.contains(where: { device in
+                guard let e = device.enrolment, !e.revoked, let by = e.redeemedBy else { return false }
+                return IPAddressText.host(by) == IPAddressText.host(address)
+            })
+        {
             return
         }
         editGrants(in: &root, now: now) { items in
@@ -169,7 +185,7 @@ public enum DeviceList {
         guard var device = settings.devices.named(name) else { throw Refusal("no device named \(name)") }
         change(&device)
         guard var devices = root["devices"], case var .array(items)? = devices["list"]?.value,
-              let index = items.firstIndex(where: { if case let .string(n)? = $0["name"]?.value { return n == name } else { return false } })
+            let index = items.firstIndex(where: { if case let .string(n)? = $0["name"]?.value { return n == name } else { return false } })
         else { throw Refusal("no device named \(name)") }
         var item = items[index]
         item.set("port", device.port.map { JSONNode(.number(String($0))) })

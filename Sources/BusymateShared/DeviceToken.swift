@@ -19,7 +19,9 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
         case expiresAt = "expires_at", deviceUUID = "device_uuid", anonKey = "anon_key", pairedAt = "paired_at"
     }
 
-    public init(token: String, jti: String, expiresAt: Date, deviceUUID: String, api: String, anonKey: String, name: String?, pairedAt: Date) {
+    public init(
+        token: String, jti: String, expiresAt: Date, deviceUUID: String, api: String, anonKey: String, name: String?, pairedAt: Date
+    ) {
         self.token = token
         self.jti = jti
         self.expiresAt = expiresAt
@@ -81,11 +83,12 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
             throw Problem("the token's claims are not a JSON object")
         }
         let metadata = object["app_metadata"] as? [String: Any]
-        return Claims(expiresAt: (object["exp"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) },
-                      userType: metadata?["user_type"] as? String,
-                      deviceUUID: metadata?["device_uuid"] as? String,
-                      subject: object["sub"] as? String,
-                      role: object["role"] as? String)
+        return Claims(
+            expiresAt: (object["exp"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) },
+            userType: metadata?["user_type"] as? String,
+            deviceUUID: metadata?["device_uuid"] as? String,
+            subject: object["sub"] as? String,
+            role: object["role"] as? String)
     }
 
     /// Why `jwt` cannot serve as this appliance's device token, or nil.
@@ -97,7 +100,9 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
             return error.description
         }
         guard claims.userType == "device" else { return "the token is not a device token (app_metadata.user_type is not \"device\")" }
-        guard claims.deviceUUID?.lowercased() == deviceUUID.lowercased() else { return "the token was issued to another device (app_metadata.device_uuid)" }
+        guard claims.deviceUUID?.lowercased() == deviceUUID.lowercased() else {
+            return "the token was issued to another device (app_metadata.device_uuid)"
+        }
         guard let expiry = claims.expiresAt else { return "the token has no expiry (exp)" }
         guard expiry > now else { return "the token expired on \(DeviceToken.day(expiry))" }
         return nil
@@ -118,7 +123,11 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
     }
 
     static func base64URLDecode(_ part: Substring) -> Data? {
-        guard part.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+        guard
+            part.utf8.allSatisfy({
+                $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            })
+        else {
             return nil
         }
         var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
@@ -131,7 +140,10 @@ public struct DeviceToken: Codable, Sendable, Equatable, CustomStringConvertible
     public static func isWellFormed(_ jwt: String) -> Bool {
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 3 && jwt.utf8.count <= 16_384 && !parts[0].isEmpty && !parts[1].isEmpty
-            && jwt.utf8.allSatisfy { $0 == 0x2E || $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+            && jwt.utf8.allSatisfy {
+                $0 == 0x2E || $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+                    || (0x61...0x7A).contains($0)
+            }
     }
 }
 

@@ -2,8 +2,9 @@ import CLinux
 import Foundation
 import Logging
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Watches one directory with inotify and reports the names of files that

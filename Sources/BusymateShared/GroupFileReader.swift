@@ -1,7 +1,8 @@
 import CLinux
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Reads a small file of the group directory the way a process that may run
@@ -23,7 +24,8 @@ public enum GroupFileReader {
             switch e {
             case ENOENT: throw Failure(description: "\(path) does not exist", isMissing: true)
             case ELOOP: throw Failure(description: "\(path) is a symbolic link; refusing to follow it (replace it with the file itself)")
-            case EACCES: throw Failure(description: "\(path): permission denied (the busymate group needs read access; mode 0664 for settings.json)")
+            case EACCES:
+                throw Failure(description: "\(path): permission denied (the busymate group needs read access; mode 0664 for settings.json)")
             default: throw Failure(description: "cannot open \(path): \(String(cString: strerror(e)))")
             }
         }
@@ -78,8 +80,10 @@ public enum GroupFileReader {
         let dir = Glibc.open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard dir >= 0 else {
             let e = errno
-            throw Failure(description: e == ELOOP || e == ENOTDIR ? "\(directory.path) is not a directory (a link?); refusing it"
-                          : "cannot open \(directory.path): \(String(cString: strerror(e)))", isMissing: e == ENOENT)
+            throw Failure(
+                description: e == ELOOP || e == ENOTDIR
+                    ? "\(directory.path) is not a directory (a link?); refusing it"
+                    : "cannot open \(directory.path): \(String(cString: strerror(e)))", isMissing: e == ENOENT)
         }
         defer { close(dir) }
         let fd = busymate_open_beneath(dir, name)
@@ -102,7 +106,8 @@ public enum GroupFileReader {
 
     /// One path component, not `.` or `..`, no NUL.
     public static func isPlainName(_ name: String) -> Bool {
-        !name.isEmpty && name != "." && name != ".." && name.utf8.count <= 255 && !name.utf8.contains(UInt8(ascii: "/")) && !name.utf8.contains(0)
+        !name.isEmpty && name != "." && name != ".." && name.utf8.count <= 255 && !name.utf8.contains(UInt8(ascii: "/"))
+            && !name.utf8.contains(0)
     }
 
     private static func read(_ fd: Int32, path: String, limit: Int) throws(Failure) -> Data {

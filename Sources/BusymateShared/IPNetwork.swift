@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An address range of `access.allow`: `10.0.0.0/8`, `fd00::/8`, or one

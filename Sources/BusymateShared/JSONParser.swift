@@ -55,7 +55,10 @@ public struct JSONParser {
     private func fail(_ message: String) -> Error { Error(message: message, position: position) }
 
     private mutating func parseDocument() throws(Error) -> JSONNode {
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3; lineStart = 3 }
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            index = 3
+            lineStart = 3
+        }
         skipWhitespace()
         guard index < bytes.count else { throw fail("the file is empty; expected a JSON object") }
         let node = try parseValue()
@@ -68,7 +71,10 @@ public struct JSONParser {
         while index < bytes.count {
             switch bytes[index] {
             case 0x20, 0x09, 0x0D: index += 1
-            case 0x0A: index += 1; line += 1; lineStart = index
+            case 0x0A:
+                index += 1
+                line += 1
+                lineStart = index
             default: return
             }
         }
@@ -89,9 +95,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return JSONNode(try parseObject(), at: start)
         case UInt8(ascii: "["): return JSONNode(try parseArray(), at: start)
         case UInt8(ascii: "\""): return JSONNode(.string(try parseString()), at: start)
-        case UInt8(ascii: "t"): try literal("true"); return JSONNode(.bool(true), at: start)
-        case UInt8(ascii: "f"): try literal("false"); return JSONNode(.bool(false), at: start)
-        case UInt8(ascii: "n"): try literal("null"); return JSONNode(.null, at: start)
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return JSONNode(.bool(true), at: start)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return JSONNode(.bool(false), at: start)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return JSONNode(.null, at: start)
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return JSONNode(.number(try parseNumber()), at: start)
         default: throw fail("unexpected \(describeCurrent()); expected a value")
         }
@@ -117,7 +129,10 @@ public struct JSONParser {
         var members: [(key: String, node: JSONNode)] = []
         var keys = Set<String>()
         skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
@@ -136,8 +151,14 @@ public struct JSONParser {
             members.append((key, try parseValue()))
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of file; expected ',' or '}'") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(members) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(members)
+            }
             throw fail("unexpected \(describeCurrent()); expected ',' or '}'")
         }
     }
@@ -148,13 +169,22 @@ public struct JSONParser {
         index += 1
         var elements: [JSONNode] = []
         skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
         while true {
             elements.append(try parseValue())
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of file; expected ',' or ']'") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(elements) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(elements)
+            }
             throw fail("unexpected \(describeCurrent()); expected ',' or ']'")
         }
     }

@@ -18,7 +18,10 @@ public enum JSONWriter {
         switch value {
         case .null, .bool, .number, .string: break
         case let .array(elements):
-            if elements.isEmpty { out += "[]"; return }
+            if elements.isEmpty {
+                out += "[]"
+                return
+            }
             // Short arrays of scalars stay on one line, as people write them.
             let scalars = elements.allSatisfy {
                 if case .array = $0.value { return false }
@@ -32,7 +35,10 @@ public enum JSONWriter {
                     write(e.value, indent: indent + 1, into: &line)
                 }
                 line += "]"
-                if line.count + indent * 2 <= 100 { out += line; return }
+                if line.count + indent * 2 <= 100 {
+                    out += line
+                    return
+                }
             }
             out += "[\n"
             for (i, e) in elements.enumerated() {
@@ -42,7 +48,10 @@ public enum JSONWriter {
             }
             out += closePad + "]"
         case let .object(members):
-            if members.isEmpty { out += "{}"; return }
+            if members.isEmpty {
+                out += "{}"
+                return
+            }
             out += "{\n"
             for (i, m) in members.enumerated() {
                 out += pad + quote(m.key) + ": "

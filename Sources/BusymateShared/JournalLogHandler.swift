@@ -39,7 +39,9 @@ public struct JournalLogHandler: LevelFollowingLogHandler {
         iovecs.reserveCapacity(encoded.count)
         var offset = 0
         for field in encoded {
-            field.withUnsafeBytes { storage.advanced(by: offset).copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(storage), byteCount: $0.count) }
+            field.withUnsafeBytes {
+                storage.advanced(by: offset).copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(storage), byteCount: $0.count)
+            }
             iovecs.append(iovec(iov_base: storage.advanced(by: offset), iov_len: field.count))
             offset += field.count
         }
@@ -99,7 +101,8 @@ public struct StderrLogHandler: LevelFollowingLogHandler {
         var t = ts.tv_sec
         var parts = tm()
         gmtime_r(&t, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec, Int(ts.tv_nsec / 1_000_000))
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+            parts.tm_hour, parts.tm_min, parts.tm_sec, Int(ts.tv_nsec / 1_000_000))
     }
 }

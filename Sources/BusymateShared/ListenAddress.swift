@@ -27,7 +27,8 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
             portText = text[text.index(after: colon)...]
         }
         guard !host.isEmpty, !portText.isEmpty, portText.allSatisfy(\.isNumber),
-              let port = Int(portText), (0...65535).contains(port) else { return nil }
+            let port = Int(portText), (0...65535).contains(port)
+        else { return nil }
         self.host = String(host)
         self.port = port
     }

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A bound, listening TCP socket as a bare descriptor, so that it can be
@@ -39,13 +40,17 @@ public struct ListenSocket: Sendable {
             sa.sin6_family = sa_family_t(AF_INET6)
             sa.sin6_port = in_port_t(UInt16(address.port).bigEndian)
             inet_pton(AF_INET6, address.host, &sa.sin6_addr)
-            rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+            rc = withUnsafePointer(to: &sa) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
         } else {
             var sa = sockaddr_in()
             sa.sin_family = sa_family_t(AF_INET)
             sa.sin_port = in_port_t(UInt16(address.port).bigEndian)
             inet_pton(AF_INET, address.host, &sa.sin_addr)
-            rc = withUnsafePointer(to: &sa) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            rc = withUnsafePointer(to: &sa) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
         }
         guard rc == 0 else {
             let e = SystemError("bind \(address)")
@@ -64,7 +69,9 @@ public struct ListenSocket: Sendable {
     public static func localAddress(_ fd: Int32) -> String? {
         var storage = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let rc = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
         guard rc == 0 else { return nil }
         var host = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         switch Int32(storage.ss_family) {

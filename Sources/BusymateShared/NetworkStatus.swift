@@ -20,8 +20,11 @@ public struct NetworkStatus: Codable, Sendable, Equatable {
     /// The nftables table of this appliance (`inet <table>`), named after its group directory.
     public var table: String?
 
-    public init(mode: String, liveMode: String, rules: String, quicRejected: Int, refused: Int, dnsQueries: Int, bothSeen: Bool, idleSeconds: Double,
-                warnings: [String], table: String? = nil) {
+    public init(
+        mode: String, liveMode: String, rules: String, quicRejected: Int, refused: Int, dnsQueries: Int, bothSeen: Bool,
+        idleSeconds: Double,
+        warnings: [String], table: String? = nil
+    ) {
         self.table = table
         self.idleSeconds = idleSeconds
         self.mode = mode
@@ -60,11 +63,14 @@ public struct DeviceRow: Codable, Sendable, Equatable {
     public var pacFetches: Int = 0
 
     enum CodingKeys: String, CodingKey {
-        case name, port, address, online, lastSeen, source, exchangesToday, caDownloads, caTrustedAt, named, enrolment, enrolledAt, admittedUntil, pacFetches
+        case name, port, address, online, lastSeen, source, exchangesToday, caDownloads, caTrustedAt, named, enrolment, enrolledAt,
+            admittedUntil, pacFetches
     }
 
-    public init(name: String, port: Int?, address: String?, online: Bool, lastSeen: Date?, source: String?, exchangesToday: Int, caDownloads: Int,
-                caTrustedAt: Date? = nil, named: Bool) {
+    public init(
+        name: String, port: Int?, address: String?, online: Bool, lastSeen: Date?, source: String?, exchangesToday: Int, caDownloads: Int,
+        caTrustedAt: Date? = nil, named: Bool
+    ) {
         self.caTrustedAt = caTrustedAt
         self.name = name
         self.port = port
@@ -114,15 +120,18 @@ public struct DeviceRow: Codable, Sendable, Equatable {
     }
 
     /// The named devices, then every other client the tunnel saw.
-    public static func merge(settings: AppSettings, seen: [DevicePresence], onboarding: OnboardingLog?, exchangesToday: [String: Int], now: Date = Date()) -> [DeviceRow] {
+    public static func merge(
+        settings: AppSettings, seen: [DevicePresence], onboarding: OnboardingLog?, exchangesToday: [String: Int], now: Date = Date()
+    ) -> [DeviceRow] {
         var rows: [DeviceRow] = []
         let byName = Dictionary(seen.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         for device in settings.devices.list {
             let presence = byName[device.name]
             let address = device.address ?? presence?.address
-            var row = DeviceRow(name: device.name, port: device.port, address: address, online: presence?.online ?? false,
-                                lastSeen: presence?.lastSeen, source: presence?.source, exchangesToday: exchangesToday[device.name] ?? 0,
-                                caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence?.caTrustedAt, named: true)
+            var row = DeviceRow(
+                name: device.name, port: device.port, address: address, online: presence?.online ?? false,
+                lastSeen: presence?.lastSeen, source: presence?.source, exchangesToday: exchangesToday[device.name] ?? 0,
+                caDownloads: address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence?.caTrustedAt, named: true)
             row.enrolment = device.enrolment?.state(now: now)
             row.enrolledAt = device.enrolment?.redeemedAt
             row.pacFetches = address.map { onboarding?.clients[$0]?.pacFetches ?? 0 } ?? 0
@@ -135,16 +144,22 @@ public struct DeviceRow: Codable, Sendable, Equatable {
         var listed = Set(rows.compactMap(\.address))
         for presence in seen where !named.contains(presence.name) && !claimed.contains(presence.name) {
             listed.insert(presence.address ?? presence.name)
-            rows.append(DeviceRow(name: presence.name, port: nil, address: presence.address, online: presence.online, lastSeen: presence.lastSeen,
-                                  source: presence.source, exchangesToday: exchangesToday[presence.name] ?? 0,
-                                  caDownloads: presence.address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence.caTrustedAt, named: false))
+            rows.append(
+                DeviceRow(
+                    name: presence.name, port: nil, address: presence.address, online: presence.online, lastSeen: presence.lastSeen,
+                    source: presence.source, exchangesToday: exchangesToday[presence.name] ?? 0,
+                    caDownloads: presence.address.map { onboarding?.caDownloads(by: $0) ?? 0 } ?? 0, caTrustedAt: presence.caTrustedAt,
+                    named: false))
             rows[rows.count - 1].pacFetches = presence.address.map { onboarding?.clients[$0]?.pacFetches ?? 0 } ?? 0
             rows[rows.count - 1].admittedUntil = presence.address.flatMap { settings.access.grantedUntil($0, now: now) }
         }
         // A device that fetched the CA but sent no traffic yet.
-        for (client, entry) in (onboarding?.clients ?? [:]).sorted(by: { $0.key < $1.key }) where !listed.contains(client) && entry.caDownloads > 0 {
-            rows.append(DeviceRow(name: client, port: nil, address: client, online: false, lastSeen: nil, source: nil, exchangesToday: 0,
-                                  caDownloads: entry.caDownloads, named: false))
+        for (client, entry) in (onboarding?.clients ?? [:]).sorted(by: { $0.key < $1.key })
+        where !listed.contains(client) && entry.caDownloads > 0 {
+            rows.append(
+                DeviceRow(
+                    name: client, port: nil, address: client, online: false, lastSeen: nil, source: nil, exchangesToday: 0,
+                    caDownloads: entry.caDownloads, named: false))
         }
         return rows
     }

@@ -2,8 +2,9 @@ import CLinux
 import Foundation
 import Logging
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Darwin notifications' stand-in: each process binds
@@ -113,7 +114,9 @@ public final class Notifier: Sendable {
             } catch {
                 // A link or a stranger's socket planted in notify/: never posted to (root posts here too).
                 if let failure = error as? SystemError, failure.errno != ENOENT {
-                    logger.notice("not posting to a file in notify/ that is not a peer's socket", metadata: ["PEER": "\(peer)", "ERROR": "\(failure)"])
+                    logger.notice(
+                        "not posting to a file in notify/ that is not a peer's socket",
+                        metadata: ["PEER": "\(peer)", "ERROR": "\(failure)"])
                 }
                 continue
             }
@@ -135,7 +138,8 @@ public final class Notifier: Sendable {
                     logger.debug("removed the socket of a gone peer", metadata: ["PEER": "\(peer)"])
                 }
             case EAGAIN:
-                logger.debug("peer's queue is full; notification dropped", metadata: ["PEER": "\(peer)", "NAME": "\(notification.name.rawValue)"])
+                logger.debug(
+                    "peer's queue is full; notification dropped", metadata: ["PEER": "\(peer)", "NAME": "\(notification.name.rawValue)"])
             default:
                 logger.debug("cannot post", metadata: ["PEER": "\(peer)", "ERRNO": "\(String(cString: strerror(errno)))"])
             }

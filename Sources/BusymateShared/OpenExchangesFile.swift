@@ -28,27 +28,34 @@ public struct OpenExchangesFile: Sendable, Equatable {
 
     public func encoded() -> Data {
         let items = entries.map { e in
-            JSONNode(.object([
-                ("request_id", JSONNode(.string(e.requestID))), ("started_at", JSONNode(.number(String(e.startedAt.timeIntervalSince1970)))),
-                ("method", JSONNode(.string(e.method))), ("url", JSONNode(.string(e.url))),
-                ("client", JSONNode(e.client.map { .string($0) } ?? .null)),
-            ]))
+            JSONNode(
+                .object([
+                    ("request_id", JSONNode(.string(e.requestID))),
+                    ("started_at", JSONNode(.number(String(e.startedAt.timeIntervalSince1970)))),
+                    ("method", JSONNode(.string(e.method))), ("url", JSONNode(.string(e.url))),
+                    ("client", JSONNode(e.client.map { .string($0) } ?? .null)),
+                ]))
         }
-        let root = JSONNode(.object([("pid", JSONNode(.number(String(pid)))), ("count", JSONNode(.number(String(count)))),
-                                     ("exchanges", JSONNode(.array(items)))]))
+        let root = JSONNode(
+            .object([
+                ("pid", JSONNode(.number(String(pid)))), ("count", JSONNode(.number(String(count)))),
+                ("exchanges", JSONNode(.array(items))),
+            ]))
         return Data((JSONWriter.compact(root) + "\n").utf8)
     }
 
     /// The file of a live tunnel, or nil (none, unreadable, or its writer gone).
     public static func read(_ paths: GroupPaths) -> OpenExchangesFile? {
         guard let data = try? Data(contentsOf: paths.openExchanges), let root = try? JSONParser.parse(Array(data)),
-              case let .number(pidText)? = root["pid"]?.value, let pid = Int32(pidText), ProcessProbe.isAlive(pid),
-              case let .number(countText)? = root["count"]?.value, let count = Int(countText),
-              case let .array(items)? = root["exchanges"]?.value else { return nil }
+            case let .number(pidText)? = root["pid"]?.value, let pid = Int32(pidText), ProcessProbe.isAlive(pid),
+            case let .number(countText)? = root["count"]?.value, let count = Int(countText),
+            case let .array(items)? = root["exchanges"]?.value
+        else { return nil }
         let entries: [Entry] = items.compactMap { item in
             guard case let .string(id)? = item["request_id"]?.value, case let .number(started)? = item["started_at"]?.value,
-                  let seconds = Double(started), case let .string(method)? = item["method"]?.value,
-                  case let .string(url)? = item["url"]?.value else { return nil }
+                let seconds = Double(started), case let .string(method)? = item["method"]?.value,
+                case let .string(url)? = item["url"]?.value
+            else { return nil }
             var client: String?
             if case let .string(text)? = item["client"]?.value { client = text }
             return Entry(requestID: id, startedAt: Date(timeIntervalSince1970: seconds), method: method, url: url, client: client)

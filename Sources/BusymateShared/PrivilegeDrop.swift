@@ -1,7 +1,8 @@
 import CLinux
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Drops root for good, in OpenSSH's privsep order: supplementary groups,
@@ -29,13 +30,17 @@ public enum PrivilegeDrop {
             return .unprivileged(uid: getuid())
         }
         guard let uid = lookupUser(user) else {
-            throw Failure(description: "user \"\(user)\" does not exist; create it with systemd-sysusers (units/busymate.sysusers) or `useradd --system \(user)`")
+            throw Failure(
+                description:
+                    "user \"\(user)\" does not exist; create it with systemd-sysusers (units/busymate.sysusers) or `useradd --system \(user)`"
+            )
         }
         guard let gid = lookupGroup(group) else {
             throw Failure(description: "group \"\(group)\" does not exist; create it with systemd-sysusers or `groupadd --system \(group)`")
         }
         guard uid != 0, gid != 0 else {
-            throw Failure(description: "refusing to run the tunnel as root (--tunnel-user \"\(user)\" / --tunnel-group \"\(group)\" resolve to id 0)")
+            throw Failure(
+                description: "refusing to run the tunnel as root (--tunnel-user \"\(user)\" / --tunnel-group \"\(group)\" resolve to id 0)")
         }
         guard busymate_setgroups1(gid) == 0 else { throw failure("setgroups") }
         guard busymate_setresgid(gid, gid, gid) == 0 else { throw failure("setresgid") }
@@ -68,7 +73,10 @@ public enum PrivilegeDrop {
         var cap: Int32 = -1
         guard busymate_capbset_drop_all(&cap) == 0 else {
             let reason = String(cString: strerror(errno))
-            throw Failure(description: "cannot empty the capability bounding set: prctl(PR_CAPBSET_DROP, \(cap)) failed: \(reason); the tunnel must start as root with CAP_SETPCAP (add it to the supervisor unit's CapabilityBoundingSet=); refusing to go on")
+            throw Failure(
+                description:
+                    "cannot empty the capability bounding set: prctl(PR_CAPBSET_DROP, \(cap)) failed: \(reason); the tunnel must start as root with CAP_SETPCAP (add it to the supervisor unit's CapabilityBoundingSet=); refusing to go on"
+            )
         }
         let left = busymate_capbset_first()
         guard left < 0 else {

@@ -1,7 +1,8 @@
 import CLinux
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What `/proc` says about a process.

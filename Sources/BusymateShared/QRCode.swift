@@ -80,7 +80,10 @@ public struct QRCode: Sendable, Equatable {
         for y in 0..<size {
             var x = 0
             while x < size {
-                guard isDark(x: x, y: y) else { x += 1; continue }
+                guard isDark(x: x, y: y) else {
+                    x += 1
+                    continue
+                }
                 var end = x
                 while end < size, isDark(x: end, y: y) { end += 1 }
                 let run = end - x

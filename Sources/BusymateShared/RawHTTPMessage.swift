@@ -41,7 +41,8 @@ public struct RawHTTPMessage: Sendable, Equatable {
     public static func parse(_ bytes: [UInt8], as kind: Kind) throws(ParseError) -> RawHTTPMessage {
         // No blank line: all head, no body.
         let (headEnd, bodyStart) = headBoundary(bytes) ?? (bytes.last == UInt8(ascii: "\n") ? bytes.count - 1 : bytes.count, bytes.count)
-        var lines = bytes[..<headEnd].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line -> ArraySlice<UInt8> in
+        var lines = bytes[..<headEnd].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            line -> ArraySlice<UInt8> in
             line.last == UInt8(ascii: "\r") ? line.dropLast() : line
         }
         guard !lines.isEmpty, let first = String(validating: lines.removeFirst(), as: UTF8.self) else {
@@ -51,7 +52,9 @@ public struct RawHTTPMessage: Sendable, Equatable {
         var headers: [(name: String, value: String)] = []
         for (index, line) in lines.enumerated() {
             let number = index + 2
-            guard let text = String(validating: line, as: UTF8.self) else { throw ParseError("line \(number): a header that is not UTF-8 text") }
+            guard let text = String(validating: line, as: UTF8.self) else {
+                throw ParseError("line \(number): a header that is not UTF-8 text")
+            }
             if text.first == " " || text.first == "\t" { throw ParseError("line \(number): folded header lines are not allowed") }
             guard let colon = text.firstIndex(of: ":") else {
                 throw ParseError("line \(number): \"\(text)\" is not \"Name: value\" (an empty line goes between the headers and the body)")
@@ -115,7 +118,9 @@ public struct RawHTTPMessage: Sendable, Equatable {
     public func checkEditable(replacing original: RawHTTPMessage) throws(ParseError) {
         switch (start, original.start) {
         case let (.response(_, status, reason), .response):
-            guard status >= 200 else { throw ParseError("line 1: a held response can only become a final one (200 or above), not \(status)") }
+            guard status >= 200 else {
+                throw ParseError("line 1: a held response can only become a final one (200 or above), not \(status)")
+            }
             // It goes to the client as it is. (Held ones are not checked: a
             // server may send anything but a line break there.)
             guard !reason.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
@@ -127,7 +132,8 @@ public struct RawHTTPMessage: Sendable, Equatable {
                 throw ParseError("line 1: the target must stay an absolute http:// URL, as the client sent it (was \(was))")
             }
             if !absolute && !target.hasPrefix("/") && target != "*" {
-                throw ParseError("line 1: the target must stay a path starting with / (was \(was)): the connection's host decides where it goes")
+                throw ParseError(
+                    "line 1: the target must stay a path starting with / (was \(was)): the connection's host decides where it goes")
             }
         default:
             throw ParseError("line 1: a held \(original.kind.rawValue) must stay a \(original.kind.rawValue)")
@@ -139,7 +145,8 @@ public struct RawHTTPMessage: Sendable, Equatable {
         switch kind {
         case .request:
             guard parts.count == 3, !parts[0].isEmpty, parts[0].unicodeScalars.allSatisfy(isTokenCharacter), !parts[1].isEmpty,
-                  !parts[1].contains(" ") else {
+                !parts[1].contains(" ")
+            else {
                 throw ParseError("line 1: \"\(line)\" is not a request line (METHOD target HTTP/1.1)")
             }
             guard isVersion(parts[2]) else { throw ParseError("line 1: \"\(parts[2])\" is not HTTP/1.0 or HTTP/1.1") }
@@ -174,7 +181,9 @@ public struct RawHTTPMessage: Sendable, Equatable {
         while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
             let next = newline + 1
             if next < bytes.count, bytes[next] == UInt8(ascii: "\n") { return (newline, next + 1) }
-            if next + 1 < bytes.count, bytes[next] == UInt8(ascii: "\r"), bytes[next + 1] == UInt8(ascii: "\n") { return (newline, next + 2) }
+            if next + 1 < bytes.count, bytes[next] == UInt8(ascii: "\r"), bytes[next + 1] == UInt8(ascii: "\n") {
+                return (newline, next + 2)
+            }
             index = next
         }
         return nil
@@ -185,7 +194,8 @@ extension Substring {
     fileprivate var trimmingSpaces: String {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
-              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
+            let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })
+        else { return "" }
         return String(scalars[first...last])
     }
 }

@@ -53,7 +53,9 @@ public enum RuleMatch: Sendable, Equatable {
     /// `beforeResponse`: the match is decided before any response (nil: at the response head too).
     static func parse(_ text: String, at beforeResponse: Moment?) -> Result<RuleMatch, RuleMatchError> {
         guard isFilter(text) else {
-            guard let pattern = URLPattern(text) else { return .failure(RuleMatchError(message: URLPattern.problem(with: text) ?? "not a URL pattern")) }
+            guard let pattern = URLPattern(text) else {
+                return .failure(RuleMatchError(message: URLPattern.problem(with: text) ?? "not a URL pattern"))
+            }
             return .success(.url(pattern))
         }
         let filter: CaptureFilter
@@ -96,8 +98,10 @@ public enum RuleMatch: Sendable, Equatable {
 
     /// Whether a filter matches `exchange`, within `deadline`'s budget; nil
     /// when its regular expressions ran out of it (then it is no match).
-    func evaluate(_ filter: CaptureFilter, _ patterns: [String: FilterPattern], _ exchange: FilterSubject,
-                  until deadline: ContinuousClock.Instant) -> Bool? {
+    func evaluate(
+        _ filter: CaptureFilter, _ patterns: [String: FilterPattern], _ exchange: FilterSubject,
+        until deadline: ContinuousClock.Instant
+    ) -> Bool? {
         let budget = FilterBudget(deadline: deadline, limit: Self.timeLimit, patterns: patterns)
         do {
             return try filter.matches(exchange, budget: budget)

@@ -30,7 +30,9 @@ public struct RuleVerdict: Sendable {
         var pending: [RuleVerdict] = []
         let matching = rules.enumerated().filter { i, rule in
             if rule.match.matches(exchange) { return true }
-            if rule.kind == .headers, rule.enabled, rule.match.readsResponse { pending.append(RuleVerdict(index: i + 1, rule: rule, reason: .atResponse)) }
+            if rule.kind == .headers, rule.enabled, rule.match.readsResponse {
+                pending.append(RuleVerdict(index: i + 1, rule: rule, reason: .atResponse))
+            }
             return false
         }
         var first: [Rule.Kind: String] = [:]
@@ -39,7 +41,9 @@ public struct RuleVerdict: Sendable {
             if !rule.enabled { return RuleVerdict(index: i + 1, rule: rule, reason: .disabled) }
             if first[rule.kind] != rule.name { return RuleVerdict(index: i + 1, rule: rule, reason: .shadowed, by: first[rule.kind]) }
             if let block = first[.block], rule.kind != .block { return RuleVerdict(index: i + 1, rule: rule, reason: .blocked, by: block) }
-            if let local = first[.mapLocal], rule.kind == .hostOverride { return RuleVerdict(index: i + 1, rule: rule, reason: .answeredLocally, by: local) }
+            if let local = first[.mapLocal], rule.kind == .hostOverride {
+                return RuleVerdict(index: i + 1, rule: rule, reason: .answeredLocally, by: local)
+            }
             return RuleVerdict(index: i + 1, rule: rule, reason: .applies)
         }
         return (decided + pending).sorted { $0.index < $1.index }
@@ -48,16 +52,26 @@ public struct RuleVerdict: Sendable {
     /// `rules test --json`: the request tested, each matching rule with its verdict, the names of those that apply.
     public static func json(_ verdicts: [RuleVerdict], url: String, method: String = "GET") -> JSONNode {
         func string(_ s: String?) -> JSONNode { JSONNode(s.map { .string($0) } ?? .null) }
-        return JSONNode(.object([
-            ("url", string(url)),
-            ("method", string(method)),
-            ("matches", JSONNode(.array(verdicts.map { v in
-                JSONNode(.object([("index", JSONNode(.number(String(v.index)))), ("name", string(v.rule.name)), ("action", string(v.rule.actionName)),
-                                  ("enabled", JSONNode(.bool(v.rule.enabled))), ("applies", JSONNode(.bool(v.reason == .applies))),
-                                  ("reason", string(v.reason.rawValue)), ("by", string(v.by))]))
-            }))),
-            ("applied", JSONNode(.array(verdicts.filter { $0.reason == .applies }.map { string($0.rule.name) }))),
-        ]))
+        return JSONNode(
+            .object([
+                ("url", string(url)),
+                ("method", string(method)),
+                (
+                    "matches",
+                    JSONNode(
+                        .array(
+                            verdicts.map { v in
+                                JSONNode(
+                                    .object([
+                                        ("index", JSONNode(.number(String(v.index)))), ("name", string(v.rule.name)),
+                                        ("action", string(v.rule.actionName)),
+                                        ("enabled", JSONNode(.bool(v.rule.enabled))), ("applies", JSONNode(.bool(v.reason == .applies))),
+                                        ("reason", string(v.reason.rawValue)), ("by", string(v.by)),
+                                    ]))
+                            }))
+                ),
+                ("applied", JSONNode(.array(verdicts.filter { $0.reason == .applies }.map { string($0.rule.name) }))),
+            ]))
     }
 }
 

@@ -51,11 +51,16 @@ public struct SSLProxyMatcher: Sendable, Equatable {
         while n < name.count {
             // The wildcard first: a `*` in the name must not use it up as a literal.
             if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
-                star = p; mark = n; p += 1
+                star = p
+                mark = n
+                p += 1
             } else if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == name[n] {
-                p += 1; n += 1
+                p += 1
+                n += 1
             } else if star >= 0 {
-                p = star + 1; mark += 1; n = mark
+                p = star + 1
+                mark += 1
+                n = mark
             } else {
                 return false
             }

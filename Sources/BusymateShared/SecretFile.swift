@@ -21,7 +21,9 @@ public enum SecretFile {
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_nlink == 1 else {
             throw Refused(description: "\(url.lastPathComponent) is not a plain file; ignored")
         }
-        guard owners.contains(st.st_uid) else { throw Refused(description: "\(url.lastPathComponent) is not the supervisor's (owner uid \(st.st_uid)); ignored") }
+        guard owners.contains(st.st_uid) else {
+            throw Refused(description: "\(url.lastPathComponent) is not the supervisor's (owner uid \(st.st_uid)); ignored")
+        }
         guard st.st_size <= limit else { throw Refused(description: "\(url.lastPathComponent) is larger than \(limit) bytes; ignored") }
         var buffer = [UInt8](repeating: 0, count: Int(st.st_size))
         var got = 0

@@ -37,7 +37,8 @@ public enum SettingsFile {
             let decoded = try AppSettings.decode(root)
             return SettingsSnapshot(sha256: digest, result: .success(decoded.settings), unknownKeys: decoded.unknownKeys)
         } catch let error as JSONParser.Error {
-            return SettingsSnapshot(sha256: digest, result: .failure(SettingsError(message: error.message, position: error.position)), unknownKeys: [])
+            return SettingsSnapshot(
+                sha256: digest, result: .failure(SettingsError(message: error.message, position: error.position)), unknownKeys: [])
         } catch let error as SettingsError {
             return SettingsSnapshot(sha256: digest, result: .failure(error), unknownKeys: [])
         } catch {
@@ -64,13 +65,17 @@ public enum SettingsFile {
             while flock(lock, LOCK_EX | LOCK_NB) != 0 {
                 guard errno == EWOULDBLOCK || errno == EINTR, waited < 250 else {
                     close(lock)
-                    throw SettingsError(message: "settings.json is being edited by another process (\(lockPath) stayed locked for 5 s); try again", position: nil)
+                    throw SettingsError(
+                        message: "settings.json is being edited by another process (\(lockPath) stayed locked for 5 s); try again",
+                        position: nil)
                 }
                 usleep(20_000)
                 waited += 1
             }
         } else if requireLock {
-            throw SettingsError(message: "cannot open \(lockPath) (\(String(cString: strerror(errno)))): settings.json is not edited without it", position: nil)
+            throw SettingsError(
+                message: "cannot open \(lockPath) (\(String(cString: strerror(errno)))): settings.json is not edited without it",
+                position: nil)
         }
         defer { if lock >= 0 { close(lock) } }
         let data = try GroupFileReader.read(url, limit: sizeLimit)

@@ -64,9 +64,11 @@ public struct StatusReport: Codable, Sendable {
                 self.killInSeconds = killInSeconds
             }
         }
-        public init(pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
-                    startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool,
-                    interception: String? = nil, lastError: String? = nil, store: String? = nil) {
+        public init(
+            pid: Int32?, uid: UInt32?, state: TunnelState, privileges: String?, settingsSha256: String?, settingsError: String?,
+            startedAt: Date?, restarts: Int, crashLoop: Bool, lastExit: String?, nextRestartInSeconds: Double?, adopted: Bool,
+            interception: String? = nil, lastError: String? = nil, store: String? = nil
+        ) {
             self.pid = pid
             self.uid = uid
             self.state = state
@@ -175,7 +177,9 @@ public struct StatusReport: Codable, Sendable {
         public var lastExit: String?
         public var adopted: Bool
         public var onboarding: Onboarding?
-        public init(state: TunnelState, pid: Int32?, listen: String, bound: String?, error: String?, restarts: Int, lastExit: String?, adopted: Bool) {
+        public init(
+            state: TunnelState, pid: Int32?, listen: String, bound: String?, error: String?, restarts: Int, lastExit: String?, adopted: Bool
+        ) {
             self.state = state
             self.pid = pid
             self.listen = listen
@@ -214,7 +218,10 @@ public struct StatusReport: Codable, Sendable {
     /// The pairing and the cloud sinks (nil from an older supervisor).
     public var cloud: CloudReport?
 
-    public init(group: String, mode: String, supervisor: Supervisor, tunnel: Tunnel, listeners: [ListenerStatus], ca: CA, settings: Settings, counters: TrafficCounters) {
+    public init(
+        group: String, mode: String, supervisor: Supervisor, tunnel: Tunnel, listeners: [ListenerStatus], ca: CA, settings: Settings,
+        counters: TrafficCounters
+    ) {
         self.group = group
         self.mode = mode
         self.supervisor = supervisor

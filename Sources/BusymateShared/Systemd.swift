@@ -5,7 +5,9 @@ import Foundation
 /// (no `NOTIFY_SOCKET`).
 public enum Systemd {
     /// The environment a unit hands its main process and nobody else.
-    public static let unitOnlyEnvironment = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]
+    public static let unitOnlyEnvironment = [
+        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+    ]
 
     public static var isSupervised: Bool { ProcessInfo.processInfo.environment["NOTIFY_SOCKET"] != nil }
 

@@ -42,7 +42,8 @@ public struct TeamDatabase: Codable, Sendable, Equatable, CustomStringConvertibl
 
         public init(_ text: String) throws(DeviceToken.Problem) {
             guard text.utf8.count <= 2048, let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(),
-                  scheme == "postgres" || scheme == "postgresql" else {
+                scheme == "postgres" || scheme == "postgresql"
+            else {
                 throw DeviceToken.Problem("a team database is a URL: postgres://USER:PASSWORD@HOST[:PORT]/DATABASE")
             }
             guard let host = url.host, !host.isEmpty else { throw DeviceToken.Problem("the URL names no host") }
@@ -51,11 +52,15 @@ public struct TeamDatabase: Codable, Sendable, Equatable, CustomStringConvertibl
             guard !database.isEmpty, !database.contains("/") else { throw DeviceToken.Problem("the URL names no database (…/DATABASE)") }
             let loopback = host == "localhost" || host.hasPrefix("127.") || host == "::1"
             let mode = url.queryItems?.first { $0.name == "sslmode" }?.value ?? (loopback ? "disable" : "verify-full")
-            guard let tls = TLS(rawValue: mode) else { throw DeviceToken.Problem("sslmode is disable, require or verify-full, not \(mode)") }
+            guard let tls = TLS(rawValue: mode) else {
+                throw DeviceToken.Problem("sslmode is disable, require or verify-full, not \(mode)")
+            }
             guard tls != .disable || loopback else {
                 throw DeviceToken.Problem("sslmode=disable only to this machine: a password never crosses a network in clear")
             }
-            guard url.queryItems?.allSatisfy({ $0.name == "sslmode" }) ?? true else { throw DeviceToken.Problem("the URL's only parameter is sslmode") }
+            guard url.queryItems?.allSatisfy({ $0.name == "sslmode" }) ?? true else {
+                throw DeviceToken.Problem("the URL's only parameter is sslmode")
+            }
             self.host = host
             port = url.port ?? 5432
             self.user = user

@@ -20,10 +20,11 @@ public struct TunnelIdentity: Sendable, Equatable {
 
     /// A user or group name as `useradd` accepts it.
     public static func isValidName(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 32 && text.utf8.first != UInt8(ascii: "-") && text.utf8.allSatisfy {
-            $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
-                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-        }
+        !text.isEmpty && text.utf8.count <= 32 && text.utf8.first != UInt8(ascii: "-")
+            && text.utf8.allSatisfy {
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
+                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+            }
     }
 }

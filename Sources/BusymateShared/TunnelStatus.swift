@@ -58,9 +58,11 @@ public struct TunnelStatus: Codable, Sendable, Equatable {
     /// The cloud sinks (nil: not paired, or an older tunnel).
     public var cloud: [CloudSinkStatus]?
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
-                updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],
-                counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil, store: String? = nil) {
+    public init(
+        pid: Int32, uid: UInt32, gid: UInt32, privileges: String, state: TunnelState, mode: String, startedAt: Date,
+        updatedAt: Date, settingsSha256: String, settingsError: String?, listeners: [ListenerStatus],
+        counters: TrafficCounters, supervisorAttached: Bool, lastError: String?, interception: String? = nil, store: String? = nil
+    ) {
         self.pid = pid
         self.uid = uid
         self.gid = gid

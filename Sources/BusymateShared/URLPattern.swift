@@ -38,7 +38,9 @@ public struct URLPattern: Sendable, Equatable {
         let (host, port) = splitAuthority(authority)
         // One colon outside brackets introduces a port (more are an IPv6 literal).
         let colons = authority.filter { $0 == ":" }.count
-        if port == nil, authority.hasSuffix(":") || (colons == 1 && !authority.hasPrefix("[")) || (authority.hasPrefix("[") && authority.contains("]:")) {
+        if port == nil,
+            authority.hasSuffix(":") || (colons == 1 && !authority.hasPrefix("[")) || (authority.hasPrefix("[") && authority.contains("]:"))
+        {
             return "the port after the host must be a number from 1 to 65535"
         }
         return SSLProxyMatcher.problem(with: host).map { "the host: \($0)" }
@@ -73,7 +75,8 @@ public struct URLPattern: Sendable, Equatable {
                 }
                 i += 1
             }
-            let end = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
+            let end =
+                bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
             var host = bytes[start..<end]
             var explicitPort: Int?
             func port(_ digits: ArraySlice<UInt8>) -> Int? {
@@ -86,13 +89,16 @@ public struct URLPattern: Sendable, Equatable {
                 if after.first == UInt8(ascii: ":") { explicitPort = port(after.dropFirst()) }
                 host = host[(host.startIndex + 1)..<close]
             } else if let colon = host.firstIndex(of: UInt8(ascii: ":")), host.lastIndex(of: UInt8(ascii: ":")) == colon,
-                      let value = port(host[(colon + 1)...]) {
+                let value = port(host[(colon + 1)...])
+            {
                 explicitPort = value
                 host = host[..<colon]
             }
             var name = host.map(lower)
             if name.last == UInt8(ascii: ".") { name.removeLast() }
-            self.init(port: explicitPort ?? (scheme == Array("http".utf8) || scheme == Array("ws".utf8) ? 80 : 443), host: name, path: Array(bytes[end...]))
+            self.init(
+                port: explicitPort ?? (scheme == Array("http".utf8) || scheme == Array("ws".utf8) ? 80 : 443), host: name,
+                path: Array(bytes[end...]))
         }
 
         private init(port: Int, host: [UInt8], path: [UInt8]) {
@@ -106,8 +112,9 @@ public struct URLPattern: Sendable, Equatable {
             let rest = URLPattern.droppingScheme(url)
             let slash = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
             let (urlHost, explicitPort) = URLPattern.splitAuthority(String(rest[..<slash]))
-            self.init(port: explicitPort ?? (scheme == "http" || scheme == "ws" ? 80 : 443), host: Array(SSLProxyMatcher.normalize(urlHost).utf8),
-                      path: Array(rest[slash...].utf8))
+            self.init(
+                port: explicitPort ?? (scheme == "http" || scheme == "ws" ? 80 : 443), host: Array(SSLProxyMatcher.normalize(urlHost).utf8),
+                path: Array(rest[slash...].utf8))
         }
     }
 
@@ -142,7 +149,8 @@ public struct URLPattern: Sendable, Equatable {
             return (host, port)
         }
         guard let colon = authority.lastIndex(of: ":"), authority.firstIndex(of: ":") == colon,
-              let port = portNumber(authority[authority.index(after: colon)...]) else { return (authority, nil) }
+            let port = portNumber(authority[authority.index(after: colon)...])
+        else { return (authority, nil) }
         return (String(authority[..<colon]), port)
     }
 

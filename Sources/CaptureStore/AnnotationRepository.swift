@@ -38,13 +38,17 @@ public struct AnnotationRepository: Sendable {
     public static func validate(_ change: Change) throws(Invalid) {
         if case let .some(.some(marker)) = change.marker {
             guard !marker.isEmpty else { throw Invalid(description: "a marker cannot be empty (remove the mark instead)") }
-            guard marker.count <= maxMarker, marker.utf8.count <= maxMarkerBytes else { throw Invalid(description: "a marker is at most \(maxMarker) characters (\(maxMarkerBytes) bytes)") }
+            guard marker.count <= maxMarker, marker.utf8.count <= maxMarkerBytes else {
+                throw Invalid(description: "a marker is at most \(maxMarker) characters (\(maxMarkerBytes) bytes)")
+            }
             guard !marker.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
                 throw Invalid(description: "a marker cannot hold control characters")
             }
         }
         if case let .some(.some(comment)) = change.comment {
-            guard comment.count <= maxComment, comment.utf8.count <= maxCommentBytes else { throw Invalid(description: "a comment is at most \(maxComment) characters (\(maxCommentBytes) bytes)") }
+            guard comment.count <= maxComment, comment.utf8.count <= maxCommentBytes else {
+                throw Invalid(description: "a comment is at most \(maxComment) characters (\(maxCommentBytes) bytes)")
+            }
             guard !comment.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && $0 != "\n" && $0 != "\t" }) else {
                 throw Invalid(description: "a comment cannot hold control characters other than newlines and tabs")
             }

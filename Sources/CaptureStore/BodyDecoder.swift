@@ -69,7 +69,7 @@ public enum BodyDecoder {
                 switch result {
                 case BROTLI_DECODER_RESULT_SUCCESS: return output
                 case BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT: continue
-                default: return nil // an error, or input that ends early
+                default: return nil  // an error, or input that ends early
                 }
             }
         }

@@ -21,7 +21,8 @@ public struct BodyStore: Sendable {
     /// else the inline bytes. Throws when the row names a file that is gone,
     /// or one that is not a plain file right in `bodies/`.
     public func body(of record: ExchangeRecord, _ direction: Direction) throws -> Data? {
-        let (file, inline) = direction == .request ? (record.requestBodyFile, record.requestBody) : (record.responseBodyFile, record.responseBody)
+        let (file, inline) =
+            direction == .request ? (record.requestBodyFile, record.requestBody) : (record.responseBodyFile, record.responseBody)
         guard let file else { return inline }
         do {
             return try read(file)
@@ -63,8 +64,10 @@ public struct BodyStore: Sendable {
         let cutoff = Date().addingTimeInterval(-age)
         return names.filter { name in
             // `.spare`: a pruned body file the last tunnel kept for reuse.
-            guard !referenced.contains(name), name.hasSuffix(".request") || name.hasSuffix(".response") || name.hasSuffix(".messages")
-                    || name.hasSuffix(".spare") else { return false }
+            guard !referenced.contains(name),
+                name.hasSuffix(".request") || name.hasSuffix(".response") || name.hasSuffix(".messages")
+                    || name.hasSuffix(".spare")
+            else { return false }
             let modified = (try? FileManager.default.attributesOfItem(atPath: url(name).path))?[.modificationDate] as? Date
             return (modified ?? .distantPast) < cutoff
         }

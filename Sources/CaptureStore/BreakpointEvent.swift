@@ -59,8 +59,10 @@ public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, Mu
     /// What was forwarded, when something was.
     public var rawHTTPFinal: Data?
 
-    public init(kind: Kind, requestID: String, method: String, url: String, rawHTTPInitial: Data, pausedAt: Date = Date(), expiresAt: Date? = nil,
-                tunnelPID: Int32) {
+    public init(
+        kind: Kind, requestID: String, method: String, url: String, rawHTTPInitial: Data, pausedAt: Date = Date(), expiresAt: Date? = nil,
+        tunnelPID: Int32
+    ) {
         self.expiresAt = expiresAt
         self.kind = kind
         self.requestID = requestID
@@ -72,9 +74,10 @@ public struct BreakpointEvent: Codable, Sendable, Equatable, FetchableRecord, Mu
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, kind, requestID = "request_id", method, url, rawHTTPInitial = "raw_http_initial", pausedAt = "paused_at", expiresAt = "expires_at",
-             tunnelPID = "tunnel_pid", requested, rawHTTPRequested = "raw_http_requested", requestedAt = "requested_at",
-             resumedAt = "resumed_at", outcome, rawHTTPFinal = "raw_http_final"
+        case id, kind, requestID = "request_id", method, url, rawHTTPInitial = "raw_http_initial", pausedAt = "paused_at", expiresAt =
+            "expires_at",
+            tunnelPID = "tunnel_pid", requested, rawHTTPRequested = "raw_http_requested", requestedAt = "requested_at",
+            resumedAt = "resumed_at", outcome, rawHTTPFinal = "raw_http_final"
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }

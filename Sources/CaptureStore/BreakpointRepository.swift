@@ -15,10 +15,11 @@ public struct BreakpointRepository: Sendable {
         try database.pool.write { db in
             var event = event
             try event.insert(db)
-            try db.execute(sql: """
-                DELETE FROM breakpoint_events WHERE outcome IS NOT NULL AND id <= (
-                  SELECT id FROM breakpoint_events WHERE outcome IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET ?)
-                """, arguments: [Self.keepResolved])
+            try db.execute(
+                sql: """
+                    DELETE FROM breakpoint_events WHERE outcome IS NOT NULL AND id <= (
+                      SELECT id FROM breakpoint_events WHERE outcome IS NOT NULL ORDER BY id DESC LIMIT 1 OFFSET ?)
+                    """, arguments: [Self.keepResolved])
             return event
         }
     }
@@ -49,10 +50,12 @@ public struct BreakpointRepository: Sendable {
     /// Held messages someone asked something of (the tunnel carries it out).
     public func pending() throws -> [Pending] {
         try database.pool.read { db in
-            try Pending.fetchAll(db, sql: """
-                SELECT id, request_id, requested, raw_http_requested FROM breakpoint_events
-                WHERE outcome IS NULL AND requested IS NOT NULL ORDER BY id
-                """)
+            try Pending.fetchAll(
+                db,
+                sql: """
+                    SELECT id, request_id, requested, raw_http_requested FROM breakpoint_events
+                    WHERE outcome IS NULL AND requested IS NOT NULL ORDER BY id
+                    """)
         }
     }
 
@@ -67,7 +70,9 @@ public struct BreakpointRepository: Sendable {
     public func held(among requestIDs: [String]) throws -> Set<String> {
         guard !requestIDs.isEmpty else { return [] }
         return try database.pool.read { db in
-            Set(try String.fetchAll(db, SQLRequest(literal: "SELECT DISTINCT request_id FROM breakpoint_events WHERE request_id IN \(requestIDs)")))
+            Set(
+                try String.fetchAll(
+                    db, SQLRequest(literal: "SELECT DISTINCT request_id FROM breakpoint_events WHERE request_id IN \(requestIDs)")))
         }
     }
 
@@ -92,10 +97,11 @@ public struct BreakpointRepository: Sendable {
     /// Asks for a resolution; only the first asker of a held message wins.
     public func request(id: Int64, _ request: BreakpointEvent.Request, raw: Data? = nil, at date: Date = Date()) throws -> Claim {
         try database.pool.write { db in
-            try db.execute(sql: """
-                UPDATE breakpoint_events SET requested = ?, raw_http_requested = ?, requested_at = ?
-                WHERE id = ? AND requested IS NULL AND outcome IS NULL
-                """, arguments: [request.rawValue, raw, date, id])
+            try db.execute(
+                sql: """
+                    UPDATE breakpoint_events SET requested = ?, raw_http_requested = ?, requested_at = ?
+                    WHERE id = ? AND requested IS NULL AND outcome IS NULL
+                    """, arguments: [request.rawValue, raw, date, id])
             if db.changesCount == 1 { return .claimed }
             guard let event = try BreakpointEvent.fetchOne(db, key: id) else { return .notFound }
             return .lost(event)
@@ -106,16 +112,19 @@ public struct BreakpointRepository: Sendable {
     /// does not parse): the message stays held.
     public func withdraw(id: Int64) throws {
         try database.pool.write { db in
-            try db.execute(sql: "UPDATE breakpoint_events SET requested = NULL, raw_http_requested = NULL, requested_at = NULL WHERE id = ? AND outcome IS NULL",
-                           arguments: [id])
+            try db.execute(
+                sql:
+                    "UPDATE breakpoint_events SET requested = NULL, raw_http_requested = NULL, requested_at = NULL WHERE id = ? AND outcome IS NULL",
+                arguments: [id])
         }
     }
 
     /// Records what became of a held message.
     public func resolve(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, at date: Date = Date()) throws {
         try database.pool.write { db in
-            try db.execute(sql: "UPDATE breakpoint_events SET outcome = ?, raw_http_final = ?, resumed_at = ? WHERE id = ? AND outcome IS NULL",
-                           arguments: [outcome.rawValue, final, date, id])
+            try db.execute(
+                sql: "UPDATE breakpoint_events SET outcome = ?, raw_http_final = ?, resumed_at = ? WHERE id = ? AND outcome IS NULL",
+                arguments: [outcome.rawValue, final, date, id])
         }
     }
 
@@ -126,8 +135,9 @@ public struct BreakpointRepository: Sendable {
             let held = try BreakpointEvent.filter(Column("outcome") == nil).fetchAll(db)
             var count = 0
             for event in held where !isAlive(event.tunnelPID) {
-                try db.execute(sql: "UPDATE breakpoint_events SET outcome = ?, resumed_at = ? WHERE id = ? AND outcome IS NULL",
-                               arguments: [BreakpointEvent.Outcome.abandoned.rawValue, date, event.id])
+                try db.execute(
+                    sql: "UPDATE breakpoint_events SET outcome = ?, resumed_at = ? WHERE id = ? AND outcome IS NULL",
+                    arguments: [BreakpointEvent.Outcome.abandoned.rawValue, date, event.id])
                 count += db.changesCount
             }
             return count

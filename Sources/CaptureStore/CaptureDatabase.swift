@@ -22,7 +22,8 @@ public final class CaptureDatabase: Sendable {
         for suffix in ["", "-wal", "-shm"] {
             var st = stat()
             if lstat(paths.captureDatabase.path + suffix, &st) == 0, st.st_mode & S_IFMT != S_IFREG {
-                throw Refusal(description: "\(paths.captureDatabase.path + suffix) is not a regular file (a symbolic link?); refusing to open it")
+                throw Refusal(
+                    description: "\(paths.captureDatabase.path + suffix) is not a regular file (a symbolic link?); refusing to open it")
             }
         }
         var config = Configuration()

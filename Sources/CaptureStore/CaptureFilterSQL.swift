@@ -85,26 +85,33 @@ extension CaptureFilter {
         case let .method(pattern): return "busymate_match(\(pattern), method)"
         case let .status(range): return "coalesce(status BETWEEN \(range.lowerBound) AND \(range.upperBound), 0)"
         case let .header(pattern, side):
-            return either(side,
-                          request: "busymate_match_headers(\(pattern), request_headers)",
-                          response: "busymate_match_headers(\(pattern), response_headers)")
+            return either(
+                side,
+                request: "busymate_match_headers(\(pattern), request_headers)",
+                response: "busymate_match_headers(\(pattern), response_headers)")
         case let .body(pattern, side):
             // A WebSocket's messages are its bodies: ~bq the client's, ~bs the server's.
             // Each side is two terms: parenthesized, so `!` and `&` take it whole.
-            return either(side,
-                          request: "(busymate_match_body(\(pattern), request_body, request_body_file, request_headers) OR \(messages(pattern, fromClient: true)))",
-                          response: "(busymate_match_body(\(pattern), response_body, response_body_file, response_headers) OR \(messages(pattern, fromClient: false)))")
+            return either(
+                side,
+                request:
+                    "(busymate_match_body(\(pattern), request_body, request_body_file, request_headers) OR \(messages(pattern, fromClient: true)))",
+                response:
+                    "(busymate_match_body(\(pattern), response_body, response_body_file, response_headers) OR \(messages(pattern, fromClient: false)))"
+            )
         case let .contentType(pattern, side):
-            return either(side,
-                          request: "busymate_match(\(pattern), busymate_header(request_headers, 'content-type'))",
-                          response: "busymate_match(\(pattern), busymate_header(response_headers, 'content-type'))")
+            return either(
+                side,
+                request: "busymate_match(\(pattern), busymate_header(request_headers, 'content-type'))",
+                response: "busymate_match(\(pattern), busymate_header(response_headers, 'content-type'))")
         case .error: return "error IS NOT NULL"
         case .noResponse: return "response_headers IS NULL"
         case let .source(pattern): return "busymate_match(\(pattern), client_address)"
         case let .destination(pattern): return "busymate_match(\(pattern), server_address)"
         // A socket the proxy read, or a handshake whose bytes were glued (or imported).
         case .websocket:
-            return "(EXISTS (SELECT 1 FROM websockets WHERE exchange_id = exchanges.id) OR coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0))"
+            return
+                "(EXISTS (SELECT 1 FROM websockets WHERE exchange_id = exchanges.id) OR coalesce(status = 101 AND lower(busymate_header(response_headers, 'upgrade')) = 'websocket', 0))"
         case .marked: return "coalesce(marker <> '', 0)"
         case let .marker(pattern): return "busymate_match(\(pattern), marker)"
         case let .comment(pattern): return "busymate_match(\(pattern), comment)"
@@ -118,7 +125,8 @@ extension CaptureFilter {
         case let .proto(version): return "coalesce(http_version IN \(version.versions), 0)"
         // lower() folds ASCII only, as the in-memory matcher does; substr counts characters.
         case .grpc:
-            return "coalesce(substr(lower(busymate_header(request_headers, 'content-type')), 1, \(Self.grpcType.count)) = \(Self.grpcType), 0)"
+            return
+                "coalesce(substr(lower(busymate_header(request_headers, 'content-type')), 1, \(Self.grpcType.count)) = \(Self.grpcType), 0)"
         case .replay: return "resent_from IS NOT NULL"
         case let .tls(mode): return "tls_mode = \(mode.rawValue)"
         case let .rule(pattern): return "busymate_match(\(pattern), rule)"
@@ -186,7 +194,8 @@ enum FilterFunctions {
     /// `busymate_header(headers_json, name)`: the first value of a header, or NULL.
     static let header = DatabaseFunction("busymate_header", argumentCount: 2, pure: true) { values in
         guard let json = String.fromDatabaseValue(values[0]), let name = String.fromDatabaseValue(values[1]),
-              FilterPattern.mentions(json, name) else { return nil }
+            FilterPattern.mentions(json, name)
+        else { return nil }
         return ExchangeRecord.decodeHeaders(json).first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
     }
 
@@ -201,8 +210,11 @@ enum FilterFunctions {
             guard var data = body, !data.isEmpty else { return false }
             // Most bodies are not encoded: read the headers only when they say it.
             if let json = String.fromDatabaseValue(values[3]), FilterPattern.mentions(json, "content-encoding"),
-               let encoding = ExchangeRecord.decodeHeaders(json).first(where: { $0.0.caseInsensitiveCompare("content-encoding") == .orderedSame })?.1,
-               let decoded = BodyDecoder.decode(data, encoding: encoding) {
+                let encoding = ExchangeRecord.decodeHeaders(json).first(where: {
+                    $0.0.caseInsensitiveCompare("content-encoding") == .orderedSame
+                })?.1,
+                let decoded = BodyDecoder.decode(data, encoding: encoding)
+            {
                 data = decoded
             }
             return try pattern.matches(String(decoding: data, as: UTF8.self))
@@ -216,7 +228,9 @@ enum FilterFunctions {
         DatabaseFunction("busymate_match_message", argumentCount: 5, pure: false) { values in
             guard let pattern = pattern(values[0]) else { return false }
             var payload = Data.fromDatabaseValue(values[1])
-            if let file = String.fromDatabaseValue(values[2]), let offset = Int.fromDatabaseValue(values[3]), let stored = Int.fromDatabaseValue(values[4]) {
+            if let file = String.fromDatabaseValue(values[2]), let offset = Int.fromDatabaseValue(values[3]),
+                let stored = Int.fromDatabaseValue(values[4])
+            {
                 payload = try? bodies.read(file, offset: offset, length: stored).data
             }
             guard let payload, !payload.isEmpty else { return false }

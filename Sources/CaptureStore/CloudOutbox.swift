@@ -44,8 +44,9 @@ public struct CloudOutbox: Sendable {
 
     static func cursor(_ db: Database, _ sink: String) throws -> Cursor? {
         guard let row = try GRDB.Row.fetchOne(db, sql: "SELECT * FROM cloud_cursors WHERE sink = ?", arguments: [sink]) else { return nil }
-        return Cursor(account: row["account"], sentID: row["sent_id"], sentRows: row["sent_rows"], sentAt: row["sent_at"],
-                      droppedUnsent: row["dropped_unsent"], rejected: row["rejected"], startedAt: row["started_at"])
+        return Cursor(
+            account: row["account"], sentID: row["sent_id"], sentRows: row["sent_rows"], sentAt: row["sent_at"],
+            droppedUnsent: row["dropped_unsent"], rejected: row["rejected"], startedAt: row["started_at"])
     }
 
     /// The cursor for `account`: the one kept when it is the same account
@@ -59,11 +60,12 @@ public struct CloudOutbox: Sendable {
             let first = try Int64.fetchOne(db, sql: "SELECT min(id) FROM exchanges WHERE started_at >= ?", arguments: [since])
             let end = try first.map { $0 - 1 } ?? Int64.fetchOne(db, sql: "SELECT max(id) FROM exchanges") ?? 0
             let now = Date()
-            try db.execute(sql: """
-                INSERT INTO cloud_cursors (sink, account, sent_id, sent_rows, dropped_unsent, rejected, started_at) VALUES (?, ?, ?, 0, 0, 0, ?)
-                ON CONFLICT (sink) DO UPDATE SET account = excluded.account, sent_id = excluded.sent_id, sent_rows = 0, sent_at = NULL,
-                dropped_unsent = 0, rejected = 0, started_at = excluded.started_at
-                """, arguments: [sink, account, end, now])
+            try db.execute(
+                sql: """
+                    INSERT INTO cloud_cursors (sink, account, sent_id, sent_rows, dropped_unsent, rejected, started_at) VALUES (?, ?, ?, 0, 0, 0, ?)
+                    ON CONFLICT (sink) DO UPDATE SET account = excluded.account, sent_id = excluded.sent_id, sent_rows = 0, sent_at = NULL,
+                    dropped_unsent = 0, rejected = 0, started_at = excluded.started_at
+                    """, arguments: [sink, account, end, now])
             return Cursor(account: account, sentID: end, sentRows: 0, sentAt: nil, droppedUnsent: 0, rejected: 0, startedAt: now)
         }
     }
@@ -84,7 +86,9 @@ public struct CloudOutbox: Sendable {
     }
 
     private static func rows(_ db: Database, after id: Int64, limit: Int) throws -> [Row] {
-        try ExchangeRecord.fetchAll(db, sql: "SELECT * FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT ?", arguments: [id, limit]).compactMap { record in
+        try ExchangeRecord.fetchAll(
+            db, sql: "SELECT * FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT ?", arguments: [id, limit]
+        ).compactMap { record in
             record.id.map { Row(id: $0, requestID: record.requestID, startedAt: record.startedAt, record: record) }
         }
     }
@@ -93,9 +97,10 @@ public struct CloudOutbox: Sendable {
     /// in this batch). Only forward: a late answer never moves it back.
     public func advance(through id: Int64, sent: Int, rejected: Int = 0) async throws {
         try await database.pool.write { db in
-            try db.execute(sql: """
-                UPDATE cloud_cursors SET sent_id = max(sent_id, ?), sent_rows = sent_rows + ?, rejected = rejected + ?, sent_at = ? WHERE sink = ?
-                """, arguments: [id, sent, rejected, Date(), sink])
+            try db.execute(
+                sql: """
+                    UPDATE cloud_cursors SET sent_id = max(sent_id, ?), sent_rows = sent_rows + ?, rejected = rejected + ?, sent_at = ? WHERE sink = ?
+                    """, arguments: [id, sent, rejected, Date(), sink])
         }
     }
 
@@ -103,7 +108,8 @@ public struct CloudOutbox: Sendable {
     public func backlog(after id: Int64) async throws -> (rows: Int, oldest: Date?) {
         try await database.pool.read { db in
             let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM exchanges WHERE id > ? AND imported IS NULL", arguments: [id]) ?? 0
-            let oldest = try Date.fetchOne(db, sql: "SELECT started_at FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT 1", arguments: [id])
+            let oldest = try Date.fetchOne(
+                db, sql: "SELECT started_at FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT 1", arguments: [id])
             return (count, oldest)
         }
     }
@@ -114,9 +120,12 @@ public struct CloudOutbox: Sendable {
             let sinks = try String.fetchAll(db, sql: "SELECT sink FROM cloud_cursors ORDER BY sink")
             return try sinks.compactMap { sink in
                 guard let cursor = try cursor(db, sink) else { return nil }
-                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM exchanges WHERE id > ? AND imported IS NULL", arguments: [cursor.sentID]) ?? 0
-                let oldest = try Date.fetchOne(db, sql: "SELECT started_at FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT 1",
-                                               arguments: [cursor.sentID])
+                let count =
+                    try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM exchanges WHERE id > ? AND imported IS NULL", arguments: [cursor.sentID]) ?? 0
+                let oldest = try Date.fetchOne(
+                    db, sql: "SELECT started_at FROM exchanges WHERE id > ? AND imported IS NULL ORDER BY id LIMIT 1",
+                    arguments: [cursor.sentID])
                 return (sink, cursor, count, oldest)
             }
         }
@@ -126,10 +135,12 @@ public struct CloudOutbox: Sendable {
     /// `through` matching `condition`: those no sink has sent are counted
     /// against each sink.
     static func noteDropping(_ db: Database, after: Int64, through: Int64, where condition: String) throws {
-        try db.cachedStatement(sql: """
-            UPDATE cloud_cursors SET dropped_unsent = dropped_unsent + (
-                SELECT count(*) FROM exchanges WHERE id > max(?, cloud_cursors.sent_id) AND id <= ? AND imported IS NULL AND \(condition))
-            WHERE sent_id < ?
-            """).execute(arguments: [after, through, through])
+        try db.cachedStatement(
+            sql: """
+                UPDATE cloud_cursors SET dropped_unsent = dropped_unsent + (
+                    SELECT count(*) FROM exchanges WHERE id > max(?, cloud_cursors.sent_id) AND id <= ? AND imported IS NULL AND \(condition))
+                WHERE sent_id < ?
+                """
+        ).execute(arguments: [after, through, through])
     }
 }

@@ -19,7 +19,9 @@ public enum CurlCommandLine {
         if record.httpVersion == "HTTP/1.0" { parts.append("--http1.0") }
         // HTTP/2 as the client spoke it: over TLS by ALPN; in the clear only
         // with prior knowledge (an `Upgrade: h2c` is stripped, so stays HTTP/1.1).
-        if record.httpVersion == "HTTP/2.0" || record.httpVersion == "HTTP/2" { parts.append(record.scheme == "http" ? "--http2-prior-knowledge" : "--http2") }
+        if record.httpVersion == "HTTP/2.0" || record.httpVersion == "HTTP/2" {
+            parts.append(record.scheme == "http" ? "--http2-prior-knowledge" : "--http2")
+        }
         parts.append(quote(record.url))
         // Framing and hop-by-hop headers are curl's business.
         let skip: Set<String> = ["content-length", "transfer-encoding", "connection", "proxy-connection", "keep-alive", "host"]
@@ -49,7 +51,8 @@ public enum CurlCommandLine {
     /// UTF-8 with no NUL and no control character but tab and newlines; nil otherwise.
     public static func shellText(_ body: Data) -> String? {
         guard !body.contains(where: { ($0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D) || $0 == 0x7F }),
-              let text = String(validating: body, as: UTF8.self), !text.hasPrefix("@") else { return nil }
+            let text = String(validating: body, as: UTF8.self), !text.hasPrefix("@")
+        else { return nil }
         return text
     }
 

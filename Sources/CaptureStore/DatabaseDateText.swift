@@ -12,7 +12,7 @@ public enum DatabaseDateText {
 
     /// Years 0001 to 9999: the text's four digits hold no other (a date
     /// beyond is clamped, not trapped on).
-    static let representable: ClosedRange<Double> = -62_135_596_800_000 ... 253_402_300_799_999
+    static let representable: ClosedRange<Double> = -62_135_596_800_000...253_402_300_799_999
 
     public static func string(_ date: Date) -> String {
         let raw = (date.timeIntervalSince1970 * 1000).rounded()

@@ -59,7 +59,8 @@ public struct DescriptorSets: Sendable {
             return .failure(ProtobufDescriptorSet.Failure(description: error.isMissing ? "no such file" : error.description))
         }
         return ProtobufDescriptorSet.parse(data).mapError {
-            ProtobufDescriptorSet.Failure(description: "not a FileDescriptorSet (make one with protoc --include_imports -o FILE.pb …): \($0.description)")
+            ProtobufDescriptorSet.Failure(
+                description: "not a FileDescriptorSet (make one with protoc --include_imports -o FILE.pb …): \($0.description)")
         }
     }
 
@@ -81,7 +82,8 @@ public struct DescriptorSets: Sendable {
         func parsed(_ url: URL) -> Result<ProtobufSchema, ProtobufDescriptorSet.Failure> {
             var st = stat()
             guard lstat(url.path, &st) == 0 else { return DescriptorSets.parse(url) }
-            let stamp = Stamp(inode: UInt64(st.st_ino), size: Int64(st.st_size), modified: st.st_mtim.tv_sec, nanoseconds: st.st_mtim.tv_nsec)
+            let stamp = Stamp(
+                inode: UInt64(st.st_ino), size: Int64(st.st_size), modified: st.st_mtim.tv_sec, nanoseconds: st.st_mtim.tv_nsec)
             if let (kept, result) = entries.withLock({ $0[url] }), kept == stamp { return result }
             let result = DescriptorSets.parse(url)
             entries.withLock { $0[url] = (stamp, result) }

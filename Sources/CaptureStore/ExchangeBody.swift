@@ -43,8 +43,10 @@ public struct ExchangeBody: Sendable {
     /// `length` bytes from `offset` of what the views show, and the shown
     /// size: read from the body file alone when the file's bytes are what
     /// is shown (raw, or no Content-Encoding), else decoded whole.
-    public static func window(of record: ExchangeRecord, _ direction: BodyStore.Direction, bodies: BodyStore, raw: Bool,
-                              offset: Int, length: Int) throws -> (data: Data, total: Int) {
+    public static func window(
+        of record: ExchangeRecord, _ direction: BodyStore.Direction, bodies: BodyStore, raw: Bool,
+        offset: Int, length: Int
+    ) throws -> (data: Data, total: Int) {
         let file = direction == .request ? record.requestBodyFile : record.responseBodyFile
         let encoding = record.header("content-encoding", direction)?.lowercased()
         if let file, raw || encoding == nil || encoding == "identity" {

@@ -33,7 +33,9 @@ struct ExchangeInsert {
             }
             code = text.withUTF8 { bytes in
                 // An empty string is still text, not NULL.
-                guard let base = bytes.baseAddress, !bytes.isEmpty else { return sqlite3_bind_text(statement, index, "", 0, Self.transient) }
+                guard let base = bytes.baseAddress, !bytes.isEmpty else {
+                    return sqlite3_bind_text(statement, index, "", 0, Self.transient)
+                }
                 return UnsafeRawPointer(base).withMemoryRebound(to: CChar.self, capacity: bytes.count) {
                     sqlite3_bind_text(statement, index, $0, Int32(bytes.count), Self.transient)
                 }
@@ -111,8 +113,9 @@ struct ExchangeInsert {
         bind(r.responseTrailers)
         if code == SQLITE_OK { code = sqlite3_step(statement) }
         guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                                sql: ExchangeRecord.insertSQL)
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                sql: ExchangeRecord.insertSQL)
         }
     }
 }

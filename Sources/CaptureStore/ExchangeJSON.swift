@@ -19,14 +19,14 @@ public enum ExchangeJSON {
         array(ExchangeRecord.decodeHeaders(json).map { array([string($0.0), string($0.1)]) })
     }
 
-
     /// A row of `list --json` (and `tail --json`, one per line).
     public static func summary(_ r: ExchangeRecord, resentFrom: Int64?) -> JSONNode { object(summaryMembers(r, resentFrom: resentFrom)) }
 
     public static func summaryMembers(_ r: ExchangeRecord, resentFrom: Int64?) -> [Member] {
         [
             ("id", number(r.id)), ("request_id", string(r.requestID)), ("started_at", date(r.startedAt)),
-            ("method", string(r.method)), ("url", string(r.url)), ("host", string(r.host)), ("status", number(r.status)), ("reason", string(r.reason)),
+            ("method", string(r.method)), ("url", string(r.url)), ("host", string(r.host)), ("status", number(r.status)),
+            ("reason", string(r.reason)),
             ("tls", string(r.tlsMode.rawValue)), ("duration_ms", number(r.durationMilliseconds)), ("error", string(r.error)),
             ("resent_from", number(resentFrom)), ("rule", string(r.rule)),
             // Body sizes as they crossed the wire; the content types as declared.
@@ -48,16 +48,20 @@ public enum ExchangeJSON {
 
     /// `show --json`: a `list --json` row, then everything else about the
     /// exchange, bodies whole.
-    public static func detail(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
-                              schema: DescriptorSets? = nil) -> JSONNode {
+    public static func detail(
+        _ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
+        schema: DescriptorSets? = nil
+    ) -> JSONNode {
         object(detailMembers(r, resentFrom: resentFrom, bodies: bodies, breakpoints: breakpoints, schema: schema))
     }
 
     /// The members of `detail`, each body written by `body` (the web API
     /// writes them without their bytes); a gRPC call's messages read with
     /// `schema`'s types when it names them.
-    public static func detailMembers(_ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
-                                     schema: DescriptorSets? = nil, body: (ExchangeBody) -> JSONNode = ExchangeJSON.body) -> [Member] {
+    public static func detailMembers(
+        _ r: ExchangeRecord, resentFrom: Int64?, bodies: [BodyStore.Direction: ExchangeBody], breakpoints: [BreakpointEvent],
+        schema: DescriptorSets? = nil, body: (ExchangeBody) -> JSONNode = ExchangeJSON.body
+    ) -> [Member] {
         var request: [Member] = [
             ("method", string(r.method)), ("url", string(r.url)), ("scheme", string(r.scheme)), ("host", string(r.host)),
             ("port", number(r.port)), ("path", string(r.path)), ("http_version", string(r.httpVersion)),
@@ -74,7 +78,9 @@ public enum ExchangeJSON {
             ])
         }
         // A gRPC call's messages, decoded (docs/usage.md, "gRPC").
-        let grpc: [Member] = GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r), schema: schema).map { [("grpc", $0.json())] } ?? []
+        let grpc: [Member] =
+            GRPCExchange(r, bodies: bodies, responseTrailers: GRPCExchange.storedTrailers(r), schema: schema).map { [("grpc", $0.json())] }
+            ?? []
         return summaryMembers(r, resentFrom: resentFrom) + [
             ("connected_at", date(r.connectedAt)), ("tls_done_at", date(r.tlsDoneAt)),
             ("first_byte_at", date(r.firstByteAt)), ("ended_at", date(r.endedAt)),
@@ -83,11 +89,17 @@ public enum ExchangeJSON {
             ("tls_handshake", object([("sni", string(r.sni)), ("version", string(r.tlsVersion)), ("cipher", string(r.tlsCipher))])),
             ("bytes_up", number(r.bytesUp)), ("bytes_down", number(r.bytesDown)),
             ("request", object(request)), ("response", response),
-            ("breakpoints", array(breakpoints.map { event in
-                object([("id", number(event.id)), ("kind", string(event.kind.rawValue)), ("paused_at", date(event.pausedAt)),
-                        ("expires_at", date(event.expiresAt)),
-                        ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue))])
-            })),
+            (
+                "breakpoints",
+                array(
+                    breakpoints.map { event in
+                        object([
+                            ("id", number(event.id)), ("kind", string(event.kind.rawValue)), ("paused_at", date(event.pausedAt)),
+                            ("expires_at", date(event.expiresAt)),
+                            ("resumed_at", date(event.resumedAt)), ("outcome", string(event.outcome?.rawValue)),
+                        ])
+                    })
+            ),
         ] + grpc
     }
 
@@ -95,7 +107,8 @@ public enum ExchangeJSON {
     /// `--raw`) as text when they are UTF-8, else base64.
     public static func body(_ b: ExchangeBody) -> JSONNode {
         var members: [Member] = [
-            ("size", number(b.wireSize)), ("decoded_size", number(b.decodedSize)), ("content_type", string(b.contentType)), ("content_encoding", string(b.encoding)),
+            ("size", number(b.wireSize)), ("decoded_size", number(b.decodedSize)), ("content_type", string(b.contentType)),
+            ("content_encoding", string(b.encoding)),
             ("decoded", bool(b.decoded)), ("stored", number(b.stored?.count ?? 0)), ("truncated", bool(b.truncated)),
             ("file", string(b.file.map { "bodies/\($0)" })),
         ]

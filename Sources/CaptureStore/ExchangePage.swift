@@ -50,7 +50,8 @@ struct ExchangePage {
         if try Int.fetchOne(db, SQLRequest(literal: entries)) ?? 0 < window {
             older = try byHost(db, names, covered, before: nil, limit)
         } else {
-            let far: SQL = "SELECT started_at FROM exchanges INDEXED BY exchanges_started WHERE \(cursor) \(sql: Self.order) LIMIT 1 OFFSET \(window - 1)"
+            let far: SQL =
+                "SELECT started_at FROM exchanges INDEXED BY exchanges_started WHERE \(cursor) \(sql: Self.order) LIMIT 1 OFFSET \(window - 1)"
             guard let edge = try String.fetchOne(db, SQLRequest(literal: far)) else {
                 return try page(db, "exchanges INDEXED BY exchanges_started", filter, limit)
             }

@@ -83,8 +83,10 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
     public var requestTrailers: String?
     public var responseTrailers: String?
 
-    public init(requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
-                host: String, port: Int, path: String, url: String, tlsMode: TLSMode) {
+    public init(
+        requestID: String = RequestID.make(), startedAt: Date = Date(), scheme: String, method: String,
+        host: String, port: Int, path: String, url: String, tlsMode: TLSMode
+    ) {
         self.requestID = requestID
         self.startedAt = startedAt
         self.scheme = scheme
@@ -104,18 +106,20 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
 
     enum CodingKeys: String, CodingKey {
         case id, requestID = "request_id", startedAt = "started_at", connectedAt = "connected_at", tlsDoneAt = "tls_done_at",
-             firstByteAt = "first_byte_at", endedAt = "ended_at", clientAddress = "client_address", serverAddress = "server_address",
-             scheme, method, host, port, path, url, httpVersion = "http_version", status, reason,
-             requestHeaders = "request_headers", responseHeaders = "response_headers",
-             requestBodySize = "request_body_size", responseBodySize = "response_body_size",
-             requestBody = "request_body", responseBody = "response_body",
-             requestBodyTruncated = "request_body_truncated", responseBodyTruncated = "response_body_truncated",
-             requestBodyFile = "request_body_file", responseBodyFile = "response_body_file",
-             requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
-             storedBytes = "stored_bytes",
-             tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
-             bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end", marker, comment, note,
-             streamID = "stream_id", connectionID = "connection_id", requestTrailers = "request_trailers", responseTrailers = "response_trailers"
+            firstByteAt = "first_byte_at", endedAt = "ended_at", clientAddress = "client_address", serverAddress = "server_address",
+            scheme, method, host, port, path, url, httpVersion = "http_version", status, reason,
+            requestHeaders = "request_headers", responseHeaders = "response_headers",
+            requestBodySize = "request_body_size", responseBodySize = "response_body_size",
+            requestBody = "request_body", responseBody = "response_body",
+            requestBodyTruncated = "request_body_truncated", responseBodyTruncated = "response_body_truncated",
+            requestBodyFile = "request_body_file", responseBodyFile = "response_body_file",
+            requestBodyDecodedSize = "request_body_decoded_size", responseBodyDecodedSize = "response_body_decoded_size",
+            storedBytes = "stored_bytes",
+            tlsMode = "tls_mode", sni, tlsVersion = "tls_version", tlsCipher = "tls_cipher", error,
+            bytesUp = "bytes_up", bytesDown = "bytes_down", resentFrom = "resent_from", rule, imported, device, frontEnd = "front_end",
+            marker, comment, note,
+            streamID = "stream_id", connectionID = "connection_id", requestTrailers = "request_trailers", responseTrailers =
+            "response_trailers"
     }
 
     /// By hand rather than through Codable: the writer saves thousands of
@@ -217,7 +221,9 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
         var text = text
         // Most names and values need no escape: copied whole.
         let plain = text.withUTF8 { bytes in
-            guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return false
+            }
             out.append(contentsOf: bytes)
             return true
         }
@@ -234,7 +240,9 @@ public struct ExchangeRecord: Codable, Sendable, Equatable, FetchableRecord, Mut
             case 0x09: out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
             case 0..<0x20, 0x7F:
                 let hex = Array("0123456789abcdef".utf8)
-                out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+                out += [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
+                ]
             default: out.append(byte)
             }
         }

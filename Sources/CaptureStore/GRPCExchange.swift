@@ -38,11 +38,12 @@ public struct GRPCExchange: Sendable {
                 self = .compressed
                 return
             }
-            let result = if let type, let schema {
-                ProtobufSchemaDecoder.decode(message.payload, as: type, schema: schema)
-            } else {
-                ProtobufWire.decode(message.payload)
-            }
+            let result =
+                if let type, let schema {
+                    ProtobufSchemaDecoder.decode(message.payload, as: type, schema: schema)
+                } else {
+                    ProtobufWire.decode(message.payload)
+                }
             switch result {
             case let .success(fields): self = .fields(fields)
             case let .failure(error): self = .notProtobuf(error)
@@ -57,11 +58,16 @@ public struct GRPCExchange: Sendable {
     }
 
     /// The response's trailers as stored (`response_trailers`).
-    public static func storedTrailers(_ record: ExchangeRecord) -> [(String, String)] { ExchangeRecord.decodeHeaders(record.responseTrailers) }
+    public static func storedTrailers(_ record: ExchangeRecord) -> [(String, String)] {
+        ExchangeRecord.decodeHeaders(record.responseTrailers)
+    }
 
     /// nil when the exchange is no gRPC call. `schema`: the descriptor
     /// sets settings name, when they do.
-    public init?(_ record: ExchangeRecord, bodies: [BodyStore.Direction: ExchangeBody], responseTrailers: [(String, String)], schema: DescriptorSets? = nil) {
+    public init?(
+        _ record: ExchangeRecord, bodies: [BodyStore.Direction: ExchangeBody], responseTrailers: [(String, String)],
+        schema: DescriptorSets? = nil
+    ) {
         guard Self.isGRPC(record) else { return nil }
         let method = schema?.schema?.method(path: record.path)
         func side(_ direction: BodyStore.Direction) -> Side {
@@ -69,20 +75,26 @@ public struct GRPCExchange: Sendable {
             let encoding = record.header("grpc-encoding", direction)
             let split = GRPCMessages(body?.shown ?? Data(), encoding: encoding)
             let type = direction == .request ? method?.input : method?.output
-            return Side(direction: direction, encoding: encoding, split: split,
-                        decoded: split.messages.map { Reading($0, type: type, schema: schema?.schema) }, messageType: type,
-                        bodyTruncated: body?.truncated ?? false)
+            return Side(
+                direction: direction, encoding: encoding, split: split,
+                decoded: split.messages.map { Reading($0, type: type, schema: schema?.schema) }, messageType: type,
+                bodyTruncated: body?.truncated ?? false)
         }
         schemaNotes = schema?.problems ?? []
         if let known = schema?.schema, method == nil {
-            schemaNotes.append("the descriptor sets (\(known.files.count) .proto file\(known.files.count == 1 ? "" : "s")) have no method \(record.path); its fields are shown by number")
+            schemaNotes.append(
+                "the descriptor sets (\(known.files.count) .proto file\(known.files.count == 1 ? "" : "s")) have no method \(record.path); its fields are shown by number"
+            )
         } else if let method, schema?.schema?.messages[method.input] == nil || schema?.schema?.messages[method.output] == nil {
-            schemaNotes.append("the descriptor sets lack \(method.input) or \(method.output) (made without --include_imports?); its fields are shown by number")
+            schemaNotes.append(
+                "the descriptor sets lack \(method.input) or \(method.output) (made without --include_imports?); its fields are shown by number"
+            )
         }
         request = side(.request)
         response = record.status == nil ? nil : side(.response)
         let trailers = responseTrailers.isEmpty ? (response?.split.trailers ?? []) : responseTrailers
-        call = GRPCCall(path: record.path, responseHeaders: ExchangeRecord.decodeHeaders(record.responseHeaders), responseTrailers: trailers)
+        call = GRPCCall(
+            path: record.path, responseHeaders: ExchangeRecord.decodeHeaders(record.responseHeaders), responseTrailers: trailers)
     }
 
     // MARK: lines
@@ -91,7 +103,9 @@ public struct GRPCExchange: Sendable {
         let route = [call.service.map { "service \($0)" }, call.method.map { "method \($0)" }].compactMap { $0 }.joined(separator: " · ")
         var out = ["gRPC " + (route.isEmpty ? "call (its path is not /package.Service/Method)" : route)]
         if let status = call.status {
-            out.append("status \(status) \(GRPCCall.statusName(status))" + (call.message.flatMap { $0.isEmpty ? nil : ": \($0)" } ?? "") + " (from the \(call.statusFrom ?? "trailers"))")
+            out.append(
+                "status \(status) \(GRPCCall.statusName(status))" + (call.message.flatMap { $0.isEmpty ? nil : ": \($0)" } ?? "")
+                    + " (from the \(call.statusFrom ?? "trailers"))")
         } else if response != nil {
             out.append("status: none (no grpc-status in the response's trailers or headers)")
         }
@@ -105,8 +119,10 @@ public struct GRPCExchange: Sendable {
     private func lines(_ side: Side) -> [String] {
         let name = side.direction.rawValue
         let count = side.split.messages.count + side.split.omitted
-        var out = ["\(name): \(count) message\(count == 1 ? "" : "s")" + (side.encoding.map { " (grpc-encoding \($0))" } ?? "")
-            + (side.messageType.map { " · \($0)" } ?? "")]
+        var out = [
+            "\(name): \(count) message\(count == 1 ? "" : "s")" + (side.encoding.map { " (grpc-encoding \($0))" } ?? "")
+                + (side.messageType.map { " · \($0)" } ?? "")
+        ]
         for (message, decoded) in zip(side.split.messages, side.decoded) {
             var head = "  \(name) message \(message.index)" + (message.compressed ? " · compressed" : "") + " · \(message.length) bytes"
             if message.decompressed { head += ", \(message.payload.count) decompressed" }
@@ -148,25 +164,36 @@ public struct GRPCExchange: Sendable {
     static func json(_ side: Side) -> JSONNode {
         ExchangeJSON.object([
             ("encoding", ExchangeJSON.string(side.encoding)), ("message_type", ExchangeJSON.string(side.messageType)),
-            ("messages", ExchangeJSON.array(zip(side.split.messages, side.decoded).map { message, decoded in
-                var members: [ExchangeJSON.Member] = [
-                    ("index", ExchangeJSON.number(message.index)), ("compressed", ExchangeJSON.bool(message.compressed)),
-                    ("size", ExchangeJSON.number(message.length)), ("stored", ExchangeJSON.number(message.stored)),
-                    ("decoded_size", ExchangeJSON.number(message.compressed && !message.decompressed ? nil : message.payload.count)),
-                    ("truncated", ExchangeJSON.bool(message.truncated)), ("problem", ExchangeJSON.string(message.problem)),
-                ]
-                switch decoded {
-                case let .fields(fields):
-                    members += [("fields", ProtobufText.json(fields)), ("error", JSONNode(.null))]
-                case let .notProtobuf(error):
-                    members += [("fields", JSONNode(.null)), ("error", ExchangeJSON.string("not protobuf: \(error)")),
-                                ("hex", ExchangeJSON.string(ProtobufText.hex(message.payload, limit: jsonHexLimit)))]
-                case .compressed:
-                    members += [("fields", JSONNode(.null)), ("error", ExchangeJSON.string(message.problem)),
-                                ("hex", ExchangeJSON.string(ProtobufText.hex(message.payload, limit: jsonHexLimit)))]
-                }
-                return ExchangeJSON.object(members)
-            })),
+            (
+                "messages",
+                ExchangeJSON.array(
+                    zip(side.split.messages, side.decoded).map { message, decoded in
+                        var members: [ExchangeJSON.Member] = [
+                            ("index", ExchangeJSON.number(message.index)), ("compressed", ExchangeJSON.bool(message.compressed)),
+                            ("size", ExchangeJSON.number(message.length)), ("stored", ExchangeJSON.number(message.stored)),
+                            (
+                                "decoded_size",
+                                ExchangeJSON.number(message.compressed && !message.decompressed ? nil : message.payload.count)
+                            ),
+                            ("truncated", ExchangeJSON.bool(message.truncated)), ("problem", ExchangeJSON.string(message.problem)),
+                        ]
+                        switch decoded {
+                        case let .fields(fields):
+                            members += [("fields", ProtobufText.json(fields)), ("error", JSONNode(.null))]
+                        case let .notProtobuf(error):
+                            members += [
+                                ("fields", JSONNode(.null)), ("error", ExchangeJSON.string("not protobuf: \(error)")),
+                                ("hex", ExchangeJSON.string(ProtobufText.hex(message.payload, limit: jsonHexLimit))),
+                            ]
+                        case .compressed:
+                            members += [
+                                ("fields", JSONNode(.null)), ("error", ExchangeJSON.string(message.problem)),
+                                ("hex", ExchangeJSON.string(ProtobufText.hex(message.payload, limit: jsonHexLimit))),
+                            ]
+                        }
+                        return ExchangeJSON.object(members)
+                    })
+            ),
             ("omitted", ExchangeJSON.number(side.split.omitted)), ("problem", ExchangeJSON.string(side.split.problem)),
             ("body_truncated", ExchangeJSON.bool(side.bodyTruncated)),
         ])

@@ -64,8 +64,12 @@ public struct GRPCMessages: Sendable {
                 continue
             }
             defer { count += 1 }
-            guard messages.count < Self.maxMessages else { omitted += 1; continue }
-            var message = Message(index: count, compressed: flag & 1 == 1, length: length, stored: raw.count, payload: raw, decompressed: false)
+            guard messages.count < Self.maxMessages else {
+                omitted += 1
+                continue
+            }
+            var message = Message(
+                index: count, compressed: flag & 1 == 1, length: length, stored: raw.count, payload: raw, decompressed: false)
             if message.truncated {
                 message.problem = "cut short: \(raw.count) of \(length) bytes stored"
             } else if message.compressed {
@@ -76,7 +80,8 @@ public struct GRPCMessages: Sendable {
                     message.decompressed = true
                     budget -= plain.count
                 } else {
-                    message.problem = BodyDecoder.supported.contains(coding)
+                    message.problem =
+                        BodyDecoder.supported.contains(coding)
                         ? "cannot decompress \(coding) (or it decompresses to more than \(min(Self.maxMessageSize, budget) >> 20) MiB)"
                         : "compressed with \(coding), which is not decoded here"
                 }
@@ -89,7 +94,10 @@ public struct GRPCMessages: Sendable {
     static func webTrailers(_ data: Data) -> [(String, String)] {
         String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }).compactMap { line in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            return (line[..<colon].trimmingCharacters(in: .whitespaces).lowercased(), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            return (
+                line[..<colon].trimmingCharacters(in: .whitespaces).lowercased(),
+                line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            )
         }
     }
 }

@@ -5,7 +5,8 @@ import Foundation
 public enum HAR {
     /// Headers whose values are credentials: masked by `--redact`.
     public static let credentialHeaders: Set<String> = [
-        "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token", "x-xsrf-token",
+        "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token",
+        "x-xsrf-token",
     ]
     static let redacted = "[redacted]"
 
@@ -19,7 +20,9 @@ public enum HAR {
     }
 
     static func headers(_ text: String?, redact: Bool = false) -> [[String: Any]] {
-        ExchangeRecord.decodeHeaders(text).map { ["name": $0.0, "value": redact && credentialHeaders.contains($0.0.lowercased()) ? redacted : $0.1] }
+        ExchangeRecord.decodeHeaders(text).map {
+            ["name": $0.0, "value": redact && credentialHeaders.contains($0.0.lowercased()) ? redacted : $0.1]
+        }
     }
 
     static func header(_ name: String, in text: String?) -> String? {
@@ -41,25 +44,34 @@ public enum HAR {
     /// A body as HAR wants it: decoded, as text when it is UTF-8.
     static func text(_ body: Data, headers: String?, truncated: Bool) -> (text: String, base64: Bool, size: Int) {
         var data = body
-        if !truncated, let encoding = header("content-encoding", in: headers), let decoded = BodyDecoder.decode(body, encoding: encoding) { data = decoded }
+        if !truncated, let encoding = header("content-encoding", in: headers), let decoded = BodyDecoder.decode(body, encoding: encoding) {
+            data = decoded
+        }
         if let text = String(data: data, encoding: .utf8) { return (text, false, data.count) }
         return (data.base64EncodedString(), true, data.count)
     }
 
     /// `sockets`: where a WebSocket's messages are read from, written as
     /// Chrome DevTools writes them (`_webSocketMessages`).
-    public static func entry(_ r: ExchangeRecord, bodies: BodyStore, redact: Bool = false, sockets: WebSocketRepository? = nil) -> [String: Any] {
+    public static func entry(_ r: ExchangeRecord, bodies: BodyStore, redact: Bool = false, sockets: WebSocketRepository? = nil) -> [String:
+        Any]
+    {
         // A body file removed under us leaves the row's first bytes.
         let requestBody = (try? bodies.body(of: r, .request)) ?? r.requestBody
         let responseBody = (try? bodies.body(of: r, .response)) ?? r.responseBody
         var request: [String: Any] = [
             "method": r.method, "url": r.url, "httpVersion": version(r.httpVersion), "cookies": [] as [Any],
-            "headers": headers(r.requestHeaders, redact: redact), "queryString": queryString(r.url), "headersSize": -1, "bodySize": r.requestBodySize,
+            "headers": headers(r.requestHeaders, redact: redact), "queryString": queryString(r.url), "headersSize": -1,
+            "bodySize": r.requestBodySize,
         ]
         if let body = requestBody {
-            request["postData"] = ["mimeType": header("content-type", in: r.requestHeaders) ?? "", "text": String(decoding: body, as: UTF8.self)]
+            request["postData"] = [
+                "mimeType": header("content-type", in: r.requestHeaders) ?? "", "text": String(decoding: body, as: UTF8.self),
+            ]
         }
-        var content: [String: Any] = ["size": r.responseBodyDecodedSize ?? r.responseBodySize, "mimeType": header("content-type", in: r.responseHeaders) ?? ""]
+        var content: [String: Any] = [
+            "size": r.responseBodyDecodedSize ?? r.responseBodySize, "mimeType": header("content-type", in: r.responseHeaders) ?? "",
+        ]
         if let decoded = r.responseBodyDecodedSize, decoded >= r.responseBodySize { content["compression"] = decoded - r.responseBodySize }
         if let body = responseBody {
             let shown = text(body, headers: r.responseHeaders, truncated: r.responseBodyTruncated)
@@ -71,7 +83,8 @@ public enum HAR {
         if r.requestTrailers != nil { request["_trailers"] = headers(r.requestTrailers, redact: redact) }
         var response: [String: Any] = [
             "status": r.status ?? 0, "statusText": r.reason ?? "", "httpVersion": version(r.httpVersion), "cookies": [] as [Any],
-            "headers": headers(r.responseHeaders, redact: redact), "content": content, "redirectURL": header("location", in: r.responseHeaders) ?? "",
+            "headers": headers(r.responseHeaders, redact: redact), "content": content,
+            "redirectURL": header("location", in: r.responseHeaders) ?? "",
             "headersSize": -1, "bodySize": r.status == nil ? -1 : r.responseBodySize,
         ]
         if r.responseTrailers != nil { response["_trailers"] = headers(r.responseTrailers, redact: redact) }
@@ -84,10 +97,15 @@ public enum HAR {
             "startedDateTime": timestamp(r.startedAt),
             "time": max(0, milliseconds(r.startedAt, r.endedAt)),
             "request": request, "response": response, "cache": [:] as [String: Any],
-            "timings": ["blocked": -1, "dns": -1, "connect": connect, "ssl": ssl, "send": 0, "wait": max(0, wait), "receive": max(0, receive)],
+            "timings": [
+                "blocked": -1, "dns": -1, "connect": connect, "ssl": ssl, "send": 0, "wait": max(0, wait), "receive": max(0, receive),
+            ],
             "_requestId": r.requestID,
         ]
-        if let server = r.serverAddress { entry["serverIPAddress"] = server.split(separator: ":").dropLast().joined(separator: ":").trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
+        if let server = r.serverAddress {
+            entry["serverIPAddress"] = server.split(separator: ":").dropLast().joined(separator: ":").trimmingCharacters(
+                in: CharacterSet(charactersIn: "[]"))
+        }
         // HAR 1.2's `connection` (Chrome writes its connection id there); the HTTP/2 stream beside it.
         if let connection = r.connectionID { entry["connection"] = connection }
         if let stream = r.streamID { entry["_streamId"] = stream }
@@ -109,8 +127,10 @@ public enum HAR {
         try sockets.messages(of: r, limit: Int.max).map { m in
             let payload = (try? sockets.payload(m)) ?? nil
             let text = m.opcode == .text ? payload.flatMap { String(validating: $0, as: UTF8.self) } : nil
-            return ["type": m.fromClient ? "send" : "receive", "time": m.at.timeIntervalSince1970, "opcode": m.opcode.rawValue,
-                    "data": text ?? payload?.base64EncodedString() ?? ""]
+            return [
+                "type": m.fromClient ? "send" : "receive", "time": m.at.timeIntervalSince1970, "opcode": m.opcode.rawValue,
+                "data": text ?? payload?.base64EncodedString() ?? "",
+            ]
         }
     }
 
@@ -122,7 +142,9 @@ public enum HAR {
     /// A HAR file of `records` (newest first, as `list` gives them),
     /// oldest first as a browser records them; tunnels have no HTTP to
     /// show. Returns it and how many entries it has.
-    public static func document(_ records: [ExchangeRecord], bodies: BodyStore, redact: Bool, sockets: WebSocketRepository? = nil) throws -> (Data, Int) {
+    public static func document(_ records: [ExchangeRecord], bodies: BodyStore, redact: Bool, sockets: WebSocketRepository? = nil) throws
+        -> (Data, Int)
+    {
         let entries = records.reversed().filter(isExported).map { entry($0, bodies: bodies, redact: redact, sockets: sockets) }
         let document: [String: Any] = [
             "log": [
@@ -130,8 +152,11 @@ public enum HAR {
                 "creator": creator,
                 "pages": [] as [Any],
                 "entries": entries,
-            ] as [String: Any],
+            ] as [String: Any]
         ]
-        return (try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]), entries.count)
+        return (
+            try JSONSerialization.data(withJSONObject: document, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]),
+            entries.count
+        )
     }
 }

@@ -133,7 +133,8 @@ struct HAREntryScanner {
     }
 
     private static func ends(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") || byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+        byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") || byte == 0x20 || byte == 0x0A || byte == 0x0D
+            || byte == 0x09
     }
 
     private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }

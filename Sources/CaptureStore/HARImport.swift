@@ -22,7 +22,9 @@ public enum HARImport {
 
     /// The entry as a record and, for a WebSocket with Chrome's
     /// `_webSocketMessages`, its socket's events (opened, messages, closed).
-    static func entry(_ data: Data, _ range: Range<Int>, number: Int, name: String) throws -> (record: ExchangeRecord, sockets: [WebSocketEvent]) {
+    static func entry(_ data: Data, _ range: Range<Int>, number: Int, name: String) throws -> (
+        record: ExchangeRecord, sockets: [WebSocketEvent]
+    ) {
         do {
             let start = data.startIndex + range.lowerBound
             guard let entry = try? JSONSerialization.jsonObject(with: data[start..<(start + range.count)]) as? [String: Any] else {
@@ -43,20 +45,28 @@ public enum HARImport {
             let opcode: WebSocketMessageRecord.Opcode = number(m["opcode"]) == 1 ? .text : .binary
             let payload = opcode == .text ? Data(data.utf8) : Data(base64Encoded: data) ?? Data(data.utf8)
             let at = number(m["time"]).map { Date(timeIntervalSince1970: $0) }.map { min(max($0, earliest), latest) } ?? r.startedAt
-            return WebSocketMessageRecord(requestID: r.requestID, seq: i + 1, at: at, fromClient: type == "send", opcode: opcode, length: payload.count,
-                                          wireLength: payload.count, payload: payload, stored: payload.count)
+            return WebSocketMessageRecord(
+                requestID: r.requestID, seq: i + 1, at: at, fromClient: type == "send", opcode: opcode, length: payload.count,
+                wireLength: payload.count, payload: payload, stored: payload.count)
         }
         let extensions = ExchangeRecord.decodeHeaders(r.responseHeaders).first { $0.0.lowercased() == "sec-websocket-extensions" }?.1
         let end = messages.last?.at ?? r.endedAt ?? r.startedAt
-        return [.opened(.init(requestID: r.requestID, at: r.startedAt, tunnelPID: 0, extensions: extensions)), .messages(messages),
-                .closed(.init(requestID: r.requestID, at: end, pings: 0, pongs: 0, closeCode: nil, closeReason: nil, closedBy: nil,
-                              bytesUp: r.bytesUp ?? 0, bytesDown: r.bytesDown ?? 0, error: r.error))]
+        return [
+            .opened(.init(requestID: r.requestID, at: r.startedAt, tunnelPID: 0, extensions: extensions)), .messages(messages),
+            .closed(
+                .init(
+                    requestID: r.requestID, at: end, pings: 0, pongs: 0, closeCode: nil, closeReason: nil, closedBy: nil,
+                    bytesUp: r.bytesUp ?? 0, bytesDown: r.bytesDown ?? 0, error: r.error)),
+        ]
     }
 
     static func record(_ entry: [String: Any], name: String) throws -> ExchangeRecord {
-        guard let request = entry["request"] as? [String: Any], let method = request["method"] as? String, let url = request["url"] as? String,
-              let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), ["http", "https", "ws", "wss"].contains(scheme),
-              let host = parts.host, !host.isEmpty else {
+        guard let request = entry["request"] as? [String: Any], let method = request["method"] as? String,
+            let url = request["url"] as? String,
+            let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(),
+            ["http", "https", "ws", "wss"].contains(scheme),
+            let host = parts.host, !host.isEmpty
+        else {
             throw Failure(description: "no request with a method and an absolute http(s) URL")
         }
         guard !method.isEmpty, method.count <= 32, method.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-" || $0 == "_") }) else {
@@ -66,8 +76,9 @@ public enum HARImport {
         let started = (entry["startedDateTime"] as? String).flatMap(parseDate).map { min(max($0, earliest), latest) } ?? Date()
         var path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
         if let query = parts.percentEncodedQuery { path += "?" + query }
-        var r = ExchangeRecord(startedAt: started, scheme: scheme, method: method.uppercased(), host: host.lowercased(),
-                               port: parts.port ?? (scheme == "https" ? 443 : 80), path: path, url: url, tlsMode: scheme == "https" ? .mitm : .none)
+        var r = ExchangeRecord(
+            startedAt: started, scheme: scheme, method: method.uppercased(), host: host.lowercased(),
+            port: parts.port ?? (scheme == "https" ? 443 : 80), path: path, url: url, tlsMode: scheme == "https" ? .mitm : .none)
         r.imported = name
         r.httpVersion = version(request["httpVersion"])
         r.requestHeaders = ExchangeRecord.encodeHeaders(headers(request["headers"]))
@@ -75,11 +86,14 @@ public enum HARImport {
             r.requestBody = Data(text.utf8)
             r.requestBodySize = r.requestBody?.count ?? 0
         }
-        if let response = entry["response"] as? [String: Any], let status = number(response["status"]).flatMap({ Int(exactly: $0.rounded()) }),
-           (100...999).contains(status) {
+        if let response = entry["response"] as? [String: Any],
+            let status = number(response["status"]).flatMap({ Int(exactly: $0.rounded()) }),
+            (100...999).contains(status)
+        {
             r.status = status
             r.reason = response["statusText"] as? String
-            r.responseHeaders = ExchangeRecord.encodeHeaders(headers(response["headers"]).filter { $0.0.lowercased() != "content-encoding" })
+            r.responseHeaders = ExchangeRecord.encodeHeaders(
+                headers(response["headers"]).filter { $0.0.lowercased() != "content-encoding" })
             if let content = response["content"] as? [String: Any], let text = content["text"] as? String {
                 let body = content["encoding"] as? String == "base64" ? Data(base64Encoded: text) ?? Data(text.utf8) : Data(text.utf8)
                 r.responseBody = body
@@ -102,10 +116,13 @@ public enum HARImport {
         // Busymate's own export carries these; Chrome writes its connection id in `connection` (a
         // number as text), Firefox the server's port, which is no connection: left out.
         if let connection = entry["connection"] as? String, (1...64).contains(connection.count), connection != String(r.port),
-           connection.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) }) {
+            connection.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:".contains($0)) })
+        {
             r.connectionID = connection
         }
-        if let stream = number(entry["_streamId"]).flatMap({ Int(exactly: $0) }), (1...Int(Int32.max)).contains(stream) { r.streamID = stream }
+        if let stream = number(entry["_streamId"]).flatMap({ Int(exactly: $0) }), (1...Int(Int32.max)).contains(stream) {
+            r.streamID = stream
+        }
         r.requestTrailers = trailers(request["_trailers"])
         r.responseTrailers = (entry["response"] as? [String: Any]).flatMap { trailers($0["_trailers"]) }
         if let error = entry["_error"] as? String { r.error = error }
@@ -123,8 +140,9 @@ public enum HARImport {
     static func headers(_ value: Any?) -> [(String, String)] {
         ((value as? [[String: Any]]) ?? []).compactMap { h in
             guard let name = h["name"] as? String, let value = h["value"] as? String, !name.isEmpty,
-                  name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) }),
-                  !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return nil }
+                name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) }),
+                !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
+            else { return nil }
             return (name, value)
         }
     }

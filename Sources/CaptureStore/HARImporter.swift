@@ -36,11 +36,12 @@ public struct HARImporter: Sendable {
         let size = try traffic.size()
         let room = max(0, retention.maxExchanges - size.exchanges)
         guard entries.count <= room else {
-            throw Refusal(description: """
-                this file has \(entries.count) entries and the store has room for \(room) more (capture.max_exchanges is \
-                \(retention.maxExchanges), \(size.exchanges) stored): importing it would remove captured exchanges. \
-                Clear the capture or raise capture.max_exchanges
-                """)
+            throw Refusal(
+                description: """
+                    this file has \(entries.count) entries and the store has room for \(room) more (capture.max_exchanges is \
+                    \(retention.maxExchanges), \(size.exchanges) stored): importing it would remove captured exchanges. \
+                    Clear the capture or raise capture.max_exchanges
+                    """)
         }
         byteRoom = max(0, retention.maxBytes - size.bytes)
     }
@@ -51,15 +52,18 @@ public struct HARImporter: Sendable {
         let parsed = try (next..<end).map { i in try HARImport.entry(data, entries[i], number: i + 1, name: name) }
         let records = parsed.map(\.record)
         let sockets = parsed.flatMap(\.sockets)
-        bytes += records.reduce(0) { $0 + $1.storedBytes } + sockets.reduce(0) { total, event in
-            if case let .messages(list) = event { return total + list.reduce(0) { $0 + $1.stored } }
-            return total
-        }
+        bytes +=
+            records.reduce(0) { $0 + $1.storedBytes }
+            + sockets.reduce(0) { total, event in
+                if case let .messages(list) = event { return total + list.reduce(0) { $0 + $1.stored } }
+                return total
+            }
         guard bytes <= byteRoom else {
-            throw Refusal(description: """
-                the bodies of this file's entries are more than the \(byteRoom) bytes the store has room for (capture.max_bytes less \
-                what is stored): importing it would remove captured exchanges. Clear the capture or raise capture.max_bytes
-                """)
+            throw Refusal(
+                description: """
+                    the bodies of this file's entries are more than the \(byteRoom) bytes the store has room for (capture.max_bytes less \
+                    what is stored): importing it would remove captured exchanges. Clear the capture or raise capture.max_bytes
+                    """)
         }
         let inserted = try traffic.insert(records, sockets: sockets).compactMap(\.id)
         if let first = inserted.min(), let last = inserted.max() {
@@ -72,7 +76,8 @@ public struct HARImporter: Sendable {
     public func undo(_ traffic: TrafficRepository) throws {
         guard let ids else { return }
         try traffic.database.pool.write { db in
-            try db.execute(sql: "DELETE FROM exchanges WHERE id BETWEEN ? AND ? AND imported = ?", arguments: [ids.lowerBound, ids.upperBound, name])
+            try db.execute(
+                sql: "DELETE FROM exchanges WHERE id BETWEEN ? AND ? AND imported = ?", arguments: [ids.lowerBound, ids.upperBound, name])
         }
     }
 }

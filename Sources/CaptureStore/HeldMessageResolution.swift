@@ -23,7 +23,8 @@ public enum HeldMessageResolution {
         if let requested = event.requested { throw Failure("breakpoint \(id) was already asked to \(requested.rawValue)") }
         // Any live tunnel with that pid: the group path may be spelt differently here.
         guard ProcessProbe.isAlive(event.tunnelPID), !ProcessProbe.isZombieOrGone(event.tunnelPID),
-              ProcessProbe.commandName(event.tunnelPID) == "busymate-tunnel" else {
+            ProcessProbe.commandName(event.tunnelPID) == "busymate-tunnel"
+        else {
             try? repository.resolve(id: id, .abandoned, final: nil)
             throw Failure("breakpoint \(id) is no longer held: the tunnel that held it (pid \(event.tunnelPID)) is gone")
         }
@@ -55,8 +56,10 @@ public enum HeldMessageResolution {
 
     /// Asks for `request`, tells the tunnel, and waits (up to ten seconds)
     /// for it to be carried out; returns the outcome. Blocks.
-    public static func resolve(_ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
-                               paths: GroupPaths, sender: String) throws -> BreakpointEvent.Outcome {
+    public static func resolve(
+        _ event: BreakpointEvent, _ request: BreakpointEvent.Request, raw: Data? = nil, repository: BreakpointRepository,
+        paths: GroupPaths, sender: String
+    ) throws -> BreakpointEvent.Outcome {
         guard let id = event.id else { throw Failure("a breakpoint without an id") }
         switch try repository.request(id: id, request, raw: raw) {
         case .claimed: break

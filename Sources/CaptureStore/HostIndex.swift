@@ -26,8 +26,11 @@ enum HostIndex {
         let mark = try mark(db)
         guard let last = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM exchanges")), last - mark >= every else { return }
         let newest = min(last, mark + chunk)
-        try db.cachedStatement(sql: "INSERT OR IGNORE INTO host_rows (host, started_at, id) SELECT host, started_at, id FROM exchanges WHERE id > ? AND id <= ?")
-            .execute(arguments: [mark, newest])
+        try db.cachedStatement(
+            sql:
+                "INSERT OR IGNORE INTO host_rows (host, started_at, id) SELECT host, started_at, id FROM exchanges WHERE id > ? AND id <= ?"
+        )
+        .execute(arguments: [mark, newest])
         try db.cachedStatement(sql: "INSERT OR IGNORE INTO hosts (host) SELECT DISTINCT host FROM exchanges WHERE id > ? AND id <= ?")
             .execute(arguments: [mark, newest])
         try set("host_rows", newest, db)
@@ -35,7 +38,8 @@ enum HostIndex {
         // Retention trims exchanges and DNS rows apart: below the further of
         // its marks only the other kind's newer rows are left (old DNS rows
         // must not hold the sweep back for good).
-        let trimmed = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(value) FROM marks WHERE name IN ('retention_exchanges', 'retention_dns')"))
+        let trimmed = try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT max(value) FROM marks WHERE name IN ('retention_exchanges', 'retention_dns')"))
         let passed = max(oldest, trimmed ?? 0)
         let swept = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM marks WHERE name = 'host_rows_swept'")) ?? 0
         if passed - swept >= max(every, (newest - oldest) / 4) { try sweep(below: passed, oldest: oldest, db) }
@@ -44,9 +48,10 @@ enum HostIndex {
     /// Drops the entries of rows below `passed` that are gone (all below
     /// `oldest` are), and hosts left with none.
     static func sweep(below passed: Int64, oldest: Int64, _ db: Database) throws {
-        try db.execute(sql: """
-            DELETE FROM host_rows WHERE id < ? AND (id < ? OR NOT EXISTS (SELECT 1 FROM exchanges WHERE exchanges.id = host_rows.id))
-            """, arguments: [passed, oldest])
+        try db.execute(
+            sql: """
+                DELETE FROM host_rows WHERE id < ? AND (id < ? OR NOT EXISTS (SELECT 1 FROM exchanges WHERE exchanges.id = host_rows.id))
+                """, arguments: [passed, oldest])
         try db.execute(sql: "DELETE FROM hosts WHERE NOT EXISTS (SELECT 1 FROM host_rows WHERE host_rows.host = hosts.host)")
         try set("host_rows_swept", passed, db)
     }

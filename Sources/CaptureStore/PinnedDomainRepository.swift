@@ -23,10 +23,11 @@ public struct PinnedDomainRepository: Sendable {
     /// Counts one more refusal for `host`.
     public func record(_ host: String, reason: String, at date: Date = Date()) throws {
         try database.pool.write { db in
-            try db.execute(sql: """
-                INSERT INTO pinned_domains (host, count, first_seen, last_seen, reason) VALUES (?, 1, ?, ?, ?)
-                ON CONFLICT(host) DO UPDATE SET count = count + 1, last_seen = excluded.last_seen, reason = excluded.reason
-                """, arguments: [host.lowercased(), date, date, reason])
+            try db.execute(
+                sql: """
+                    INSERT INTO pinned_domains (host, count, first_seen, last_seen, reason) VALUES (?, 1, ?, ?, ?)
+                    ON CONFLICT(host) DO UPDATE SET count = count + 1, last_seen = excluded.last_seen, reason = excluded.reason
+                    """, arguments: [host.lowercased(), date, date, reason])
         }
     }
 
@@ -34,10 +35,11 @@ public struct PinnedDomainRepository: Sendable {
     public func record(_ refusals: [(host: String, reason: String, at: Date)]) async throws {
         try await database.pool.write { db in
             for refusal in refusals {
-                try db.execute(sql: """
-                    INSERT INTO pinned_domains (host, count, first_seen, last_seen, reason) VALUES (?, 1, ?, ?, ?)
-                    ON CONFLICT(host) DO UPDATE SET count = count + 1, last_seen = excluded.last_seen, reason = excluded.reason
-                    """, arguments: [refusal.host.lowercased(), refusal.at, refusal.at, refusal.reason])
+                try db.execute(
+                    sql: """
+                        INSERT INTO pinned_domains (host, count, first_seen, last_seen, reason) VALUES (?, 1, ?, ?, ?)
+                        ON CONFLICT(host) DO UPDATE SET count = count + 1, last_seen = excluded.last_seen, reason = excluded.reason
+                        """, arguments: [refusal.host.lowercased(), refusal.at, refusal.at, refusal.reason])
             }
         }
     }

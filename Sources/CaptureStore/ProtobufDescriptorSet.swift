@@ -48,7 +48,8 @@ public enum ProtobufDescriptorSet {
             while index < range.upperBound {
                 switch parser.next(&index, in: range) {
                 case let .success(field): out.append(field)
-                case let .failure(error): throw Failure(description: "\(what): \(error) (at byte \(range.lowerBound + error.offset) of the file)")
+                case let .failure(error):
+                    throw Failure(description: "\(what): \(error) (at byte \(range.lowerBound + error.offset) of the file)")
                 }
             }
             return out
@@ -139,7 +140,8 @@ public enum ProtobufDescriptorSet {
                     type = known
                 case 6: typeName = try text(field, "a field's type name")
                 case 8:
-                    for option in try fields(try nested(field, "field options"), in: "the options of \(message).\(name)") where option.number == 2 {
+                    for option in try fields(try nested(field, "field options"), in: "the options of \(message).\(name)")
+                    where option.number == 2 {
                         packed = try number(option, "packed") != 0
                     }
                 default: continue

@@ -9,7 +9,7 @@ public struct ProtobufSchema: Sendable {
     /// `FieldDescriptorProto.Type`.
     public enum FieldType: Int, Sendable {
         case double = 1, float, int64, uint64, int32, fixed64, fixed32, bool, string, group, message, bytes, uint32,
-             enumeration, sfixed32, sfixed64, sint32, sint64
+            enumeration, sfixed32, sfixed64, sint32, sint64
 
         /// As a `.proto` file spells it.
         public var name: String {

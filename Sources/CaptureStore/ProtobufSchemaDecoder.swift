@@ -8,8 +8,10 @@ import Foundation
 /// the set) is read as the schema-less view reads it, with a note. The same
 /// limits hold as without a schema, and it never traps.
 public enum ProtobufSchemaDecoder {
-    public static func decode(_ data: Data, as type: String, schema: ProtobufSchema,
-                              limits: ProtobufWire.Limits = .standard) -> Result<[ProtobufField], ProtobufWire.DecodeError> {
+    public static func decode(
+        _ data: Data, as type: String, schema: ProtobufSchema,
+        limits: ProtobufWire.Limits = .standard
+    ) -> Result<[ProtobufField], ProtobufWire.DecodeError> {
         guard let message = schema.messages[type] else { return ProtobufWire.decode(data, limits: limits) }
         var reader = Reader(parser: ProtobufWire.Parser(bytes: [UInt8](data), limits: limits), schema: schema)
         return reader.message(message, 0..<reader.parser.bytes.count, depth: 0)
@@ -19,7 +21,9 @@ public enum ProtobufSchemaDecoder {
         var parser: ProtobufWire.Parser
         let schema: ProtobufSchema
 
-        mutating func message(_ type: ProtobufSchema.Message, _ range: Range<Int>, depth: Int) -> Result<[ProtobufField], ProtobufWire.DecodeError> {
+        mutating func message(_ type: ProtobufSchema.Message, _ range: Range<Int>, depth: Int) -> Result<
+            [ProtobufField], ProtobufWire.DecodeError
+        > {
             var out: [ProtobufField] = []
             /// Where each map field's entries are gathered: at its first entry.
             var maps: [Int: Int] = [:]
@@ -41,7 +45,8 @@ public enum ProtobufSchemaDecoder {
                 field.protoType = declared.type.name
                 field.typeName = declared.typeName
                 if schema.isMap(declared), raw.wireType == .len, let entryType = declared.typeName.flatMap({ schema.messages[$0] }),
-                   let entry = mapEntry(entryType, raw.payload, depth: depth) {
+                    let entry = mapEntry(entryType, raw.payload, depth: depth)
+                {
                     if let at = maps[raw.number], case var .map(entries) = out[at].value {
                         entries.append(entry)
                         out[at].value = .map(entries)

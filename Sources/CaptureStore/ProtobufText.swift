@@ -81,7 +81,8 @@ public enum ProtobufText {
             return "!fixed64 \(v)" + comment(notes)
         case let .string(text):
             let cut = text.count > textLimit
-            return quoted(cut ? String(text.prefix(textLimit)) : text) + (cut ? "  # \(text.utf8.count) bytes, first \(textLimit) characters shown" : "")
+            return quoted(cut ? String(text.prefix(textLimit)) : text)
+                + (cut ? "  # \(text.utf8.count) bytes, first \(textLimit) characters shown" : "")
         case .message:
             return ""
         case let .packedVarints(values, data):
@@ -92,7 +93,8 @@ public enum ProtobufText {
         case let .scalar(s):
             return scalar(s)
         case let .packed(values, _):
-            let shown = values.prefix(hexLimit).map { scalar($0, short: true) }.joined(separator: ", ") + (values.count > hexLimit ? ", …" : "")
+            let shown =
+                values.prefix(hexLimit).map { scalar($0, short: true) }.joined(separator: ", ") + (values.count > hexLimit ? ", …" : "")
             return "[\(shown)]  # packed (\(values.count))"
         case .map:
             return ""
@@ -148,8 +150,10 @@ public enum ProtobufText {
         ]
         // What a descriptor set says of it, for fields it names.
         if let name = field.name {
-            members += [("name", ExchangeJSON.string(name)), ("proto_type", ExchangeJSON.string(field.protoType)),
-                        ("type_name", ExchangeJSON.string(field.typeName))]
+            members += [
+                ("name", ExchangeJSON.string(name)), ("proto_type", ExchangeJSON.string(field.protoType)),
+                ("type_name", ExchangeJSON.string(field.typeName)),
+            ]
         }
         if let note = field.note { members.append(("note", ExchangeJSON.string(note))) }
         // The line `show` prints, for views that print it (JavaScript's numbers lose 64-bit values).
@@ -160,30 +164,41 @@ public enum ProtobufText {
         switch field.value {
         case let .varint(v):
             members.append(("value", ExchangeJSON.number(v)))
-            members.append(v > UInt64(Int64.max) ? ("int64", ExchangeJSON.number(Int64(bitPattern: v))) : ("sint", ExchangeJSON.number(zigzag(v))))
+            members.append(
+                v > UInt64(Int64.max) ? ("int64", ExchangeJSON.number(Int64(bitPattern: v))) : ("sint", ExchangeJSON.number(zigzag(v))))
         case let .fixed32(v):
-            members += [("value", ExchangeJSON.number(v)), ("int32", ExchangeJSON.number(Int32(bitPattern: v))),
-                        ("float", float(Double(Float(bitPattern: v)), digits: 9))]
+            members += [
+                ("value", ExchangeJSON.number(v)), ("int32", ExchangeJSON.number(Int32(bitPattern: v))),
+                ("float", float(Double(Float(bitPattern: v)), digits: 9)),
+            ]
         case let .fixed64(v):
-            members += [("value", ExchangeJSON.number(v)), ("int64", ExchangeJSON.number(Int64(bitPattern: v))),
-                        ("double", float(Double(bitPattern: v), digits: 17))]
+            members += [
+                ("value", ExchangeJSON.number(v)), ("int64", ExchangeJSON.number(Int64(bitPattern: v))),
+                ("double", float(Double(bitPattern: v), digits: 17)),
+            ]
         case let .string(text):
             members.append(("value", ExchangeJSON.string(text)))
         case let .message(nested):
             members.append(("fields", json(nested)))
         case let .packedVarints(values, data):
-            members += [("values", ExchangeJSON.array(values.map { ExchangeJSON.number($0) })), ("hex", ExchangeJSON.string(hex(data, limit: .max)))]
+            members += [
+                ("values", ExchangeJSON.array(values.map { ExchangeJSON.number($0) })),
+                ("hex", ExchangeJSON.string(hex(data, limit: .max))),
+            ]
         case let .bytes(data):
             members.append(("hex", ExchangeJSON.string(hex(data, limit: .max))))
         case let .scalar(s):
             members += scalarJSON(s)
         case let .packed(values, data):
-            members += [("values", ExchangeJSON.array(values.map { scalarJSON($0)[0].node })), ("hex", ExchangeJSON.string(hex(data, limit: .max)))]
+            members += [
+                ("values", ExchangeJSON.array(values.map { scalarJSON($0)[0].node })), ("hex", ExchangeJSON.string(hex(data, limit: .max))),
+            ]
             if values.contains(where: { if case .enumValue = $0 { return true } else { return false } }) {
                 members.append(("enums", ExchangeJSON.array(values.map { scalarJSON($0).last?.node ?? JSONNode(.null) })))
             }
         case let .map(entries):
-            members.append(("entries", ExchangeJSON.array(entries.map { ExchangeJSON.object([("key", json($0.key)), ("value", json($0.value))]) })))
+            members.append(
+                ("entries", ExchangeJSON.array(entries.map { ExchangeJSON.object([("key", json($0.key)), ("value", json($0.value))]) })))
         }
         return ExchangeJSON.object(members)
     }

@@ -29,7 +29,10 @@ public enum RequestID {
         return String(unsafeUninitializedCapacity: 36) { out in
             var at = 0
             for i in 0..<32 {
-                if at == 8 || at == 13 || at == 18 || at == 23 { out[at] = UInt8(ascii: "-"); at += 1 }
+                if at == 8 || at == 13 || at == 18 || at == 23 {
+                    out[at] = UInt8(ascii: "-")
+                    at += 1
+                }
                 let word = i < 16 ? high : low
                 let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i % 16))) & 0xF
                 out[at] = nibble < 10 ? nibble + UInt8(ascii: "0") : nibble - 10 + UInt8(ascii: "a")

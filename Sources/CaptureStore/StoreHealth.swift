@@ -23,7 +23,8 @@ public enum StoreHealth {
         guard let error = error as? DatabaseError else { return "" }
         switch error.resultCode {
         case .SQLITE_CORRUPT, .SQLITE_NOTADB:
-            return ". The tunnel moves a corrupt store aside (kept) and starts a new one when it finds it damaged; `busymate tunnel restart` makes it look now"
+            return
+                ". The tunnel moves a corrupt store aside (kept) and starts a new one when it finds it damaged; `busymate tunnel restart` makes it look now"
         case .SQLITE_FULL:
             return ". Free some space, or lower capture.max_bytes"
         default:
@@ -97,7 +98,7 @@ extension CaptureDatabase {
                 _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM pinned_domains")
             }
             return (database, nil)
-        } catch where StoreHealth.isCorruption(error) {
+        } catch  where StoreHealth.isCorruption(error) {
             let aside = try moveAside(paths)
             return (try CaptureDatabase(paths: paths), aside)
         }

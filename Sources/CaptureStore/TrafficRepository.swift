@@ -30,8 +30,10 @@ public struct TrafficRepository: Sendable {
     /// someone else (a HAR import) have it measured again. The answer
     /// carries the new size and the body files to remove once the
     /// transaction is committed.
-    public func save(_ records: [ExchangeRecord], sockets: [WebSocketEvent] = [], keeping retention: Retention, size: Size?,
-                     lastID: Int64? = nil) async throws -> Trimmed {
+    public func save(
+        _ records: [ExchangeRecord], sockets: [WebSocketEvent] = [], keeping retention: Retention, size: Size?,
+        lastID: Int64? = nil
+    ) async throws -> Trimmed {
         try await database.pool.write { db in
             let top = try Self.lastID(db)
             var size = try size.flatMap { lastID == nil || lastID == top ? $0 : nil } ?? Self.size(db)
@@ -208,9 +210,11 @@ public struct TrafficRepository: Sendable {
 
     /// One scan: the writer measures once, then counts what it adds and removes.
     static func size(_ db: Database) throws -> Size {
-        let row = try Row.fetchOne(db, sql: """
-            SELECT total(scheme <> 'dns'), total(CASE WHEN scheme <> 'dns' THEN stored_bytes END), total(scheme = 'dns') FROM exchanges
-            """)
+        let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT total(scheme <> 'dns'), total(CASE WHEN scheme <> 'dns' THEN stored_bytes END), total(scheme = 'dns') FROM exchanges
+                """)
         return Size(exchanges: Int(row?[0] as Double? ?? 0), bytes: Int(row?[1] as Double? ?? 0), dns: Int(row?[2] as Double? ?? 0))
     }
 
@@ -244,7 +248,8 @@ public struct TrafficRepository: Sendable {
         func over() -> Bool {
             // The newest stays.
             guard count() > 1 else { return false }
-            return kind == .dns ? trimmed.size.dns > retention.maxDNSRows
+            return kind == .dns
+                ? trimmed.size.dns > retention.maxDNSRows
                 : trimmed.size.exchanges > retention.maxExchanges || trimmed.size.bytes > retention.maxBytes
         }
         var measured = false
@@ -256,11 +261,13 @@ public struct TrafficRepository: Sendable {
             let limit = kind == .dns ? retention.maxDNSRows : retention.maxExchanges
             let floor = kind == .exchanges && trimmed.size.bytes > retention.maxBytes ? 1_000 : 64
             let want = min(max(count() - limit, floor), 10_000, count() - 1)
-            let rows = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT id, stored_bytes, request_body_file, response_body_file,
-                       (SELECT file FROM websockets WHERE exchange_id = exchanges.id AND closed_at IS NOT NULL) AS messages_file
-                FROM exchanges WHERE id > ? AND \(kind.condition) ORDER BY id LIMIT ?
-                """), arguments: [mark, want])
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT id, stored_bytes, request_body_file, response_body_file,
+                               (SELECT file FROM websockets WHERE exchange_id = exchanges.id AND closed_at IS NOT NULL) AS messages_file
+                        FROM exchanges WHERE id > ? AND \(kind.condition) ORDER BY id LIMIT ?
+                        """), arguments: [mark, want])
             if rows.count < want && !measured {
                 // Fewer rows than the count says: something else changed the store. Measure, then go on.
                 trimmed.size = try Self.size(db)
@@ -283,12 +290,16 @@ public struct TrafficRepository: Sendable {
             }
             guard let last else { break }
             try CloudOutbox.noteDropping(db, after: mark, through: last, where: kind.condition)
-            try db.cachedStatement(sql: "DELETE FROM exchanges WHERE id > ? AND id <= ? AND \(kind.condition)").execute(arguments: [mark, last])
+            try db.cachedStatement(sql: "DELETE FROM exchanges WHERE id > ? AND id <= ? AND \(kind.condition)").execute(arguments: [
+                mark, last,
+            ])
             mark = last
         }
         if mark != start {
-            try db.cachedStatement(sql: "INSERT INTO marks (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value")
-                .execute(arguments: [kind.mark, mark])
+            try db.cachedStatement(
+                sql: "INSERT INTO marks (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+            )
+            .execute(arguments: [kind.mark, mark])
         }
     }
 
@@ -307,11 +318,13 @@ public struct TrafficRepository: Sendable {
     /// "after id" marks stay good. Returns how many exchanges went.
     public func clear() throws -> Int {
         let (removed, files) = try database.pool.write { db -> (Int, [String]) in
-            let files = try String.fetchAll(db, sql: """
-                SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
-                UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
-                UNION ALL SELECT file FROM websockets WHERE closed_at IS NOT NULL
-                """)
+            let files = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
+                    UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
+                    UNION ALL SELECT file FROM websockets WHERE closed_at IS NOT NULL
+                    """)
             // "Clear" drops what a sink has not sent too: counted, as retention's.
             try CloudOutbox.noteDropping(db, after: 0, through: Int64.max, where: "1")
             try db.execute(sql: "DELETE FROM exchanges")
@@ -327,11 +340,13 @@ public struct TrafficRepository: Sendable {
     /// Every body file a row names, for the orphan sweep.
     public func bodyFiles() throws -> Set<String> {
         try database.pool.read { db in
-            let names = try String.fetchAll(db, sql: """
-                SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
-                UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
-                UNION ALL SELECT file FROM websockets
-                """)
+            let names = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT request_body_file FROM exchanges WHERE request_body_file IS NOT NULL
+                    UNION ALL SELECT response_body_file FROM exchanges WHERE response_body_file IS NOT NULL
+                    UNION ALL SELECT file FROM websockets
+                    """)
             return Set(names)
         }
     }
@@ -341,9 +356,11 @@ extension TrafficRepository {
     /// Rows per device since `since` (the devices list's "today").
     public func exchangesByDevice(since: Date) throws -> [String: Int] {
         try database.pool.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT device, count(*) AS n FROM exchanges WHERE started_at >= ? AND device IS NOT NULL GROUP BY device",
-                                        arguments: [DatabaseDateText.string(since)])
-            return Dictionary(rows.compactMap { row in (row["device"] as String?).map { ($0, row["n"] as Int? ?? 0) } }, uniquingKeysWith: +)
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT device, count(*) AS n FROM exchanges WHERE started_at >= ? AND device IS NOT NULL GROUP BY device",
+                arguments: [DatabaseDateText.string(since)])
+            return Dictionary(
+                rows.compactMap { row in (row["device"] as String?).map { ($0, row["n"] as Int? ?? 0) } }, uniquingKeysWith: +)
         }
     }
 }

@@ -33,7 +33,8 @@ public enum CloudCall {
         } catch {
             return .failed(error.description)
         }
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30)))
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30)))
         configuration.httpVersion = .automatic
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         let result: CloudCallResult
@@ -65,7 +66,9 @@ public enum CloudCall {
             return .failed("the server's answer carries no token")
         }
         guard DeviceToken.isWellFormed(token) else { return .failed("the server's token is not a JWT") }
-        if let problem = DeviceToken.problem(with: token, deviceUUID: request.deviceUUID) { return .failed("the server's token cannot serve: \(problem)") }
+        if let problem = DeviceToken.problem(with: token, deviceUUID: request.deviceUUID) {
+            return .failed("the server's token cannot serve: \(problem)")
+        }
         let jti = (json["jti"] as? String) ?? ""
         guard CloudCallResult.isWord(jti) else { return .failed("the server's token id (jti) is not an identifier") }
         guard let exp = (try? DeviceToken.claims(of: token))?.expiresAt else { return .failed("the token has no expiry") }
@@ -75,8 +78,9 @@ public enum CloudCall {
     static func unpair(_ request: Request, _ endpoint: CloudEndpoint, _ client: HTTPClient) async -> CloudCallResult {
         let response: CloudResponse
         do {
-            response = try await post(endpoint.url("/functions/v1/device-pair"), ["action": "unpair", "device_uuid": request.deviceUUID],
-                                      bearer: request.token ?? endpoint.anonKey, endpoint, client)
+            response = try await post(
+                endpoint.url("/functions/v1/device-pair"), ["action": "unpair", "device_uuid": request.deviceUUID],
+                bearer: request.token ?? endpoint.anonKey, endpoint, client)
         } catch {
             return .failed("cannot reach \(endpoint.host): \(CloudError.describe(error))")
         }
@@ -87,7 +91,9 @@ public enum CloudCall {
         return .done
     }
 
-    static func post(_ url: String, _ body: [String: Any], bearer: String, _ endpoint: CloudEndpoint, _ client: HTTPClient) async throws -> CloudResponse {
+    static func post(_ url: String, _ body: [String: Any], bearer: String, _ endpoint: CloudEndpoint, _ client: HTTPClient) async throws
+        -> CloudResponse
+    {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "apikey", value: endpoint.anonKey)

@@ -55,8 +55,10 @@ public actor CloudSink {
     private var forgotten = false
     private var backlogReadAt = Date.distantPast
 
-    public init(_ source: SinkSource, store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30),
-                isReplaced: @escaping @Sendable () -> Bool = { false }) {
+    public init(
+        _ source: SinkSource, store: StoreHandle, paths: GroupPaths, requestTimeout: TimeAmount = .seconds(30),
+        isReplaced: @escaping @Sendable () -> Bool = { false }
+    ) {
         self.source = source
         self.isReplaced = isReplaced
         self.store = store
@@ -70,8 +72,10 @@ public actor CloudSink {
         // else to run: the cloud waits for the data path, never the reverse.
         worker.submit { _ in _ = busymate_idle_thread() }
         group.any().execute { _ = busymate_idle_thread() }
-        client = HTTPClient(eventLoopGroup: group, configuration: HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: requestTimeout)))
+        client = HTTPClient(
+            eventLoopGroup: group,
+            configuration: HTTPClient.Configuration(
+                redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: requestTimeout)))
         current = CloudSinkStatus(sink: source.name, state: .off)
     }
 
@@ -96,7 +100,9 @@ public actor CloudSink {
         wakes += 1
         switch next {
         case let .ready(config) where !sameCredential:
-            logger.info("the cloud sink sends to \(config.target.name)", metadata: ["SINK": "\(source.name)", "DEVICE_UUID": "\(config.deviceUUID)"])
+            logger.info(
+                "the cloud sink sends to \(config.target.name)",
+                metadata: ["SINK": "\(source.name)", "DEVICE_UUID": "\(config.deviceUUID)"])
         case let .off(why) where previous != nil:
             logger.info("the cloud sink is off: \(why)", metadata: ["SINK": "\(source.name)"])
         case let .problem(why) where why != previousProblem:
@@ -139,8 +145,12 @@ public actor CloudSink {
                 current.lagSeconds = backlog.oldest.map { max(0, now.timeIntervalSince($0)) }
                 if let fresh = try? await outbox.cursor() {
                     if fresh.droppedUnsent > (current.droppedUnsent ?? fresh.droppedUnsent) {
-                        logger.warning("retention removed rows the cloud sink had not sent yet; they stay lost to the cloud", metadata: [
-                            "DROPPED": "\(fresh.droppedUnsent - (current.droppedUnsent ?? 0))", "DROPPED_TOTAL": "\(fresh.droppedUnsent)"])
+                        logger.warning(
+                            "retention removed rows the cloud sink had not sent yet; they stay lost to the cloud",
+                            metadata: [
+                                "DROPPED": "\(fresh.droppedUnsent - (current.droppedUnsent ?? 0))",
+                                "DROPPED_TOTAL": "\(fresh.droppedUnsent)",
+                            ])
                     }
                     current.droppedUnsent = fresh.droppedUnsent
                     current.rejected = fresh.rejected
@@ -279,38 +289,46 @@ public actor CloudSink {
             current.lastPushAt = Date()
             current.nextAttemptAt = nil
             sentTimes.append((Date(), sent.count))
-            if backoff.failures > 0 { logger.notice("the cloud answers again; sending the backlog", metadata: ["TARGET": "\(current.target ?? "")"]) }
+            if backoff.failures > 0 {
+                logger.notice("the cloud answers again; sending the backlog", metadata: ["TARGET": "\(current.target ?? "")"])
+            }
             backoff.reset()
             if Date() > growAfter { batchLimit = min(Self.maxBatchRows, batchLimit * 2) }
         case let .rowRejected(why) where sent.count > 1:
             batchLimit = max(1, sent.count / 2)
-            logger.warning("the server refused a row of the batch; halving it to find which", metadata: ["ROWS": "\(sent.count)", "ERROR": "\(why)"])
+            logger.warning(
+                "the server refused a row of the batch; halving it to find which", metadata: ["ROWS": "\(sent.count)", "ERROR": "\(why)"])
         case let .rowRejected(why):
             guard let last else { return }
             try await outbox.advance(through: last.id, sent: 0, rejected: 1)
             moveCursor(to: last.id)
-            logger.error("the server refuses a row; it stays in the local store only", metadata: ["REQUEST_ID": "\(last.requestID)", "ERROR": "\(why)"])
+            logger.error(
+                "the server refuses a row; it stays in the local store only",
+                metadata: ["REQUEST_ID": "\(last.requestID)", "ERROR": "\(why)"])
         case .tooLarge where last == nil:
             fail("HTTP 413 to a device_status report", state: .backingOff, delay: backoff.next())
             await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 1)
         case .tooLarge where sent.count > 1:
             batchLimit = max(1, sent.count / 2)
             growAfter = Date().addingTimeInterval(600)
-            logger.warning("the server took the batch as too large (413); halving it", metadata: ["ROWS": "\(sent.count)", "NOW": "\(batchLimit)"])
+            logger.warning(
+                "the server took the batch as too large (413); halving it", metadata: ["ROWS": "\(sent.count)", "NOW": "\(batchLimit)"])
         case .tooLarge:
             // One row larger than the server takes: it cannot go; the rest can.
             guard let last else { return }
             try await outbox.advance(through: last.id, sent: 0, rejected: 1)
             moveCursor(to: last.id)
-            logger.error("the server refuses a single row as too large (413); it stays in the local store only",
-                         metadata: ["REQUEST_ID": "\(last.requestID)"])
+            logger.error(
+                "the server refuses a single row as too large (413); it stays in the local store only",
+                metadata: ["REQUEST_ID": "\(last.requestID)"])
         case let .unauthorized(why):
             refusedCredential = credential
             current.lastError = why
             current.lastErrorAt = Date()
             set(.rePairRequired, why)
-            logger.error("the server refuses the credential; re-pair required (busymate pair), nothing is lost meanwhile",
-                         metadata: ["SINK": "\(source.name)", "ERROR": "\(why)"])
+            logger.error(
+                "the server refuses the credential; re-pair required (busymate pair), nothing is lost meanwhile",
+                metadata: ["SINK": "\(source.name)", "ERROR": "\(why)"])
         case let .refused(why):
             fail(why, state: .refused, delay: max(60, backoff.next()))
             await pause(current.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 60)
@@ -336,8 +354,11 @@ public actor CloudSink {
         set(state, why)
         // Once per kind of failure, not once per attempt.
         if first {
-            logger.warning("cannot send to the cloud; the rows wait in the store", metadata: [
-                "ERROR": "\(why)", "RETRY_IN": "\(String(format: "%.1f", delay)) s", "TARGET": "\(current.target ?? "")"])
+            logger.warning(
+                "cannot send to the cloud; the rows wait in the store",
+                metadata: [
+                    "ERROR": "\(why)", "RETRY_IN": "\(String(format: "%.1f", delay)) s", "TARGET": "\(current.target ?? "")",
+                ])
         }
     }
 

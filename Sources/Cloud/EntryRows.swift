@@ -31,15 +31,18 @@ public struct EntryRows: Sendable {
         var bodyByDirection: [BodyStore.Direction: ExchangeBody] = [:]
         for direction in [BodyStore.Direction.request, .response] {
             // A large body is not read at all: the row's sizes and type say it.
-            let size = direction == .request ? record.requestBodyDecodedSize ?? record.requestBodySize
+            let size =
+                direction == .request
+                ? record.requestBodyDecodedSize ?? record.requestBodySize
                 : record.responseBodyDecodedSize ?? record.responseBodySize
             guard size <= Self.inlineBodyCap else { continue }
             // A body file that is gone (retention) leaves its sizes.
             bodyByDirection[direction] = try? ExchangeBody(record, direction, bodies: bodies, raw: false)
         }
         // `resent_from` is a local id, meaningless elsewhere: the original's request id says it.
-        let payload = ExchangeJSON.object(ExchangeJSON.detailMembers(record, resentFrom: nil, bodies: bodyByDirection, breakpoints: [], body: Self.body)
-                                          + [("resent_from_request_id", ExchangeJSON.string(record.resentFrom))])
+        let payload = ExchangeJSON.object(
+            ExchangeJSON.detailMembers(record, resentFrom: nil, bodies: bodyByDirection, breakpoints: [], body: Self.body)
+                + [("resent_from_request_id", ExchangeJSON.string(record.resentFrom))])
         let members: [ExchangeJSON.Member] = [
             ("request_id", ExchangeJSON.string(row.requestID)), ("device_uuid", ExchangeJSON.string(deviceUUID)),
             ("ts", ExchangeJSON.string(DatabaseDateText.iso8601(row.startedAt))), ("kind", ExchangeJSON.string(kind)),

@@ -38,12 +38,16 @@ public struct PostgRESTTarget: SinkTarget {
 
     /// The seed's `device_status` row, merged on `device_uuid`.
     public func upsertStatus(deviceUUID: String, online: Bool, vpnState: String) async -> PushOutcome {
-        let row: [String: Any] = ["device_uuid": deviceUUID, "online": online, "last_heartbeat_at": DatabaseDateText.iso8601(Date()),
-                                  "vpn_state": vpnState, "source": "tunnel"]
-        let body = (try? JSONSerialization.data(withJSONObject: [row], options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+        let row: [String: Any] = [
+            "device_uuid": deviceUUID, "online": online, "last_heartbeat_at": DatabaseDateText.iso8601(Date()),
+            "vpn_state": vpnState, "source": "tunnel",
+        ]
+        let body =
+            (try? JSONSerialization.data(withJSONObject: [row], options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
         do {
-            let response = try await post(endpoint.url("/rest/v1/device_status?on_conflict=device_uuid"), body,
-                                          prefer: "return=minimal, resolution=merge-duplicates")
+            let response = try await post(
+                endpoint.url("/rest/v1/device_status?on_conflict=device_uuid"), body,
+                prefer: "return=minimal, resolution=merge-duplicates")
             return Self.outcome(response)
         } catch {
             return .retry(CloudError.describe(error), after: nil)

@@ -29,7 +29,8 @@ public actor PostgresTarget: SinkTarget {
     }
 
     public func pushEntries(_ body: String) async -> PushOutcome {
-        await run("""
+        await run(
+            """
             INSERT INTO entries (request_id, device_uuid, ts, kind, payload)
             SELECT request_id, device_uuid, ts, kind, payload
             FROM jsonb_to_recordset(\(body)::jsonb) AS x(request_id text, device_uuid uuid, ts timestamptz, kind text, payload jsonb)
@@ -38,7 +39,8 @@ public actor PostgresTarget: SinkTarget {
     }
 
     public func upsertStatus(deviceUUID: String, online: Bool, vpnState: String) async -> PushOutcome {
-        await run("""
+        await run(
+            """
             INSERT INTO device_status (device_uuid, online, last_heartbeat_at, vpn_state, source)
             VALUES (\(deviceUUID)::uuid, \(online), now(), \(vpnState), 'tunnel')
             ON CONFLICT (device_uuid) DO UPDATE SET online = excluded.online, last_heartbeat_at = excluded.last_heartbeat_at,

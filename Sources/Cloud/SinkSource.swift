@@ -44,9 +44,11 @@ public enum SinkSource: Sendable {
             }
             // The account: the token's subject on that API (a re-pairing to it resumes).
             let subject = ((try? DeviceToken.claims(of: token.token))?.subject) ?? token.deviceUUID
-            return .ready(SinkConfig(deviceUUID: token.deviceUUID, account: "\(endpoint.host)/\(subject)", since: token.pairedAt, credential: token.token,
-                                     target: PostgRESTTarget(endpoint: endpoint, client: client, token: token.token, timeout: timeout),
-                                     identity: token.jti))
+            return .ready(
+                SinkConfig(
+                    deviceUUID: token.deviceUUID, account: "\(endpoint.host)/\(subject)", since: token.pairedAt, credential: token.token,
+                    target: PostgRESTTarget(endpoint: endpoint, client: client, token: token.token, timeout: timeout),
+                    identity: token.jti))
         case let .postgres(url):
             let config: TeamDatabase?
             do {
@@ -61,8 +63,10 @@ public enum SinkSource: Sendable {
             } catch {
                 return .problem(error.description)
             }
-            return .ready(SinkConfig(deviceUUID: config.deviceUUID, account: address.redacted, since: config.setAt, credential: config.url,
-                                     target: PostgresTarget(address: address, eventLoop: eventLoop), identity: address.redacted))
+            return .ready(
+                SinkConfig(
+                    deviceUUID: config.deviceUUID, account: address.redacted, since: config.setAt, credential: config.url,
+                    target: PostgresTarget(address: address, eventLoop: eventLoop), identity: address.redacted))
         }
     }
 }

@@ -24,7 +24,8 @@ public enum CurlImport {
     ]
     /// Options that take a value (so `-XPOST` and `--request=POST` parse).
     static let withValue: Set<String> = Set([
-        "-X", "--request", "-H", "--header", "-d", "--data", "--data-raw", "--data-ascii", "--data-binary", "--data-urlencode", "-b", "--cookie",
+        "-X", "--request", "-H", "--header", "-d", "--data", "--data-raw", "--data-ascii", "--data-binary", "--data-urlencode", "-b",
+        "--cookie",
         "-A", "--user-agent", "-e", "--referer", "-u", "--user", "--url",
     ]).union(ignoredWithValue)
     static let otherFlags: Set<String> = ["-I", "--head", "-G", "--get", "--compressed"]
@@ -54,7 +55,9 @@ public enum CurlImport {
                 if text.hasSuffix(";"), !text.contains(":") {
                     headers.append((String(text.dropLast()).trimmingCharacters(in: .whitespaces), ""))
                 } else {
-                    guard let colon = text.firstIndex(of: ":") else { throw Refusal(description: "curl -H \(text): write it as 'Name: value'") }
+                    guard let colon = text.firstIndex(of: ":") else {
+                        throw Refusal(description: "curl -H \(text): write it as 'Name: value'")
+                    }
                     let name = text[..<colon].trimmingCharacters(in: .whitespaces)
                     let v = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
                     if v.isEmpty { removed.insert(name.lowercased()) } else { headers.append((name, v)) }
@@ -69,7 +72,9 @@ public enum CurlImport {
             case "--data-urlencode": data.append(try urlencoded(value ?? ""))
             case "-b", "--cookie":
                 let text = value ?? ""
-                guard text.contains("=") else { throw Refusal(description: "curl \(word) \(text) names a cookie file: paste the cookies ('name=value; …')") }
+                guard text.contains("=") else {
+                    throw Refusal(description: "curl \(word) \(text) names a cookie file: paste the cookies ('name=value; …')")
+                }
                 headers.append(("Cookie", text))
             case "-A", "--user-agent": headers.append(("User-Agent", value ?? ""))
             case "-e", "--referer": headers.append(("Referer", value ?? ""))
@@ -128,7 +133,10 @@ public enum CurlImport {
                     break
                 }
                 guard ignoredFlags.contains(flag) || otherFlags.contains(flag) else {
-                    throw Refusal(description: "curl option \(flag)\(word.count > 2 ? " (in \(word))" : "") is not one the import takes (it takes \(supported))")
+                    throw Refusal(
+                        description:
+                            "curl option \(flag)\(word.count > 2 ? " (in \(word))" : "") is not one the import takes (it takes \(supported))"
+                    )
                 }
                 try option(flag, nil)
             }
@@ -136,7 +144,9 @@ public enum CurlImport {
         if head, !data.isEmpty, !get { throw Refusal(description: "curl -I with -d: curl itself refuses two methods at once") }
         guard var target = url, !target.isEmpty else { throw Refusal(description: "the curl command has no URL") }
         if !target.contains("://") { target = "http://" + target }
-        guard OutgoingRequest.isAbsoluteHTTP(target) else { throw Refusal(description: "\(target): only http:// and https:// URLs are imported") }
+        guard OutgoingRequest.isAbsoluteHTTP(target) else {
+            throw Refusal(description: "\(target): only http:// and https:// URLs are imported")
+        }
         var body = Data()
         if !data.isEmpty {
             let joined = data.joined(separator: "&")
@@ -144,30 +154,43 @@ public enum CurlImport {
                 target += (target.contains("?") ? "&" : "?") + joined
             } else {
                 body = Data(joined.utf8)
-                if !removed.contains("content-type"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Content-Type") == .orderedSame }) {
+                if !removed.contains("content-type"),
+                    !headers.contains(where: { $0.0.caseInsensitiveCompare("Content-Type") == .orderedSame })
+                {
                     headers.append(("Content-Type", "application/x-www-form-urlencoded"))
                 }
             }
         }
-        if compressed, !removed.contains("accept-encoding"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept-Encoding") == .orderedSame }) {
+        if compressed, !removed.contains("accept-encoding"),
+            !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept-Encoding") == .orderedSame })
+        {
             headers.append(("Accept-Encoding", "deflate, gzip, br, zstd"))
         }
-        if !removed.contains("accept"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept") == .orderedSame }) { headers.insert(("Accept", "*/*"), at: 0) }
+        if !removed.contains("accept"), !headers.contains(where: { $0.0.caseInsensitiveCompare("Accept") == .orderedSame }) {
+            headers.insert(("Accept", "*/*"), at: 0)
+        }
         let verb = method ?? (head ? "HEAD" : (!data.isEmpty && !get ? "POST" : "GET"))
-        guard !verb.isEmpty, verb.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-") }) else { throw Refusal(description: "curl -X \(verb): not a method name") }
+        guard !verb.isEmpty, verb.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-") }) else {
+            throw Refusal(description: "curl -X \(verb): not a method name")
+        }
         for (name, value) in headers {
             guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) }) else {
                 throw Refusal(description: "curl -H: \"\(name)\" is not a header name")
             }
-            guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { throw Refusal(description: "curl -H \(name): the value holds a line break") }
+            guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                throw Refusal(description: "curl -H \(name): the value holds a line break")
+            }
         }
         // Framing is computed from the body as sent.
         let framing: Set<String> = ["content-length", "transfer-encoding"]
-        return OutgoingRequest(method: verb.uppercased(), url: target, headers: headers.filter { !framing.contains($0.0.lowercased()) }, body: body)
+        return OutgoingRequest(
+            method: verb.uppercased(), url: target, headers: headers.filter { !framing.contains($0.0.lowercased()) }, body: body)
     }
 
     private static func one(_ current: String?, _ next: String) throws(Refusal) -> String {
-        guard current == nil else { throw Refusal(description: "the curl command has two URLs (\(current ?? "") and \(next)): the import takes one request") }
+        guard current == nil else {
+            throw Refusal(description: "the curl command has two URLs (\(current ?? "") and \(next)): the import takes one request")
+        }
         return next
     }
 
@@ -177,7 +200,9 @@ public enum CurlImport {
     static func urlencoded(_ value: String) throws(Refusal) -> String {
         var allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         allowed.insert(charactersIn: "-._~")
-        let encode = { (s: Substring) in (s.addingPercentEncoding(withAllowedCharacters: allowed) ?? String(s)).replacingOccurrences(of: "%20", with: "+") }
+        let encode = { (s: Substring) in
+            (s.addingPercentEncoding(withAllowedCharacters: allowed) ?? String(s)).replacingOccurrences(of: "%20", with: "+")
+        }
         guard let mark = value.firstIndex(where: { $0 == "@" || $0 == "=" }) else { return encode(value[...]) }
         guard value[mark] == "=" else {
             throw Refusal(description: "curl --data-urlencode \(value) reads a file: paste the value itself (name=value)")
@@ -201,11 +226,21 @@ public enum CurlImport {
             let c = chars[i]
             switch c {
             case " ", "\t", "\n", "\r":
-                if inWord { words.append(current); current = ""; inWord = false }
+                if inWord {
+                    words.append(current)
+                    current = ""
+                    inWord = false
+                }
                 i += 1
             case "\\":
-                if char(i + 1) == "\n" { i += 2; continue }
-                if char(i + 1) == "\r", char(i + 2) == "\n" { i += 3; continue }
+                if char(i + 1) == "\n" {
+                    i += 2
+                    continue
+                }
+                if char(i + 1) == "\r", char(i + 2) == "\n" {
+                    i += 3
+                    continue
+                }
                 guard let next = char(i + 1) else { throw Refusal(description: "the command ends with a lone backslash") }
                 current.unicodeScalars.append(next)
                 inWord = true
@@ -220,14 +255,21 @@ public enum CurlImport {
                 var closed = false
                 while i < chars.count {
                     let d = chars[i]
-                    if d == "\"" { closed = true; i += 1; break }
+                    if d == "\"" {
+                        closed = true
+                        i += 1
+                        break
+                    }
                     if d == "\\", let next = char(i + 1), "\\\"$`\n".unicodeScalars.contains(next) {
                         if next != "\n" { current.unicodeScalars.append(next) }
                         i += 2
                         continue
                     }
                     if d == "$" || d == "`" {
-                        throw Refusal(description: "the command expands a shell variable or command (\(d) in double quotes): paste it with the values in place")
+                        throw Refusal(
+                            description:
+                                "the command expands a shell variable or command (\(d) in double quotes): paste it with the values in place"
+                        )
                     }
                     current.unicodeScalars.append(d)
                     i += 1
@@ -241,12 +283,20 @@ public enum CurlImport {
                 var closed = false
                 func octal(most: Int) -> UInt8 {
                     var value = 0, n = 0
-                    while n < most, let d = char(i), ("0"..."7").contains(d) { value = value * 8 + Int(d.value - 48); i += 1; n += 1 }
+                    while n < most, let d = char(i), ("0"..."7").contains(d) {
+                        value = value * 8 + Int(d.value - 48)
+                        i += 1
+                        n += 1
+                    }
                     return UInt8(truncatingIfNeeded: value)
                 }
                 while i < chars.count {
                     let d = chars[i]
-                    if d == "'" { closed = true; i += 1; break }
+                    if d == "'" {
+                        closed = true
+                        i += 1
+                        break
+                    }
                     guard d == "\\", let next = char(i + 1) else {
                         bytes += Array(String(d).utf8)
                         i += 1
@@ -268,19 +318,26 @@ public enum CurlImport {
                         bytes.append(octal(most: 3))
                     case "x":
                         var hex = ""
-                        while hex.count < 2, let h = char(i), h.properties.isASCIIHexDigit { hex.unicodeScalars.append(h); i += 1 }
+                        while hex.count < 2, let h = char(i), h.properties.isASCIIHexDigit {
+                            hex.unicodeScalars.append(h)
+                            i += 1
+                        }
                         guard let byte = UInt8(hex, radix: 16) else { throw Refusal(description: "a \\x escape in $'…' has no hex digits") }
                         bytes.append(byte)
                     case "u", "U":
                         var hex = ""
                         let most = next == "u" ? 4 : 8
-                        while hex.count < most, let h = char(i), h.properties.isASCIIHexDigit { hex.unicodeScalars.append(h); i += 1 }
+                        while hex.count < most, let h = char(i), h.properties.isASCIIHexDigit {
+                            hex.unicodeScalars.append(h)
+                            i += 1
+                        }
                         guard let code = UInt32(hex, radix: 16), let scalar = Unicode.Scalar(code) else {
                             throw Refusal(description: "a \\\(next) escape in $'…' is not a character")
                         }
                         bytes += Array(String(scalar).utf8)
                     default:
-                        throw Refusal(description: "the escape \\\(next) in $'…' is not one the import reads: paste the value with it in place")
+                        throw Refusal(
+                            description: "the escape \\\(next) in $'…' is not one the import reads: paste the value with it in place")
                     }
                 }
                 guard closed else { throw Refusal(description: "a $' quote is not closed") }

@@ -24,7 +24,8 @@ public struct OutgoingRequest: Sendable {
     /// the settings may say port 0); a wildcard address is reached on loopback.
     public static func proxyAddress(_ paths: GroupPaths) throws -> (host: String, port: Int) {
         guard let status = TunnelStatus.read(paths.status), ProcessProbe.isAlive(status.pid),
-              let bound = status.listeners.compactMap(\.bound).first else {
+            let bound = status.listeners.compactMap(\.bound).first
+        else {
             throw ProxyClientError(description: "the tunnel is not running (see `busymate status`)")
         }
         guard let colon = bound.lastIndex(of: ":"), let port = Int(bound[bound.index(after: colon)...]) else {
@@ -39,15 +40,17 @@ public struct OutgoingRequest: Sendable {
     /// An absolute http(s) URL, or nil.
     public static func isAbsoluteHTTP(_ url: String) -> Bool {
         guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let host = parts.host, !host.isEmpty else { return false }
+            let host = parts.host, !host.isEmpty
+        else { return false }
         return true
     }
 }
 
 extension OutgoingRequest {
     public init(_ record: ExchangeRecord, body: Data) {
-        self.init(method: record.method, url: record.url, headers: ExchangeRecord.decodeHeaders(record.requestHeaders), body: body,
-                  httpVersion: record.httpVersion)
+        self.init(
+            method: record.method, url: record.url, headers: ExchangeRecord.decodeHeaders(record.requestHeaders), body: body,
+            httpVersion: record.httpVersion)
     }
 
     /// The request as a record for `ResendClient`: scheme, host, port and
@@ -60,8 +63,9 @@ extension OutgoingRequest {
         var path = parts.percentEncodedPath.isEmpty ? "/" : parts.percentEncodedPath
         if let query = parts.percentEncodedQuery { path += "?" + query }
         let bare = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
-        var record = ExchangeRecord(startedAt: Date(), scheme: scheme, method: method, host: bare.lowercased(), port: port, path: path,
-                                    url: url, tlsMode: scheme == "https" ? .mitm : .none)
+        var record = ExchangeRecord(
+            startedAt: Date(), scheme: scheme, method: method, host: bare.lowercased(), port: port, path: path,
+            url: url, tlsMode: scheme == "https" ? .mitm : .none)
         record.requestID = requestID
         record.httpVersion = httpVersion
         let authority = (bare.contains(":") ? "[\(bare)]" : bare) + (parts.port.map { ":\($0)" } ?? "")

@@ -25,7 +25,9 @@ public enum ResendClient {
 
     /// `resentFrom`: the request id of the exchange this repeats, for the
     /// tunnel to record (nil for a new request).
-    public static func send(_ record: ExchangeRecord, body: Data, resentFrom: String?, proxy: (host: String, port: Int), trusting caPEM: URL) async throws -> Answer {
+    public static func send(
+        _ record: ExchangeRecord, body: Data, resentFrom: String?, proxy: (host: String, port: Int), trusting caPEM: URL
+    ) async throws -> Answer {
         let https = record.scheme == "https"
         let http2 = record.httpVersion == "HTTP/2.0"
         var headers = HTTPHeaders()
@@ -34,7 +36,9 @@ public enum ResendClient {
             headers.add(name: name, value: value)
         }
         // A gRPC server wants `TE: trailers` as the client sent it.
-        if ExchangeRecord.decodeHeaders(record.requestHeaders).contains(where: { $0.0.lowercased() == "te" && $0.1.lowercased().contains("trailers") }) {
+        if ExchangeRecord.decodeHeaders(record.requestHeaders).contains(where: {
+            $0.0.lowercased() == "te" && $0.1.lowercased().contains("trailers")
+        }) {
             headers.add(name: "TE", value: "trailers")
         }
         headers.remove(name: header)
@@ -42,7 +46,9 @@ public enum ResendClient {
         headers.add(name: "Content-Length", value: "\(body.count)")
         if !http2 { headers.add(name: "Connection", value: "close") }
         let uri = https || http2 ? record.path : record.url
-        let head = HTTPRequestHead(version: http2 ? HTTPVersion(major: 2, minor: 0) : .http1_1, method: HTTPMethod(rawValue: record.method), uri: uri, headers: headers)
+        let head = HTTPRequestHead(
+            version: http2 ? HTTPVersion(major: 2, minor: 0) : .http1_1, method: HTTPMethod(rawValue: record.method), uri: uri,
+            headers: headers)
         let authority = record.host.contains(":") ? "[\(record.host)]:\(record.port)" : "\(record.host):\(record.port)"
         if http2 && !head.headers.contains(name: "host") { headers.add(name: "Host", value: authority) }
 
@@ -134,4 +140,3 @@ private final class ResponseCollector: ChannelInboundHandler {
         context.close(promise: nil)
     }
 }
-

@@ -36,8 +36,10 @@ final class ControlServer: Sendable {
                 guard let credentials = socket.peerCredentials() else { continue }
                 let connection = LinkConnection(socket: socket)
                 guard isAllowed(credentials) else {
-                    logger.warning("refused a control connection", metadata: ["PEER_UID": "\(credentials.uid)", "PEER_PID": "\(credentials.pid)"])
-                    try? connection.send(.reply(ok: false, "permission denied: uid \(credentials.uid) is neither root nor in group busymate"))
+                    logger.warning(
+                        "refused a control connection", metadata: ["PEER_UID": "\(credentials.uid)", "PEER_PID": "\(credentials.pid)"])
+                    try? connection.send(
+                        .reply(ok: false, "permission denied: uid \(credentials.uid) is neither root nor in group busymate"))
                     socket.close()
                     continue
                 }

@@ -17,12 +17,13 @@ struct Firewall {
     /// path: a second appliance on the machine never replaces or removes
     /// this one's, and a restarted one (same directory) finds its own.
     static func table(for group: URL) -> String {
-        let path = group.path.withCString { pointer in
-            realpath(pointer, nil).map { resolved in
-                defer { free(resolved) }
-                return String(cString: resolved)
-            }
-        } ?? group.standardizedFileURL.path
+        let path =
+            group.path.withCString { pointer in
+                realpath(pointer, nil).map { resolved in
+                    defer { free(resolved) }
+                    return String(cString: resolved)
+                }
+            } ?? group.standardizedFileURL.path
         let digest = SHA256.hash(data: Data(path.utf8)).prefix(4).map { String(format: "%02x", $0) }.joined()
         return "busymate-\(digest)"
     }
@@ -109,7 +110,8 @@ struct Firewall {
     /// Packets the QUIC counter has seen (nil: no table).
     static func quicPackets(table: String) -> Int? {
         guard let output = try? run(["-j", "list", "counter", "inet", table, "quic"], input: nil),
-              let root = try? JSONParser.parse(output), case let .array(items)? = root["nftables"]?.value else { return nil }
+            let root = try? JSONParser.parse(output), case let .array(items)? = root["nftables"]?.value
+        else { return nil }
         for item in items {
             if case let .number(text)? = item["counter"]?["packets"]?.value { return Int(text) }
         }

@@ -50,13 +50,15 @@ enum GroupDirectory {
         apply(paths.settings, mode: settingsMode(paths), group: group, asRoot: asRoot)
         apply(paths.privateDirectory, mode: 0o700, group: asRoot ? 0 : nil, asRoot: asRoot)
         if asRoot && group == nil {
-            logger.warning("group busymate does not exist; the tunnel cannot drop privileges until it does (systemd-sysusers units/busymate.sysusers)")
+            logger.warning(
+                "group busymate does not exist; the tunnel cannot drop privileges until it does (systemd-sysusers units/busymate.sysusers)")
         }
         if asRoot {
             if let webUID = PrivilegeDrop.lookupUser(webUser) {
                 handOver(paths.onboarding, to: webUID)
             } else {
-                logger.warning("user \(webUser) does not exist; the web front cannot start until it does (systemd-sysusers units/busymate.sysusers)")
+                logger.warning(
+                    "user \(webUser) does not exist; the web front cannot start until it does (systemd-sysusers units/busymate.sysusers)")
             }
         }
     }
@@ -130,7 +132,8 @@ enum GroupDirectory {
             if bits & need != need {
                 let owner = "\(name(ofUser: st.st_uid)):\(name(ofGroup: st.st_gid))"
                 let what = isGroupDirectory ? "read, write and enter" : "enter"
-                return "user \(identity.user) (group \(identity.group)) cannot \(what) \(path) (mode \(String(st.st_mode & 0o7777, radix: 8)), owner \(owner)); "
+                return
+                    "user \(identity.user) (group \(identity.group)) cannot \(what) \(path) (mode \(String(st.st_mode & 0o7777, radix: 8)), owner \(owner)); "
                     + "the tunnel runs as that user and needs every directory above the group directory to be searchable (chmod o+x or g+x \(path), or move the group directory)"
             }
         }

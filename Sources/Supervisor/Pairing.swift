@@ -33,7 +33,9 @@ struct Pairing: Sendable {
         }
         let kept = readCloudConfig()
         guard let api = request.api ?? kept?.api, let anonKey = request.anonKey ?? kept?.anonKey else {
-            return .reply(ok: false, "no API yet: busymate pair CODE --api https://PROJECT.supabase.co --anon-key KEY (both are kept for the next pairing)")
+            return .reply(
+                ok: false,
+                "no API yet: busymate pair CODE --api https://PROJECT.supabase.co --anon-key KEY (both are kept for the next pairing)")
         }
         let deviceUUID: String
         do {
@@ -42,13 +44,17 @@ struct Pairing: Sendable {
             return .reply(ok: false, "cannot keep this appliance's device uuid in \(paths.privateDirectory.path): \(error)")
         }
         let name = request.name.map(CloudCallResult.printable) ?? Self.hostname()
-        let call = CloudCallRequest(action: .claim, api: api, anonKey: anonKey, deviceUUID: deviceUUID, code: request.code, name: name,
-                                    model: Self.model(), osVersion: Self.osVersion())
-        logger.info("pairing with the account", metadata: ["API": "\(URL(string: api)?.host ?? "?")", "DEVICE_UUID": "\(deviceUUID)", "NAME": "\(name)"])
+        let call = CloudCallRequest(
+            action: .claim, api: api, anonKey: anonKey, deviceUUID: deviceUUID, code: request.code, name: name,
+            model: Self.model(), osVersion: Self.osVersion())
+        logger.info(
+            "pairing with the account",
+            metadata: ["API": "\(URL(string: api)?.host ?? "?")", "DEVICE_UUID": "\(deviceUUID)", "NAME": "\(name)"])
         switch await run(call) {
         case let .claimed(token, jti, expires):
-            let record = DeviceToken(token: token, jti: jti, expiresAt: Date(timeIntervalSince1970: TimeInterval(expires)), deviceUUID: deviceUUID,
-                                     api: api, anonKey: anonKey, name: name, pairedAt: Date())
+            let record = DeviceToken(
+                token: token, jti: jti, expiresAt: Date(timeIntervalSince1970: TimeInterval(expires)), deviceUUID: deviceUUID,
+                api: api, anonKey: anonKey, name: name, pairedAt: Date())
             do {
                 try writePrivate(try JSONEncoder.cloud.encode(CloudConfig(api: api, anonKey: anonKey)), to: paths.privateCloudConfig)
                 let data = try record.encoded()
@@ -78,7 +84,8 @@ struct Pairing: Sendable {
         unlink(paths.deviceToken.path)
         var told = "the server was not told (not paired)"
         if let token {
-            let call = CloudCallRequest(action: .unpair, api: token.api, anonKey: token.anonKey, deviceUUID: token.deviceUUID, token: token.token)
+            let call = CloudCallRequest(
+                action: .unpair, api: token.api, anonKey: token.anonKey, deviceUUID: token.deviceUUID, token: token.token)
             switch await run(call) {
             case .done: told = "the server was told"
             case let .failed(why): told = "the server was not told: \(why)"
@@ -134,7 +141,8 @@ struct Pairing: Sendable {
             return .reply(ok: false, "cannot keep the team database: \(error)")
         }
         logger.notice("team database set", metadata: ["DATABASE": "\(address.redacted)"])
-        return .reply(ok: true, "the tunnel now sends every exchange captured from now on to \(address.redacted) as well (busymate cloud status)")
+        return .reply(
+            ok: true, "the tunnel now sends every exchange captured from now on to \(address.redacted) as well (busymate cloud status)")
     }
 
     // MARK: the child
@@ -226,7 +234,8 @@ struct Pairing: Sendable {
     static func osVersion() -> String? {
         guard let text = try? String(contentsOfFile: "/etc/os-release", encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("PRETTY_NAME=") {
-            return CloudCallResult.printable(String(line.dropFirst("PRETTY_NAME=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "\"'")))
+            return CloudCallResult.printable(
+                String(line.dropFirst("PRETTY_NAME=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "\"'")))
         }
         return nil
     }

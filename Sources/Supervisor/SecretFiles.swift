@@ -29,8 +29,9 @@ enum SecretFiles {
         }
         // No ACLs on this file system: the tunnel's user owns it, and root
         // reads it through group root (the unit gives no CAP_DAC_OVERRIDE).
-        logger.warning("no POSIX ACL on this file system; the tunnel's user now owns it (0440, group root)",
-                       metadata: ["PATH": "\(url.path)", "ERROR": "\(String(cString: strerror(errno)))"])
+        logger.warning(
+            "no POSIX ACL on this file system; the tunnel's user now owns it (0440, group root)",
+            metadata: ["PATH": "\(url.path)", "ERROR": "\(String(cString: strerror(errno)))"])
         fchown(fd, uid, 0)
         fchmod(fd, 0o440)
     }
@@ -40,7 +41,8 @@ enum SecretFiles {
     /// before a byte goes in (the setgid directory would make it group
     /// busymate's), then renamed over the old one.
     static func writeMirror(_ data: Data, to url: URL, reader user: String) throws {
-        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp")
+        let temp = url.deletingLastPathComponent().appendingPathComponent(
+            ".\(url.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp")
         let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SystemError("create \(temp.path)", errno: errno) }
         var ok = false

@@ -5,9 +5,11 @@ import ServiceLifecycle
 
 /// `busymate-app`'s whole program, reachable from tests.
 public enum SupervisorMain {
-    public static func run(groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
-                           webUser: String = TunnelIdentity.defaultWebUser, restartBackoffMax: Double = 30,
-                           privilegedPorts: PrivilegedPorts = PrivilegedPorts(), attachDeadline: Double = 30) async -> Int32 {
+    public static func run(
+        groupOverride: String?, tunnelOverride: String?, tunnelIdentity: TunnelIdentity = .default,
+        webUser: String = TunnelIdentity.defaultWebUser, restartBackoffMax: Double = 30,
+        privilegedPorts: PrivilegedPorts = PrivilegedPorts(), attachDeadline: Double = 30
+    ) async -> Int32 {
         // Another uid than the tunnel's (it cannot signal it, nor read its
         // secrets), in the tunnel's group (the store, settings, web-token).
         let webIdentity = TunnelIdentity(user: webUser, group: tunnelIdentity.group)
@@ -25,7 +27,9 @@ public enum SupervisorMain {
             return 1
         }
         if let problem = GroupDirectory.reachabilityProblem(paths, identity: tunnelIdentity) {
-            logger.critical("the group directory is out of the tunnel's reach; refusing to start", metadata: ["PATH": "\(paths.root.path)", "ERROR": "\(problem)"])
+            logger.critical(
+                "the group directory is out of the tunnel's reach; refusing to start",
+                metadata: ["PATH": "\(paths.root.path)", "ERROR": "\(problem)"])
             Systemd.status("cannot start: \(problem)")
             return 78  // EX_CONFIG: systemd's Restart=on-failure retries, which will not help until it is fixed
         }
@@ -33,15 +37,20 @@ public enum SupervisorMain {
         let snapshot = SettingsFile.read(paths.settings)
         AppliedSettings.warnAboutRootOnlyKeys(snapshot.unknownKeys, logger: Logger(label: "busymate.settings"))
         if let error = snapshot.error {
-            Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
+            Logger(label: "busymate.settings").error(
+                "settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
         }
         let (ca, generated) = CertificateAuthorityBootstrap.ensure(paths, logger: Logger(label: "busymate.cert"))
         SecretFiles.protect(paths, reader: tunnelIdentity.user, logger: Logger(label: "busymate.cert"))
 
-        let tunnelPath = tunnelOverride ?? ProcessInfo.processInfo.environment["BUSYMATE_TUNNEL"]
-            ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-                .deletingLastPathComponent().appendingPathComponent("busymate-tunnel").path
-        let webPath = ProcessInfo.processInfo.environment["BUSYMATE_WEB"]
+        let tunnelPath =
+            tunnelOverride ?? ProcessInfo.processInfo.environment["BUSYMATE_TUNNEL"]
+            ?? URL(
+                fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+            )
+            .deletingLastPathComponent().appendingPathComponent("busymate-tunnel").path
+        let webPath =
+            ProcessInfo.processInfo.environment["BUSYMATE_WEB"]
             ?? URL(fileURLWithPath: tunnelPath).deletingLastPathComponent().appendingPathComponent("busymate-web").path
         do {
             try WebToken.ensure(paths, group: PrivilegeDrop.lookupGroup("busymate"))
@@ -57,11 +66,14 @@ public enum SupervisorMain {
             logger.critical("cannot bind the control socket", metadata: ["ERROR": "\(error)"])
             return 1
         }
-        let service = SupervisorService(paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
-                                        notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax, attachDeadline: attachDeadline)
-        let web = WebKeeper(paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: webIdentity),
-                            address: (snapshot.settings ?? AppSettings()).webListen, onboarding: snapshot.settings?.onboardingListen,
-                            maxBackoff: restartBackoffMax) { summary in
+        let service = SupervisorService(
+            paths: paths, launcher: TunnelLauncher(executable: tunnelPath, paths: paths, identity: tunnelIdentity),
+            notifier: notifier, snapshot: snapshot, ca: ca, maxBackoff: restartBackoffMax, attachDeadline: attachDeadline)
+        let web = WebKeeper(
+            paths: paths, launcher: TunnelLauncher(executable: webPath, paths: paths, identity: webIdentity),
+            address: (snapshot.settings ?? AppSettings()).webListen, onboarding: snapshot.settings?.onboardingListen,
+            maxBackoff: restartBackoffMax
+        ) { summary in
             await service.setWebSummary(summary)
         }
         await service.allow(privilegedPorts)
@@ -70,45 +82,55 @@ public enum SupervisorMain {
             await service.reloadSettings()
             await web.apply(await service.settings)
         }
-        var jobs = [DaemonJob("control socket") {
-            for await peer in control.peers().cancelOnGracefulShutdown() {
-                Task { await serve(peer, service: service, web: web) }
+        var jobs = [
+            DaemonJob("control socket") {
+                for await peer in control.peers().cancelOnGracefulShutdown() {
+                    Task { await serve(peer, service: service, web: web) }
+                }
             }
-        }]
-        if let watcher = DaemonJob.groupWatcher(paths, { file in
-            switch file {
-            case .settings: await reload()
-            case .caPEM, .caKey: await service.reloadCA()
-            case .deviceToken, .teamDatabase: await service.protectSecrets()
-            case .controlSocket: break
-            }
-        }) { jobs.append(watcher) }
-        if let notifier {
-            jobs.append(.notifications(notifier) { note in
-                if note.name == .settingsDidChange { await reload() }
-                if note.name == .caDidChange { await service.reloadCA() }
+        ]
+        if let watcher = DaemonJob.groupWatcher(
+            paths,
+            { file in
+                switch file {
+                case .settings: await reload()
+                case .caPEM, .caKey: await service.reloadCA()
+                case .deviceToken, .teamDatabase: await service.protectSecrets()
+                case .controlSocket: break
+                }
             })
+        {
+            jobs.append(watcher)
         }
-        jobs.append(DaemonJob("health tick") {
-            let interval = Systemd.watchdogInterval.map { min(Duration.seconds(1), $0 / 2) } ?? .seconds(1)
-            while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                await service.tick()
-                await web.tick()
-                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
-            }
-        })
+        if let notifier {
+            jobs.append(
+                .notifications(notifier) { note in
+                    if note.name == .settingsDidChange { await reload() }
+                    if note.name == .caDidChange { await service.reloadCA() }
+                })
+        }
+        jobs.append(
+            DaemonJob("health tick") {
+                let interval = Systemd.watchdogInterval.map { min(Duration.seconds(1), $0 / 2) } ?? .seconds(1)
+                while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                    await service.tick()
+                    await web.tick()
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+                }
+            })
         // Last, so shut down first, while the control socket still serves the tunnel's link.
-        jobs.append(DaemonJob("supervisor", endsDaemon: true) {
-            await service.loadPairing()
-            await service.start()
-            await web.start()
-            try? await gracefulShutdown()
-            logger.info("stopping")
-            let handingOver = await service.isHandingOver
-            async let webStopped: Void = web.shutdown(leaveRunning: handingOver)
-            await service.shutdown()
-            await webStopped
-        })
+        jobs.append(
+            DaemonJob("supervisor", endsDaemon: true) {
+                await service.loadPairing()
+                await service.start()
+                await web.start()
+                try? await gracefulShutdown()
+                logger.info("stopping")
+                let handingOver = await service.isHandingOver
+                async let webStopped: Void = web.shutdown(leaveRunning: handingOver)
+                await service.shutdown()
+                await webStopped
+            })
         await DaemonJob.runGroup(jobs, logger: logger) {
             Systemd.reloading()
             logger.info("reloading (SIGHUP)")
@@ -174,7 +196,8 @@ public enum SupervisorMain {
                     // Not on this loop: the link's pongs go on being read while the server is told.
                     Task {
                         let reply = await service.unpair()
-                        Logger(label: "busymate.cloud").notice("unpaired at the account's request", metadata: ["RESULT": "\(reply.message ?? "")"])
+                        Logger(label: "busymate.cloud").notice(
+                            "unpaired at the account's request", metadata: ["RESULT": "\(reply.message ?? "")"])
                     }
                     continue
                 }

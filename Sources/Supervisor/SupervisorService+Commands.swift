@@ -13,8 +13,11 @@ extension SupervisorService {
         let old = current?.pid
         spawnTunnel()
         restarts += 1
-        logger.info("restarting the tunnel", metadata: ["OLD_PID": "\(old.map(String.init) ?? "none")", "TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
-        return .reply(ok: true, "tunnel restarting (old pid \(old.map(String.init) ?? "none"), new pid \(current.map { String($0.pid) } ?? "none"))")
+        logger.info(
+            "restarting the tunnel",
+            metadata: ["OLD_PID": "\(old.map(String.init) ?? "none")", "TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
+        return .reply(
+            ok: true, "tunnel restarting (old pid \(old.map(String.init) ?? "none"), new pid \(current.map { String($0.pid) } ?? "none"))")
     }
 
     func tunnelStop() -> ControlMessage {
@@ -37,7 +40,9 @@ extension SupervisorService {
     }
 
     func tunnelStart() -> ControlMessage {
-        guard desired == .stopped || current == nil else { return .reply(ok: true, "the tunnel is already running (pid \(current?.pid ?? 0))") }
+        guard desired == .stopped || current == nil else {
+            return .reply(ok: true, "the tunnel is already running (pid \(current?.pid ?? 0))")
+        }
         desired = .running
         backoff.reset()
         bindListeners()
@@ -60,9 +65,12 @@ extension SupervisorService {
             return .reply(ok: false, "no tunnel is running to hand over; a restart starts a new one")
         }
         handoverUntil = Date().addingTimeInterval(Self.handoverWindow)
-        logger.notice("armed for a handover: the next stop leaves the tunnel and the web front running",
-                      metadata: ["WITHIN_SECONDS": "\(Int(Self.handoverWindow))"])
-        return .reply(ok: true, "the next stop within \(Int(Self.handoverWindow)) s leaves the tunnel and the web front running for the next supervisor")
+        logger.notice(
+            "armed for a handover: the next stop leaves the tunnel and the web front running",
+            metadata: ["WITHIN_SECONDS": "\(Int(Self.handoverWindow))"])
+        return .reply(
+            ok: true,
+            "the next stop within \(Int(Self.handoverWindow)) s leaves the tunnel and the web front running for the next supervisor")
     }
 
     var isHandingOver: Bool { handoverUntil.map { $0 > Date() } ?? false }

@@ -35,8 +35,9 @@ extension SupervisorService {
                 firewall.installed = script
                 firewall.stale = false
                 firewall.error = nil
-                networkLogger.notice("transparent mode: nftables rules installed (table inet \(firewall.table))",
-                                     metadata: ["PORTS": "\(settings.transparent.ports)", "INTERFACES": "\(settings.transparent.interfaces)"])
+                networkLogger.notice(
+                    "transparent mode: nftables rules installed (table inet \(firewall.table))",
+                    metadata: ["PORTS": "\(settings.transparent.ports)", "INTERFACES": "\(settings.transparent.interfaces)"])
                 notifier?.post(.modeDidChange, payload: "transparent")
             } catch {
                 firewall.installed = nil

@@ -63,21 +63,26 @@ extension SupervisorService {
             interception: tunnelStatus?.interception, lastError: tunnelStatus?.lastError, store: tunnelStatus?.store)
         tunnel.replacement = pending.map { pending in
             let waited = Date().timeIntervalSince(pending.replacement.startedAt)
-            return .init(pid: pending.replacement.pid, state: pending.replacement.state, startedAt: pending.replacement.startedAt,
-                         attached: pending.replacement.attached, killInSeconds: pending.replacement.attached ? nil : max(0, attachDeadline - waited))
+            return .init(
+                pid: pending.replacement.pid, state: pending.replacement.state, startedAt: pending.replacement.startedAt,
+                attached: pending.replacement.attached, killInSeconds: pending.replacement.attached ? nil : max(0, attachDeadline - waited))
         }
         let listenerStatus = settings.wantedListeners.map { wanted in
-            ListenerStatus(address: wanted.name, bound: listeners.first { $0.name == wanted.name }?.bound,
-                           error: listenerErrors[wanted.name], warning: settings.exposureWarning(wanted.address))
+            ListenerStatus(
+                address: wanted.name, bound: listeners.first { $0.name == wanted.name }?.bound,
+                error: listenerErrors[wanted.name], warning: settings.exposureWarning(wanted.address))
         }
         var report = StatusReport(
             group: paths.root.path, mode: settings.mode.rawValue,
-            supervisor: .init(running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: applied.sha256,
-                              version: BusymateVersion.full),
+            supervisor: .init(
+                running: true, pid: getpid(), uptimeSeconds: Date().timeIntervalSince(startedAt), settingsSha256: applied.sha256,
+                version: BusymateVersion.full),
             tunnel: tunnel, listeners: listenerStatus,
-            ca: .init(present: ca.present, trusted: CertificateAuthorityBootstrap.isTrusted(ca), error: ca.error, subject: ca.subject,
-                      fingerprintSha256: ca.fingerprint, notAfter: ca.notAfter),
-            settings: .init(path: paths.settings.path, valid: applied.error == nil, error: applied.error?.description, unknownKeys: applied.unknownKeys),
+            ca: .init(
+                present: ca.present, trusted: CertificateAuthorityBootstrap.isTrusted(ca), error: ca.error, subject: ca.subject,
+                fingerprintSha256: ca.fingerprint, notAfter: ca.notAfter),
+            settings: .init(
+                path: paths.settings.path, valid: applied.error == nil, error: applied.error?.description, unknownKeys: applied.unknownKeys),
             counters: tunnelStatus?.counters ?? TrafficCounters())
         report.network = networkStatus(tunnelStatus)
         report.cloud = cloudReport(tunnelStatus)
@@ -90,15 +95,17 @@ extension SupervisorService {
         var warnings = settings.wantedListeners.compactMap { settings.exposureWarning($0.address) }
         warnings = warnings.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
         if settings.mode == .transparent, settings.transparent.interfaces.isEmpty {
-            warnings.append("transparent.interfaces is empty: only this machine's own traffic is captured (list the interfaces devices route through)")
+            warnings.append(
+                "transparent.interfaces is empty: only this machine's own traffic is captured (list the interfaces devices route through)")
         }
         if let error = firewall.error { warnings.append("the transparent rules: \(error)") }
         if settings.mode == .transparent, firewall.installed == nil, firewall.error == nil, current?.state == .ready {
             warnings.append("the transparent rules are off: \(firewallOffReason)")
         }
-        return NetworkStatus(mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
-                             quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
-                             bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings,
-                             table: firewall.table)
+        return NetworkStatus(
+            mode: settings.mode.rawValue, liveMode: presence.liveMode(configured: settings.mode.rawValue), rules: rulesState,
+            quicRejected: quicRejected, refused: presence.refused, dnsQueries: presence.dnsQueries,
+            bothSeen: presence.transparentTraffic && presence.proxyTraffic, idleSeconds: settings.devices.idleSeconds, warnings: warnings,
+            table: firewall.table)
     }
 }

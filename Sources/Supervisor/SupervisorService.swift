@@ -62,8 +62,11 @@ public actor SupervisorService {
     /// (`busymate-app --attach-deadline`).
     let attachDeadline: TimeInterval
 
-    init(paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot, ca: CertificateAuthorityBootstrap.Info,
-         maxBackoff: Double = 30, attachDeadline: TimeInterval = 30) {
+    init(
+        paths: GroupPaths, launcher: TunnelLauncher, notifier: Notifier?, snapshot: SettingsSnapshot,
+        ca: CertificateAuthorityBootstrap.Info,
+        maxBackoff: Double = 30, attachDeadline: TimeInterval = 30
+    ) {
         backoff = RestartBackoff(max: maxBackoff)
         self.attachDeadline = attachDeadline
         self.paths = paths
@@ -88,7 +91,8 @@ public actor SupervisorService {
                 if current != nil { return }
                 try? await Task.sleep(for: .milliseconds(100))
             }
-            logger.warning("the running tunnel did not attach; stopping it and starting a new one", metadata: ["TUNNEL_PID": "\(status.pid)"])
+            logger.warning(
+                "the running tunnel did not attach; stopping it and starting a new one", metadata: ["TUNNEL_PID": "\(status.pid)"])
             kill(status.pid, SIGTERM)
         }
         bindListeners()
@@ -114,7 +118,9 @@ public actor SupervisorService {
                 listeners.append(socket)
                 listenerErrors[listener.name] = nil
                 logger.info("listening", metadata: ["LISTENER": "\(listener.name)", "BOUND": "\(socket.bound)"])
-                if let warning = settings.exposureWarning(listener.address) { logger.warning("\(warning)", metadata: ["LISTENER": "\(socket.bound)"]) }
+                if let warning = settings.exposureWarning(listener.address) {
+                    logger.warning("\(warning)", metadata: ["LISTENER": "\(socket.bound)"])
+                }
             } catch {
                 listenerErrors[listener.name] = "\(error)"
                 logger.error("cannot listen", metadata: ["LISTENER": "\(listener.name)", "ERROR": "\(error)"])
@@ -156,12 +162,16 @@ public actor SupervisorService {
         // one. Otherwise status would say "crash loop" while it serves, and
         // the next restart would start a second tunnel beside it.
         if !ended.serveSent, !ended.adopted, !shuttingDown,
-           let (pid, previous) = draining.first(where: { $0.value.drainRequestedAt == nil && ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key) }) {
+            let (pid, previous) = draining.first(where: {
+                $0.value.drainRequestedAt == nil && ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key)
+            })
+        {
             draining[pid] = nil
             current = previous
             lastExit = "replacement \(exit.pid) \(why) before taking over"
-            logger.error("the new tunnel exited before taking over; the running one goes on serving",
-                         metadata: ["TUNNEL_PID": "\(pid)", "FAILED_PID": "\(exit.pid)", "EXIT": "\(why)"])
+            logger.error(
+                "the new tunnel exited before taking over; the running one goes on serving",
+                metadata: ["TUNNEL_PID": "\(pid)", "FAILED_PID": "\(exit.pid)", "EXIT": "\(why)"])
             return
         }
         notifier?.post(.tunnelStateChanged, payload: "exited")
@@ -170,9 +180,12 @@ public actor SupervisorService {
             return
         }
         if exit.status == TunnelExitStatus.cannotStart {
-            logger.error("the tunnel cannot start (see its log); retrying with backoff", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            logger.error(
+                "the tunnel cannot start (see its log); retrying with backoff",
+                metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
         } else {
-            logger.error("the tunnel exited unexpectedly; restarting it", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            logger.error(
+                "the tunnel exited unexpectedly; restarting it", metadata: ["TUNNEL_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
         }
         scheduleRestart()
     }
@@ -222,11 +235,14 @@ public actor SupervisorService {
             current = tunnel
             let names = hello.listeners ?? []
             if listeners.isEmpty && names.count == descriptors.count {
-                listeners = zip(names, descriptors).map { ListenSocket(name: $0, descriptor: $1, bound: ListenSocket.localAddress($1) ?? $0) }
+                listeners = zip(names, descriptors).map {
+                    ListenSocket(name: $0, descriptor: $1, bound: ListenSocket.localAddress($1) ?? $0)
+                }
             } else {
                 descriptors.forEach { close($0) }
             }
-            logger.notice("adopted the running tunnel", metadata: ["TUNNEL_PID": "\(pid)", "LISTENERS": "\(names.joined(separator: ", "))"])
+            logger.notice(
+                "adopted the running tunnel", metadata: ["TUNNEL_PID": "\(pid)", "LISTENERS": "\(names.joined(separator: ", "))"])
             defer { reconcileFirewall() }
             watchAdopted(pid)
             reconcileListeners()
@@ -272,7 +288,8 @@ public actor SupervisorService {
     /// replacement has attached).
     var pendingReplacement: (replacement: Tunnel, serving: Tunnel)? {
         guard let tunnel = current, !tunnel.serveSent, !tunnel.adopted,
-              let serving = draining.values.first(where: { $0.drainRequestedAt == nil }) else { return nil }
+            let serving = draining.values.first(where: { $0.drainRequestedAt == nil })
+        else { return nil }
         return (tunnel, serving)
     }
 
@@ -281,10 +298,12 @@ public actor SupervisorService {
     /// tunnel it was to replace stays in charge; a first one is retried).
     func killUnattached() {
         guard let tunnel = current, !tunnel.attached, !tunnel.adopted, !tunnel.attachTimedOut,
-              Date().timeIntervalSince(tunnel.startedAt) > attachDeadline else { return }
+            Date().timeIntervalSince(tunnel.startedAt) > attachDeadline
+        else { return }
         current?.attachTimedOut = true
-        logger.error("the new tunnel did not attach within \(String(format: "%g", attachDeadline)) s; killing it",
-                     metadata: ["TUNNEL_PID": "\(tunnel.pid)", "SERVING_PID": "\(pendingReplacement.map { String($0.serving.pid) } ?? "none")"])
+        logger.error(
+            "the new tunnel did not attach within \(String(format: "%g", attachDeadline)) s; killing it",
+            metadata: ["TUNNEL_PID": "\(tunnel.pid)", "SERVING_PID": "\(pendingReplacement.map { String($0.serving.pid) } ?? "none")"])
         kill(tunnel.pid, SIGKILL)
     }
 
@@ -353,14 +372,14 @@ public actor SupervisorService {
         guard applied.take(ticket) else { return }
         GroupDirectory.protectSettings(paths)
         if case let .applied(previous) = applied.apply(snapshot, logger: settingsLogger),
-           previous.wantedListeners != settings.wantedListeners, desired == .running {
+            previous.wantedListeners != settings.wantedListeners, desired == .running
+        {
             bindListeners()
             reconcileListeners()
         }
         reconcileFirewall()
         Systemd.status(pill())
     }
-
 
     func setWebSummary(_ summary: String) {
         guard summary != webSummary else { return }
@@ -385,7 +404,9 @@ public actor SupervisorService {
         if desired == .stopped || shuttingDown { return true }
         // While a replacement is pending, the tunnel that serves is the one to judge.
         if let tunnel = pendingReplacement?.serving ?? current {
-            if tunnel.state == .ready { return tunnel.link == nil || Date().timeIntervalSince(tunnel.lastPong) < 2 * Self.unresponsiveAfter }
+            if tunnel.state == .ready {
+                return tunnel.link == nil || Date().timeIntervalSince(tunnel.lastPong) < 2 * Self.unresponsiveAfter
+            }
             return Date().timeIntervalSince(tunnel.startedAt) < 10
         }
         // Between a crash and its restart: healthy unless crash-looping.
@@ -413,7 +434,8 @@ public actor SupervisorService {
         try? current?.link?.send(ControlMessage(.ping, seq: pingSeq))
         try? pendingReplacement?.serving.link?.send(ControlMessage(.ping, seq: pingSeq))
         if let tunnel = current, tunnel.state == .ready, tunnel.link != nil,
-           Date().timeIntervalSince(tunnel.lastPong) > Self.unresponsiveAfter {
+            Date().timeIntervalSince(tunnel.lastPong) > Self.unresponsiveAfter
+        {
             // Its event loops are stuck; connections wait in the shared
             // accept queue for the replacement.
             logger.error("the tunnel stopped answering; killing it", metadata: ["TUNNEL_PID": "\(tunnel.pid)"])
@@ -432,8 +454,9 @@ public actor SupervisorService {
         Systemd.stopping()
         if isHandingOver {
             pendingRestart?.cancel()
-            logger.notice("stopping without the tunnel: it goes on serving for the next supervisor to adopt",
-                          metadata: ["TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
+            logger.notice(
+                "stopping without the tunnel: it goes on serving for the next supervisor to adopt",
+                metadata: ["TUNNEL_PID": "\(current.map { String($0.pid) } ?? "none")"])
             return
         }
         // Traffic goes direct again before the tunnel stops taking it.

@@ -48,8 +48,10 @@ actor WebKeeper {
     /// Ports below 1024 the supervisor's command line allows.
     var privilegedPorts = PrivilegedPorts()
 
-    init(paths: GroupPaths, launcher: TunnelLauncher, address: ListenAddress, onboarding: ListenAddress? = nil, maxBackoff: Double = 30,
-         summaryChanged: @escaping @Sendable (String) async -> Void = { _ in }) {
+    init(
+        paths: GroupPaths, launcher: TunnelLauncher, address: ListenAddress, onboarding: ListenAddress? = nil, maxBackoff: Double = 30,
+        summaryChanged: @escaping @Sendable (String) async -> Void = { _ in }
+    ) {
         self.paths = paths
         self.launcher = launcher
         self.address = address
@@ -89,7 +91,9 @@ actor WebKeeper {
             bindError = nil
             logger.info("listening for the web page", metadata: ["LISTENER": "\(bound.bound)"])
             if !address.isLoopback {
-                logger.notice("the web page is reachable from other machines; it still needs its token (busymate web url)", metadata: ["LISTENER": "\(bound.bound)"])
+                logger.notice(
+                    "the web page is reachable from other machines; it still needs its token (busymate web url)",
+                    metadata: ["LISTENER": "\(bound.bound)"])
             }
         } catch {
             if bindError != "\(error)" {
@@ -114,7 +118,8 @@ actor WebKeeper {
             let bound = try ListenSocket.bind(address, backlog: 256)
             onboardingSocket = ListenSocket(name: name, descriptor: bound.descriptor, bound: bound.bound)
             onboardingError = nil
-            logger.info("listening for device onboarding (/proxy.pac, /ca.pem, /ca.der; no token)", metadata: ["LISTENER": "\(bound.bound)"])
+            logger.info(
+                "listening for device onboarding (/proxy.pac, /ca.pem, /ca.der; no token)", metadata: ["LISTENER": "\(bound.bound)"])
         } catch {
             if onboardingError != "\(error)" {
                 logger.error("cannot listen for device onboarding", metadata: ["LISTENER": "\(address)", "ERROR": "\(error)"])
@@ -165,10 +170,14 @@ actor WebKeeper {
         current = nil
         lastExit = exit.description
         // A replacement that never served: the one it replaced serves on.
-        if !ended.ready, !shuttingDown, let (pid, previous) = retiring.first(where: { ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key) }) {
+        if !ended.ready, !shuttingDown,
+            let (pid, previous) = retiring.first(where: { ProcessProbe.isAlive($0.key) && !ProcessProbe.isZombieOrGone($0.key) })
+        {
             retiring[pid] = nil
             current = previous
-            logger.error("the new web front exited before serving; the running one goes on", metadata: ["WEB_PID": "\(pid)", "EXIT": "\(exit.description)"])
+            logger.error(
+                "the new web front exited before serving; the running one goes on",
+                metadata: ["WEB_PID": "\(pid)", "EXIT": "\(exit.description)"])
             return
         }
         await summaryChanged(summary)
@@ -177,9 +186,12 @@ actor WebKeeper {
             return
         }
         if exit.status == TunnelExitStatus.cannotStart {
-            logger.error("the web front cannot start (see its log); retrying with backoff", metadata: ["WEB_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            logger.error(
+                "the web front cannot start (see its log); retrying with backoff",
+                metadata: ["WEB_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
         } else {
-            logger.error("the web front exited unexpectedly; restarting it", metadata: ["WEB_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
+            logger.error(
+                "the web front exited unexpectedly; restarting it", metadata: ["WEB_PID": "\(exit.pid)", "EXIT": "\(exit.description)"])
         }
         scheduleRestart()
     }
@@ -290,7 +302,9 @@ actor WebKeeper {
         let old = current?.pid
         spawn()
         restarts += 1
-        return .reply(ok: true, "web front restarting (old pid \(old.map(String.init) ?? "none"), new pid \(current.map { String($0.pid) } ?? "none"))")
+        return .reply(
+            ok: true,
+            "web front restarting (old pid \(old.map(String.init) ?? "none"), new pid \(current.map { String($0.pid) } ?? "none"))")
     }
 
     func stop() async -> ControlMessage {
@@ -310,7 +324,9 @@ actor WebKeeper {
     }
 
     func startCommand() -> ControlMessage {
-        guard desired == .stopped || current == nil else { return .reply(ok: true, "the web front is already running (pid \(current?.pid ?? 0))") }
+        guard desired == .stopped || current == nil else {
+            return .reply(ok: true, "the web front is already running (pid \(current?.pid ?? 0))")
+        }
         desired = .running
         backoff.reset()
         bind()
@@ -322,7 +338,12 @@ actor WebKeeper {
     /// `web.listen` changed: a new socket, and a child serving it.
     func apply(_ settings: AppSettings) {
         if settings.onboardingListen != onboardingAddress {
-            logger.info("onboarding.listen changed", metadata: ["FROM": "\(onboardingAddress.map(\.description) ?? "off")", "TO": "\(settings.onboardingListen.map(\.description) ?? "off")"])
+            logger.info(
+                "onboarding.listen changed",
+                metadata: [
+                    "FROM": "\(onboardingAddress.map(\.description) ?? "off")",
+                    "TO": "\(settings.onboardingListen.map(\.description) ?? "off")",
+                ])
             onboardingAddress = settings.onboardingListen
             closeOnboarding()
             onboardingError = nil
@@ -380,9 +401,12 @@ actor WebKeeper {
     }
 
     func report() -> StatusReport.Web {
-        var web = StatusReport.Web(state: state, pid: current?.pid, listen: address.description, bound: socket?.bound, error: bindError,
-                                   restarts: restarts, lastExit: lastExit, adopted: current?.adopted ?? false)
-        web.onboarding = onboardingAddress.map { StatusReport.Onboarding(listen: $0.description, bound: onboardingSocket?.bound, error: onboardingError) }
+        var web = StatusReport.Web(
+            state: state, pid: current?.pid, listen: address.description, bound: socket?.bound, error: bindError,
+            restarts: restarts, lastExit: lastExit, adopted: current?.adopted ?? false)
+        web.onboarding = onboardingAddress.map {
+            StatusReport.Onboarding(listen: $0.description, bound: onboardingSocket?.bound, error: onboardingError)
+        }
         return web
     }
 

@@ -17,7 +17,9 @@ extension CaptureWriter {
         return NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { try repository.pause(event) }
     }
 
-    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop)
+        -> EventLoopFuture<Void>
+    {
         let repository = breakpoints
         return NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) { try repository.resolve(id: id, outcome, final: final) }
     }

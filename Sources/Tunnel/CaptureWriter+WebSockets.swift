@@ -21,8 +21,9 @@ extension CaptureWriter {
     public func isDropped(socket requestID: String) -> Bool { sockets.isDropped(requestID) }
 
     public func openMessagesFile(requestID: String, on eventLoop: EventLoop) -> BodyFileWriter? {
-        BodyFileWriter(store: bodies, name: WebSocketRepository.fileName(requestID: requestID), direction: nil, backlog: fileBacklog, spares: nil,
-                       eventLoop: eventLoop)
+        BodyFileWriter(
+            store: bodies, name: WebSocketRepository.fileName(requestID: requestID), direction: nil, backlog: fileBacklog, spares: nil,
+            eventLoop: eventLoop)
     }
 
     /// Sockets a tunnel that is gone left open (a crash, a kill) are closed.

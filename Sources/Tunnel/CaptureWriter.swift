@@ -76,7 +76,8 @@ public final class CaptureWriter: CaptureSink {
     /// A file for a body that outgrew the row; nil (the body is then stored
     /// truncated) when there is no `bodies/` to write to.
     public func openBodyFile(requestID: String, _ direction: BodyStore.Direction, on eventLoop: EventLoop) -> BodyFileWriter? {
-        BodyFileWriter(store: bodies, requestID: requestID, direction: direction, backlog: fileBacklog, spares: spares, eventLoop: eventLoop)
+        BodyFileWriter(
+            store: bodies, requestID: requestID, direction: direction, backlog: fileBacklog, spares: spares, eventLoop: eventLoop)
     }
 
     /// What may wait in memory for the disk, across all body files.
@@ -186,7 +187,9 @@ public final class CaptureWriter: CaptureSink {
             try await pins.record(queued)
             pendingPins.withLock { $0.removeFirst(min(queued.count, $0.count)) }
         } catch {
-            logger.error("cannot record a pinned host; keeping it to try again", metadata: ["HOSTS": "\(queued.count)", "ERROR": "\(StoreHealth.describe(error))"])
+            logger.error(
+                "cannot record a pinned host; keeping it to try again",
+                metadata: ["HOSTS": "\(queued.count)", "ERROR": "\(StoreHealth.describe(error))"])
             try? await Task.sleep(for: .seconds(1))
             wakeUp.yield()
         }
@@ -220,8 +223,9 @@ public final class CaptureWriter: CaptureSink {
         do {
             let aside = try CaptureDatabase.moveAside(paths)
             store.replace(with: try CaptureDatabase(paths: paths))
-            logger.critical("the capture store was corrupt; moved it aside (kept, not deleted) and started a new one",
-                            metadata: ["ERROR": "\(StoreHealth.describe(error))", "MOVED_TO": "\(aside.path)"])
+            logger.critical(
+                "the capture store was corrupt; moved it aside (kept, not deleted) and started a new one",
+                metadata: ["ERROR": "\(StoreHealth.describe(error))", "MOVED_TO": "\(aside.path)"])
             return true
         } catch let failure {
             problem.withLock { $0 = "\(StoreHealth.describe(error)); cannot replace it: \(failure)" }
@@ -236,8 +240,9 @@ public final class CaptureWriter: CaptureSink {
             logger.info("the capture store is checkpointed; capture.sqlite alone holds every exchange")
         } catch {
             // Busy: another tunnel writes it now (a restart), or a reader held on.
-            logger.notice("did not checkpoint the capture store at stop; its -wal file holds the latest exchanges",
-                           metadata: ["ERROR": "\(StoreHealth.describe(error))"])
+            logger.notice(
+                "did not checkpoint the capture store at stop; its -wal file holds the latest exchanges",
+                metadata: ["ERROR": "\(StoreHealth.describe(error))"])
         }
     }
 
@@ -256,10 +261,15 @@ public final class CaptureWriter: CaptureSink {
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
-        let retention = TrafficRepository.Retention(maxExchanges: maxExchanges.load(ordering: .relaxed), maxBytes: maxBytes.load(ordering: .relaxed),
-                                                    maxDNSRows: maxDNSRows.load(ordering: .relaxed))
-        let (known, lastID) = size.withLock { s -> (TrafficRepository.Size?, Int64?) in s.commits < Self.commitsPerMeasure ? (s.0, s.lastID) : (nil, nil) }
-        if batch.isEmpty, events.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes, known.dns <= retention.maxDNSRows {
+        let retention = TrafficRepository.Retention(
+            maxExchanges: maxExchanges.load(ordering: .relaxed), maxBytes: maxBytes.load(ordering: .relaxed),
+            maxDNSRows: maxDNSRows.load(ordering: .relaxed))
+        let (known, lastID) = size.withLock { s -> (TrafficRepository.Size?, Int64?) in
+            s.commits < Self.commitsPerMeasure ? (s.0, s.lastID) : (nil, nil)
+        }
+        if batch.isEmpty, events.isEmpty, let known, known.exchanges <= retention.maxExchanges, known.bytes <= retention.maxBytes,
+            known.dns <= retention.maxDNSRows
+        {
             return
         }
         var records: [ExchangeRecord] = []
@@ -270,7 +280,10 @@ public final class CaptureWriter: CaptureSink {
             size.withLock { $0 = (trimmed.size, trimmed.lastID, known == nil ? 0 : $0.commits + 1) }
             uncommitted.subtract(records.count + events.reduce(0) { $0 + $1.weight }, ordering: .relaxed)
             storeFailing.store(false, ordering: .relaxed)
-            if problem.withLock({ current in defer { current = nil }; return current != nil }) {
+            if problem.withLock({ current in
+                defer { current = nil }
+                return current != nil
+            }) {
                 let failures = failedCommits.exchange(0, ordering: .relaxed)
                 logger.notice("the capture store is written again", metadata: ["AFTER_FAILURES": "\(failures)"])
             }
@@ -300,7 +313,9 @@ public final class CaptureWriter: CaptureSink {
             // Once when writes start failing, then every 30 tries: not once a second.
             let failures = failedCommits.wrappingAdd(1, ordering: .relaxed).newValue
             if first || failures % 30 == 0 {
-                logger.error("cannot write to the capture store; keeping the exchanges to try again", metadata: ["EXCHANGES": "\(waiting)", "ERROR": "\(StoreHealth.describe(error))"])
+                logger.error(
+                    "cannot write to the capture store; keeping the exchanges to try again",
+                    metadata: ["EXCHANGES": "\(waiting)", "ERROR": "\(StoreHealth.describe(error))"])
             }
             try? await Task.sleep(for: .seconds(1))
             wakeUp.yield()
@@ -317,7 +332,9 @@ public final class CaptureWriter: CaptureSink {
             case let .success(bytes):
                 stored += bytes
             case let .failure(error):
-                logger.error("cannot store a body file; keeping its first bytes in the row", metadata: ["REQUEST_ID": "\(record.requestID)", "ERROR": "\(error)"])
+                logger.error(
+                    "cannot store a body file; keeping its first bytes in the row",
+                    metadata: ["REQUEST_ID": "\(record.requestID)", "ERROR": "\(error)"])
                 switch file.direction {
                 case .request:
                     record.requestBodyFile = nil
@@ -356,7 +373,8 @@ public final class CaptureWriter: CaptureSink {
     static let decodeToMeasureLimit = 8 * 1024 * 1024
 
     private func decodedSize(_ record: ExchangeRecord, _ direction: BodyStore.Direction) async -> Int? {
-        let (size, truncated, headers) = direction == .request
+        let (size, truncated, headers) =
+            direction == .request
             ? (record.requestBodySize, record.requestBodyTruncated, record.requestHeaders)
             : (record.responseBodySize, record.responseBodyTruncated, record.responseHeaders)
         guard size > 0 else { return 0 }

@@ -46,7 +46,8 @@ struct CloudCommands: RealtimeCommands {
                     let outcome = try repository.find(id: id)?.outcome
                     return "breakpoint \(id) (\(requestID)): \(request.rawValue) → \(outcome?.rawValue ?? "asked")"
                 case let .lost(now):
-                    return "breakpoint \(id) (\(requestID)) was resolved first by another: \(now.outcome?.rawValue ?? now.requested?.rawValue ?? "?")"
+                    return
+                        "breakpoint \(id) (\(requestID)) was resolved first by another: \(now.outcome?.rawValue ?? now.requested?.rawValue ?? "?")"
                 case .notFound:
                     return "breakpoint-continue \(requestID): breakpoint \(id) is gone"
                 }
@@ -113,11 +114,13 @@ struct CloudCommands: RealtimeCommands {
         guard let store else { return "resend-request \(requestID): no capture store" }
         let paths = self.paths
         do {
-            let (record, body, proxy) = try await NIOThreadPool.singleton.runIfActive { () throws -> (ExchangeRecord, Data, (host: String, port: Int)) in
+            let (record, body, proxy) = try await NIOThreadPool.singleton.runIfActive {
+                () throws -> (ExchangeRecord, Data, (host: String, port: Int)) in
                 guard let record = try TrafficRepository(database: store.database).find(requestID: requestID) else {
                     throw ResendRefusal(description: "no exchange has that request id")
                 }
-                guard record.tlsMode != .passthrough, record.method != "CONNECT", !record.method.isEmpty, !record.requestBodyTruncated else {
+                guard record.tlsMode != .passthrough, record.method != "CONNECT", !record.method.isEmpty, !record.requestBodyTruncated
+                else {
                     throw ResendRefusal(description: "its request was not captured whole")
                 }
                 let body = try BodyStore(paths: paths).body(of: record, .request) ?? Data()

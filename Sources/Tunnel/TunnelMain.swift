@@ -5,8 +5,8 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
-import ServiceLifecycle
 import ProxyEngine
+import ServiceLifecycle
 
 /// `busymate-tunnel`'s whole program, reachable from tests.
 public enum TunnelMain {
@@ -64,7 +64,8 @@ public enum TunnelMain {
             return .failure(ExitCode(TunnelExitStatus.cannotStart))
         }
         if let error = snapshot.error {
-            Logger(label: "busymate.settings").error("settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
+            Logger(label: "busymate.settings").error(
+                "settings.json is invalid; running with defaults until it is fixed", metadata: ["ERROR": "\(error)"])
         }
         return .success(Prepared(paths: paths, snapshot: snapshot, sockets: sockets, privileges: privileges, supervised: supervised))
     }
@@ -94,7 +95,8 @@ public enum TunnelMain {
         do {
             notifier = try Notifier(paths: paths, role: "tunnel")
         } catch {
-            Logger(label: "busymate.ipc").error("cannot bind the notification socket; notifications are off", metadata: ["ERROR": "\(error)"])
+            Logger(label: "busymate.ipc").error(
+                "cannot bind the notification socket; notifications are off", metadata: ["ERROR": "\(error)"])
             notifier = nil
         }
         let store: StoreHandle?
@@ -102,13 +104,15 @@ public enum TunnelMain {
         do {
             let (database, aside) = try CaptureDatabase.openOrReplaceCorrupt(paths)
             if let aside {
-                Logger(label: "busymate.db").critical("the capture store was corrupt; moved it aside (kept, not deleted) and started a new one",
-                                                      metadata: ["MOVED_TO": "\(aside.path)"])
+                Logger(label: "busymate.db").critical(
+                    "the capture store was corrupt; moved it aside (kept, not deleted) and started a new one",
+                    metadata: ["MOVED_TO": "\(aside.path)"])
             }
             store = StoreHandle(database)
         } catch {
             storeError = "cannot open \(paths.captureDatabase.path): \(StoreHealth.describe(error)); proxying without capture"
-            Logger(label: "busymate.db").critical("cannot open the capture store; proxying without capture", metadata: ["ERROR": "\(StoreHealth.describe(error))"])
+            Logger(label: "busymate.db").critical(
+                "cannot open the capture store; proxying without capture", metadata: ["ERROR": "\(StoreHealth.describe(error))"])
             store = nil
         }
         let capture = store.map { CaptureWriter(store: $0, notifier: notifier) }
@@ -136,21 +140,28 @@ public enum TunnelMain {
         let replaced: @Sendable () -> Bool = {
             ProcessProbe.find(named: "busymate-tunnel", servingGroup: paths.root.path).map { !ProcessProbe.isZombieOrGone($0) } ?? false
         }
-        let sinks = store.map { store in
-            [CloudSink(.postgrest(token: paths.deviceToken), store: store, paths: paths, isReplaced: replaced),
-             CloudSink(.postgres(config: paths.teamDatabase), store: store, paths: paths, isReplaced: replaced)]
-        } ?? []
+        let sinks =
+            store.map { store in
+                [
+                    CloudSink(.postgrest(token: paths.deviceToken), store: store, paths: paths, isReplaced: replaced),
+                    CloudSink(.postgres(config: paths.teamDatabase), store: store, paths: paths, isReplaced: replaced),
+                ]
+            } ?? []
         for sink in sinks { await sink.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue) }
         // Set once the runtime exists: the commands reach the supervisor through its link.
         let runtimeBox = RuntimeBox()
         let realtime = store.map { store in
-            RealtimeLink(token: paths.deviceToken, store: store, commands: CloudCommands(
-                paths: paths, store: store, breakpoints: breakpoints, notifier: notifier,
-                tellSupervisor: { message in await runtimeBox.runtime?.tellSupervisor(message) ?? false }))
+            RealtimeLink(
+                token: paths.deviceToken, store: store,
+                commands: CloudCommands(
+                    paths: paths, store: store, breakpoints: breakpoints, notifier: notifier,
+                    tellSupervisor: { message in await runtimeBox.runtime?.tellSupervisor(message) ?? false }))
         }
         await realtime?.setMode((prepared.snapshot.settings ?? AppSettings()).mode.rawValue)
-        let runtime = TunnelRuntime(paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges, snapshot: prepared.snapshot,
-                                    storeError: storeError, cloud: sinks, realtime: realtime)
+        let runtime = TunnelRuntime(
+            paths: paths, server: server, dns: dns, capture: capture, notifier: notifier, privileges: prepared.privileges,
+            snapshot: prepared.snapshot,
+            storeError: storeError, cloud: sinks, realtime: realtime)
         await runtimeBox.set(runtime)
         await runtime.hold(prepared.sockets)
         if prepared.supervised {
@@ -163,110 +174,122 @@ public enum TunnelMain {
         // First, so shut down last: it ends once `finish()` has let the last batch in.
         var jobs: [DaemonJob] = []
         if let capture {
-            jobs.append(DaemonJob("capture writer") {
-                await capture.run()
-                // `finish()` (from the drain) ends run() before the group asks
-                // this job to stop: ending now would read as a failure.
-                try? await gracefulShutdown()
-            })
+            jobs.append(
+                DaemonJob("capture writer") {
+                    await capture.run()
+                    // `finish()` (from the drain) ends run() before the group asks
+                    // this job to stop: ending now would read as a failure.
+                    try? await gracefulShutdown()
+                })
         }
-        if let watcher = DaemonJob.groupWatcher(paths, { file in
-            switch file {
-            case .settings:
-                await runtime.reloadSettings()
-                // pin_ttl may have changed: the pins' ends follow it.
-                if let capture {
-                    let since = Date()
-                    interception.setPinned(capture.pinnedHosts(), readSince: since)
-                }
-            case .controlSocket: await runtime.attachIfNeeded()
-            case .caPEM, .caKey: await runtime.reloadCA()
-            case .deviceToken:
-                await sinks.first?.reloadToken()
-                await realtime?.reloadToken()
-            case .teamDatabase: await sinks.last?.reloadToken()
-            }
-        }) { jobs.append(watcher) }
-        for sink in sinks {
-            jobs.append(DaemonJob("cloud sink") {
-                async let sending: Void = sink.run()
-                try? await gracefulShutdown()
-                await sink.stop()
-                await sending
-                await sink.shutdown()
-            })
-        }
-        if let realtime {
-            jobs.append(DaemonJob("realtime") {
-                async let linked: Void = realtime.run()
-                try? await gracefulShutdown()
-                await realtime.stop()
-                await linked
-                await realtime.shutdown()
-            })
-        }
-        if let notifier {
-            jobs.append(.notifications(notifier) { note in
-                switch note.name {
-                case .settingsDidChange:
+        if let watcher = DaemonJob.groupWatcher(
+            paths,
+            { file in
+                switch file {
+                case .settings:
                     await runtime.reloadSettings()
-                    // `busymate pinned remove` posts this too.
+                    // pin_ttl may have changed: the pins' ends follow it.
                     if let capture {
                         let since = Date()
                         interception.setPinned(capture.pinnedHosts(), readSince: since)
                     }
-                case .caDidChange: await runtime.reloadCA()
-                case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
-                case .webSocketSend: await sender?.carryOut()
-                default: break
+                case .controlSocket: await runtime.attachIfNeeded()
+                case .caPEM, .caKey: await runtime.reloadCA()
+                case .deviceToken:
+                    await sinks.first?.reloadToken()
+                    await realtime?.reloadToken()
+                case .teamDatabase: await sinks.last?.reloadToken()
                 }
             })
+        {
+            jobs.append(watcher)
+        }
+        for sink in sinks {
+            jobs.append(
+                DaemonJob("cloud sink") {
+                    async let sending: Void = sink.run()
+                    try? await gracefulShutdown()
+                    await sink.stop()
+                    await sending
+                    await sink.shutdown()
+                })
+        }
+        if let realtime {
+            jobs.append(
+                DaemonJob("realtime") {
+                    async let linked: Void = realtime.run()
+                    try? await gracefulShutdown()
+                    await realtime.stop()
+                    await linked
+                    await realtime.shutdown()
+                })
+        }
+        if let notifier {
+            jobs.append(
+                .notifications(notifier) { note in
+                    switch note.name {
+                    case .settingsDidChange:
+                        await runtime.reloadSettings()
+                        // `busymate pinned remove` posts this too.
+                        if let capture {
+                            let since = Date()
+                            interception.setPinned(capture.pinnedHosts(), readSince: since)
+                        }
+                    case .caDidChange: await runtime.reloadCA()
+                    case .breakpointContinue: try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                    case .webSocketSend: await sender?.carryOut()
+                    default: break
+                    }
+                })
         }
         if let open = capture?.open {
-            jobs.append(DaemonJob("open exchanges") {
-                // At most four writes a second, and only when something changed: the
-                // cost does not grow with the request rate.
-                var seen: Int?
-                while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(250)) }
-                    let (changes, file) = open.snapshot(since: seen)
-                    guard let file else { continue }
-                    do {
-                        try AtomicFile.write(file.encoded(), to: paths.openExchanges, mode: 0o640, sync: false)
-                        seen = changes
-                        notifier?.post(.openExchangesChanged)
-                    } catch {
-                        Logger(label: "busymate.capture").warning("cannot write open-exchanges.json", metadata: ["ERROR": "\(error)"])
-                        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(5)) }
+            jobs.append(
+                DaemonJob("open exchanges") {
+                    // At most four writes a second, and only when something changed: the
+                    // cost does not grow with the request rate.
+                    var seen: Int?
+                    while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(250)) }
+                        let (changes, file) = open.snapshot(since: seen)
+                        guard let file else { continue }
+                        do {
+                            try AtomicFile.write(file.encoded(), to: paths.openExchanges, mode: 0o640, sync: false)
+                            seen = changes
+                            notifier?.post(.openExchangesChanged)
+                        } catch {
+                            Logger(label: "busymate.capture").warning("cannot write open-exchanges.json", metadata: ["ERROR": "\(error)"])
+                            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(5)) }
+                        }
                     }
-                }
-                // Only our own: a new tunnel may have written it while this one drained.
-                if OpenExchangesFile.read(paths)?.pid == getpid() { unlink(paths.openExchanges.path) }
-            })
+                    // Only our own: a new tunnel may have written it while this one drained.
+                    if OpenExchangesFile.read(paths)?.pid == getpid() { unlink(paths.openExchanges.path) }
+                })
         }
-        jobs.append(DaemonJob("status tick") {
-            while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(500)) }
-                await runtime.attachIfNeeded()
-                await runtime.retrySettingsIfUnread()
-                await runtime.sweepPresence()
-                await runtime.renewGrants()
-                await runtime.publish()
-                // In case a breakpointContinue or a webSocketSend was lost (a full queue).
-                try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
-                await sender?.carryOut()
-                // A new or lost interface address: accepts read the list, never getifaddrs.
-                try? await NIOThreadPool.singleton.runIfActive { LocalAddresses.shared.refreshIfOld() }
-            }
-        })
+        jobs.append(
+            DaemonJob("status tick") {
+                while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(500)) }
+                    await runtime.attachIfNeeded()
+                    await runtime.retrySettingsIfUnread()
+                    await runtime.sweepPresence()
+                    await runtime.renewGrants()
+                    await runtime.publish()
+                    // In case a breakpointContinue or a webSocketSend was lost (a full queue).
+                    try? await NIOThreadPool.singleton.runIfActive { breakpoints.carryOutRequests() }
+                    await sender?.carryOut()
+                    // A new or lost interface address: accepts read the list, never getifaddrs.
+                    try? await NIOThreadPool.singleton.runIfActive { LocalAddresses.shared.refreshIfOld() }
+                }
+            })
         // Last, so shut down first: the drain runs while the jobs above still serve.
-        jobs.append(DaemonJob("tunnel", endsDaemon: true) {
-            try? await gracefulShutdown()
-            logger.info("stopping")
-            await runtime.drain()
-            breakpoints.abandonAll()
-            capture?.finish()
-        })
+        jobs.append(
+            DaemonJob("tunnel", endsDaemon: true) {
+                try? await gracefulShutdown()
+                logger.info("stopping")
+                await runtime.drain()
+                breakpoints.abandonAll()
+                capture?.finish()
+            })
         await DaemonJob.runGroup(jobs, logger: logger) { await runtime.reloadSettings() }
         await capture?.flush()
         await capture?.checkpoint()

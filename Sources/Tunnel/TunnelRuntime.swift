@@ -50,8 +50,11 @@ public actor TunnelRuntime {
     /// The account's Realtime link (none: no store).
     private let realtime: RealtimeLink?
 
-    init(paths: GroupPaths, server: ProxyServer, dns: DNSForwarder, capture: CaptureWriter?, notifier: Notifier?, privileges: String, snapshot: SettingsSnapshot,
-         storeError: String? = nil, cloud: [CloudSink] = [], realtime: RealtimeLink? = nil) {
+    init(
+        paths: GroupPaths, server: ProxyServer, dns: DNSForwarder, capture: CaptureWriter?, notifier: Notifier?, privileges: String,
+        snapshot: SettingsSnapshot,
+        storeError: String? = nil, cloud: [CloudSink] = [], realtime: RealtimeLink? = nil
+    ) {
         self.dns = dns
         self.cloud = cloud
         self.realtime = realtime
@@ -162,8 +165,9 @@ public actor TunnelRuntime {
             connection = LinkConnection(socket: try UnixSocket.connect(path: paths.controlSocket.path))
             let sockets = serving ? listeners.values.map(\.socket).sorted { $0.name < $1.name } : held
             // The supervisor keeps copies, so the listeners outlive this tunnel.
-            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: sockets.map(\.name), state: state),
-                                descriptors: sockets.map(\.descriptor))
+            try connection.send(
+                ControlMessage(.hello, pid: getpid(), listeners: sockets.map(\.name), state: state),
+                descriptors: sockets.map(\.descriptor))
         } catch {
             ipcLogger.debug("supervisor not reachable yet", metadata: ["ERROR": "\(error)"])
             return
@@ -196,7 +200,9 @@ public actor TunnelRuntime {
                 ipcLogger.error("listener message with \(names.count) names and \(incoming.descriptors.count) descriptors; ignored")
                 return
             }
-            let sockets = zip(names, incoming.descriptors).map { ListenSocket(name: $0, descriptor: $1, bound: ListenSocket.localAddress($1) ?? $0) }
+            let sockets = zip(names, incoming.descriptors).map {
+                ListenSocket(name: $0, descriptor: $1, bound: ListenSocket.localAddress($1) ?? $0)
+            }
             await replaceListeners(with: sockets)
         case .ping:
             try? link?.send(ControlMessage(.pong, pid: getpid(), state: state, seq: message.seq))
@@ -234,7 +240,6 @@ public actor TunnelRuntime {
         await realtime?.setMode(applied.settings.mode.rawValue)
         await publish()
     }
-
 
     /// The CA changed on disk (or `caDidChange`): reload it; idempotent.
     func reloadCA() async {
@@ -279,10 +284,13 @@ public actor TunnelRuntime {
             do {
                 let extended = try await NIOThreadPool.singleton.runIfActive { try GrantRenewal.write(due, to: paths.settings) }
                 if !extended.isEmpty {
-                    logger.info("renewed the admission of enrolled devices in use", metadata: ["CLIENTS": "\(extended.joined(separator: ", "))"])
+                    logger.info(
+                        "renewed the admission of enrolled devices in use", metadata: ["CLIENTS": "\(extended.joined(separator: ", "))"])
                 }
             } catch {
-                logger.warning("could not renew the admission of enrolled devices", metadata: ["CLIENTS": "\(due.joined(separator: ", "))", "ERROR": "\(error)"])
+                logger.warning(
+                    "could not renew the admission of enrolled devices",
+                    metadata: ["CLIENTS": "\(due.joined(separator: ", "))", "ERROR": "\(error)"])
             }
         }
     }
@@ -291,8 +299,9 @@ public actor TunnelRuntime {
     func sweepPresence() {
         for change in server.devices.sweep() {
             notifier?.post(.devicePresenceChanged, payload: change.device)
-            devicesLogger.info(change.online ? "device online" : "device offline",
-                               metadata: ["DEVICE": "\(change.device)", "SOURCE": "\(change.source ?? "?")"])
+            devicesLogger.info(
+                change.online ? "device online" : "device offline",
+                metadata: ["DEVICE": "\(change.device)", "SOURCE": "\(change.source ?? "?")"])
         }
     }
 
@@ -320,7 +329,9 @@ public actor TunnelRuntime {
             if a == b && written?.pid == getpid() { return }
         }
         // Draining while a successor serves: the file is the successor's now.
-        let replaced = state == .draining && written.map { $0.pid != getpid() && ProcessProbe.isAlive($0.pid) && !ProcessProbe.isZombieOrGone($0.pid) } ?? false
+        let replaced =
+            state == .draining
+            && written.map { $0.pid != getpid() && ProcessProbe.isAlive($0.pid) && !ProcessProbe.isZombieOrGone($0.pid) } ?? false
         if !replaced { write(current) }
         current.updatedAt = Date()
         let stateChanged = lastWritten?.state != current.state
@@ -341,7 +352,9 @@ public actor TunnelRuntime {
                 // A full disk has no room for a new file, but the old one's
                 // block can take the new text: status must say "disk full".
                 try AtomicFile.overwriteInPlace(data, at: paths.status)
-                if !statusWriteFailed { logger.warning("status.json rewritten in place (no room for a new file)", metadata: ["ERROR": "\(error)"]) }
+                if !statusWriteFailed {
+                    logger.warning("status.json rewritten in place (no room for a new file)", metadata: ["ERROR": "\(error)"])
+                }
                 statusWriteFailed = true
             }
         } catch {

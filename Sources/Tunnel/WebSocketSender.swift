@@ -27,7 +27,8 @@ struct WebSocketSender: Sendable {
         let pid = Int(getpid())
         for send in pending where registry.carries(send.requestID) {
             guard (try? await pool.runIfActive({ try sends.claim(send.id, pid: pid) })) == true else { continue }
-            guard let sent = registry.send(requestID: send.requestID, toClient: send.toClient, opcode: send.opcode, payload: send.payload) else {
+            guard let sent = registry.send(requestID: send.requestID, toClient: send.toClient, opcode: send.opcode, payload: send.payload)
+            else {
                 _ = try? await pool.runIfActive { try sends.fail(send.id, "the socket closed") }
                 continue
             }
@@ -44,8 +45,12 @@ struct WebSocketSender: Sendable {
                         } catch {
                             logger.error("sent a message into a WebSocket but cannot record it", metadata: ["ERROR": "\(error)"])
                         }
-                        logger.info("sent a message into a WebSocket", metadata: ["REQUEST_ID": "\(send.requestID)", "SEQ": "\(seq)",
-                                                                                 "TO": "\(send.toClient ? "client" : "server")"])
+                        logger.info(
+                            "sent a message into a WebSocket",
+                            metadata: [
+                                "REQUEST_ID": "\(send.requestID)", "SEQ": "\(seq)",
+                                "TO": "\(send.toClient ? "client" : "server")",
+                            ])
                     case let .failure(error):
                         _ = try? sends.fail(send.id, (error as? WebSocketSendRefused)?.description ?? "\(error)")
                     }

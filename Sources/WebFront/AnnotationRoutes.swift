@@ -26,8 +26,10 @@ struct AnnotationRoutes<Context: RequestContext> {
                 return try repos.traffic.find(id: id)
             }
             guard let record else { return WebJSON.error(.notFound, "no exchange \(id)") }
-            return WebJSON.ok([("id", ExchangeJSON.number(record.id)), ("marker", ExchangeJSON.string(record.marker)),
-                               ("comment", ExchangeJSON.string(record.comment))])
+            return WebJSON.ok([
+                ("id", ExchangeJSON.number(record.id)), ("marker", ExchangeJSON.string(record.marker)),
+                ("comment", ExchangeJSON.string(record.comment)),
+            ])
         }
     }
 

@@ -52,8 +52,10 @@ public final class CaptureReader: Sendable {
     /// blocks, and the concurrency pool has one thread per core. A `.slow`
     /// read (`QueryLane`) runs on threads of its own on a handle of its own,
     /// and is interrupted when its task is cancelled (the client left).
-    public func read<T: Sendable>(writing: Bool = false, lane: QueryLane = .cheap,
-                                  _ body: @escaping @Sendable (Repositories) throws -> T) async throws -> T {
+    public func read<T: Sendable>(
+        writing: Bool = false, lane: QueryLane = .cheap,
+        _ body: @escaping @Sendable (Repositories) throws -> T
+    ) async throws -> T {
         if lane == .slow && !writing { return try await slowRead(body) }
         return try await NIOThreadPool.singleton.runIfActive { [self] in
             let db = try open(readOnly: !writing)

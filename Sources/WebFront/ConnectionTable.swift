@@ -30,8 +30,10 @@ final class ConnectionTable: Sendable {
         let (id, evicted) = state.withLock { state -> (Int?, (any Channel)?) in
             var evicted: (any Channel)?
             if state.entries.count >= limit {
-                guard let oldest = state.entries.filter({ $0.value.waitingSince != nil })
-                    .min(by: { ($0.value.waitingSince ?? .distantFuture) < ($1.value.waitingSince ?? .distantFuture) }) else { return (nil, nil) }
+                guard
+                    let oldest = state.entries.filter({ $0.value.waitingSince != nil })
+                        .min(by: { ($0.value.waitingSince ?? .distantFuture) < ($1.value.waitingSince ?? .distantFuture) })
+                else { return (nil, nil) }
                 state.entries[oldest.key] = nil
                 state.ids[ObjectIdentifier(oldest.value.channel)] = nil
                 evicted = oldest.value.channel

@@ -18,7 +18,7 @@ struct DeviceRoutes<Context: RequestContext> {
     func register(on router: Router<Context>) {
         router.post("/api/devices") { request, _ in
             guard let sent = try await WebJSON.body(request, limit: 4 << 10), case let .object(members) = sent.value,
-                  let nameNode = members.first(where: { $0.key == "name" })?.node, case let .string(name) = nameNode.value
+                let nameNode = members.first(where: { $0.key == "name" })?.node, case let .string(name) = nameNode.value
             else { return WebJSON.error(.badRequest, #"expected {"name": "…"}"#) }
             if let refused = WebJSON.unknownKey(sent, allowed: ["name"], in: "a new device") { return refused }
             guard let authority = await authority(reachedAs: request.head.authority) else { return noListener() }
@@ -39,7 +39,9 @@ struct DeviceRoutes<Context: RequestContext> {
             guard let authority = await authority(reachedAs: request.head.authority) else { return noListener() }
             let result = await edit { root -> Issued? in
                 let link = try DeviceList.issueLink(name, lifetime: AppSettings.Enrolment.linkLifetime, in: &root)
-                return try AppSettings.decode(root).settings.devices.named(name).map { Issued(device: $0, token: link.token, expires: link.expires, ended: link.ended) }
+                return try AppSettings.decode(root).settings.devices.named(name).map {
+                    Issued(device: $0, token: link.token, expires: link.expires, ended: link.ended)
+                }
             }
             switch result {
             case let .failure(refused): return refused.response
@@ -52,7 +54,10 @@ struct DeviceRoutes<Context: RequestContext> {
             switch await edit({ root in try DeviceList.revoke(name, in: &root) }) {
             case let .failure(refused): return refused.response
             case let .success(ended):
-                return WebJSON.ok([("name", ExchangeJSON.string(name)), ("revoked", ExchangeJSON.bool(true)), ("no_longer_admitted", ExchangeJSON.string(ended))])
+                return WebJSON.ok([
+                    ("name", ExchangeJSON.string(name)), ("revoked", ExchangeJSON.bool(true)),
+                    ("no_longer_admitted", ExchangeJSON.string(ended)),
+                ])
             }
         }
     }
@@ -74,14 +79,18 @@ struct DeviceRoutes<Context: RequestContext> {
         let paths = self.paths
         let outcome: Result<T, Refused>
         do {
-            outcome = .success(try await NIOThreadPool.singleton.runIfActive { () throws -> T in
-                var out: T?
-                try SettingsFile.edit(paths.settings) { root in out = try change(&root) }
-                guard let out else { throw DeviceList.Refusal("settings.json was not edited") }
-                return out
-            })
+            outcome = .success(
+                try await NIOThreadPool.singleton.runIfActive { () throws -> T in
+                    var out: T?
+                    try SettingsFile.edit(paths.settings) { root in out = try change(&root) }
+                    guard let out else { throw DeviceList.Refusal("settings.json was not edited") }
+                    return out
+                })
         } catch let refusal as DeviceList.Refusal {
-            outcome = .failure(Refused(response: WebJSON.error(refusal.description.hasPrefix("no device") ? .notFound : .unprocessableContent, refusal.description)))
+            outcome = .failure(
+                Refused(
+                    response: WebJSON.error(
+                        refusal.description.hasPrefix("no device") ? .notFound : .unprocessableContent, refusal.description)))
         } catch {
             outcome = .failure(Refused(response: WebJSON.error(.conflict, "settings.json: \(error)")))
         }
@@ -103,29 +112,36 @@ struct DeviceRoutes<Context: RequestContext> {
     private func authority(reachedAs host: String?) async -> (authority: String, loopbackOnly: Bool)? {
         guard let onboarding, var bound = ListenAddress(onboarding) else { return nil }
         if bound.isWildcard, let host, let reached = Self.hostPart(host), IPAddressText.isLiteral(reached),
-           reached.contains(":") == bound.host.contains(":"), !IPNetwork.isLoopback(reached) {
+            reached.contains(":") == bound.host.contains(":"), !IPNetwork.isLoopback(reached)
+        {
             bound.host = reached
             return EnrolmentLink.authority(bound: bound, interfaces: [])
         }
-        let interfaces = (try? await NIOThreadPool.singleton.runIfActive {
-            ((try? System.enumerateDevices()) ?? []).compactMap { $0.address?.ipAddress }
-        }) ?? []
+        let interfaces =
+            (try? await NIOThreadPool.singleton.runIfActive {
+                ((try? System.enumerateDevices()) ?? []).compactMap { $0.address?.ipAddress }
+            }) ?? []
         return EnrolmentLink.authority(bound: bound, interfaces: interfaces)
     }
 
     /// `192.0.2.1:9091` → `192.0.2.1`, `[fd00::1]:9091` → `fd00::1`.
     static func hostPart(_ authority: String) -> String? {
-        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") { return String(authority[authority.index(after: authority.startIndex)..<end]) }
+        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
+            return String(authority[authority.index(after: authority.startIndex)..<end])
+        }
         return authority.split(separator: ":", maxSplits: 1).first.map(String.init)
     }
 
     static func link(_ issued: Issued, authority: (authority: String, loopbackOnly: Bool)) -> JSONNode {
         let device = issued.device
         let url = EnrolmentLink.url(authority: authority.authority, token: issued.token)
-        let qr = (try? QRCode.encode(url, correction: .medium).svg(quietZone: 4, label: "QR code of the enrolment link for \(device.name)")) ?? ""
+        let qr =
+            (try? QRCode.encode(url, correction: .medium).svg(quietZone: 4, label: "QR code of the enrolment link for \(device.name)"))
+            ?? ""
         return ExchangeJSON.object([
             ("name", ExchangeJSON.string(device.name)), ("port", ExchangeJSON.number(device.port)), ("link", ExchangeJSON.string(url)),
-            ("expires", ExchangeJSON.date(issued.expires)), ("qr_svg", ExchangeJSON.string(qr)), ("loopback_only", ExchangeJSON.bool(authority.loopbackOnly)),
+            ("expires", ExchangeJSON.date(issued.expires)), ("qr_svg", ExchangeJSON.string(qr)),
+            ("loopback_only", ExchangeJSON.bool(authority.loopbackOnly)),
             ("no_longer_admitted", ExchangeJSON.string(issued.ended)),
         ])
     }

@@ -68,8 +68,11 @@ struct ExchangeRoutes<Context: RequestContext> {
             return WebJSON.response(ExchangeJSON.object([("exchanges", ExchangeJSON.array(rows)), ("next", next)]))
         } catch let error as CaptureReader.Unavailable {
             // No store yet is an empty capture, said so.
-            return WebJSON.response(ExchangeJSON.object([("exchanges", ExchangeJSON.array([])), ("next", JSONNode(.null)),
-                                                         ("store", ExchangeJSON.string(error.description))]))
+            return WebJSON.response(
+                ExchangeJSON.object([
+                    ("exchanges", ExchangeJSON.array([])), ("next", JSONNode(.null)),
+                    ("store", ExchangeJSON.string(error.description)),
+                ]))
         }
     }
 
@@ -86,7 +89,8 @@ struct ExchangeRoutes<Context: RequestContext> {
             // On the thread pool, as the store is: the files are read here.
             let schema = GRPCExchange.isGRPC(record) ? DescriptorSets.named(in: reader.paths, cache: descriptorSets) : nil
             let held = events.contains { $0.resumedAt == nil && $0.outcome == nil }
-            var members = ExchangeJSON.detailMembers(record, resentFrom: resentFrom, bodies: bodies, breakpoints: events, schema: schema) { body in
+            var members = ExchangeJSON.detailMembers(record, resentFrom: resentFrom, bodies: bodies, breakpoints: events, schema: schema) {
+                body in
                 WebRows.body(body, id: id, textLimit: Self.textLimit)
             }
             members.insert(("held", ExchangeJSON.bool(held)), at: WebRows.heldIndex)
@@ -144,8 +148,9 @@ struct ExchangeRoutes<Context: RequestContext> {
         do {
             found = try await reader.read { repos -> (data: Data, total: Int)? in
                 guard let record = try repos.traffic.find(id: id) else { return nil }
-                return try ExchangeBody.window(of: record, side == .request ? .request : .response, bodies: repos.bodies, raw: raw, offset: offset,
-                                               length: length)
+                return try ExchangeBody.window(
+                    of: record, side == .request ? .request : .response, bodies: repos.bodies, raw: raw, offset: offset,
+                    length: length)
             }
         } catch let error as BodyStoreError {
             // The row names a body file that is gone, or is no plain file (a link planted in bodies/).
@@ -156,8 +161,11 @@ struct ExchangeRoutes<Context: RequestContext> {
             // Offsets are of the whole body, not of the window.
             String(offset + (Int(line.prefix(8), radix: 16) ?? 0), radix: 16).leftPadded(8) + line.dropFirst(8)
         }
-        return WebJSON.response(ExchangeJSON.object([("lines", ExchangeJSON.array(lines.map { ExchangeJSON.string($0) })),
-                                                     ("offset", ExchangeJSON.number(offset)), ("total", ExchangeJSON.number(total))]))
+        return WebJSON.response(
+            ExchangeJSON.object([
+                ("lines", ExchangeJSON.array(lines.map { ExchangeJSON.string($0) })),
+                ("offset", ExchangeJSON.number(offset)), ("total", ExchangeJSON.number(total)),
+            ]))
     }
 
     /// One side as an HTTP/1.1 message: its head, then the body decoded
@@ -193,10 +201,13 @@ struct ExchangeRoutes<Context: RequestContext> {
             let list = try repos.sockets.messages(of: record, afterSeq: after, limit: limit)
             // One byte past the limit says the payload was cut, without reading the rest.
             let nodes = list.map { m in
-                WebSocketJSON.message(m, payload: (try? repos.sockets.payload(m, limit: Self.messageTextLimit + 1)) ?? nil, shownLimit: Self.messageTextLimit)
+                WebSocketJSON.message(
+                    m, payload: (try? repos.sockets.payload(m, limit: Self.messageTextLimit + 1)) ?? nil, shownLimit: Self.messageTextLimit)
             }
-            return ExchangeJSON.object([("websocket", WebSocketJSON.socket(socket)), ("messages", ExchangeJSON.array(nodes)),
-                                        ("next", ExchangeJSON.number(list.count == limit ? list.last?.seq : nil))])
+            return ExchangeJSON.object([
+                ("websocket", WebSocketJSON.socket(socket)), ("messages", ExchangeJSON.array(nodes)),
+                ("next", ExchangeJSON.number(list.count == limit ? list.last?.seq : nil)),
+            ])
         }
         guard let found else { return WebJSON.error(.notFound, "exchange \(id) is no WebSocket, or is gone") }
         return WebJSON.response(found)
@@ -208,7 +219,8 @@ struct ExchangeRoutes<Context: RequestContext> {
     func send(_ request: Request, _ context: Context) async throws -> Response {
         guard let id = context.parameters.get("id", as: Int64.self) else { return WebJSON.error(.badRequest, "not an exchange id") }
         let usage = #"expected {"to": "client" or "server", "text": "…"} or {"to": …, "base64": "…"}"#
-        guard let body = try await WebJSON.body(request), case let .string(to)? = body["to"]?.value, ["client", "server"].contains(to) else {
+        guard let body = try await WebJSON.body(request), case let .string(to)? = body["to"]?.value, ["client", "server"].contains(to)
+        else {
             return WebJSON.error(.badRequest, usage)
         }
         if let refused = WebJSON.unknownKey(body, allowed: ["to", "text", "base64"], in: "a message to send") { return refused }

@@ -42,7 +42,8 @@ struct HARExport: Sendable {
         let redact = redact
         return ResponseBody { writer in
             let creator = try JSONSerialization.data(withJSONObject: HAR.creator, options: [.sortedKeys, .withoutEscapingSlashes])
-            try await writer.write(ByteBuffer(string: #"{"log": {"creator": "# + String(decoding: creator, as: UTF8.self) + #", "entries": ["# + "\n"))
+            try await writer.write(
+                ByteBuffer(string: #"{"log": {"creator": "# + String(decoding: creator, as: UTF8.self) + #", "entries": ["# + "\n"))
             var end = ids.count
             var first = true
             while end > 0 {

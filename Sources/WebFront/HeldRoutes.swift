@@ -20,7 +20,9 @@ struct HeldRoutes<Context: RequestContext> {
     /// HTTP is refused (422, with its line) and the message stays held.
     func resolve(_ request: Request, _ context: Context) async throws -> Response {
         guard let id = context.parameters.get("id", as: Int64.self) else { return WebJSON.error(.badRequest, "not a breakpoint id") }
-        guard let body = try await WebJSON.body(request), case let .string(action)? = body["action"]?.value, ["continue", "abort"].contains(action) else {
+        guard let body = try await WebJSON.body(request), case let .string(action)? = body["action"]?.value,
+            ["continue", "abort"].contains(action)
+        else {
             return WebJSON.error(.badRequest, #"expected {"action": "continue"} (with "raw" for an edit) or {"action": "abort"}"#)
         }
         if let refused = WebJSON.unknownKey(body, allowed: ["action", "raw"], in: "a held message's resolution") { return refused }
@@ -33,12 +35,14 @@ struct HeldRoutes<Context: RequestContext> {
                     return try HeldMessageResolution.resolve(event, .abort, repository: repos.breakpoints, paths: paths, sender: "web")
                 }
                 // The page sends HTTP back as shown (CRLFs may have become LFs); a WebSocket message, byte for byte.
-                let unchanged = edited.map { event.kind.isMessage ? $0 == event.rawHTTPInitial : Self.sameMessage($0, event.rawHTTPInitial) } ?? true
+                let unchanged =
+                    edited.map { event.kind.isMessage ? $0 == event.rawHTTPInitial : Self.sameMessage($0, event.rawHTTPInitial) } ?? true
                 guard let edited, !unchanged else {
                     return try HeldMessageResolution.resolve(event, .continue, repository: repos.breakpoints, paths: paths, sender: "web")
                 }
                 try HeldMessageResolution.check(edited, replacing: event)
-                return try HeldMessageResolution.resolve(event, .edit, raw: edited, repository: repos.breakpoints, paths: paths, sender: "web")
+                return try HeldMessageResolution.resolve(
+                    event, .edit, raw: edited, repository: repos.breakpoints, paths: paths, sender: "web")
             }
             return WebJSON.ok([("outcome", ExchangeJSON.string(outcome.rawValue))])
         } catch let failure as HeldMessageResolution.Failure {

@@ -98,19 +98,22 @@ public actor LiveFeed {
     /// New WebSocket messages, or sockets that closed: which sockets, as they are now.
     private func pollMessages() async {
         let (seen, closedBefore) = (lastMessage, closedSockets)
-        guard let (last, closedNow, sockets) = try? await reader.read({ repos -> (Int64, Int64, [Int64: WebSocketRecord]) in
-            let last = try repos.sockets.lastMessageID()
-            let closed = try repos.sockets.closed(after: closedBefore)
-            var ids = closed.ids
-            if let seen, last > seen { ids += try repos.sockets.sockets(withMessagesAfter: seen) }
-            return (last, closed.last, ids.isEmpty ? [:] : try repos.sockets.sockets(exchangeIDs: ids))
-        }) else { return }
+        guard
+            let (last, closedNow, sockets) = try? await reader.read({ repos -> (Int64, Int64, [Int64: WebSocketRecord]) in
+                let last = try repos.sockets.lastMessageID()
+                let closed = try repos.sockets.closed(after: closedBefore)
+                var ids = closed.ids
+                if let seen, last > seen { ids += try repos.sockets.sockets(withMessagesAfter: seen) }
+                return (last, closed.last, ids.isEmpty ? [:] : try repos.sockets.sockets(exchangeIDs: ids))
+            })
+        else { return }
         (lastMessage, closedSockets) = (last, closedNow)
         guard !sockets.isEmpty else { return }
         let nodes = sockets.sorted { $0.key < $1.key }.map { id, socket in
             ExchangeJSON.object([("id", ExchangeJSON.number(id)), ("websocket", WebSocketJSON.socket(socket))])
         }
-        messagesMessage = JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("messages")), ("sockets", ExchangeJSON.array(nodes))]))
+        messagesMessage = JSONWriter.compact(
+            ExchangeJSON.object([("type", ExchangeJSON.string("messages")), ("sockets", ExchangeJSON.array(nodes))]))
         broadcast(.messages)
     }
 
@@ -119,18 +122,26 @@ public actor LiveFeed {
         let all = OpenExchangesFile.read(paths)?.entries ?? []
         let ids = all.map(\.requestID)
         // The file lags the store by up to 0.25 s: an exchange already stored is no longer in flight.
-        let (held, stored) = (try? await reader.read { repos in
-            (try repos.breakpoints.held(among: ids), try repos.traffic.storedRequestIDs(among: ids))
-        }) ?? ([], [])
+        let (held, stored) =
+            (try? await reader.read { repos in
+                (try repos.breakpoints.held(among: ids), try repos.traffic.storedRequestIDs(among: ids))
+            }) ?? ([], [])
         let entries = all.filter { !stored.contains($0.requestID) }
-        let message = JSONWriter.compact(ExchangeJSON.object([
-            ("type", ExchangeJSON.string("open")),
-            ("entries", ExchangeJSON.array(entries.map { e in
-                ExchangeJSON.object([("request_id", ExchangeJSON.string(e.requestID)), ("started_at", ExchangeJSON.date(e.startedAt)),
-                                     ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
-                                     ("held", ExchangeJSON.bool(held.contains(e.requestID)))])
-            })),
-        ]))
+        let message = JSONWriter.compact(
+            ExchangeJSON.object([
+                ("type", ExchangeJSON.string("open")),
+                (
+                    "entries",
+                    ExchangeJSON.array(
+                        entries.map { e in
+                            ExchangeJSON.object([
+                                ("request_id", ExchangeJSON.string(e.requestID)), ("started_at", ExchangeJSON.date(e.startedAt)),
+                                ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
+                                ("held", ExchangeJSON.bool(held.contains(e.requestID))),
+                            ])
+                        })
+                ),
+            ]))
         guard message != openMessage else { return }
         openMessage = message
         broadcast(.open)
@@ -138,7 +149,8 @@ public actor LiveFeed {
 
     func refreshHeld() async {
         guard let held = try? await reader.read({ repos in try repos.breakpoints.held() }) else { return }
-        let message = JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("held")), ("held", ExchangeJSON.array(held.map(HeldJSON.node)))]))
+        let message = JSONWriter.compact(
+            ExchangeJSON.object([("type", ExchangeJSON.string("held")), ("held", ExchangeJSON.array(held.map(HeldJSON.node)))]))
         guard message != heldMessage else { return }
         heldMessage = message
         broadcast(.held)
@@ -153,11 +165,15 @@ enum HeldJSON {
         let text = String(validating: e.rawHTTPInitial, as: UTF8.self)
         let binary = e.kind.isMessage && (e.method != "TEXT" || text == nil)
         var members: [ExchangeJSON.Member] = [
-            ("id", ExchangeJSON.number(e.id)), ("request_id", ExchangeJSON.string(e.requestID)), ("kind", ExchangeJSON.string(e.kind.rawValue)),
-            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("expires_at", ExchangeJSON.date(e.expiresAt)), ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
+            ("id", ExchangeJSON.number(e.id)), ("request_id", ExchangeJSON.string(e.requestID)),
+            ("kind", ExchangeJSON.string(e.kind.rawValue)),
+            ("paused_at", ExchangeJSON.date(e.pausedAt)), ("expires_at", ExchangeJSON.date(e.expiresAt)),
+            ("method", ExchangeJSON.string(e.method)), ("url", ExchangeJSON.string(e.url)),
             ("raw", ExchangeJSON.string(text ?? String(decoding: e.rawHTTPInitial, as: UTF8.self))),
         ]
-        if binary { members += [("binary", ExchangeJSON.bool(true)), ("raw_base64", ExchangeJSON.string(e.rawHTTPInitial.base64EncodedString()))] }
+        if binary {
+            members += [("binary", ExchangeJSON.bool(true)), ("raw_base64", ExchangeJSON.string(e.rawHTTPInitial.base64EncodedString()))]
+        }
         return ExchangeJSON.object(members)
     }
 }

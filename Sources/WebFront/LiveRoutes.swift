@@ -36,8 +36,13 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
                 }
                 group.addTask {
                     do {
-                        try await outbound.write(.text(JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("hello")),
-                                                                                               ("last_id", ExchangeJSON.number(start))]))))
+                        try await outbound.write(
+                            .text(
+                                JSONWriter.compact(
+                                    ExchangeJSON.object([
+                                        ("type", ExchangeJSON.string("hello")),
+                                        ("last_id", ExchangeJSON.number(start)),
+                                    ]))))
                         try await outbound.write(.text(await feed.openMessage))
                         try await outbound.write(.text(await feed.heldMessage))
                         if let status = await feed.statusMessage { try await outbound.write(.text(status)) }
@@ -67,9 +72,14 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
             return #"{"type":"error","error":"expected {\"type\":\"filter\",\"filter\":\"…\"}"}"#
         }
         // A misspelled key would leave the list unfiltered without a word.
-        if case let .object(members) = node.value, let unknown = members.first(where: { !["type", "filter", "after"].contains($0.key) })?.key {
-            return JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("error")),
-                                                           ("error", ExchangeJSON.string("unknown key \"\(unknown)\" (a filter message takes type, filter, after)"))]))
+        if case let .object(members) = node.value,
+            let unknown = members.first(where: { !["type", "filter", "after"].contains($0.key) })?.key
+        {
+            return JSONWriter.compact(
+                ExchangeJSON.object([
+                    ("type", ExchangeJSON.string("error")),
+                    ("error", ExchangeJSON.string("unknown key \"\(unknown)\" (a filter message takes type, filter, after)")),
+                ]))
         }
         var filter = TrafficRepository.Filter()
         filter.limit = Self.batch
@@ -77,8 +87,11 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
             do {
                 filter.expression = try CaptureFilter.parse(source)
             } catch {
-                return JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("error")), ("error", ExchangeJSON.string(error.message)),
-                                                               ("position", ExchangeJSON.number(error.position))]))
+                return JSONWriter.compact(
+                    ExchangeJSON.object([
+                        ("type", ExchangeJSON.string("error")), ("error", ExchangeJSON.string(error.message)),
+                        ("position", ExchangeJSON.number(error.position)),
+                    ]))
             }
         }
         var after: Int64?
@@ -109,8 +122,13 @@ struct LiveRoutes<Context: WebSocketRequestContext & RequestContext> {
             // The filter changed meanwhile: these rows were for the old one.
             guard await connection.advance(to: next, generation: generation) else { continue }
             if !rows.isEmpty {
-                try await outbound.write(.text(JSONWriter.compact(ExchangeJSON.object([("type", ExchangeJSON.string("added")),
-                                                                                        ("exchanges", ExchangeJSON.array(rows))]))))
+                try await outbound.write(
+                    .text(
+                        JSONWriter.compact(
+                            ExchangeJSON.object([
+                                ("type", ExchangeJSON.string("added")),
+                                ("exchanges", ExchangeJSON.array(rows)),
+                            ]))))
             }
             if !full { return }
         }

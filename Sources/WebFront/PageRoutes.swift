@@ -27,8 +27,9 @@ struct PageRoutes<Context: RequestContext> {
 
     func asset(_ name: String) -> Response {
         guard let asset = PageAssets.all[name] else { return Response(status: .notFound) }
-        return Response(status: .ok, headers: [.contentType: asset.type, .cacheControl: "no-cache"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: asset.bytes)))
+        return Response(
+            status: .ok, headers: [.contentType: asset.type, .cacheControl: "no-cache"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: asset.bytes)))
     }
 
     /// `/login?token=…`: the right token sets the cookie and goes to the
@@ -48,7 +49,9 @@ struct PageRoutes<Context: RequestContext> {
         guard let data = try? GroupFileReader.read(paths.caPEM, limit: 1 << 20) else {
             return WebJSON.error(.notFound, "no CA yet: the supervisor creates ca.pem when it starts")
         }
-        return Response(status: .ok, headers: [.contentType: "application/x-pem-file", .contentDisposition: "attachment; filename=\"busymate-ca.pem\""],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/x-pem-file", .contentDisposition: "attachment; filename=\"busymate-ca.pem\""],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }

@@ -28,10 +28,11 @@ public enum QueryLane: Sendable {
         // Matched against the hosts table first, not row by row.
         case .domain: return false
         case let .url(pattern), let .method(pattern), let .header(pattern, _), let .contentType(pattern, _),
-             let .source(pattern), let .destination(pattern), let .rule(pattern), let .device(pattern), let .marker(pattern), let .comment(pattern):
+            let .source(pattern), let .destination(pattern), let .rule(pattern), let .device(pattern), let .marker(pattern),
+            let .comment(pattern):
             return isRegex(pattern)
         case .all, .status, .error, .noResponse, .websocket, .marked, .replay, .tls, .dns, .proto, .grpc, .since, .until,
-             .replayedResponse, .response, .asset, .http, .tcp, .udp:
+            .replayedResponse, .response, .asset, .http, .tcp, .udp:
             return false
         }
     }

@@ -22,7 +22,8 @@ struct ResendRoutes<Context: RequestContext> {
             }
             guard let (original, body) = found else { return WebJSON.error(.notFound, "no exchange \(id)") }
             guard original.tlsMode != .passthrough, original.method != "CONNECT", !original.method.isEmpty else {
-                return WebJSON.error(.conflict, "exchange \(id) has no HTTP request to send again (a tunnel, or a request that never parsed)")
+                return WebJSON.error(
+                    .conflict, "exchange \(id) has no HTTP request to send again (a tunnel, or a request that never parsed)")
             }
             var outgoing = OutgoingRequest(original, body: body)
             if let problem = Self.apply(changes, to: &outgoing) { return WebJSON.error(.unprocessableContent, problem) }
@@ -34,7 +35,8 @@ struct ResendRoutes<Context: RequestContext> {
         router.post("/api/compose/curl") { request, _ in try await Self.curl(request) }
         router.post("/api/compose") { request, _ in
             guard let changes = try await WebJSON.body(request), changes["url"] != nil else {
-                return WebJSON.error(.badRequest, #"expected {"method": "GET", "url": "https://…", "headers": [["Name", "value"]], "body": "…"}"#)
+                return WebJSON.error(
+                    .badRequest, #"expected {"method": "GET", "url": "https://…", "headers": [["Name", "value"]], "body": "…"}"#)
             }
             if let refused = WebJSON.unknownKey(changes, allowed: Self.requestKeys, in: "a composed request") { return refused }
             var outgoing = OutgoingRequest(method: "GET", url: "", headers: [("Accept", "*/*")], body: Data())
@@ -60,7 +62,10 @@ struct ResendRoutes<Context: RequestContext> {
         }
         return WebJSON.ok([
             ("method", ExchangeJSON.string(parsed.method)), ("url", ExchangeJSON.string(parsed.url)),
-            ("headers", ExchangeJSON.array(parsed.headers.map { ExchangeJSON.array([ExchangeJSON.string($0.0), ExchangeJSON.string($0.1)]) })),
+            (
+                "headers",
+                ExchangeJSON.array(parsed.headers.map { ExchangeJSON.array([ExchangeJSON.string($0.0), ExchangeJSON.string($0.1)]) })
+            ),
             ("body", ExchangeJSON.string(String(decoding: parsed.body, as: UTF8.self))),
         ])
     }
@@ -69,7 +74,9 @@ struct ResendRoutes<Context: RequestContext> {
     /// from the page's JSON; the problem with them, or nil.
     static func apply(_ changes: JSONNode, to request: inout OutgoingRequest) -> String? {
         if case let .string(method)? = changes["method"]?.value {
-            guard !method.isEmpty, method.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-") }) else { return "\"\(method)\" is not a method name" }
+            guard !method.isEmpty, method.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "-") }) else {
+                return "\"\(method)\" is not a method name"
+            }
             request.method = method.uppercased()
         }
         if case let .string(url)? = changes["url"]?.value {
@@ -79,13 +86,18 @@ struct ResendRoutes<Context: RequestContext> {
         if case let .array(items)? = changes["headers"]?.value {
             var headers: [(String, String)] = []
             for item in items {
-                guard case let .array(pair) = item.value, pair.count == 2, case let .string(name) = pair[0].value, case let .string(value) = pair[1].value else {
+                guard case let .array(pair) = item.value, pair.count == 2, case let .string(name) = pair[0].value,
+                    case let .string(value) = pair[1].value
+                else {
                     return "headers are [name, value] pairs"
                 }
-                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) }) else {
+                guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_!#$%&'*+.^`|~".contains($0)) })
+                else {
                     return "\"\(name)\" is not a header name"
                 }
-                guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return "the value of \(name) holds a line break" }
+                guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                    return "the value of \(name) holds a line break"
+                }
                 headers.append((name, value))
             }
             // Framing is recomputed from the body as sent.
@@ -100,9 +112,12 @@ struct ResendRoutes<Context: RequestContext> {
         do {
             let proxy = try OutgoingRequest.proxyAddress(paths)
             let record = try request.record(requestID: original?.requestID ?? "")
-            let answer = try await ResendClient.send(record, body: request.body, resentFrom: original?.requestID, proxy: proxy, trusting: paths.caPEM)
-            return WebJSON.ok([("status", ExchangeJSON.number(answer.status)), ("reason", ExchangeJSON.string(answer.reason)),
-                               ("response_size", ExchangeJSON.number(answer.bodyBytes))])
+            let answer = try await ResendClient.send(
+                record, body: request.body, resentFrom: original?.requestID, proxy: proxy, trusting: paths.caPEM)
+            return WebJSON.ok([
+                ("status", ExchangeJSON.number(answer.status)), ("reason", ExchangeJSON.string(answer.reason)),
+                ("response_size", ExchangeJSON.number(answer.bodyBytes)),
+            ])
         } catch let error as ProxyClientError {
             return WebJSON.error(.badGateway, error.description)
         } catch {

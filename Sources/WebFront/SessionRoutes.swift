@@ -27,14 +27,18 @@ struct SessionRoutes<Context: RequestContext> {
             let export = HARExport(reader: reader, filter: filter, redact: query.flag("redact"))
             let ids = try await export.ids()
             let stamp = DatabaseDateText.iso8601(Date()).prefix(19).replacingOccurrences(of: ":", with: "")
-            return Response(status: .ok, headers: [.contentType: "application/json", .contentDisposition: "attachment; filename=\"busymate-\(stamp).har\""],
-                            body: export.body(ids))
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json", .contentDisposition: "attachment; filename=\"busymate-\(stamp).har\""],
+                body: export.body(ids))
         }
         router.post("/api/har") { request, _ in
             let name = QueryItems(request.uri.query)["name"].map(Self.fileName) ?? "import.har"
             // The file once in memory (each part let go as it is appended); it is then read an entry at a time.
             var data = Data()
-            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length <= Self.importLimit { data.reserveCapacity(length) }
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length <= Self.importLimit {
+                data.reserveCapacity(length)
+            }
             for try await part in request.body {
                 guard data.count + part.readableBytes <= Self.importLimit else {
                     return WebJSON.error(.contentTooLarge, "a HAR file of at most \(Self.importLimit >> 20) MiB")

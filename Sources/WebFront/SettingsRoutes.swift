@@ -34,17 +34,26 @@ struct SettingsRoutes<Context: RequestContext> {
             let pins = (try? await reader.read { try $0.pinned.all() }) ?? []
             // Each part the page edits as the file has it, and the whole document.
             let parts = Self.editable.values.sorted { $0.key < $1.key }.map { part in (part.key, document?[part.key] ?? part.empty) }
-            return WebJSON.response(ExchangeJSON.object(parts + [
-                ("valid", ExchangeJSON.bool(snapshot.error == nil)), ("error", ExchangeJSON.string(snapshot.error?.description)),
-                ("error_line", ExchangeJSON.number(snapshot.error?.position?.line)), ("error_column", ExchangeJSON.number(snapshot.error?.position?.column)),
-                ("in_force", ExchangeJSON.string(source.rawValue)),
-                ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(text)),
-                ("pinned", ExchangeJSON.array(pins.map { pin in
-                    ExchangeJSON.object([("host", ExchangeJSON.string(pin.host)), ("count", ExchangeJSON.number(pin.count)),
-                                         ("last_seen", ExchangeJSON.date(pin.lastSeen)), ("reason", ExchangeJSON.string(pin.reason)),
-                                         ("active", ExchangeJSON.bool(pin.lastSeen.addingTimeInterval(ttl) > Date()))])
-                })),
-            ]))
+            return WebJSON.response(
+                ExchangeJSON.object(
+                    parts + [
+                        ("valid", ExchangeJSON.bool(snapshot.error == nil)), ("error", ExchangeJSON.string(snapshot.error?.description)),
+                        ("error_line", ExchangeJSON.number(snapshot.error?.position?.line)),
+                        ("error_column", ExchangeJSON.number(snapshot.error?.position?.column)),
+                        ("in_force", ExchangeJSON.string(source.rawValue)),
+                        ("document", document ?? JSONNode(.null)), ("text", ExchangeJSON.string(text)),
+                        (
+                            "pinned",
+                            ExchangeJSON.array(
+                                pins.map { pin in
+                                    ExchangeJSON.object([
+                                        ("host", ExchangeJSON.string(pin.host)), ("count", ExchangeJSON.number(pin.count)),
+                                        ("last_seen", ExchangeJSON.date(pin.lastSeen)), ("reason", ExchangeJSON.string(pin.reason)),
+                                        ("active", ExchangeJSON.bool(pin.lastSeen.addingTimeInterval(ttl) > Date())),
+                                    ])
+                                })
+                        ),
+                    ]))
         }
         router.put("/api/settings/:part") { request, context in
             guard let part = context.parameters.get("part"), let key = Self.editable[part]?.key else {
@@ -58,20 +67,25 @@ struct SettingsRoutes<Context: RequestContext> {
                     // A key the part does not have would be kept and ignored: refused unless the file had it already.
                     let before = Self.unknownKeys(root, under: key)
                     root.set(key, Self.unmasked(value, key: key, current: root))
-                    if let added = Self.unknownKeys(root, under: key).first(where: { !before.contains($0) }) { throw UnknownKey(path: added) }
+                    if let added = Self.unknownKeys(root, under: key).first(where: { !before.contains($0) }) {
+                        throw UnknownKey(path: added)
+                    }
                 }
             } catch let unknown as UnknownKey {
                 return WebJSON.refusedKey(unknown.key, in: key, allowed: Array(AppSettings.knownKeys[key] ?? []))
             } catch let error as SettingsError where error.unknownKey != nil {
-                return WebJSON.error(.badRequest, "unknown key \"\(error.unknownKey ?? "")\": \(SettingsError(message: error.message, position: nil, keyPath: error.keyPath))",
-                                     [("key", ExchangeJSON.string(error.unknownKey)), ("key_path", ExchangeJSON.string(error.keyPath))])
+                return WebJSON.error(
+                    .badRequest,
+                    "unknown key \"\(error.unknownKey ?? "")\": \(SettingsError(message: error.message, position: nil, keyPath: error.keyPath))",
+                    [("key", ExchangeJSON.string(error.unknownKey)), ("key_path", ExchangeJSON.string(error.keyPath))])
             } catch let error as SettingsError {
                 if let before = SettingsFile.read(paths.settings).error {
                     return WebJSON.error(.conflict, "settings.json is invalid; fix it first: \(before)")
                 }
                 // Its line and column would point into the rewritten file, not at anything the page showed.
-                return WebJSON.error(.unprocessableContent, SettingsError(message: error.message, position: nil, keyPath: error.keyPath).description,
-                                     [("key_path", ExchangeJSON.string(error.keyPath))])
+                return WebJSON.error(
+                    .unprocessableContent, SettingsError(message: error.message, position: nil, keyPath: error.keyPath).description,
+                    [("key_path", ExchangeJSON.string(error.keyPath))])
             } catch {
                 return WebJSON.error(.internalServerError, "cannot write settings.json: \(error)")
             }
@@ -97,8 +111,11 @@ struct SettingsRoutes<Context: RequestContext> {
                 }
                 method = text.uppercased()
             }
-            guard let settings = SettingsFile.read(paths.settings).settings else { return WebJSON.error(.conflict, "settings.json is invalid") }
-            return WebJSON.response(RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url, method: method), url: url, method: method))
+            guard let settings = SettingsFile.read(paths.settings).settings else {
+                return WebJSON.error(.conflict, "settings.json is invalid")
+            }
+            return WebJSON.response(
+                RuleVerdict.json(RuleVerdict.verdicts(settings.rules, url: url, method: method), url: url, method: method))
         }
     }
 
@@ -116,7 +133,9 @@ struct SettingsRoutes<Context: RequestContext> {
 
     /// The document and its text with `upstream_proxy.password` masked.
     static func masked(_ document: JSONNode?, _ text: String) -> (JSONNode?, String) {
-        guard var document, var proxy = document["upstream_proxy"], case let .string(password)? = proxy["password"]?.value, !password.isEmpty else {
+        guard var document, var proxy = document["upstream_proxy"], case let .string(password)? = proxy["password"]?.value,
+            !password.isEmpty
+        else {
             return (document, text)
         }
         proxy.set("password", JSONNode(.string(passwordMask)))

@@ -29,23 +29,38 @@ public struct StatusSource: Sendable {
                 let knownDevices = perDevice.withLock { c in c.flatMap { Date().timeIntervalSince($0.at) < 5 ? $0.counts : nil } }
                 let devices = try knownDevices ?? repos.traffic.exchangesByDevice(since: Calendar.current.startOfDay(for: Date()))
                 if knownDevices == nil { perDevice.withLock { $0 = (devices, Date()) } }
-                return (last: try repos.traffic.lastID(), count: count, pinned: try repos.pinned.all().filter { $0.lastSeen.addingTimeInterval(ttl) > Date() },
-                        devices: devices)
+                return (
+                    last: try repos.traffic.lastID(), count: count,
+                    pinned: try repos.pinned.all().filter { $0.lastSeen.addingTimeInterval(ttl) > Date() },
+                    devices: devices
+                )
             }
             // The devices view: named ones and every client seen, with presence (seed 004's card per device).
-            report.devices = DeviceRow.merge(settings: settings ?? AppSettings(), seen: TunnelStatus.read(paths.status)?.devices ?? [],
-                                             onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: store?.devices ?? [:])
-            guard let encoded = try? StatusCoding.encoder.encode(report), case let .object(members)? = try? JSONParser.parse(Array(encoded)).value else {
+            report.devices = DeviceRow.merge(
+                settings: settings ?? AppSettings(), seen: TunnelStatus.read(paths.status)?.devices ?? [],
+                onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: store?.devices ?? [:])
+            guard let encoded = try? StatusCoding.encoder.encode(report),
+                case let .object(members)? = try? JSONParser.parse(Array(encoded)).value
+            else {
                 return nil
             }
             let added: [ExchangeJSON.Member] = [
                 ("ssl_proxying_empty", ExchangeJSON.bool(settings?.sslInclude.isEmpty == true)),
-                ("pinned", ExchangeJSON.array((store?.pinned ?? []).map {
-                    ExchangeJSON.object([("host", ExchangeJSON.string($0.host)), ("count", ExchangeJSON.number($0.count)),
-                                         ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason))])
-                })),
+                (
+                    "pinned",
+                    ExchangeJSON.array(
+                        (store?.pinned ?? []).map {
+                            ExchangeJSON.object([
+                                ("host", ExchangeJSON.string($0.host)), ("count", ExchangeJSON.number($0.count)),
+                                ("last_seen", ExchangeJSON.date($0.lastSeen)), ("reason", ExchangeJSON.string($0.reason)),
+                            ])
+                        })
+                ),
                 ("in_flight", ExchangeJSON.number(OpenExchangesFile.read(paths)?.count ?? 0)),
-                ("store", ExchangeJSON.object([("exchanges", ExchangeJSON.number(store?.count)), ("last_id", ExchangeJSON.number(store?.last))])),
+                (
+                    "store",
+                    ExchangeJSON.object([("exchanges", ExchangeJSON.number(store?.count)), ("last_id", ExchangeJSON.number(store?.last))])
+                ),
                 ("problems", ExchangeJSON.array(report.problems.map { ExchangeJSON.string($0) })),
             ]
             return JSONNode(.object(members + added))

@@ -10,8 +10,9 @@ import NIOCore
 enum WebJSON {
     static func response(_ node: JSONNode, status: HTTPResponse.Status = .ok) -> Response {
         let text = JSONWriter.compact(node)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 
     static func error(_ status: HTTPResponse.Status, _ message: String, _ more: [ExchangeJSON.Member] = []) -> Response {
@@ -39,12 +40,16 @@ enum WebJSON {
     /// A body key the route does not read is refused, named: a misspelled
     /// one must not be answered 200 and then ignored.
     static func unknownKey(_ node: JSONNode, allowed: [String], in what: String) -> Response? {
-        guard case let .object(members) = node.value, let unknown = members.first(where: { !allowed.contains($0.key) })?.key else { return nil }
+        guard case let .object(members) = node.value, let unknown = members.first(where: { !allowed.contains($0.key) })?.key else {
+            return nil
+        }
         return refusedKey(unknown, in: what, allowed: allowed)
     }
 
     static func refusedKey(_ key: String, in what: String, allowed: [String]) -> Response {
-        error(.badRequest, "unknown key \"\(key)\" in \(what) (it takes \(allowed.sorted().joined(separator: ", ")))", [("key", ExchangeJSON.string(key))])
+        error(
+            .badRequest, "unknown key \"\(key)\" in \(what) (it takes \(allowed.sorted().joined(separator: ", ")))",
+            [("key", ExchangeJSON.string(key))])
     }
 
     static func text(_ text: String, type: String = "text/plain; charset=utf-8") -> Response {

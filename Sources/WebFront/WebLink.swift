@@ -21,8 +21,9 @@ actor WebLink {
         let connection: LinkConnection
         do {
             connection = LinkConnection(socket: try UnixSocket.connect(path: paths.controlSocket.path))
-            try connection.send(ControlMessage(.hello, pid: getpid(), listeners: listeners.map(\.name), state: .ready, role: "web"),
-                                descriptors: listeners.map(\.descriptor))
+            try connection.send(
+                ControlMessage(.hello, pid: getpid(), listeners: listeners.map(\.name), state: .ready, role: "web"),
+                descriptors: listeners.map(\.descriptor))
         } catch {
             logger.debug("supervisor not reachable yet", metadata: ["ERROR": "\(error)"])
             return

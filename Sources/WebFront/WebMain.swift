@@ -83,54 +83,68 @@ public enum WebMain {
 
         var jobs: [DaemonJob] = []
         if let notifier {
-            jobs.append(.notifications(notifier) { note in
-                if note.name == .settingsDidChange {
+            jobs.append(
+                .notifications(notifier) { note in
+                    if note.name == .settingsDidChange {
+                        await onboardingSettings?.reload()
+                        await app.inForce.reload()
+                    }
+                    await app.feed.notified(note.name)
+                })
+        }
+        if let watcher = DaemonJob.groupWatcher(
+            paths,
+            { file in
+                if file == .controlSocket { await link.attachIfNeeded() }
+                if file == .settings {
                     await onboardingSettings?.reload()
                     await app.inForce.reload()
                 }
-                await app.feed.notified(note.name)
             })
+        {
+            jobs.append(watcher)
         }
-        if let watcher = DaemonJob.groupWatcher(paths, { file in
-            if file == .controlSocket { await link.attachIfNeeded() }
-            if file == .settings {
-                await onboardingSettings?.reload()
-                await app.inForce.reload()
-            }
-        }) { jobs.append(watcher) }
-        jobs.append(DaemonJob("live tick") {
-            while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
-                await link.attachIfNeeded()
-                await onboardingSettings?.retryIfUnread()
-                await app.feed.tick()
-            }
-        })
-        jobs.append(DaemonJob("live poll") {
-            while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(100)) }
-                await app.feed.poll()
-            }
-        })
-        if let onboarding = prepared.onboarding, let onboardingSettings {
-            logger.info("serving the onboarding pages", metadata: ["LISTENER": "\(onboarding.bound)"])
-            jobs.append(DaemonJob("onboarding server") {
-                do {
-                    try await WebServer.serveOnboarding(descriptor: onboarding.descriptor, paths: paths, settings: onboardingSettings, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
-                } catch {
-                    logger.error("the onboarding server stopped", metadata: ["ERROR": "\(error)"])
+        jobs.append(
+            DaemonJob("live tick") {
+                while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(1)) }
+                    await link.attachIfNeeded()
+                    await onboardingSettings?.retryIfUnread()
+                    await app.feed.tick()
                 }
             })
+        jobs.append(
+            DaemonJob("live poll") {
+                while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .milliseconds(100)) }
+                    await app.feed.poll()
+                }
+            })
+        if let onboarding = prepared.onboarding, let onboardingSettings {
+            logger.info("serving the onboarding pages", metadata: ["LISTENER": "\(onboarding.bound)"])
+            jobs.append(
+                DaemonJob("onboarding server") {
+                    do {
+                        try await WebServer.serveOnboarding(
+                            descriptor: onboarding.descriptor, paths: paths, settings: onboardingSettings,
+                            group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+                    } catch {
+                        logger.error("the onboarding server stopped", metadata: ["ERROR": "\(error)"])
+                    }
+                })
         }
-        jobs.append(DaemonJob("web server", endsDaemon: true) {
-            do {
-                try await WebServer.serve(descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton,
-                                          logger: logger) { await app.feed.finish() }
-            } catch {
-                logger.error("the web server stopped", metadata: ["ERROR": "\(error)"])
-            }
-            await app.feed.finish()
-        })
+        jobs.append(
+            DaemonJob("web server", endsDaemon: true) {
+                do {
+                    try await WebServer.serve(
+                        descriptor: prepared.listener.descriptor, responder: responder, group: MultiThreadedEventLoopGroup.singleton,
+                        logger: logger
+                    ) { await app.feed.finish() }
+                } catch {
+                    logger.error("the web server stopped", metadata: ["ERROR": "\(error)"])
+                }
+                await app.feed.finish()
+            })
         await DaemonJob.runGroup(jobs, logger: logger)
         await link.detach()
         notifier?.close()

@@ -58,8 +58,10 @@ enum WebRows {
             }
         }
         let base = "/api/exchanges/\(id)/\(side)/body"
-        members += [("raw_url", ExchangeJSON.string(base + "?raw=1")), ("decoded_url", ExchangeJSON.string(base)),
-                    ("download_url", ExchangeJSON.string(base + "?download=1"))]
+        members += [
+            ("raw_url", ExchangeJSON.string(base + "?raw=1")), ("decoded_url", ExchangeJSON.string(base)),
+            ("download_url", ExchangeJSON.string(base + "?download=1")),
+        ]
         if kind == .image { members.append(("preview_url", ExchangeJSON.string(base + "?preview=1"))) }
         return ExchangeJSON.object(members)
     }
@@ -86,15 +88,19 @@ enum WebRows {
     /// that can hold scripts).
     static func previewType(_ contentType: String?) -> String? {
         guard let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() else { return nil }
-        let allowed = ["image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "image/x-icon", "image/vnd.microsoft.icon", "image/avif"]
+        let allowed = [
+            "image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "image/x-icon", "image/vnd.microsoft.icon", "image/avif",
+        ]
         return allowed.contains(type) ? type : nil
     }
 
     static func fileExtension(_ contentType: String?) -> String {
         let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
-        let known = ["application/json": ".json", "text/html": ".html", "text/plain": ".txt", "text/css": ".css", "application/javascript": ".js",
-                     "text/javascript": ".js", "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
-                     "application/xml": ".xml", "text/xml": ".xml", "application/pdf": ".pdf", "image/svg+xml": ".svg"]
+        let known = [
+            "application/json": ".json", "text/html": ".html", "text/plain": ".txt", "text/css": ".css", "application/javascript": ".js",
+            "text/javascript": ".js", "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
+            "application/xml": ".xml", "text/xml": ".xml", "application/pdf": ".pdf", "image/svg+xml": ".svg",
+        ]
         return known[type] ?? (type.hasSuffix("+json") ? ".json" : ".bin")
     }
 

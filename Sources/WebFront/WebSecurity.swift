@@ -44,7 +44,8 @@ struct WebSecurity<Context: RequestContext>: RouterMiddleware {
         if let cookie = WebSession.cookie(in: request.headers[values: .cookie]), session.isCookie(cookie) {
             // A browser's session.
         } else if let auth = request.headers[.authorization], auth.prefix(7).lowercased() == "bearer ",
-                  session.isToken(auth.dropFirst(7).trimmingCharacters(in: .whitespaces)) {
+            session.isToken(auth.dropFirst(7).trimmingCharacters(in: .whitespaces))
+        {
             bearer = true
         } else {
             return .refused(.unauthorized, "this page needs its token: open the URL `busymate web url` prints")

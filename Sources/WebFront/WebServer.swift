@@ -23,8 +23,10 @@ public enum WebServer {
     /// A request head must be whole within this of its first byte (`RequestClock`).
     static let headTimeout = TimeAmount.seconds(10)
 
-    public static func serve<Responder: HTTPResponder>(descriptor: Int32, responder: Responder, group: any EventLoopGroup, logger: Logger,
-                                                       onShutdown: @escaping @Sendable () async -> Void) async throws
+    public static func serve<Responder: HTTPResponder>(
+        descriptor: Int32, responder: Responder, group: any EventLoopGroup, logger: Logger,
+        onShutdown: @escaping @Sendable () async -> Void
+    ) async throws
     where Responder.Context == WebApp.Context {
         let table = ConnectionTable(limit: maxConnections)
         let channel = HTTP1WebSocketUpgradeChannel(
@@ -38,30 +40,40 @@ public enum WebServer {
                     logger.error("a route failed", metadata: ["PATH": "\(request.uri.path)", "ERROR": "\(error)"])
                     // What SQLite said, never the statement (a filter's SQL was echoed to the page).
                     guard StoreHealth.isStoreError(error) else { return WebJSON.error(.internalServerError, "\(error)") }
-                    return WebJSON.error(StoreHealth.isFilterTimeout(error) ? .unprocessableContent : .internalServerError, StoreHealth.describe(error))
+                    return WebJSON.error(
+                        StoreHealth.isFilterTimeout(error) ? .unprocessableContent : .internalServerError, StoreHealth.describe(error))
                 }
             },
             webSocketResponder: responder,
-            configuration: .init(http1: .init(additionalChannelHandlers: [RequestPhase()], idleTimeout: .seconds(75)),
-                                 // Pings keep a dead page's socket from staying for ever.
-                                 ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(20)))))
+            configuration: .init(
+                http1: .init(additionalChannelHandlers: [RequestPhase()], idleTimeout: .seconds(75)),
+                // Pings keep a dead page's socket from staying for ever.
+                ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(20)))))
         try await serve(descriptor: descriptor, childChannel: channel, table: table, group: group, logger: logger, onShutdown: onShutdown)
     }
 
     /// Serves `childChannel` (an HTTP/1 channel, with or without the
     /// WebSocket upgrade) on a handed-over listening socket until graceful
     /// shutdown; shared by the page and the onboarding listener.
-    static func serve<Child: ServerChildChannel>(descriptor: Int32, childChannel channel: Child, table: ConnectionTable, group: any EventLoopGroup,
-                                                 logger: Logger, onShutdown: @escaping @Sendable () async -> Void) async throws {
+    static func serve<Child: ServerChildChannel>(
+        descriptor: Int32, childChannel channel: Child, table: ConnectionTable, group: any EventLoopGroup,
+        logger: Logger, onShutdown: @escaping @Sendable () async -> Void
+    ) async throws {
         // What clients get wrong is theirs, not this log's: Hummingbird logs a
         // bad request or a dropped upgrade at error level, once per connection.
-        let connectionLogger = { var quiet = logger; quiet.logLevel = .critical; return quiet }()
+        let connectionLogger = {
+            var quiet = logger
+            quiet.logLevel = .critical
+            return quiet
+        }()
         // Graceful shutdown as Hummingbird's own server does it: stop
         // accepting, let each connection finish the request it is on.
         let quiesce = ServerQuiescingHelper(group: group)
         let server = try await ServerBootstrap(group: group)
             .serverChannelInitializer { server in
-                server.eventLoop.makeCompletedFuture { try server.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: server)) }
+                server.eventLoop.makeCompletedFuture {
+                    try server.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: server))
+                }
             }
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .bind(NIOBSDSocket.Handle(descriptor)) { child in
@@ -124,9 +136,11 @@ extension WebServer {
     /// A route's response, its HTTP error's, or `failed`'s for any other
     /// error. The route runs in a task of its own, cancelled if the client
     /// leaves first: a slow query stops (`CaptureReader`).
-    static func respond<Responder: HTTPResponder>(to request: Request, with responder: Responder, context: Responder.Context, writer: consuming ResponseWriter,
-                                                  channel: any Channel, table: ConnectionTable,
-                                                  failed: @escaping @Sendable (Error) -> Response) async throws where Responder.Context: RequestContext {
+    static func respond<Responder: HTTPResponder>(
+        to request: Request, with responder: Responder, context: Responder.Context, writer: consuming ResponseWriter,
+        channel: any Channel, table: ConnectionTable,
+        failed: @escaping @Sendable (Error) -> Response
+    ) async throws where Responder.Context: RequestContext {
         let route = Task {
             do {
                 return try await responder.respond(to: request, context: context)
@@ -138,20 +152,29 @@ extension WebServer {
         }
         table.onLeave(channel) { route.cancel() }
         defer { table.onLeave(channel, nil) }
-        let response = try await withTaskCancellationHandler { try await route.value } onCancel: { route.cancel() }
+        let response = try await withTaskCancellationHandler {
+            try await route.value
+        } onCancel: {
+            route.cancel()
+        }
         try await writer.write(response: response.head, body: response.body)
     }
 
     /// The onboarding listener: plain HTTP/1.1, its own routes, no token.
-    public static func serveOnboarding(descriptor: Int32, paths: GroupPaths, settings: OnboardingSettings, group: any EventLoopGroup, logger: Logger) async throws {
-        let responder = OnboardingRoutes(paths: paths, settings: settings, log: OnboardingLogWriter(paths: paths), desk: EnrolmentDesk(paths: paths)).router().buildResponder()
+    public static func serveOnboarding(
+        descriptor: Int32, paths: GroupPaths, settings: OnboardingSettings, group: any EventLoopGroup, logger: Logger
+    ) async throws {
+        let responder = OnboardingRoutes(
+            paths: paths, settings: settings, log: OnboardingLogWriter(paths: paths), desk: EnrolmentDesk(paths: paths)
+        ).router().buildResponder()
         let table = ConnectionTable(limit: maxConnections)
-        let channel = HTTP1Channel(responder: { request, writer, channel in
-            let context = OnboardingContext(source: .init(channel: channel, logger: logger))
-            try await respond(to: request, with: responder, context: context, writer: writer, channel: channel, table: table) { error in
-                OnboardingRoutes.response(.internalServerError, type: "text/plain; charset=utf-8", body: Data("\(error)\n".utf8))
-            }
-        }, configuration: .init(additionalChannelHandlers: [RequestPhase()], idleTimeout: .seconds(30)))
+        let channel = HTTP1Channel(
+            responder: { request, writer, channel in
+                let context = OnboardingContext(source: .init(channel: channel, logger: logger))
+                try await respond(to: request, with: responder, context: context, writer: writer, channel: channel, table: table) { error in
+                    OnboardingRoutes.response(.internalServerError, type: "text/plain; charset=utf-8", body: Data("\(error)\n".utf8))
+                }
+            }, configuration: .init(additionalChannelHandlers: [RequestPhase()], idleTimeout: .seconds(30)))
         try await serve(descriptor: descriptor, childChannel: channel, table: table, group: group, logger: logger) {}
     }
 }

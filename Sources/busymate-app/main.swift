@@ -2,7 +2,8 @@ import BusymateShared
 import Foundation
 import Supervisor
 
-let usage = "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--attach-deadline SECONDS] [--privileged-port PORT]... | --version\n"
+let usage =
+    "usage: busymate-app [--group DIR] [--tunnel PATH] [--tunnel-user USER] [--tunnel-group GROUP] [--web-user USER] [--restart-backoff-max SECONDS] [--attach-deadline SECONDS] [--privileged-port PORT]... | --version\n"
 func refuse(_ message: String) -> Never {
     FileHandle.standardError.write(Data("busymate-app: \(message)\n\(usage)".utf8))
     exit(64)
@@ -53,5 +54,7 @@ while let argument = arguments.popFirst() {
 }
 // Another uid, or the web front could signal the tunnel and read ca.key.
 if webUser == identity.user { refuse("--web-user must not be the tunnel's user (\(webUser))") }
-exit(await SupervisorMain.run(groupOverride: group, tunnelOverride: tunnel, tunnelIdentity: identity, webUser: webUser, restartBackoffMax: backoffMax,
-                              privilegedPorts: privileged, attachDeadline: attachDeadline))
+exit(
+    await SupervisorMain.run(
+        groupOverride: group, tunnelOverride: tunnel, tunnelIdentity: identity, webUser: webUser, restartBackoffMax: backoffMax,
+        privilegedPorts: privileged, attachDeadline: attachDeadline))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 /// `grpc.descriptor_sets`: the FileDescriptorSet files `show` and the web
@@ -15,7 +16,8 @@ import Testing
 
     @Test func aWrongTypeIsAClearErrorAtTheValue() {
         let one = AppSettings.decodeError(#"{"grpc": {"descriptor_sets": "api.pb"}}"#)
-        #expect(one?.description == "1:30: grpc.descriptor_sets: expected an array of strings, found a string", "\(String(describing: one))")
+        #expect(
+            one?.description == "1:30: grpc.descriptor_sets: expected an array of strings, found a string", "\(String(describing: one))")
         let number = AppSettings.decodeError(#"{"grpc": {"descriptor_sets": ["a.pb", 3]}}"#)
         #expect(number?.keyPath == "grpc.descriptor_sets[1]" && number?.message == "expected a string, found a number")
         let empty = AppSettings.decodeError(#"{"grpc": {"descriptor_sets": [" "]}}"#)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct AppSettingsTests {
@@ -17,7 +18,8 @@ import Testing
     }
 
     @Test func everyKeyIsRead() throws {
-        let (s, unknown) = try AppSettings.decode("""
+        let (s, unknown) = try AppSettings.decode(
+            """
             {"mode": "proxy", "log_level": "debug",
              "proxy": {"listen": ["127.0.0.1:8080", "[::1]:8081"]},
              "ssl_proxying": {"include": ["*.example.com"], "exclude": ["pinned.example.com"]},
@@ -95,7 +97,9 @@ import Testing
         #expect(settings.autoPin == false && settings.pinTTL == 1800)
         #expect(try AppSettings.decode(#"{"ssl_proxying": {"pin_ttl": 90}}"#).settings.pinTTL == 90)
         #expect(try AppSettings.decode("{}").settings.autoPin && AppSettings().pinTTL == 86_400)
-        #expect(try !AppSettings.decode("{}").settings.pinLoopback && AppSettings.decode(#"{"ssl_proxying": {"pin_loopback": true}}"#).settings.pinLoopback)
+        #expect(
+            try !AppSettings.decode("{}").settings.pinLoopback
+                && AppSettings.decode(#"{"ssl_proxying": {"pin_loopback": true}}"#).settings.pinLoopback)
     }
 
     @Test func columnsCountCharactersNotBytes() {

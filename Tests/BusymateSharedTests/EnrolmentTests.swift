@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct EnrolmentTests {
@@ -12,7 +13,9 @@ import Testing
         #expect(e.verdict(client: "10.0.0.2", now: now) == .admit(first: false))
         #expect(e.verdict(client: "::ffff:10.0.0.2", now: now) == .admit(first: false), "an IPv4-mapped address is the same device")
         #expect(e.verdict(client: "10.0.0.3", now: now) == .usedElsewhere("10.0.0.2"))
-        #expect(e.verdict(client: "10.0.0.2", now: now.addingTimeInterval(60)) == .admit(first: false), "its device may come back after the link expired")
+        #expect(
+            e.verdict(client: "10.0.0.2", now: now.addingTimeInterval(60)) == .admit(first: false),
+            "its device may come back after the link expired")
         var fresh = e
         fresh.redeemedBy = nil
         #expect(fresh.verdict(client: "10.0.0.3", now: now.addingTimeInterval(60)) == .expired)
@@ -38,7 +41,8 @@ import Testing
     }
 
     @Test func aBadEnrolmentIsRefusedWithItsPath() {
-        let text = #"{"devices": {"list": [{"name": "p", "port": 9100, "enrolment": {"token_sha256": "xyz", "expires": "2026-11-25T10:00:00Z"}}]}}"#
+        let text =
+            #"{"devices": {"list": [{"name": "p", "port": 9100, "enrolment": {"token_sha256": "xyz", "expires": "2026-11-25T10:00:00Z"}}]}}"#
         #expect(throws: SettingsError.self) { try AppSettings.decode(text) }
         do {
             _ = try AppSettings.decode(text)
@@ -57,12 +61,14 @@ import Testing
         let iso = { (d: Date) in ISO8601DateFormatter().string(from: d) }
         let soon = Date().addingTimeInterval(600)
         let digest = AppSettings.Enrolment.digest("t")
-        try Data("""
+        try Data(
+            """
             {"future_key": 1, "devices": {"list": [
               {"name": "tablet", "port": 9100, "address": "10.0.0.7", "enrolment": {"token_sha256": "\(digest)", "expires": "\(iso(soon))", "redeemed_by": "10.0.0.7"}},
               {"name": "old", "port": 9101, "address": "10.0.0.9", "enrolment": {"token_sha256": "\(digest)", "expires": "\(iso(soon))", "redeemed_by": "10.0.0.9", "revoked": true}}]},
              "access": {"grants": [{"address": "10.0.0.7", "until": "\(iso(soon))"}, {"address": "10.0.0.9", "until": "\(iso(soon))"}]}}
-            """.utf8).write(to: file)
+            """.utf8
+        ).write(to: file)
         try GrantRenewal.write(["10.0.0.7", "10.0.0.9", "10.0.0.5"], to: file)
         let (settings, unknown) = try AppSettings.decode(String(decoding: try Data(contentsOf: file), as: UTF8.self))
         #expect(unknown == ["future_key"])
@@ -78,10 +84,12 @@ import Testing
     /// another enrolment holds that address.
     @Test func deviceEditsKeepWhatTheyDoNotOwnAndEndAdmissionsTheyGave() throws {
         let now = Date()
-        var root = try JSONParser.parse(Array("""
-            {"devices": {"list": [{"name": "phone", "port": 9100, "note": "QA"}, {"name": "pad", "port": 9101, "colour": "red"}]},
-             "access": {"grants": [{"address": "10.0.0.0/24", "until": "\(ISO8601DateFormatter().string(from: now.addingTimeInterval(7 * 86_400)))", "why": "lab"}]}}
-            """.utf8))
+        var root = try JSONParser.parse(
+            Array(
+                """
+                {"devices": {"list": [{"name": "phone", "port": 9100, "note": "QA"}, {"name": "pad", "port": 9101, "colour": "red"}]},
+                 "access": {"grants": [{"address": "10.0.0.0/24", "until": "\(ISO8601DateFormatter().string(from: now.addingTimeInterval(7 * 86_400)))", "why": "lab"}]}}
+                """.utf8))
         let first = try DeviceList.issueLink("phone", lifetime: 60, in: &root, now: now)
         #expect(first.ended == nil)
         try DeviceList.admit("phone", client: "10.0.0.7", first: true, in: &root, now: now)
@@ -89,9 +97,15 @@ import Testing
         #expect(settings.devices.named("phone")?.address == "10.0.0.7")
         #expect(settings.devices.named("phone")?.enrolment?.redeemedBy == "10.0.0.7")
         #expect(DeviceList.exactGrant("10.0.0.7", in: settings.access, now: now).map { $0 > now.addingTimeInterval(86_000) } == true)
-        #expect(root["devices"]?["list"].flatMap { if case let .array(items) = $0.value { return items[0]["note"] } else { return nil } } == JSONNode(.string("QA")))
-        #expect(root["devices"]?["list"].flatMap { if case let .array(items) = $0.value { return items[1]["colour"] } else { return nil } } == JSONNode(.string("red")))
-        #expect(root["access"]?["grants"].flatMap { if case let .array(items) = $0.value { return items[0]["why"] } else { return nil } } == JSONNode(.string("lab")))
+        #expect(
+            root["devices"]?["list"].flatMap { if case let .array(items) = $0.value { return items[0]["note"] } else { return nil } }
+                == JSONNode(.string("QA")))
+        #expect(
+            root["devices"]?["list"].flatMap { if case let .array(items) = $0.value { return items[1]["colour"] } else { return nil } }
+                == JSONNode(.string("red")))
+        #expect(
+            root["access"]?["grants"].flatMap { if case let .array(items) = $0.value { return items[0]["why"] } else { return nil } }
+                == JSONNode(.string("lab")))
         // The pad is enrolled from the phone's address: the phone's enrolment is superseded.
         _ = try DeviceList.issueLink("pad", lifetime: 60, in: &root, now: now)
         try DeviceList.admit("pad", client: "10.0.0.7", first: true, in: &root, now: now)
@@ -107,6 +121,8 @@ import Testing
         settings = try AppSettings.decode(root).settings
         #expect(DeviceList.exactGrant("10.0.0.7", in: settings.access, now: now) == nil)
         #expect(settings.access.grants.count == 1, "the lab's network grant stays")
-        #expect(root["devices"]?["list"].flatMap { if case let .array(items) = $0.value { return items[1]["colour"] } else { return nil } } == JSONNode(.string("red")))
+        #expect(
+            root["devices"]?["list"].flatMap { if case let .array(items) = $0.value { return items[1]["colour"] } else { return nil } }
+                == JSONNode(.string("red")))
     }
 }

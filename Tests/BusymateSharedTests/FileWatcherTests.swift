@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct FileWatcherTests {
@@ -45,11 +46,12 @@ import Testing
     }
 
     @Test func seesAnEditorsWriteAndRename() async throws {
-        #expect(try await sees { file in
-            let temp = file.deletingLastPathComponent().appendingPathComponent("settings.json.swp")
-            try Data("{\"mode\":\"proxy\"}\n".utf8).write(to: temp)
-            try shell("mv '\(temp.path)' '\(file.path)'")
-        })
+        #expect(
+            try await sees { file in
+                let temp = file.deletingLastPathComponent().appendingPathComponent("settings.json.swp")
+                try Data("{\"mode\":\"proxy\"}\n".utf8).write(to: temp)
+                try shell("mv '\(temp.path)' '\(file.path)'")
+            })
     }
 
     @Test func seesSedInPlace() async throws {
@@ -57,12 +59,13 @@ import Testing
     }
 
     @Test func seesAnInPlaceWrite() async throws {
-        #expect(try await sees { file in
-            let handle = try FileHandle(forWritingTo: file)
-            try handle.truncate(atOffset: 0)
-            try handle.write(contentsOf: Data("{ }\n".utf8))
-            try handle.close()
-        })
+        #expect(
+            try await sees { file in
+                let handle = try FileHandle(forWritingTo: file)
+                try handle.truncate(atOffset: 0)
+                try handle.write(contentsOf: Data("{ }\n".utf8))
+                try handle.close()
+            })
     }
 
     @Test func seesAnAtomicWrite() async throws {

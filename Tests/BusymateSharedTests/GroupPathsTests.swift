@@ -1,15 +1,26 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct GroupPathsTests {
     @Test func explicitBeatsEnvironmentBeatsInstalledBeatsDevelopment() {
         let env = [GroupPaths.environmentKey: "/env/group"]
-        #expect(GroupPaths.resolve(explicit: "/cli/group", environment: env, currentDirectory: "/work", installedExists: { _ in true }).root.path == "/cli/group")
-        #expect(GroupPaths.resolve(explicit: nil, environment: env, currentDirectory: "/work", installedExists: { _ in true }).root.path == "/env/group")
-        #expect(GroupPaths.resolve(explicit: nil, environment: [:], currentDirectory: "/work", installedExists: { _ in true }).root.path == "/var/lib/busymate/group")
-        #expect(GroupPaths.resolve(explicit: nil, environment: [:], currentDirectory: "/work", installedExists: { _ in false }).root.path == "/work/shared-group")
-        #expect(GroupPaths.resolve(explicit: "rel/dir", environment: [:], currentDirectory: "/work", installedExists: { _ in false }).root.path == "/work/rel/dir")
+        #expect(
+            GroupPaths.resolve(explicit: "/cli/group", environment: env, currentDirectory: "/work", installedExists: { _ in true }).root
+                .path == "/cli/group")
+        #expect(
+            GroupPaths.resolve(explicit: nil, environment: env, currentDirectory: "/work", installedExists: { _ in true }).root.path
+                == "/env/group")
+        #expect(
+            GroupPaths.resolve(explicit: nil, environment: [:], currentDirectory: "/work", installedExists: { _ in true }).root.path
+                == "/var/lib/busymate/group")
+        #expect(
+            GroupPaths.resolve(explicit: nil, environment: [:], currentDirectory: "/work", installedExists: { _ in false }).root.path
+                == "/work/shared-group")
+        #expect(
+            GroupPaths.resolve(explicit: "rel/dir", environment: [:], currentDirectory: "/work", installedExists: { _ in false }).root.path
+                == "/work/rel/dir")
     }
 
     @Test func filesLiveInTheGroupAndPrivateStateBesideIt() {

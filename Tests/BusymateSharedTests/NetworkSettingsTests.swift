@@ -1,10 +1,12 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct NetworkSettingsTests {
     @Test func everyNetworkKeyIsRead() throws {
-        let (s, unknown) = try AppSettings.decode("""
+        let (s, unknown) = try AppSettings.decode(
+            """
             {"mode": "transparent",
              "transparent": {"port": 9280, "ports": [80, 443, 8080, 443], "interfaces": ["eth1", "wlan0"]},
              "dns": {"port": 9253, "servers": ["10.0.0.53", "fd00::53"]},
@@ -33,8 +35,12 @@ import Testing
     }
 
     @Test func badValuesNameTheirPlace() {
-        #expect(AppSettings.decodeError("{\"transparent\": {\"interfaces\": [\"eth0; flush ruleset\"]}}")?.keyPath == "transparent.interfaces[0]")
-        #expect(AppSettings.decodeError("{\"transparent\": {\"interfaces\": [\"averyveryverylongname\"]}}")?.keyPath == "transparent.interfaces[0]")
+        #expect(
+            AppSettings.decodeError("{\"transparent\": {\"interfaces\": [\"eth0; flush ruleset\"]}}")?.keyPath
+                == "transparent.interfaces[0]")
+        #expect(
+            AppSettings.decodeError("{\"transparent\": {\"interfaces\": [\"averyveryverylongname\"]}}")?.keyPath
+                == "transparent.interfaces[0]")
         #expect(AppSettings.decodeError("{\"transparent\": {\"ports\": [53]}}")?.message.contains("DNS") == true)
         #expect(AppSettings.decodeError("{\"transparent\": {\"ports\": []}}")?.keyPath == "transparent.ports")
         #expect(AppSettings.decodeError("{\"transparent\": {\"port\": 80}}")?.keyPath == "transparent.port")
@@ -43,17 +49,25 @@ import Testing
         #expect(AppSettings.decodeError("{\"onboarding\": {\"listen\": \"lan:9092\"}}")?.keyPath == "onboarding.listen")
         #expect(AppSettings.decodeError("{\"devices\": {\"port_pool\": \"80-90\"}}")?.keyPath == "devices.port_pool")
         #expect(AppSettings.decodeError("{\"devices\": {\"port_pool\": \"9200-9100\"}}")?.keyPath == "devices.port_pool")
-        #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a b\", \"port\": 9100}]}}")?.keyPath == "devices.list[0].name")
+        #expect(
+            AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a b\", \"port\": 9100}]}}")?.keyPath == "devices.list[0].name")
         #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\"}]}}")?.message.contains("port") == true)
-        #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\", \"port\": 9100}, {\"name\": \"a\", \"port\": 9101}]}}")?.message.contains("twice") == true)
-        #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\", \"port\": 9100}, {\"name\": \"b\", \"port\": 9100}]}}")?.keyPath == "devices.list[1].port")
+        #expect(
+            AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\", \"port\": 9100}, {\"name\": \"a\", \"port\": 9101}]}}")?
+                .message.contains("twice") == true)
+        #expect(
+            AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"a\", \"port\": 9100}, {\"name\": \"b\", \"port\": 9100}]}}")?
+                .keyPath == "devices.list[1].port")
         #expect(AppSettings.decodeError("{\"access\": {\"allow\": [\"10.0.0.0/33\"]}}")?.keyPath == "access.allow[0]")
         // Two listeners on one port: the redirect would reach the wrong one.
         #expect(AppSettings.decodeError("{\"transparent\": {\"port\": 9091}}")?.message == "port 9091 is web.listen's already")
         #expect(AppSettings.decodeError("{\"proxy\": {\"listen\": [\"0.0.0.0:9153\"]}}")?.keyPath == "dns.port")
-        #expect(AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"tv\", \"port\": 9090}]}}")?.keyPath == "devices.list[0].port")
+        #expect(
+            AppSettings.decodeError("{\"devices\": {\"list\": [{\"name\": \"tv\", \"port\": 9090}]}}")?.keyPath == "devices.list[0].port")
         #expect(AppSettings.decodeError("{\"onboarding\": {\"listen\": \"10.0.0.1:9180\"}}")?.keyPath == "transparent.port")
-        #expect(AppSettings.decodeError("{\"access\": {\"grants\": [{\"address\": \"10.0.0.1\", \"until\": \"tomorrow\"}]}}")?.keyPath == "access.grants[0].until")
+        #expect(
+            AppSettings.decodeError("{\"access\": {\"grants\": [{\"address\": \"10.0.0.1\", \"until\": \"tomorrow\"}]}}")?.keyPath
+                == "access.grants[0].until")
     }
 
     @Test func networksMatchAddressesAsTheKernelWrites() throws {
@@ -81,7 +95,8 @@ import Testing
         #expect(s.wantedListeners.map(\.name) == ["127.0.0.1:9090", "device:phone@0.0.0.0:9100"])
         s.mode = .transparent
         let names = s.wantedListeners.map(\.name)
-        #expect(names.contains("transparent@0.0.0.0:9180") && names.contains("dns-udp@0.0.0.0:9153") && names.contains("dns-tcp@0.0.0.0:9153"))
+        #expect(
+            names.contains("transparent@0.0.0.0:9180") && names.contains("dns-udp@0.0.0.0:9153") && names.contains("dns-tcp@0.0.0.0:9153"))
         #expect(s.wantedListeners.first { $0.role == .dnsUDP }?.role.isDatagram == true)
     }
 
@@ -105,13 +120,20 @@ import Testing
 
     @Test func devicesMergeNamedSeenAndOnboarded() {
         var settings = AppSettings()
-        settings.devices.list = [AppSettings.NamedDevice(name: "phone", port: 9100), AppSettings.NamedDevice(name: "vm", address: "10.0.0.5")]
-        let seen = [DevicePresence(name: "phone", address: "10.0.0.2", port: 9100, source: "port", online: true, lastSeen: Date(), caTrustedAt: Date()),
-                    DevicePresence(name: "10.0.0.3", address: "10.0.0.3", port: nil, source: "transparent", online: false, lastSeen: Date())]
+        settings.devices.list = [
+            AppSettings.NamedDevice(name: "phone", port: 9100), AppSettings.NamedDevice(name: "vm", address: "10.0.0.5"),
+        ]
+        let seen = [
+            DevicePresence(
+                name: "phone", address: "10.0.0.2", port: 9100, source: "port", online: true, lastSeen: Date(), caTrustedAt: Date()),
+            DevicePresence(name: "10.0.0.3", address: "10.0.0.3", port: nil, source: "transparent", online: false, lastSeen: Date()),
+        ]
         let onboarding = OnboardingLog(clients: ["10.0.0.2": .init(caDownloads: 1), "10.0.0.4": .init(caDownloads: 2)])
         let rows = DeviceRow.merge(settings: settings, seen: seen, onboarding: onboarding, exchangesToday: ["phone": 3, "10.0.0.3": 1])
         #expect(rows.map(\.name) == ["phone", "vm", "10.0.0.3", "10.0.0.4"])
-        #expect(rows[0].online && rows[0].source == "port" && rows[0].exchangesToday == 3 && rows[0].caDownloads == 1 && rows[0].named && rows[0].caTrustedAt != nil)
+        #expect(
+            rows[0].online && rows[0].source == "port" && rows[0].exchangesToday == 3 && rows[0].caDownloads == 1 && rows[0].named
+                && rows[0].caTrustedAt != nil)
         #expect(rows.dropFirst().allSatisfy { $0.caTrustedAt == nil })
         #expect(!rows[1].online && rows[1].lastSeen == nil && rows[1].address == "10.0.0.5")
         #expect(!rows[2].named && rows[2].source == "transparent")

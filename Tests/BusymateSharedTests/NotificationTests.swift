@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import Synchronization
+import Testing
+
 @testable import BusymateShared
 
 @Suite struct NotificationTests {
@@ -9,13 +10,16 @@ import Synchronization
             let n = BusymateNotification(name: name, sender: "tunnel-12", payload: name == .breakpointPaused ? "req 42" : nil)
             #expect(try BusymateNotification.decode(n.encoded()) == n)
         }
-        #expect(String(decoding: BusymateNotification(name: .caDidChange, sender: "app-1").encoded(), as: UTF8.self) == "busymate/1 caDidChange app-1")
+        #expect(
+            String(decoding: BusymateNotification(name: .caDidChange, sender: "app-1").encoded(), as: UTF8.self)
+                == "busymate/1 caDidChange app-1")
         // A payload that starts with a combining mark (found by fuzz-notification).
         let combining = BusymateNotification(name: .tunnelStateChanged, sender: "tunnel-12", payload: "\u{31E}ready")
         #expect(try BusymateNotification.decode(combining.encoded()) == combining)
         // A payload cut at the size limit is cut between characters (found by fuzz-notification).
         for filler in ["", "a", "aa"] {
-            let long = BusymateNotification(name: .tunnelStateChanged, sender: "tunnel-12", payload: filler + String(repeating: "é", count: 1500))
+            let long = BusymateNotification(
+                name: .tunnelStateChanged, sender: "tunnel-12", payload: filler + String(repeating: "é", count: 1500))
             let datagram = long.encoded()
             #expect(datagram.count <= BusymateNotification.maxSize && datagram.count > BusymateNotification.maxSize - 2)
             #expect(try BusymateNotification.decode(datagram).payload?.hasPrefix(filler + "éé") == true)
@@ -23,11 +27,17 @@ import Synchronization
     }
 
     @Test func malformedDatagramsAreRejected() {
-        #expect(throws: BusymateNotification.DecodeError.unknownName("explode")) { try BusymateNotification.decode(Array("busymate/1 explode app-1".utf8)) }
+        #expect(throws: BusymateNotification.DecodeError.unknownName("explode")) {
+            try BusymateNotification.decode(Array("busymate/1 explode app-1".utf8))
+        }
         #expect(throws: BusymateNotification.DecodeError.badHeader) { try BusymateNotification.decode(Array("hello".utf8)) }
-        #expect(throws: BusymateNotification.DecodeError.badHeader) { try BusymateNotification.decode(Array("busymate/2 caDidChange app-1".utf8)) }
+        #expect(throws: BusymateNotification.DecodeError.badHeader) {
+            try BusymateNotification.decode(Array("busymate/2 caDidChange app-1".utf8))
+        }
         #expect(throws: BusymateNotification.DecodeError.notUTF8) { try BusymateNotification.decode([0xFF, 0xFE]) }
-        #expect(throws: BusymateNotification.DecodeError.tooLarge(5000)) { try BusymateNotification.decode([UInt8](repeating: 65, count: 5000)) }
+        #expect(throws: BusymateNotification.DecodeError.tooLarge(5000)) {
+            try BusymateNotification.decode([UInt8](repeating: 65, count: 5000))
+        }
     }
 
     private func collect(_ stream: AsyncStream<BusymateNotification>, for seconds: Double) async -> [BusymateNotification] {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 /// `~proto` and `~grpc` read the request alone, so a rule or a request
@@ -38,7 +39,8 @@ import Testing
 extension ProtocolRuleMatchTests {
     /// The page's "test a URL" takes the request as HTTP/1.1, as `rules test` does without `--http2`.
     @Test func aURLTestedAloneIsAnHTTP1Request() throws {
-        let (settings, _) = try AppSettings.decode("""
+        let (settings, _) = try AppSettings.decode(
+            """
             {"rules": [{"name": "h1 only", "match": "~proto h1 & ~d api", "action": "block"},
                        {"name": "h2 only", "match": "~proto h2", "action": "block", "status": 418}]}
             """)

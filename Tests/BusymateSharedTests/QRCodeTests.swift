@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct QRCodeTests {
@@ -172,18 +173,21 @@ import Testing
 
     @Test(arguments: [QRCode.Correction.low, .medium, .quartile, .high])
     func formatInformationEncodesLevelAndMask(correction: QRCode.Correction) throws {
-        let levelBits: Int = switch correction {
-        case .low: 1
-        case .medium: 0
-        case .quartile: 3
-        case .high: 2
-        }
+        let levelBits: Int =
+            switch correction {
+            case .low: 1
+            case .medium: 0
+            case .quartile: 3
+            case .high: 2
+            }
         for mask in 0...7 {
             let qr = try QRCode.encode("format check", correction: correction, mask: mask)
             #expect(qr.mask == mask)
             // First copy: read in bit order 0...14 along row/column 8 around the top-left finder.
-            let coordinates = [(8, 0), (8, 1), (8, 2), (8, 3), (8, 4), (8, 5), (8, 7), (8, 8), (7, 8),
-                               (5, 8), (4, 8), (3, 8), (2, 8), (1, 8), (0, 8)]
+            let coordinates = [
+                (8, 0), (8, 1), (8, 2), (8, 3), (8, 4), (8, 5), (8, 7), (8, 8), (7, 8),
+                (5, 8), (4, 8), (3, 8), (2, 8), (1, 8), (0, 8),
+            ]
             var first = 0
             for (i, (x, y)) in coordinates.enumerated() where qr.isDark(x: x, y: y) { first |= 1 << i }
             var second = 0

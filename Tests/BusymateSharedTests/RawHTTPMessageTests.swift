@@ -1,25 +1,30 @@
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct RawHTTPMessageTests {
     private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
     @Test func parsesWhatItRendersAndWhatAnEditorSaves() throws {
-        let crlf = try RawHTTPMessage.parse(bytes("POST http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nX-Two:  spaced  \r\n\r\nbody\r\nline"), as: .request)
+        let crlf = try RawHTTPMessage.parse(
+            bytes("POST http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nX-Two:  spaced  \r\n\r\nbody\r\nline"), as: .request)
         #expect(crlf.start == .request(method: "POST", target: "http://a.test/x?y=1", version: "HTTP/1.1"))
         #expect(crlf.headers.map(\.name) == ["Host", "X-Two"] && crlf.headers.map(\.value) == ["a.test", "spaced"])
         // The body is kept byte for byte, CRLFs in it included.
         #expect(crlf.body == bytes("body\r\nline"))
         #expect(try RawHTTPMessage.parse(crlf.rendered(), as: .request) == crlf)
         // Bare LF line ends (vi on a copy, a heredoc) read the same.
-        let lf = try RawHTTPMessage.parse(bytes("POST http://a.test/x?y=1 HTTP/1.1\nHost: a.test\nX-Two: spaced\n\nbody\r\nline"), as: .request)
+        let lf = try RawHTTPMessage.parse(
+            bytes("POST http://a.test/x?y=1 HTTP/1.1\nHost: a.test\nX-Two: spaced\n\nbody\r\nline"), as: .request)
         #expect(lf == crlf)
         // No blank line: all head, no body.
         let headOnly = try RawHTTPMessage.parse(bytes("GET / HTTP/1.1\nHost: a\n"), as: .request)
         #expect(headOnly.body.isEmpty && headOnly.headers.count == 1)
         let response = try RawHTTPMessage.parse(bytes("HTTP/1.1 418 I'm a teapot\r\n\r\n"), as: .response)
         #expect(response.start == .response(version: "HTTP/1.1", status: 418, reason: "I'm a teapot"))
-        #expect(try RawHTTPMessage.parse(bytes("HTTP/1.0 204\r\n\r\n"), as: .response).start == .response(version: "HTTP/1.0", status: 204, reason: ""))
+        #expect(
+            try RawHTTPMessage.parse(bytes("HTTP/1.0 204\r\n\r\n"), as: .response).start
+                == .response(version: "HTTP/1.0", status: 204, reason: ""))
     }
 
     /// (text, kind, words the error has)
@@ -53,7 +58,8 @@ import Testing
         var edited = try RawHTTPMessage.parse(bytes("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nX: y\r\n\r\nlonger"), as: .request)
         edited.frame(bodyless: false)
         #expect(edited.headers.map(\.name) == ["Host", "Content-Length", "X"] && edited.values("content-length") == ["6"])
-        var chunked = try RawHTTPMessage.parse(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\nabc"), as: .response)
+        var chunked = try RawHTTPMessage.parse(
+            bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\nabc"), as: .response)
         chunked.frame(bodyless: false)
         #expect(chunked.values("transfer-encoding").isEmpty && chunked.values("content-length") == ["3"])
         // A GET with no body and no framing stays so; a body added gets a length.

@@ -1,10 +1,12 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct RuleSettingsTests {
     @Test func everyRuleKindBreakpointsAndTheUpstreamProxyAreRead() throws {
-        let (s, unknown) = try AppSettings.decode("""
+        let (s, unknown) = try AppSettings.decode(
+            """
             {
               "rules": [
                 {"name": "no ads", "match": "*.ads.test/*", "action": "block"},
@@ -48,14 +50,17 @@ import Testing
             #expect(b.timeoutSeconds == 0 && b.expiry(pausedAt: Date()) == nil)
         }
         #expect(s.breakpoints.expiry(pausedAt: Date(timeIntervalSince1970: 0)) == Date(timeIntervalSince1970: 30))
-        #expect(s.upstreamProxy == UpstreamProxySetting(host: "proxy.corp.test", port: 3128, username: "u", password: "p:w", bypass: ["*.local"]))
+        #expect(
+            s.upstreamProxy
+                == UpstreamProxySetting(host: "proxy.corp.test", port: 3128, username: "u", password: "p:w", bypass: ["*.local"]))
         #expect(s.upstreamProxy?.bypass.shouldIntercept(host: "printer.local") == true)
         #expect(s.upstreamProxy?.carries("printer.local") == false && s.upstreamProxy?.carries("api.test") == true)
         #expect(s.upstreamProxy?.authorization == "Basic dTpwOnc=")
         #expect(UpstreamProxySetting(host: "p", port: 1).authorization == nil)
         #expect(s.upstreamProxy?.scheme == .http)
         // A SOCKS5 proxy: its credentials go in RFC 1929's exchange, never as Proxy-Authorization.
-        let (socks, socksUnknown) = try AppSettings.decode("""
+        let (socks, socksUnknown) = try AppSettings.decode(
+            """
             {"upstream_proxy": {"scheme": "socks5", "host": "127.0.0.1", "port": 1080, "username": "u:1", "password": "p"}}
             """)
         #expect(socksUnknown.isEmpty)
@@ -63,7 +68,9 @@ import Testing
         #expect(socks.upstreamProxy?.authorization == nil)
         // Nothing set: no rules, no breakpoints, a direct upstream.
         let (defaults, _) = try AppSettings.decode("{}")
-        #expect(defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60 && defaults.upstreamProxy == nil)
+        #expect(
+            defaults.rules.isEmpty && defaults.breakpoints.isEmpty && defaults.breakpoints.timeoutSeconds == 60
+                && defaults.upstreamProxy == nil)
     }
 
     /// (document, key path of the error, words its message has)
@@ -76,34 +83,70 @@ import Testing
         (#"{"rules": [{"name": "a", "action": "block"}]}"#, "rules[0]", "needs \"match\""),
         (#"{"rules": [{"name": "a", "match": "/x", "action": "block"}]}"#, "rules[0].match", "starts with a host"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "block", "enabled": "yes"}]}"#, "rules[0].enabled", "true or false"),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "block", "directroy": "/x"}]}"#, "rules[0].directroy", "not a key of a block rule"),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "block", "directroy": "/x"}]}"#, "rules[0].directroy",
+            "not a key of a block rule"
+        ),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "block", "status": 200}]}"#, "rules[0].status", "400 to 599"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_local"}]}"#, "rules[0]", "either \"file\" or \"directory\""),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_local", "file": "/a", "directory": "/b"}]}"#, "rules[0]", "either"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_local", "file": "mock.json"}]}"#, "rules[0].file", "absolute path"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_remote", "to": "ftp://x"}]}"#, "rules[0].to", "not an http"),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "map_remote"}]}"#, "rules[0]", "needs \"to\""),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "host_override", "address": "example.com"}]}"#, "rules[0].address", "not an IP address"),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "host_override", "address": "example.com"}]}"#, "rules[0].address",
+            "not an IP address"
+        ),
         (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers"}]}"#, "rules[0]", "needs \"request\" or \"response\""),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"set": {"Bad Name": "1"}}}]}"#, "rules[0].request.set.Bad Name", "not a header name"),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"add": {"X": "a\r\nB: c"}}}]}"#, "rules[0].request.add.X", "line break"),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"rename": {}}}]}"#, "rules[0].request.rename", "remove, set or add"),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "response": {"remove": ["Content-Length"]}}]}"#, "rules[0].response.remove[0]", "frames the message"),
-        (#"{"rules": [{"name": "a", "match": "x.test", "action": "block"}, {"name": "a", "match": "y.test", "action": "drop"}]}"#, "rules[1].name", "another rule"),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"set": {"Bad Name": "1"}}}]}"#,
+            "rules[0].request.set.Bad Name", "not a header name"
+        ),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"add": {"X": "a\r\nB: c"}}}]}"#,
+            "rules[0].request.add.X", "line break"
+        ),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "request": {"rename": {}}}]}"#, "rules[0].request.rename",
+            "remove, set or add"
+        ),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "headers", "response": {"remove": ["Content-Length"]}}]}"#,
+            "rules[0].response.remove[0]", "frames the message"
+        ),
+        (
+            #"{"rules": [{"name": "a", "match": "x.test", "action": "block"}, {"name": "a", "match": "y.test", "action": "drop"}]}"#,
+            "rules[1].name", "another rule"
+        ),
         // A match that starts with ~, ! or ( is a filter, refused as the filter language refuses it.
-        (#"{"rules": [{"name": "a", "match": "~c 4x5", "action": "headers", "response": {"add": {"X": "1"}}}]}"#, "rules[0].match", "position 4: a status is"),
+        (
+            #"{"rules": [{"name": "a", "match": "~c 4x5", "action": "headers", "response": {"add": {"X": "1"}}}]}"#, "rules[0].match",
+            "position 4: a status is"
+        ),
         (#"{"rules": [{"name": "a", "match": "(~d x", "action": "block"}]}"#, "rules[0].match", "never closed"),
         (#"{"rules": [{"name": "a", "match": "!~zz", "action": "block"}]}"#, "rules[0].match", "unknown filter ~zz"),
         // ... and where the rule cannot know the answer when it acts.
-        (#"{"rules": [{"name": "a", "match": "~d x & ~c 404", "action": "block"}]}"#, "rules[0].match", "~c reads the response, and a block rule acts before"),
-        (#"{"rules": [{"name": "a", "match": "~ts json", "action": "map_remote", "to": "http://y.test/"}]}"#, "rules[0].match", "~ts reads the response"),
-        (#"{"rules": [{"name": "a", "match": "~b secret", "action": "headers", "request": {"add": {"X": "1"}}}]}"#, "rules[0].match", "before the body streams"),
+        (
+            #"{"rules": [{"name": "a", "match": "~d x & ~c 404", "action": "block"}]}"#, "rules[0].match",
+            "~c reads the response, and a block rule acts before"
+        ),
+        (
+            #"{"rules": [{"name": "a", "match": "~ts json", "action": "map_remote", "to": "http://y.test/"}]}"#, "rules[0].match",
+            "~ts reads the response"
+        ),
+        (
+            #"{"rules": [{"name": "a", "match": "~b secret", "action": "headers", "request": {"add": {"X": "1"}}}]}"#, "rules[0].match",
+            "before the body streams"
+        ),
         (#"{"rules": [{"name": "a", "match": "~since 1h", "action": "block"}]}"#, "rules[0].match", "read once"),
         (#"{"rules": [{"name": "a", "match": "~marked", "action": "block"}]}"#, "rules[0].match", "no mark or comment yet"),
         (#"{"rules": [{"name": "a", "match": "~dst :443", "action": "block"}]}"#, "rules[0].match", "match its name with ~d"),
         (#"{"rules": [{"name": "a", "match": "~rule x", "action": "block"}]}"#, "rules[0].match", "which rules applied"),
         (#"{"breakpoints": {"request": ["https://"]}}"#, "breakpoints.request[0]", "starts with a host"),
-        (#"{"breakpoints": {"request": ["~d api", "~d api & ~c 404"]}}"#, "breakpoints.request[1]", "a request breakpoint acts before there is one"),
+        (
+            #"{"breakpoints": {"request": ["~d api", "~d api & ~c 404"]}}"#, "breakpoints.request[1]",
+            "a request breakpoint acts before there is one"
+        ),
         (#"{"breakpoints": {"response": ["~bs token"]}}"#, "breakpoints.response[0]", "before the body streams"),
         (#"{"breakpoints": {"timeout_seconds": 0.5}}"#, "breakpoints.timeout_seconds", "from 1 to 3600, or 0 or \"never\""),
         (#"{"breakpoints": {"timeout_seconds": 3601}}"#, "breakpoints.timeout_seconds", "from 1 to 3600"),
@@ -115,7 +158,10 @@ import Testing
         (#"{"upstream_proxy": {"host": "p.test", "port": 1, "username": "u"}}"#, "upstream_proxy", "both"),
         (#"{"upstream_proxy": {"host": "p.test", "port": 1, "bypass": ["http://x"]}}"#, "upstream_proxy.bypass[0]", "without a scheme"),
         (#"{"upstream_proxy": {"scheme": "socks4", "host": "p.test", "port": 1}}"#, "upstream_proxy.scheme", "\"http\" or \"socks5\""),
-        (#"{"upstream_proxy": {"scheme": "socks5", "host": "p.test", "port": 1, "username": "", "password": "p"}}"#, "upstream_proxy.username", "1 to 255 bytes"),
+        (
+            #"{"upstream_proxy": {"scheme": "socks5", "host": "p.test", "port": 1, "username": "", "password": "p"}}"#,
+            "upstream_proxy.username", "1 to 255 bytes"
+        ),
     ]
 
     @Test(arguments: refused)
@@ -127,7 +173,8 @@ import Testing
     }
 
     @Test func anErrorInARulePointsAtItsLineAndColumn() {
-        let e = AppSettings.decodeError("""
+        let e = AppSettings.decodeError(
+            """
             {
               "rules": [
                 {"name": "ok", "match": "x.test", "action": "block"},

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct SSLProxyMatcherTests {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 /// docs/settings.md documents every key the settings reader knows, and no
@@ -40,7 +41,8 @@ import Testing
                 inKeyTable = false
                 continue
             }
-            let first = row.dropFirst().split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false).first
+            let first =
+                row.dropFirst().split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false).first
                 .map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             if first == "key" {
                 inKeyTable = true
@@ -63,7 +65,8 @@ import Testing
         let (leaves, containers) = Self.known()
         let rules = Self.ruleKeys()
         #expect(Set(Rule.actionNames) == Set(AppSettings.Reader.ruleKeys.keys), "every action has its keys listed")
-        #expect(malformed.isEmpty, "rows of a key table whose first cell is not one key in backticks:\n\(malformed.joined(separator: "\n"))")
+        #expect(
+            malformed.isEmpty, "rows of a key table whose first cell is not one key in backticks:\n\(malformed.joined(separator: "\n"))")
 
         let documented = Set(rows)
         let twice = Set(rows.filter { key in rows.filter { $0 == key }.count > 1 })
@@ -72,9 +75,13 @@ import Testing
         // A key that only holds others (`devices.list`, `upstream_proxy`) may have a row of its own; every other must.
         let required = leaves.union(rules)
         let missing = required.subtracting(documented)
-        #expect(missing.isEmpty, "known to the settings reader but not documented in docs/settings.md: \(missing.sorted().joined(separator: ", "))")
+        #expect(
+            missing.isEmpty,
+            "known to the settings reader but not documented in docs/settings.md: \(missing.sorted().joined(separator: ", "))")
         let unknown = documented.subtracting(required).subtracting(containers)
-        #expect(unknown.isEmpty, "documented in docs/settings.md but not known to the settings reader: \(unknown.sorted().joined(separator: ", "))")
+        #expect(
+            unknown.isEmpty,
+            "documented in docs/settings.md but not known to the settings reader: \(unknown.sorted().joined(separator: ", "))")
     }
 
     /// The ignored keys are said in prose, not listed as if they worked.

@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import BusymateShared
 
 /// A fresh directory under /tmp (short paths: Unix socket paths are capped

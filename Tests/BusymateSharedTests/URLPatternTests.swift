@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BusymateShared
 
 @Suite struct URLPatternTests {
@@ -68,7 +69,9 @@ import Testing
         ]
         for (pattern, why) in bad {
             #expect(URLPattern(pattern) == nil, "\(pattern)")
-            #expect(URLPattern.problem(with: pattern)?.contains(why) == true, "\(pattern): \(URLPattern.problem(with: pattern) ?? "no problem")")
+            #expect(
+                URLPattern.problem(with: pattern)?.contains(why) == true, "\(pattern): \(URLPattern.problem(with: pattern) ?? "no problem")"
+            )
         }
         #expect(URLPattern.problem(with: "*.example.com/v1/*") == nil)
     }
@@ -77,8 +80,11 @@ import Testing
 extension URLPatternTests {
     /// The byte-level reading of a URL agrees with the string-level one it replaced.
     @Test func theFastURLReadingAgreesWithTheStringOne() {
-        let edges = ["HTTP://A.Test./x", "http://a.test:99999/x", "http://a.test:/x", "http://a.test:+80/x", "http://a.test:000080/x", "http://a.test:99999999999999/x", "http://[::1/x", "http://[::1]:0/x",
-                     "ws://a.test/x", "WSS://a.test:443", "a.test/no/scheme", "http://a.test?q#f", "http://user@a.test:8080/p", "http://1:2:3/x", ""]
+        let edges = [
+            "HTTP://A.Test./x", "http://a.test:99999/x", "http://a.test:/x", "http://a.test:+80/x", "http://a.test:000080/x",
+            "http://a.test:99999999999999/x", "http://[::1/x", "http://[::1]:0/x",
+            "ws://a.test/x", "WSS://a.test:443", "a.test/no/scheme", "http://a.test?q#f", "http://user@a.test:8080/p", "http://1:2:3/x", "",
+        ]
         for url in Self.cases.map(\.1) + edges {
             #expect(URLPattern.Subject(url) == URLPattern.Subject(unicode: url), "\(url)")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BusymateShared
 
 /// The supervisor's token file: made once, kept while it is its own, and

@@ -1,6 +1,7 @@
-@testable import BusymateShared
 import Foundation
 import Testing
+
+@testable import BusymateShared
 @testable import CaptureStore
 
 /// Filters compiled to SQL and run over a store built here: each filter's
@@ -18,10 +19,13 @@ import Testing
             try FileManager.default.createDirectory(at: dir.appendingPathComponent("bodies"), withIntermediateDirectories: true)
             database = try CaptureDatabase(paths: GroupPaths(root: dir))
             var rows: [ExchangeRecord] = []
-            func row(_ path: String, host: String = "api.example.com", method: String = "GET", status: Int? = 200, minutesAgo: Double,
-                     _ edit: (inout ExchangeRecord) -> Void = { _ in }) {
-                var r = ExchangeRecord(startedAt: CaptureFilterSQLTests.base.addingTimeInterval(-minutesAgo * 60), scheme: "https", method: method,
-                                       host: host, port: 443, path: path, url: "https://\(host)\(path)", tlsMode: .mitm)
+            func row(
+                _ path: String, host: String = "api.example.com", method: String = "GET", status: Int? = 200, minutesAgo: Double,
+                _ edit: (inout ExchangeRecord) -> Void = { _ in }
+            ) {
+                var r = ExchangeRecord(
+                    startedAt: CaptureFilterSQLTests.base.addingTimeInterval(-minutesAgo * 60), scheme: "https", method: method,
+                    host: host, port: 443, path: path, url: "https://\(host)\(path)", tlsMode: .mitm)
                 r.status = status
                 r.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("User-Agent", "curl/7.88")])
                 r.responseHeaders = status == nil ? nil : ExchangeRecord.encodeHeaders([("Content-Type", "application/json")])
@@ -33,7 +37,9 @@ import Testing
             }
             row("/users", minutesAgo: 60)
             row("/users/9", method: "POST", status: 404, minutesAgo: 50) {
-                $0.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/x-www-form-urlencoded"), ("X-Trace", "Abc-1")])
+                $0.requestHeaders = ExchangeRecord.encodeHeaders([
+                    ("Content-Type", "application/x-www-form-urlencoded"), ("X-Trace", "Abc-1"),
+                ])
                 $0.requestBody = Data("name=needle".utf8)
                 $0.marker = "default"
                 $0.comment = "login bug, see ticket 42"
@@ -56,7 +62,9 @@ import Testing
                 $0.marker = "🔥"
                 // A gRPC call, its Content-Type in any case.
                 $0.httpVersion = "HTTP/2.0"
-                $0.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("User-Agent", "curl/7.88"), ("Content-Type", "Application/GRPC+proto")])
+                $0.requestHeaders = ExchangeRecord.encodeHeaders([
+                    ("Accept", "*/*"), ("User-Agent", "curl/7.88"), ("Content-Type", "Application/GRPC+proto"),
+                ])
                 $0.streamID = 3
                 $0.connectionID = "c1"
             }
@@ -73,7 +81,8 @@ import Testing
             }
             _ = try TrafficRepository(database: database).insert(rows)
             // The whole body is in its file; the row keeps only its start.
-            try Data("only the first bytes, and further on: haystack-word".utf8).write(to: dir.appendingPathComponent("bodies/big.response"))
+            try Data("only the first bytes, and further on: haystack-word".utf8).write(
+                to: dir.appendingPathComponent("bodies/big.response"))
         }
         deinit { try? FileManager.default.removeItem(at: dir) }
 
@@ -213,8 +222,10 @@ import Testing
 
     /// Found by fuzz-filter: ICU's date parser (behind ISO8601DateFormatter)
     /// died of SIGFPE on a fraction of a second of 35 digits or more.
-    @Test(arguments: ["~until 2027-01-15T08:00:00." + String(repeating: "1", count: 35) + "Z",
-                      "~since 2027-01-15T08:00:00." + String(repeating: "0", count: 60)])
+    @Test(arguments: [
+        "~until 2027-01-15T08:00:00." + String(repeating: "1", count: 35) + "Z",
+        "~since 2027-01-15T08:00:00." + String(repeating: "0", count: 60),
+    ])
     func aDateWithAHugeFractionIsRefusedNotACrash(_ text: String) {
         do {
             _ = try CaptureFilter.parse(text, now: Self.base)
@@ -232,15 +243,18 @@ import Testing
     }
 
     @Test func thousandsOfParenthesesOrBangsAreRefusedNotAStackOverflow() throws {
-        for text in [String(repeating: "(", count: 3000) + "~all" + String(repeating: ")", count: 3000),
-                     String(repeating: "!", count: 3000) + "~all",
-                     String(repeating: "(!", count: 2000) + "~all" + String(repeating: ")", count: 2000)] {
+        for text in [
+            String(repeating: "(", count: 3000) + "~all" + String(repeating: ")", count: 3000),
+            String(repeating: "!", count: 3000) + "~all",
+            String(repeating: "(!", count: 2000) + "~all" + String(repeating: ")", count: 2000),
+        ] {
             do {
                 _ = try CaptureFilter.parse(text)
                 Issue.record("accepted \(text.prefix(20))…")
             } catch {
                 #expect(error.message.contains("nest at most"), "\(error)")
-                #expect(error.position == CaptureFilterParser.maxDepth + 1 || error.position == 2 * CaptureFilterParser.maxDepth + 1
+                #expect(
+                    error.position == CaptureFilterParser.maxDepth + 1 || error.position == 2 * CaptureFilterParser.maxDepth + 1
                         || error.position == 2 * CaptureFilterParser.maxDepth, "\(error)")
             }
         }
@@ -258,13 +272,18 @@ import Testing
         #expect(levels == CaptureFilterParser.maxDepth)
         let depth = CaptureFilterParser.maxDepth
         #expect(try store.paths(String(repeating: "!", count: depth) + "~c 404") == ["/users/9"])
-        #expect(try store.paths(String(repeating: "(!", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2)) == ["/users/9"])
+        #expect(
+            try store.paths(String(repeating: "(!", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2)) == ["/users/9"]
+        )
         _ = try store.paths(String(repeating: "(~e | ~d a & !", count: depth / 2) + "~c 404" + String(repeating: ")", count: depth / 2))
-        _ = try store.paths(String(repeating: "(~e | ~h a & !(~b x | ", count: depth / 3) + "~c 404" + String(repeating: "))", count: depth / 3))
+        _ = try store.paths(
+            String(repeating: "(~e | ~h a & !(~b x | ", count: depth / 3) + "~c 404" + String(repeating: "))", count: depth / 3))
         // The dearest leaf to SQLite's parser (its SQL nests most) at the bottom of every shape.
         for level in ["(~u a | ~u a & ", "!(~u a | ~h a & ", "(~e & !", "(~h a | !"] {
             let count = depth / (level.filter { $0 == "(" || $0 == "!" }.count)
-            _ = try store.paths(String(repeating: level, count: count) + "~websocket" + String(repeating: ")", count: count * level.filter { $0 == "(" }.count))
+            _ = try store.paths(
+                String(repeating: level, count: count) + "~websocket"
+                    + String(repeating: ")", count: count * level.filter { $0 == "(" }.count))
         }
         #expect(try store.paths(text) == ["/users/9"])
     }
@@ -289,8 +308,9 @@ import Testing
 
     @Test func aBacktrackingRegexIsStoppedWithAClearErrorAndNoSQL() throws {
         let store = try Store()
-        var row = ExchangeRecord(startedAt: Self.base, scheme: "http", method: "GET", host: "a.example", port: 80,
-                                 path: "/" + String(repeating: "a", count: 30), url: "http://a.example/" + String(repeating: "a", count: 30), tlsMode: .none)
+        var row = ExchangeRecord(
+            startedAt: Self.base, scheme: "http", method: "GET", host: "a.example", port: 80,
+            path: "/" + String(repeating: "a", count: 30), url: "http://a.example/" + String(repeating: "a", count: 30), tlsMode: .none)
         row.status = 200
         _ = try store.traffic.insert([row])
         let clock = ContinuousClock()

@@ -1,8 +1,9 @@
 import BusymateShared
 import Foundation
-import Testing
-@testable import CaptureStore
 import GRDB
+import Testing
+
+@testable import CaptureStore
 
 @Suite struct CaptureStoreTests {
     final class Store {
@@ -17,9 +18,12 @@ import GRDB
         var traffic: TrafficRepository { TrafficRepository(database: database) }
     }
 
-    private func exchange(_ host: String, _ method: String = "GET", status: Int? = 200, at offset: TimeInterval, path: String = "/") -> ExchangeRecord {
-        var r = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000 + offset), scheme: "https", method: method,
-                               host: host, port: 443, path: path, url: "https://\(host)\(path)", tlsMode: .mitm)
+    private func exchange(_ host: String, _ method: String = "GET", status: Int? = 200, at offset: TimeInterval, path: String = "/")
+        -> ExchangeRecord
+    {
+        var r = ExchangeRecord(
+            startedAt: Date(timeIntervalSince1970: 1_800_000_000 + offset), scheme: "https", method: method,
+            host: host, port: 443, path: path, url: "https://\(host)\(path)", tlsMode: .mitm)
         r.status = status
         r.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("X-Trace", "abc"), ("X-Trace", "def")])
         return r
@@ -98,7 +102,8 @@ import GRDB
         #expect(trimmed.removed == 75 && trimmed.size == .init(exchanges: 25, bytes: 2_500))
         #expect(try store.traffic.count() == 25)
         // A size that drifted (rows removed behind the writer's back) is measured again, and nothing more goes.
-        let drifted = try await store.traffic.save([], keeping: .init(maxExchanges: 20, maxBytes: .max), size: .init(exchanges: 500, bytes: 0))
+        let drifted = try await store.traffic.save(
+            [], keeping: .init(maxExchanges: 20, maxBytes: .max), size: .init(exchanges: 500, bytes: 0))
         #expect(drifted.removed == 5 && drifted.size == .init(exchanges: 20, bytes: 2_000))
         #expect(try store.traffic.count() == 20)
     }
@@ -106,8 +111,9 @@ import GRDB
     @Test func dnsRowsHaveARetentionOfTheirOwnAndNeverEvictExchanges() async throws {
         let store = try Store()
         func dns(_ i: Int) -> ExchangeRecord {
-            var r = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), scheme: "dns", method: "DNS",
-                                   host: "q\(i).example.com", port: 53, path: "/A", url: "dns://q\(i).example.com/A", tlsMode: .none)
+            var r = ExchangeRecord(
+                startedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), scheme: "dns", method: "DNS",
+                host: "q\(i).example.com", port: 53, path: "/A", url: "dns://q\(i).example.com/A", tlsMode: .none)
             r.storedBytes = 10
             return r
         }
@@ -131,7 +137,8 @@ import GRDB
         #expect(rows.filter(\.isDNS).map(\.host) == (4_701...5_000).reversed().map { "q\($0).example.com" })
         #expect(size == .init(exchanges: 20, bytes: 0, dns: 300))
         // And exchanges past theirs go without touching DNS rows.
-        try await save((20..<130).map { exchange("h\($0).example.com", at: Double($0)) }, .init(maxExchanges: 100, maxBytes: 1_000, maxDNSRows: 300))
+        try await save(
+            (20..<130).map { exchange("h\($0).example.com", at: Double($0)) }, .init(maxExchanges: 100, maxBytes: 1_000, maxDNSRows: 300))
         let after = try store.traffic.list(all)
         #expect(after.filter { !$0.isDNS }.map(\.host) == (30..<130).reversed().map { "h\($0).example.com" })
         #expect(after.filter(\.isDNS).count == 300)
@@ -141,18 +148,21 @@ import GRDB
     @Test func rowsStoredBehindTheWritersBackAreCountedAtItsNextCommit() async throws {
         let store = try Store()
         let retention = TrafficRepository.Retention(maxExchanges: 100, maxBytes: .max)
-        var trimmed = try await store.traffic.save((0..<90).map { exchange("live\($0).example.com", at: Double($0)) }, keeping: retention, size: nil)
+        var trimmed = try await store.traffic.save(
+            (0..<90).map { exchange("live\($0).example.com", at: Double($0)) }, keeping: retention, size: nil)
         // An import fills the store to its cap.
         _ = try store.traffic.insert((0..<10).map { exchange("imported\($0).example.com", at: 100 + Double($0)) })
-        trimmed = try await store.traffic.save((90..<95).map { exchange("live\($0).example.com", at: 200 + Double($0)) }, keeping: retention,
-                                               size: trimmed.size, lastID: trimmed.lastID)
+        trimmed = try await store.traffic.save(
+            (90..<95).map { exchange("live\($0).example.com", at: 200 + Double($0)) }, keeping: retention,
+            size: trimmed.size, lastID: trimmed.lastID)
         #expect(trimmed.removed == 5)
         #expect(try store.traffic.count() == 100)
     }
 
     @Test func requestIDsAreVersion7AndSortByTime() throws {
         // RFC 9562, appendix A.6.
-        #expect(RequestID.make(milliseconds: 0x017F_22E2_79B0, random: 0xCC3, 0x18C4_DC0C_0C07_398F) == "017f22e2-79b0-7cc3-98c4-dc0c0c07398f")
+        #expect(
+            RequestID.make(milliseconds: 0x017F_22E2_79B0, random: 0xCC3, 0x18C4_DC0C_0C07_398F) == "017f22e2-79b0-7cc3-98c4-dc0c0c07398f")
         let earlier = RequestID.make(at: Date(timeIntervalSince1970: 1_800_000_000))
         let later = RequestID.make(at: Date(timeIntervalSince1970: 1_800_000_000.002))
         #expect(earlier < later)
@@ -223,8 +233,10 @@ import GRDB
 
     /// `BrotliEncoderCompress(11, 22, BROTLI_MODE_TEXT, "busymate busymate busymate\n")`
     /// from libbrotlienc 1.0.9.
-    static let brotliOfBusymate = Data([0x1b, 0x1a, 0x00, 0xf8, 0x1d, 0xa9, 0x53, 0x9f, 0xbb, 0x70, 0x25, 0x56, 0xd7, 0x0a, 0x20,
-                                        0x73, 0x74, 0x3a, 0xac, 0xac, 0x2d, 0x4f, 0x29, 0xa2, 0x4f, 0x30, 0xf0, 0x76, 0xac, 0x00])
+    static let brotliOfBusymate = Data([
+        0x1b, 0x1a, 0x00, 0xf8, 0x1d, 0xa9, 0x53, 0x9f, 0xbb, 0x70, 0x25, 0x56, 0xd7, 0x0a, 0x20,
+        0x73, 0x74, 0x3a, 0xac, 0xac, 0x2d, 0x4f, 0x29, 0xa2, 0x4f, 0x30, 0xf0, 0x76, 0xac, 0x00,
+    ])
 
     @Test func pinnedDomainsCountRefusals() throws {
         let store = try Store()
@@ -245,14 +257,19 @@ import GRDB
         _ = try store.traffic.insert([exchange("a.example.com", at: 1)])
         let reader = try CaptureDatabase(paths: GroupPaths(root: store.dir), readOnly: true)
         #expect(try TrafficRepository(database: reader).count() == 1)
-        let mode = try FileManager.default.attributesOfItem(atPath: store.dir.appendingPathComponent("capture.sqlite").path)[.posixPermissions] as? Int
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: store.dir.appendingPathComponent("capture.sqlite").path)[.posixPermissions]
+            as? Int
         #expect(mode == 0o660)
     }
 }
 
 @Suite struct HeaderEncodingTests {
     @Test func headersRoundTripThroughTheHandWrittenJSON() throws {
-        let pairs = [("Accept", "*/*"), ("X-Quote", "say \"hi\" \\ back"), ("X-Control", "a\tb\u{01}c\r\n"), ("X-Ünïcode", "日本 🚀"), ("X-Dup", "1"), ("X-Dup", "2")]
+        let pairs = [
+            ("Accept", "*/*"), ("X-Quote", "say \"hi\" \\ back"), ("X-Control", "a\tb\u{01}c\r\n"), ("X-Ünïcode", "日本 🚀"), ("X-Dup", "1"),
+            ("X-Dup", "2"),
+        ]
         let text = ExchangeRecord.encodeHeaders(pairs)
         // A strict parser reads it back, order and duplicates kept.
         let parsed = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String]]
@@ -267,8 +284,9 @@ import GRDB
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let traffic = TrafficRepository(database: try CaptureDatabase(paths: GroupPaths(root: dir)))
-        var record = ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000.25), scheme: "https", method: "POST", host: "h.example",
-                                    port: 8443, path: "/p?q=1", url: "https://h.example:8443/p?q=1", tlsMode: .mitm)
+        var record = ExchangeRecord(
+            startedAt: Date(timeIntervalSince1970: 1_800_000_000.25), scheme: "https", method: "POST", host: "h.example",
+            port: 8443, path: "/p?q=1", url: "https://h.example:8443/p?q=1", tlsMode: .mitm)
         record.connectedAt = Date(timeIntervalSince1970: 1_800_000_000.5)
         record.status = 201
         record.reason = "Created"
@@ -314,7 +332,8 @@ import GRDB
         #expect(rawRow == raw)
         #expect(grdbRow?.responseBody == rawRow?.responseBody)
         let types = try await traffic.database.pool.read { db in
-            try String.fetchAll(db, sql: "SELECT typeof(response_body) || typeof(reason) FROM exchanges WHERE request_id IN ('edge-grdb', 'edge-raw')")
+            try String.fetchAll(
+                db, sql: "SELECT typeof(response_body) || typeof(reason) FROM exchanges WHERE request_id IN ('edge-grdb', 'edge-raw')")
         }
         #expect(types == ["blobtext", "blobtext"])
     }
@@ -322,8 +341,10 @@ import GRDB
 
 @Suite struct DatabaseDateTextTests {
     @Test func writesWhatGRDBWrites() {
-        var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_800_000_000.25), Date(timeIntervalSince1970: 951_782_400.999),
-                     Date(timeIntervalSince1970: 4_102_444_799.9994), Date(timeIntervalSince1970: 1_709_164_800.0005)]
+        var dates = [
+            Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_800_000_000.25), Date(timeIntervalSince1970: 951_782_400.999),
+            Date(timeIntervalSince1970: 4_102_444_799.9994), Date(timeIntervalSince1970: 1_709_164_800.0005),
+        ]
         for _ in 0..<2000 { dates.append(Date(timeIntervalSince1970: Double.random(in: 0...4_102_444_800))) }
         for date in dates {
             let grdb = String.fromDatabaseValue(date.databaseValue)
@@ -336,12 +357,18 @@ import GRDB
     @Test func theFirstResolutionWinsAndTheOutcomeIsRecorded() throws {
         let store = try CaptureStoreTests.Store()
         let repository = BreakpointRepository(database: store.database)
-        let held = try repository.pause(BreakpointEvent(kind: .request, requestID: "r1", method: "GET", url: "http://a.test/", rawHTTPInitial: Data("GET / HTTP/1.1\r\n\r\n".utf8), tunnelPID: 42))
+        let held = try repository.pause(
+            BreakpointEvent(
+                kind: .request, requestID: "r1", method: "GET", url: "http://a.test/", rawHTTPInitial: Data("GET / HTTP/1.1\r\n\r\n".utf8),
+                tunnelPID: 42))
         let id = try #require(held.id)
         #expect(try repository.held().map(\.id) == [id])
         #expect(try repository.request(id: id, .edit, raw: Data("x".utf8)) == .claimed)
         // A second asker (a person, or the timeout) loses and sees why.
-        guard case let .lost(now) = try repository.request(id: id, .timeout) else { Issue.record("the second request won"); return }
+        guard case let .lost(now) = try repository.request(id: id, .timeout) else {
+            Issue.record("the second request won")
+            return
+        }
         #expect(now.requested == .edit && now.rawHTTPRequested == Data("x".utf8))
         // The tunnel refuses the edit: held again, open to a new request.
         try repository.withdraw(id: id)
@@ -353,7 +380,10 @@ import GRDB
         // Resolved stays resolved.
         try repository.resolve(id: id, .continued, final: Data("y".utf8))
         #expect(try repository.find(id: id)?.outcome == .aborted)
-        guard case .lost = try repository.request(id: id, .continue) else { Issue.record("a resolved message was asked again"); return }
+        guard case .lost = try repository.request(id: id, .continue) else {
+            Issue.record("a resolved message was asked again")
+            return
+        }
         #expect(try repository.request(id: id + 100, .continue) == .notFound)
     }
 
@@ -361,7 +391,9 @@ import GRDB
         let store = try CaptureStoreTests.Store()
         let repository = BreakpointRepository(database: store.database)
         for (pid, name) in [(Int32(1), "alive"), (Int32(2), "gone")] {
-            _ = try repository.pause(BreakpointEvent(kind: .response, requestID: name, method: "GET", url: "http://a.test/", rawHTTPInitial: Data(), tunnelPID: pid))
+            _ = try repository.pause(
+                BreakpointEvent(
+                    kind: .response, requestID: name, method: "GET", url: "http://a.test/", rawHTTPInitial: Data(), tunnelPID: pid))
         }
         #expect(try repository.abandon(unless: { $0 == 1 }) == 1)
         #expect(try repository.held().map(\.requestID) == ["alive"])

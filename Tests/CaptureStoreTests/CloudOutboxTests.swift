@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import Testing
+
 @testable import CaptureStore
 
 @Suite struct CloudOutboxTests {
@@ -17,10 +18,12 @@ import Testing
         var outbox: CloudOutbox { CloudOutbox(database: database, sink: "postgrest") }
 
         func add(_ count: Int, from start: Int = 0) throws {
-            _ = try traffic.insert((start..<(start + count)).map { i in
-                ExchangeRecord(startedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), scheme: "http", method: "GET",
-                               host: "h\(i).example", port: 80, path: "/", url: "http://h\(i).example/", tlsMode: .none)
-            })
+            _ = try traffic.insert(
+                (start..<(start + count)).map { i in
+                    ExchangeRecord(
+                        startedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), scheme: "http", method: "GET",
+                        host: "h\(i).example", port: 80, path: "/", url: "http://h\(i).example/", tlsMode: .none)
+                })
         }
     }
 

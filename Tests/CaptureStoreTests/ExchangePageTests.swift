@@ -2,6 +2,7 @@ import BusymateShared
 import Foundation
 import GRDB
 import Testing
+
 @testable import CaptureStore
 
 /// `list`'s plan (time index window, hosts table, `HostIndex`) gives the
@@ -26,8 +27,9 @@ import Testing
                 let host = i < 40 ? "old.example.org" : i % 97 == 0 ? "rare.example.net" : "api\(i % 5).example.com"
                 // One of the newest rows is an exchange that began first and ended last.
                 let start = i == 2_990 ? base.addingTimeInterval(-60) : base.addingTimeInterval(Double(i / 3) - (i % 11 == 0 ? 2 : 0))
-                var r = ExchangeRecord(startedAt: start, scheme: "https", method: i % 4 == 0 ? "POST" : "GET", host: host, port: 443,
-                                       path: "/items/\(i)", url: "https://\(host)/items/\(i)", tlsMode: .mitm)
+                var r = ExchangeRecord(
+                    startedAt: start, scheme: "https", method: i % 4 == 0 ? "POST" : "GET", host: host, port: 443,
+                    path: "/items/\(i)", url: "https://\(host)/items/\(i)", tlsMode: .mitm)
                 r.status = i % 7 == 0 ? 404 : 200
                 r.responseBody = Data("item \(i)\(i == 120 ? " needle" : "")".utf8)
                 rows.append(r)
@@ -61,7 +63,8 @@ import Testing
 
     @Test(arguments: [
         "~d rare", "~d old", "~d example", "!~d api1", "~d api1 | ~d rare", "~d api | ~c 404", "~d api2 & ~c 404",
-        "~d rare & ~m post", "~d nowhere", "~d old | ~d rare", "(~d api1 | ~d old) & ~c 404", "~b needle", "~d api & ~b needle", "~c 404 & ~m post", "~all",
+        "~d rare & ~m post", "~d nowhere", "~d old | ~d rare", "(~d api1 | ~d old) & ~c 404", "~b needle", "~d api & ~b needle",
+        "~c 404 & ~m post", "~all",
     ])
     func everyPageMatchesAPlainQuery(_ text: String) throws {
         let store = try Store()
@@ -103,10 +106,12 @@ import Testing
         let store = try Store()
         // 2,000 more hosts, each in one row: `~d many` matches more than the plan names (it walks the time index then).
         let base = Date(timeIntervalSince1970: 1_800_000_000)
-        _ = try store.traffic.insert((0..<2_000).map { i in
-            ExchangeRecord(startedAt: base.addingTimeInterval(Double(-i)), scheme: "http", method: "GET", host: "h\(i).many.example", port: 80,
-                           path: "/", url: "http://h\(i).many.example/", tlsMode: .none)
-        })
+        _ = try store.traffic.insert(
+            (0..<2_000).map { i in
+                ExchangeRecord(
+                    startedAt: base.addingTimeInterval(Double(-i)), scheme: "http", method: "GET", host: "h\(i).many.example", port: 80,
+                    path: "/", url: "http://h\(i).many.example/", tlsMode: .none)
+            })
         try store.database.pool.write { db in try HostIndex.catchUp(db, every: 1) }
         let filter = try CaptureFilter.parse("~d many")
         let expected = try store.plain(filter, before: nil, limit: 50)
@@ -123,16 +128,24 @@ import Testing
 
     @Test func retentionForgetsAHostWhoseRowsWent() async throws {
         let store = try Store()
-        func hosts() throws -> [String] { try store.database.pool.read { db in try String.fetchAll(db, sql: "SELECT host FROM hosts ORDER BY host") } }
-        #expect(try hosts() == ["api0.example.com", "api1.example.com", "api2.example.com", "api3.example.com", "api4.example.com",
-                                "old.example.org", "rare.example.net"])
+        func hosts() throws -> [String] {
+            try store.database.pool.read { db in try String.fetchAll(db, sql: "SELECT host FROM hosts ORDER BY host") }
+        }
+        #expect(
+            try hosts() == [
+                "api0.example.com", "api1.example.com", "api2.example.com", "api3.example.com", "api4.example.com",
+                "old.example.org", "rare.example.net",
+            ])
         // The 40 oldest rows are the old host's. The index sweeps what
         // retention removed once enough has gone (here: now).
         _ = try await store.traffic.prune(.init(maxExchanges: 2_000, maxBytes: .max))
         #expect(try store.planned(try CaptureFilter.parse("~d old"), before: nil, limit: 50).isEmpty)
         try await store.database.pool.write { db in try HostIndex.catchUp(db, every: 1) }
-        #expect(try hosts() == ["api0.example.com", "api1.example.com", "api2.example.com", "api3.example.com", "api4.example.com",
-                                "rare.example.net"])
+        #expect(
+            try hosts() == [
+                "api0.example.com", "api1.example.com", "api2.example.com", "api3.example.com", "api4.example.com",
+                "rare.example.net",
+            ])
         #expect(try store.planned(try CaptureFilter.parse("~d old"), before: nil, limit: 50).isEmpty)
     }
 }

@@ -1,14 +1,16 @@
 import BusymateShared
 import Foundation
 import Testing
+
 @testable import CaptureStore
 
 /// Review (helper R): rows on which the in-memory matcher and the store's
 /// SQL once selected differently; each failed before its fix.
 @Suite struct FilterMatchingDivergenceTests {
     private static func row(_ path: String, _ edit: (inout ExchangeRecord) -> Void) -> ExchangeRecord {
-        var r = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "d.example.com", port: 443,
-                               path: path, url: "https://d.example.com\(path)", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "d.example.com", port: 443,
+            path: path, url: "https://d.example.com\(path)", tlsMode: .mitm)
         r.status = 200
         r.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*")])
         r.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "text/plain")])
@@ -17,7 +19,9 @@ import Testing
     }
 
     /// The paths `text` selects in SQL and in memory, over the suite's store plus `extra`.
-    private func both(_ text: String, extra: [ExchangeRecord], now: Date = CaptureFilterSQLTests.base) throws -> (sql: [String], memory: [String]) {
+    private func both(_ text: String, extra: [ExchangeRecord], now: Date = CaptureFilterSQLTests.base) throws -> (
+        sql: [String], memory: [String]
+    ) {
         let store = try CaptureFilterSQLTests.Store()
         _ = try store.traffic.insert(extra)
         let filter = try CaptureFilter.parse(text, now: now)

@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import Testing
+
 @testable import CaptureStore
 
 /// The in-memory matcher (what rules use on a live exchange) selects the
@@ -37,13 +38,16 @@ import Testing
 
     @Test func aGzippedBodyMatchesDecodedAsInSQL() throws {
         let store = try CaptureFilterSQLTests.Store()
-        var row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "gz.example.com", port: 443,
-                                 path: "/gz", url: "https://gz.example.com/gz", tlsMode: .mitm)
+        var row = ExchangeRecord(
+            startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "gz.example.com", port: 443,
+            path: "/gz", url: "https://gz.example.com/gz", tlsMode: .mitm)
         row.status = 200
         row.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Encoding", "gzip"), ("Content-Type", "text/plain")])
         // "hello gzip-word" gzipped (RFC 1952), made by Python's gzip.compress with mtime 0.
-        row.responseBody = Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0x48, 0xaf,
-                                 0xca, 0x2c, 0xd0, 0x2d, 0xcf, 0x2f, 0x4a, 0x01, 0x00, 0xbf, 0x6c, 0x00, 0xac, 0x0f, 0x00, 0x00, 0x00])
+        row.responseBody = Data([
+            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0x48, 0xaf,
+            0xca, 0x2c, 0xd0, 0x2d, 0xcf, 0x2f, 0x4a, 0x01, 0x00, 0xbf, 0x6c, 0x00, 0xac, 0x0f, 0x00, 0x00, 0x00,
+        ])
         _ = try store.traffic.insert([row])
         #expect(try store.paths("~bs gzip-word") == ["/gz"])
         #expect(try inMemory("~bs gzip-word", store) == ["/gz"])
@@ -54,8 +58,9 @@ import Testing
     @Test func timesCountInWholeMillisecondsAsInSQL() throws {
         let store = try CaptureFilterSQLTests.Store()
         for (path, seconds) in [("/now", 0.0), ("/a-millisecond-ago", -0.001)] {
-            let row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base.addingTimeInterval(seconds), scheme: "https", method: "GET",
-                                     host: "ms.example.com", port: 443, path: path, url: "https://ms.example.com\(path)", tlsMode: .mitm)
+            let row = ExchangeRecord(
+                startedAt: CaptureFilterSQLTests.base.addingTimeInterval(seconds), scheme: "https", method: "GET",
+                host: "ms.example.com", port: 443, path: path, url: "https://ms.example.com\(path)", tlsMode: .mitm)
             _ = try store.traffic.insert([row])
         }
         for text in ["~until 0.0005s", "~since 0.0006s", "~until 0.0004s", "!~until 0.0005s & ~d ^ms\\."] {
@@ -69,8 +74,9 @@ import Testing
     /// was a WebSocket to a rule and not in the list.
     @Test func websocketReadsTheUpgradeHeaderAsSQLDoes() throws {
         let store = try CaptureFilterSQLTests.Store()
-        var row = ExchangeRecord(startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "ws.example.com", port: 443,
-                                 path: "/kelvin", url: "https://ws.example.com/kelvin", tlsMode: .mitm)
+        var row = ExchangeRecord(
+            startedAt: CaptureFilterSQLTests.base, scheme: "https", method: "GET", host: "ws.example.com", port: 443,
+            path: "/kelvin", url: "https://ws.example.com/kelvin", tlsMode: .mitm)
         row.status = 101
         row.responseHeaders = ExchangeRecord.encodeHeaders([("Upgrade", "WEBSOC\u{212A}ET")])
         _ = try store.traffic.insert([row])

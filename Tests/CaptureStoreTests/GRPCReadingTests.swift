@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import CaptureStore
 
 /// gRPC bodies made readable: messages split from their prefixes, protobuf
@@ -13,11 +14,13 @@ import Testing
 
     static func framed(_ message: Data, compressed: Bool = false, declared: Int? = nil) -> Data {
         let length = UInt32(declared ?? message.count)
-        return Data([compressed ? 1 : 0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]) + message
+        return Data([compressed ? 1 : 0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)])
+            + message
     }
 
     /// Every wire type and the readings of a length-delimited field.
-    static let everything = bytes("""
+    static let everything = bytes(
+        """
         089601
         120568656c6c6f
         1a06082a12026869
@@ -33,27 +36,30 @@ import Testing
     @Test func fieldsAreReadAsMitmproxyReadsThem() throws {
         let fields = try ProtobufWire.decode(Self.everything).get()
         #expect(fields.map(\.number) == Array(1...10))
-        #expect(fields[2].value == .message([
-            ProtobufField(number: 1, wireType: .varint, value: .varint(42), offset: 0),
-            ProtobufField(number: 2, wireType: .len, value: .string("hi"), offset: 2),
-        ]))
+        #expect(
+            fields[2].value
+                == .message([
+                    ProtobufField(number: 1, wireType: .varint, value: .varint(42), offset: 0),
+                    ProtobufField(number: 2, wireType: .len, value: .string("hi"), offset: 2),
+                ]))
         #expect(fields[3].value == .packedVarints([3, 270, 86942], Self.bytes("038e029ea705")))
         #expect(fields[7].value == .bytes(Self.bytes("ff00ff")))
-        #expect(ProtobufText.lines(fields) == [
-            "1: 150  # sint: 75",
-            "2: \"hello\"",
-            "3:",
-            "  1: 42  # sint: 21",
-            "  2: \"hi\"",
-            "4: [3, 270, 86942]  # packed varints (3), or bytes 038e029ea705",
-            // An int32 of -2 is sent sign-extended to ten bytes.
-            "5: -2  # u64: 18446744073709551614",
-            "6: !fixed32 1078530000  # float: 3.14159012",
-            "7: !fixed64 18446744073709551615  # i64: -1",
-            "8: !bytes ff00ff",
-            "9: 5  # sint: -3",
-            "10: \"\"",
-        ])
+        #expect(
+            ProtobufText.lines(fields) == [
+                "1: 150  # sint: 75",
+                "2: \"hello\"",
+                "3:",
+                "  1: 42  # sint: 21",
+                "  2: \"hi\"",
+                "4: [3, 270, 86942]  # packed varints (3), or bytes 038e029ea705",
+                // An int32 of -2 is sent sign-extended to ten bytes.
+                "5: -2  # u64: 18446744073709551614",
+                "6: !fixed32 1078530000  # float: 3.14159012",
+                "7: !fixed64 18446744073709551615  # i64: -1",
+                "8: !bytes ff00ff",
+                "9: 5  # sint: -3",
+                "10: \"\"",
+            ])
     }
 
     @Test func textIsQuotedSoNoEscapeSequenceReachesATerminal() throws {
@@ -87,7 +93,10 @@ import Testing
         for _ in 0..<100_000 {
             var length = UInt64(inner.count)
             var prefix = [UInt8(0x0A)]
-            while length >= 0x80 { prefix.append(UInt8(length & 0x7F) | 0x80); length >>= 7 }
+            while length >= 0x80 {
+                prefix.append(UInt8(length & 0x7F) | 0x80)
+                length >>= 7
+            }
             prefix.append(UInt8(length))
             inner = Data(prefix) + inner
         }
@@ -101,7 +110,10 @@ import Testing
             current = nested
         }
         #expect(depth == ProtobufWire.Limits.standard.maxDepth - 1)
-        if case .bytes? = current.first?.value {} else { Issue.record("past the limit a field stays bytes, not \(String(describing: current.first?.value).prefix(200))") }
+        if case .bytes? = current.first?.value {
+        } else {
+            Issue.record("past the limit a field stays bytes, not \(String(describing: current.first?.value).prefix(200))")
+        }
         #expect(ProtobufText.lines(fields).count == depth + 1)
     }
 
@@ -129,13 +141,18 @@ import Testing
         #expect(cut.messages.count == 2)
         #expect(cut.messages[0].payload == plain && !cut.messages[0].truncated)
         #expect(cut.messages[1].truncated && cut.messages[1].problem == "cut short: 3 of 7 bytes stored")
-        #expect(GRPCMessages(Self.framed(plain) + Data([0, 0]), encoding: nil).problem == "2 bytes after the last message, too few for a message prefix")
-        #expect(GRPCMessages(Data("HTTP/1.1 200".utf8), encoding: nil).problem == "a message flag byte 0x48 at byte 0 (a gRPC message starts with 0 or 1)")
+        #expect(
+            GRPCMessages(Self.framed(plain) + Data([0, 0]), encoding: nil).problem
+                == "2 bytes after the last message, too few for a message prefix")
+        #expect(
+            GRPCMessages(Data("HTTP/1.1 200".utf8), encoding: nil).problem
+                == "a message flag byte 0x48 at byte 0 (a gRPC message starts with 0 or 1)")
     }
 
     @Test func theCallsStatusComesFromTrailersElseFromATrailersOnlyResponse() {
-        let trailers = GRPCCall(path: "/helloworld.Greeter/SayHello", responseHeaders: [("content-type", "application/grpc")],
-                                responseTrailers: [("grpc-status", "5"), ("grpc-message", "no%20such%20user: caf%C3%A9 %zz")])
+        let trailers = GRPCCall(
+            path: "/helloworld.Greeter/SayHello", responseHeaders: [("content-type", "application/grpc")],
+            responseTrailers: [("grpc-status", "5"), ("grpc-message", "no%20such%20user: caf%C3%A9 %zz")])
         #expect(trailers.service == "helloworld.Greeter" && trailers.method == "SayHello")
         #expect(trailers.status == 5 && trailers.statusName == "NOT_FOUND" && trailers.statusFrom == "trailers")
         #expect(trailers.message == "no such user: café %zz")

@@ -2,6 +2,7 @@ import BusymateShared
 import Foundation
 import GRDB
 import Testing
+
 @testable import CaptureStore
 
 /// An HTTP/2 exchange as the store keeps it and its readers show it: the
@@ -11,12 +12,15 @@ import Testing
 
     /// A gRPC call on stream 5 of connection `c7f3`, its status in the trailers.
     static func grpcRow(_ requestID: String = RequestID.make()) -> ExchangeRecord {
-        var r = ExchangeRecord(requestID: requestID, startedAt: base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
-                               path: "/helloworld.Greeter/SayHello", url: "https://grpc.example.com/helloworld.Greeter/SayHello", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            requestID: requestID, startedAt: base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
+            path: "/helloworld.Greeter/SayHello", url: "https://grpc.example.com/helloworld.Greeter/SayHello", tlsMode: .mitm)
         r.httpVersion = "HTTP/2.0"
         r.status = 200
         r.reason = ""
-        r.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc"), ("te", "trailers"), ("authorization", "Bearer t0k")])
+        r.requestHeaders = ExchangeRecord.encodeHeaders([
+            ("content-type", "application/grpc"), ("te", "trailers"), ("authorization", "Bearer t0k"),
+        ])
         r.responseHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc")])
         r.streamID = 5
         r.connectionID = "c7f3"
@@ -25,8 +29,9 @@ import Testing
     }
 
     static func http1Row() -> ExchangeRecord {
-        var r = ExchangeRecord(startedAt: base.addingTimeInterval(1), scheme: "https", method: "GET", host: "h1.example.com", port: 443,
-                               path: "/", url: "https://h1.example.com/", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            startedAt: base.addingTimeInterval(1), scheme: "https", method: "GET", host: "h1.example.com", port: 443,
+            path: "/", url: "https://h1.example.com/", tlsMode: .mitm)
         r.httpVersion = "HTTP/1.1"
         r.status = 200
         r.responseHeaders = "[]"
@@ -47,7 +52,8 @@ import Testing
         written.id = read.id
         #expect(read == written)
         #expect(read.streamID == 5 && read.connectionID == "c7f3")
-        #expect(ExchangeRecord.decodeHeaders(read.responseTrailers).map { "\($0.0)=\($0.1)" } == ["grpc-status=0", "grpc-message=all \"fine\""])
+        #expect(
+            ExchangeRecord.decodeHeaders(read.responseTrailers).map { "\($0.0)=\($0.1)" } == ["grpc-status=0", "grpc-message=all \"fine\""])
         // An HTTP/1 row has none of them: NULL, not empty.
         let plain = try store.traffic.insert([Self.http1Row()])[0]
         let back = try #require(try store.traffic.find(id: plain.id ?? 0))
@@ -65,10 +71,11 @@ import Testing
             let old = try DatabasePool(path: paths.captureDatabase.path)
             try CaptureDatabase.migrator.migrate(old, upTo: "v10: breakpoint deadlines")
             try old.write { db in
-                try db.execute(sql: """
-                    INSERT INTO exchanges (request_id, started_at, scheme, method, host, port, path, url, http_version, tls_mode)
-                    VALUES ('old-row', '2027-01-15 08:00:00.000', 'https', 'GET', 'old.example.com', 443, '/', 'https://old.example.com/', 'HTTP/1.1', 'mitm')
-                    """)
+                try db.execute(
+                    sql: """
+                        INSERT INTO exchanges (request_id, started_at, scheme, method, host, port, path, url, http_version, tls_mode)
+                        VALUES ('old-row', '2027-01-15 08:00:00.000', 'https', 'GET', 'old.example.com', 443, '/', 'https://old.example.com/', 'HTTP/1.1', 'mitm')
+                        """)
             }
         }
         let traffic = TrafficRepository(database: try CaptureDatabase(paths: paths))
@@ -127,10 +134,14 @@ import Testing
         let response = try #require(entry["response"] as? [String: Any])
         #expect(request["httpVersion"] as? String == "http/2.0" && response["httpVersion"] as? String == "http/2.0")
         #expect(entry["connection"] as? String == "c7f3" && entry["_streamId"] as? Int == 5)
-        #expect(response["_trailers"] as? [[String: String]] == [["name": "grpc-status", "value": "0"], ["name": "grpc-message", "value": "all \"fine\""]])
+        #expect(
+            response["_trailers"] as? [[String: String]] == [
+                ["name": "grpc-status", "value": "0"], ["name": "grpc-message", "value": "all \"fine\""],
+            ])
         // --redact masks a credential in a trailer as in a header.
         let redacted = HAR.entry(row, bodies: bodies, redact: true)
-        #expect((redacted["request"] as? [String: Any])?["_trailers"] as? [[String: String]]
+        #expect(
+            (redacted["request"] as? [String: Any])?["_trailers"] as? [[String: String]]
                 == [["name": "x-token", "value": "s3cret"], ["name": "authorization", "value": "[redacted]"]])
         // Read back: the same row, as far as HTTP/2 goes.
         let json = try JSONSerialization.data(withJSONObject: entry)
@@ -143,8 +154,10 @@ import Testing
         #expect(h1["connection"] == nil && h1["_streamId"] == nil && (h1["response"] as? [String: Any])?["_trailers"] == nil)
     }
 
-    @Test(arguments: [("http/2.0", "HTTP/2.0"), ("h2", "HTTP/2.0"), ("HTTP/2", "HTTP/2.0"), ("HTTP/2.0", "HTTP/2.0"), ("h3", "HTTP/3"),
-                      ("http/1.1", "HTTP/1.1"), ("HTTP/1.0", "HTTP/1.0")])
+    @Test(arguments: [
+        ("http/2.0", "HTTP/2.0"), ("h2", "HTTP/2.0"), ("HTTP/2", "HTTP/2.0"), ("HTTP/2.0", "HTTP/2.0"), ("h3", "HTTP/3"),
+        ("http/1.1", "HTTP/1.1"), ("HTTP/1.0", "HTTP/1.0"),
+    ])
     func harVersionsFromOtherToolsReadAsBusymateStoresThem(_ written: String, _ stored: String) throws {
         let entry: [String: Any] = [
             "startedDateTime": "2027-01-15T08:00:00.000Z", "time": 12,
@@ -159,8 +172,10 @@ import Testing
 
     @Test func aHostileConnectionOrStreamInAHARIsLeftOut() throws {
         var entry: [String: Any] = [
-            "request": ["method": "GET", "url": "https://www.example.com/", "httpVersion": "http/2.0", "headers": [] as [Any],
-                        "_trailers": [["name": "bad name", "value": "x"], ["name": "ok", "value": "line\r\nbreak"]]],
+            "request": [
+                "method": "GET", "url": "https://www.example.com/", "httpVersion": "http/2.0", "headers": [] as [Any],
+                "_trailers": [["name": "bad name", "value": "x"], ["name": "ok", "value": "line\r\nbreak"]],
+            ],
             "connection": "\u{1B}]0;pwned\u{07}", "_streamId": -1,
         ]
         var r = try HARImport.record(entry, name: "x.har")

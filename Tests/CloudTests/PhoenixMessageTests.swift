@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Cloud
 
 @Suite struct PhoenixMessageTests {
@@ -9,15 +10,22 @@ import Testing
         #expect(object["topic"] as? String == "realtime:device:x" && object["event"] as? String == "phx_join")
         #expect((object["payload"] as? [String: Any])?["a"] as? Int == 1)
         #expect(object["ref"] as? String == "3" && object["join_ref"] as? String == "3")
-        let heartbeat = try #require(try JSONSerialization.jsonObject(with: Data(PhoenixMessage(topic: "phoenix", event: "heartbeat", ref: "9").text.utf8)) as? [String: Any])
+        let heartbeat = try #require(
+            try JSONSerialization.jsonObject(with: Data(PhoenixMessage(topic: "phoenix", event: "heartbeat", ref: "9").text.utf8))
+                as? [String: Any])
         #expect(heartbeat["join_ref"] is NSNull, "a heartbeat belongs to no channel")
     }
 
     @Test func serverMessagesWithNullRefs() throws {
-        let pushed = try #require(PhoenixMessage(text: #"{"topic":"realtime:device:x","event":"broadcast","payload":{"type":"broadcast","event":"vpn-on","payload":{}},"ref":null}"#))
+        let pushed = try #require(
+            PhoenixMessage(
+                text:
+                    #"{"topic":"realtime:device:x","event":"broadcast","payload":{"type":"broadcast","event":"vpn-on","payload":{}},"ref":null}"#
+            ))
         #expect(pushed.ref == nil && pushed.event == "broadcast")
         #expect(pushed.object["event"] as? String == "vpn-on")
-        let numbered = try #require(PhoenixMessage(text: #"{"topic":"phoenix","event":"phx_reply","payload":{"status":"ok","response":{}},"ref":7}"#))
+        let numbered = try #require(
+            PhoenixMessage(text: #"{"topic":"phoenix","event":"phx_reply","payload":{"status":"ok","response":{}},"ref":7}"#))
         #expect(numbered.ref == "7")
         #expect(PhoenixMessage(text: "[\"1\",\"2\",\"t\",\"e\",{}]") == nil, "vsn 2.0.0's arrays are not this protocol")
         #expect(PhoenixMessage(text: "not json") == nil)

@@ -3,6 +3,7 @@ import CaptureStore
 import Foundation
 import NIOHTTP1
 import Testing
+
 @testable import Cloud
 
 @Suite struct PushOutcomeTests {
@@ -21,15 +22,20 @@ import Testing
         if case .unauthorized = PostgRESTTarget.outcome(response(401, #"{"code":"PGRST301"}"#)) {} else { Issue.record("PGRST301") }
         #expect(PostgRESTTarget.outcome(response(503, headers: [("Retry-After", "7")])) == .retry("HTTP 503", after: 7))
         #expect(PostgRESTTarget.outcome(response(429, headers: [("Retry-After", "99999")])) == .retry("HTTP 429", after: 300))
-        if case .refused = PostgRESTTarget.outcome(response(403, #"{"code":"42501","message":"new row violates row-level security policy"}"#)) {} else {
+        if case .refused = PostgRESTTarget.outcome(
+            response(403, #"{"code":"42501","message":"new row violates row-level security policy"}"#))
+        {
+        } else {
             Issue.record("403 is not refused")
         }
         if case .retry = PostgRESTTarget.outcome(response(500, "\u{0}\u{ff}garbage")) {} else { Issue.record("garbage 500") }
         // One row's data (a ts outside every partition): found by halving. A schema problem is not a row's.
-        if case .rowRejected = PostgRESTTarget.outcome(response(400, #"{"code":"23514","message":"no partition of relation"}"#)) {} else {
+        if case .rowRejected = PostgRESTTarget.outcome(response(400, #"{"code":"23514","message":"no partition of relation"}"#)) {
+        } else {
             Issue.record("23514 is not a row's fault")
         }
-        if case .refused = PostgRESTTarget.outcome(response(400, #"{"code":"PGRST204","message":"Could not find the 'x' column"}"#)) {} else {
+        if case .refused = PostgRESTTarget.outcome(response(400, #"{"code":"PGRST204","message":"Could not find the 'x' column"}"#)) {
+        } else {
             Issue.record("PGRST204 is not refused")
         }
     }
@@ -58,7 +64,9 @@ import Testing
         #expect(EntryRows.batch(rows, maxBytes: 10).rows.count == 1)
         let all = EntryRows.batch(rows, maxBytes: 1 << 20)
         #expect(all.rows.count == 10)
-        #expect((try? JSONSerialization.jsonObject(with: Data(EntryRows.batch([EntryRows.Encoded(id: 1, requestID: "a", json: "{}")], maxBytes: 10).body.utf8))) != nil)
+        #expect(
+            (try? JSONSerialization.jsonObject(
+                with: Data(EntryRows.batch([EntryRows.Encoded(id: 1, requestID: "a", json: "{}")], maxBytes: 10).body.utf8))) != nil)
     }
 
     @Test func anEndpointIsHTTPSOrThisMachine() {

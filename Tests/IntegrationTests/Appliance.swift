@@ -1,7 +1,8 @@
 import BusymateShared
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real `busymate-app` (which starts a real `busymate-tunnel`) on its own
@@ -49,7 +50,8 @@ final class Appliance: @unchecked Sendable {
     /// name lines and columns).
     static func webOnAnyPort(_ text: String) -> String {
         guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], object["web"] == nil,
-              let brace = text.firstIndex(of: "{") else { return text }
+            let brace = text.firstIndex(of: "{")
+        else { return text }
         return text.replacingCharacters(in: brace...brace, with: #"{"web": {"listen": "127.0.0.1:0"}, "#)
     }
 
@@ -115,11 +117,15 @@ final class Appliance: @unchecked Sendable {
         if isolatedNetwork {
             // unshare and sh exec: the pid stays the supervisor's.
             process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-            process.arguments = ["--net", "--", "/bin/sh", "-c", "ip link set lo up && exec \"$0\" \"$@\"",
-                                 Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
+            process.arguments =
+                [
+                    "--net", "--", "/bin/sh", "-c", "ip link set lo up && exec \"$0\" \"$@\"",
+                    Command.binary("busymate-app"), "--group", group.path,
+                ] + supervisorArguments
         } else if let first = launchPrefix.first {
             process.executableURL = URL(fileURLWithPath: first)
-            process.arguments = Array(launchPrefix.dropFirst()) + [Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
+            process.arguments =
+                Array(launchPrefix.dropFirst()) + [Command.binary("busymate-app"), "--group", group.path] + supervisorArguments
         } else {
             process.executableURL = URL(fileURLWithPath: Command.binary("busymate-app"))
             process.arguments = ["--group", group.path] + supervisorArguments
@@ -164,8 +170,12 @@ final class Appliance: @unchecked Sendable {
     /// handshake with another host (127.0.0.1): the evidence that makes
     /// its refusals of `localhost` count as pinning.
     func trustUsElsewhere(_ origin: Origin) throws {
-        let r = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--cacert", caFile.path,
-                                                  "-x", "http://127.0.0.1:\(try proxyPort)", "https://127.0.0.1:\(origin.port)/elsewhere"])
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--cacert", caFile.path,
+                "-x", "http://127.0.0.1:\(try proxyPort)", "https://127.0.0.1:\(origin.port)/elsewhere",
+            ])
         guard r.status == 0 else { throw Failure("an intercepted handshake with 127.0.0.1 failed: \(r.stderr)") }
     }
 
@@ -202,8 +212,10 @@ final class Appliance: @unchecked Sendable {
     func curl(_ url: String, extra: [String] = []) throws -> (code: Int, body: String, result: CommandResult) {
         let port = try proxyPort
         let args = ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(port)", "-w", "\n%{http_code}", url] + extra
-        let r = isolatedNetwork
-            ? try Command.run("/usr/bin/nsenter", ["--net=/proc/\(supervisor?.processIdentifier ?? 0)/ns/net", "--", "/usr/bin/curl"] + args)
+        let r =
+            isolatedNetwork
+            ? try Command.run(
+                "/usr/bin/nsenter", ["--net=/proc/\(supervisor?.processIdentifier ?? 0)/ns/net", "--", "/usr/bin/curl"] + args)
             : try Command.run("/usr/bin/curl", args)
         let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), r)
@@ -235,7 +247,8 @@ final class Appliance: @unchecked Sendable {
     /// problem, 3 no supervisor: a test of its own checks those).
     func status() throws -> JSONObject {
         let r = try cli(["status", "--json"])
-        guard [0, 1, 3].contains(r.status), let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any] else {
+        guard [0, 1, 3].contains(r.status), let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        else {
             throw Failure("busymate status --json failed (\(r.status)): \(r.stderr)")
         }
         return JSONObject(object)

@@ -2,8 +2,9 @@ import BusymateShared
 import Crypto
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// End to end: the real supervisor and tunnel, real curl, a real origin on
@@ -13,14 +14,23 @@ import Glibc
     @Test func forwardsPlainHTTPWithKeepAliveAndTunnelsConnect() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance()
         try appliance.start()
         let port = try appliance.proxyPort
 
         // Two requests in one curl run: the second reuses the connection.
-        let r = try Command.run("/usr/bin/curl", ["-sS", "-x", "http://127.0.0.1:\(port)",
-            "-w", "[%{http_code} %{num_connects}]\n", "http://127.0.0.1:\(origin.port)/one?x=1", "http://127.0.0.1:\(origin.port)/two"])
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-x", "http://127.0.0.1:\(port)",
+                "-w", "[%{http_code} %{num_connects}]\n", "http://127.0.0.1:\(origin.port)/one?x=1", "http://127.0.0.1:\(origin.port)/two",
+            ])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == "origin GET /one?x=1\n[200 1]\norigin GET /two\n[200 0]\n")
 
@@ -31,8 +41,12 @@ import Glibc
         // the origin's own certificate (passthrough, no interception).
         let caFile = appliance.base.appendingPathComponent("origin.pem")
         try Data((tlsOrigin.certificatePEM ?? "").utf8).write(to: caFile)
-        let tls = try Command.run("/usr/bin/curl", ["-sS", "--cacert", caFile.path, "-x", "http://127.0.0.1:\(port)",
-            "-w", "[%{http_code} %{num_connects}]\n", "https://localhost:\(tlsOrigin.port)/a", "https://localhost:\(tlsOrigin.port)/b"])
+        let tls = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--cacert", caFile.path, "-x", "http://127.0.0.1:\(port)",
+                "-w", "[%{http_code} %{num_connects}]\n", "https://localhost:\(tlsOrigin.port)/a", "https://localhost:\(tlsOrigin.port)/b",
+            ])
         #expect(tls.status == 0, "\(tls.stderr)")
         #expect(tls.stdout == "origin GET /a\n[200 1]\norigin GET /b\n[200 0]\n")
 
@@ -73,7 +87,10 @@ import Glibc
         let loop = Process()
         loop.executableURL = URL(fileURLWithPath: "/bin/sh")
         let errors = appliance.base.appendingPathComponent("curl-errors.txt")
-        loop.arguments = ["-c", "for i in $(seq 1 300); do curl -sS -o /dev/null --max-time 10 -w '%{http_code}\\n' -x http://127.0.0.1:\(port) http://127.0.0.1:\(origin.port)/$i 2>>\(errors.path); done > \(codes.path)"]
+        loop.arguments = [
+            "-c",
+            "for i in $(seq 1 300); do curl -sS -o /dev/null --max-time 10 -w '%{http_code}\\n' -x http://127.0.0.1:\(port) http://127.0.0.1:\(origin.port)/$i 2>>\(errors.path); done > \(codes.path)",
+        ]
         try loop.runSerialized()
         var tunnels: Set<Int> = []
         for _ in 0..<3 {
@@ -82,7 +99,8 @@ import Glibc
             #expect(r.status == 0, "\(r.stderr)")
             try waitUntil("the new tunnel is ready", timeout: 5) {
                 let s = try appliance.status()
-                return s.string("tunnel.state") == "ready" && s.int("tunnel.pid") != firstTunnel && !tunnels.contains(s.int("tunnel.pid") ?? 0)
+                return s.string("tunnel.state") == "ready" && s.int("tunnel.pid") != firstTunnel
+                    && !tunnels.contains(s.int("tunnel.pid") ?? 0)
             }
             tunnels.insert(try appliance.status().int("tunnel.pid") ?? 0)
         }
@@ -90,9 +108,13 @@ import Glibc
         let results = try String(contentsOf: codes, encoding: .utf8).split(separator: "\n")
         #expect(results.count == 300)
         let curlErrors = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
-        let trouble = appliance.log.split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") || $0.contains("notice connect") }
-        #expect(results.allSatisfy { $0 == "200" },
-                "non-200 results: \(results.filter { $0 != "200" }); curl said: \(curlErrors); supervisor log: \(trouble.joined(separator: "\n"))")
+        let trouble = appliance.log.split(separator: "\n").filter {
+            $0.contains(" warning ") || $0.contains(" error ") || $0.contains("notice connect")
+        }
+        #expect(
+            results.allSatisfy { $0 == "200" },
+            "non-200 results: \(results.filter { $0 != "200" }); curl said: \(curlErrors); supervisor log: \(trouble.joined(separator: "\n"))"
+        )
         let after = try appliance.status()
         #expect(after.int("supervisor.pid") == supervisorPID)
         #expect(after.int("tunnel.pid") != firstTunnel)
@@ -119,7 +141,9 @@ import Glibc
         let out = appliance.base.appendingPathComponent("slow.txt")
         let slow = Process()
         slow.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        slow.arguments = ["-sS", "-o", out.path, "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/slow?ms=1200"]
+        slow.arguments = [
+            "-sS", "-o", out.path, "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/slow?ms=1200",
+        ]
         let code = Pipe()
         slow.standardOutput = code
         try slow.runSerialized()
@@ -145,8 +169,12 @@ import Glibc
         let frozen = try appliance.status().int("tunnel.pid") ?? 0
         kill(Int32(frozen), SIGSTOP)
         // Sent while nobody accepts: it waits in the listening socket's queue.
-        let waiting = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "15", "-w", "\n%{http_code}", "-x", "http://127.0.0.1:\(port)",
-                                                        "http://127.0.0.1:\(origin.port)/waited"], timeout: 20)
+        let waiting = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--max-time", "15", "-w", "\n%{http_code}", "-x", "http://127.0.0.1:\(port)",
+                "http://127.0.0.1:\(origin.port)/waited",
+            ], timeout: 20)
         #expect(waiting.stdout.hasSuffix("\n200"), "\(waiting.stdout) \(waiting.stderr)")
         let status = try appliance.status()
         #expect(status.int("tunnel.pid") != frozen)
@@ -160,8 +188,9 @@ import Glibc
         let othersTunnel = try other.status().int("tunnel.pid") ?? 0
         // As if this group's last tunnel pid had been reused by the other group's.
         let appliance = try Appliance()
-        try FileManager.default.copyItem(at: other.group.appendingPathComponent("status.json"),
-                                         to: appliance.group.appendingPathComponent("status.json"))
+        try FileManager.default.copyItem(
+            at: other.group.appendingPathComponent("status.json"),
+            to: appliance.group.appendingPathComponent("status.json"))
         try appliance.start()
         let mine = try appliance.status()
         #expect(mine.int("tunnel.pid") != othersTunnel)
@@ -275,9 +304,11 @@ import Glibc
         let probe = try ListenSocket.bind(ListenAddress(host: "127.0.0.1", port: 0))
         let freePort = Int(probe.bound.split(separator: ":").last ?? "") ?? 0
         close(probe.descriptor)
-        try Data("""
+        try Data(
+            """
             {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:\(freePort)"]}, "web": {"listen": "127.0.0.1:0"}, "tunnel": {"drain_seconds": 2}}
-            """.utf8).write(to: appliance.settingsURL)
+            """.utf8
+        ).write(to: appliance.settingsURL)
         try expectBothApplied(appliance)
         try waitUntil("the new port serves", timeout: 2) {
             try Command.curl(proxyPort: freePort, "http://127.0.0.1:\(origin.port)/moved").code == 200
@@ -294,7 +325,8 @@ import Glibc
         let port = try appliance.proxyPort
         let good = try appliance.status().string("tunnel.settings_sha256")
 
-        try Data("{\n  \"log_level\": \"debug\",\n  \"proxy\": {\"listen\": [\"127.0.0.1:0\"]}\n  \"mode\": \"proxy\"\n}\n".utf8).write(to: appliance.settingsURL)
+        try Data("{\n  \"log_level\": \"debug\",\n  \"proxy\": {\"listen\": [\"127.0.0.1:0\"]}\n  \"mode\": \"proxy\"\n}\n".utf8).write(
+            to: appliance.settingsURL)
         try waitUntil("status shows the error", timeout: 1) { try appliance.status().bool("settings.valid") == false }
         let broken = try appliance.status()
         #expect(broken.string("settings.error")?.hasPrefix("4:3: ") == true, "\(broken.string("settings.error") ?? "nil")")
@@ -345,25 +377,34 @@ import Glibc
         tail.standardOutput = try FileHandle(forWritingTo: out)
         try tail.runSerialized()
         try waitUntil("tail has bound its socket", timeout: 3) {
-            (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains { $0.hasPrefix("cli-") }
+            (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains {
+                $0.hasPrefix("cli-")
+            }
         }
         #expect(try appliance.cli(["tunnel", "restart"]).status == 0)
         // The old tunnel reports draining, then the new one ready.
         try waitUntil("tail shows the new tunnel's readiness", timeout: 3) {
-            try String(contentsOf: out, encoding: .utf8).split(separator: "\n").contains { $0.contains("tunnelStateChanged from tunnel-") && $0.hasSuffix(" ready") }
+            try String(contentsOf: out, encoding: .utf8).split(separator: "\n").contains {
+                $0.contains("tunnelStateChanged from tunnel-") && $0.hasSuffix(" ready")
+            }
         }
         kill(tail.processIdentifier, SIGTERM)
         tail.waitForExit()
         let lines = try String(contentsOf: out, encoding: .utf8)
         #expect(lines.contains(" ready"))
         // tail removes its own socket when it ends.
-        #expect(try !FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") })
+        #expect(
+            try !FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains {
+                $0.hasPrefix("cli-")
+            })
     }
 
     @Test func aMissingGroupDirectoryIsCreatedFromTheSkeleton() async throws {
         let appliance = try Appliance(settings: nil)
         #expect(!FileManager.default.fileExists(atPath: appliance.group.path))
-        let r = try Command.run(Command.binary("busymate"), ["status", "--json"], environment: ["BUSYMATE_GROUP": appliance.group.path, "PATH": "/usr/bin:/bin"])
+        let r = try Command.run(
+            Command.binary("busymate"), ["status", "--json"],
+            environment: ["BUSYMATE_GROUP": appliance.group.path, "PATH": "/usr/bin:/bin"])
         // No supervisor yet: status says so, and exits 3.
         #expect(r.status == 3)
         #expect(r.stdout.contains("\"running\": false"))
@@ -421,8 +462,9 @@ import Glibc
         // Started as root from a parent whose bounding set lacks CAP_SETPCAP
         // (a unit without it), the tunnel cannot empty its own: it refuses.
         let appliance = try Appliance()
-        let r = try Command.run("/usr/bin/setpriv", ["--bounding-set", "-setpcap", Command.binary("busymate-tunnel"), "--group", appliance.group.path],
-                                environment: ["BUSYMATE_LOG": "stderr", "PATH": "/usr/bin:/bin"])
+        let r = try Command.run(
+            "/usr/bin/setpriv", ["--bounding-set", "-setpcap", Command.binary("busymate-tunnel"), "--group", appliance.group.path],
+            environment: ["BUSYMATE_LOG": "stderr", "PATH": "/usr/bin:/bin"])
         #expect(r.status == TunnelExitStatus.cannotStart, "exit \(r.status); stderr: \(r.stderr)")
         #expect(r.stderr.contains("cannot empty the capability bounding set"), "\(r.stderr)")
         #expect(r.stderr.contains("CAP_SETPCAP"), "\(r.stderr)")
@@ -434,8 +476,12 @@ import Glibc
         try appliance.start()
         // nobody is neither root nor in group busymate.
         chmod(appliance.group.path, 0o3775)
-        let r = try Command.run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
-                                                     Command.binary("busymate"), "tunnel", "restart", "--group", appliance.group.path])
+        let r = try Command.run(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+                Command.binary("busymate"), "tunnel", "restart", "--group", appliance.group.path,
+            ])
         #expect(r.status != 0)
         #expect(r.stderr.contains("permission denied"), "\(r.stderr)")
         let tunnel = try appliance.status().int("tunnel.pid")

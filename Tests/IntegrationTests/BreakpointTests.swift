@@ -6,11 +6,14 @@ import Testing
 /// `busymate breakpoints` resolves it → what curl (or a raw client) gets,
 /// and what the store keeps.
 extension ApplianceTests {
-    private static func breakpointSettings(request: [String] = [], response: [String] = [], timeout: Int = 60, include: [String] = ["localhost"],
-                                           trust: URL? = nil) -> String {
+    private static func breakpointSettings(
+        request: [String] = [], response: [String] = [], timeout: Int = 60, include: [String] = ["localhost"],
+        trust: URL? = nil
+    ) -> String {
         func list(_ items: [String]) -> String { "[" + items.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
-        return Appliance.interceptionSettings(include: include, trust: trust,
-                                              extra: ", \"breakpoints\": {\"request\": \(list(request)), \"response\": \(list(response)), \"timeout_seconds\": \(timeout)}")
+        return Appliance.interceptionSettings(
+            include: include, trust: trust,
+            extra: ", \"breakpoints\": {\"request\": \(list(request)), \"response\": \(list(response)), \"timeout_seconds\": \(timeout)}")
     }
 
     @Test func aHeldRequestGoesOnAsItWasEditedFromAFileOrInTheEditor() async throws {
@@ -26,7 +29,9 @@ extension ApplianceTests {
         #expect(held[0]["kind"] as? String == "request" && held[0]["url"] as? String == "\(base)/held/a")
         let id = held[0]["id"] as? Int ?? 0
         let raw = try appliance.cli(["breakpoints", "show", "\(id)"]).stdout
-        #expect(raw.hasPrefix("POST \(base)/held/a HTTP/1.1\r\n") && raw.contains("Content-Length: 7\r\n") && raw.hasSuffix("\r\n\r\nhello=1"), "\(raw)")
+        #expect(
+            raw.hasPrefix("POST \(base)/held/a HTTP/1.1\r\n") && raw.contains("Content-Length: 7\r\n") && raw.hasSuffix("\r\n\r\nhello=1"),
+            "\(raw)")
         usleep(300_000)
         #expect(first.isRunning, "the request went on while held")
         // `status` says something is held.
@@ -43,7 +48,10 @@ extension ApplianceTests {
         let second = try appliance.startCurl(["-d", "short", "\(base)/held/b"])
         let secondID = try appliance.held(1)[0]["id"] as? Int ?? 0
         let edit = appliance.base.appendingPathComponent("edit.http")
-        try Data("PUT \(base)/held/edited?x=1 HTTP/1.1\nHost: 127.0.0.1:\(origin.port)\nContent-Length: 2\nX-Edited: yes\n\na much longer body".utf8).write(to: edit)
+        try Data(
+            "PUT \(base)/held/edited?x=1 HTTP/1.1\nHost: 127.0.0.1:\(origin.port)\nContent-Length: 2\nX-Edited: yes\n\na much longer body"
+                .utf8
+        ).write(to: edit)
         let edited = try appliance.cli(["breakpoints", "continue", "\(secondID)", "--raw-file", edit.path])
         #expect(edited.status == 0 && edited.stdout.contains("edited"), "\(edited.stderr)")
         #expect(try second.finish().stdout == "origin PUT /echo-body/held/edited?x=1\na much longer body\n200")
@@ -65,8 +73,9 @@ extension ApplianceTests {
         var env = ProcessInfo.processInfo.environment
         env["EDITOR"] = editor.path
         env.removeValue(forKey: "VISUAL")
-        let inEditor = try Command.run(Command.binary("busymate"), ["breakpoints", "continue", "\(thirdID)", "--edit", "--group", appliance.group.path],
-                                       environment: env)
+        let inEditor = try Command.run(
+            Command.binary("busymate"), ["breakpoints", "continue", "\(thirdID)", "--edit", "--group", appliance.group.path],
+            environment: env)
         #expect(inEditor.status == 0, "\(inEditor.stderr)")
         #expect(try third.finish().stdout == "origin POST /echo-body/held/from-editor\nedited in the editor\n200")
 
@@ -87,9 +96,12 @@ extension ApplianceTests {
         let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held*"]))
         try appliance.start()
         let url = "http://127.0.0.1:\(origin.port)/echo-body/held"
-        let events = try Command.start(Command.binary("busymate"), ["tail", "--events", "--group", appliance.group.path], in: appliance.base)
+        let events = try Command.start(
+            Command.binary("busymate"), ["tail", "--events", "--group", appliance.group.path], in: appliance.base)
         try waitUntil("tail has bound its socket", timeout: 3) {
-            (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains { $0.hasPrefix("cli-") }
+            (try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path)).contains {
+                $0.hasPrefix("cli-")
+            }
         }
 
         // Abort: the client gets an error from the proxy; the origin never sees it.
@@ -104,7 +116,9 @@ extension ApplianceTests {
         }
         kill(events.process.processIdentifier, SIGTERM)
         let abortedDone = try aborted.finish()
-        #expect(abortedDone.stdout.hasPrefix("Busymate: the request was aborted at breakpoint \(abortID)") && abortedDone.stdout.hasSuffix("\n502"))
+        #expect(
+            abortedDone.stdout.hasPrefix("Busymate: the request was aborted at breakpoint \(abortID)")
+                && abortedDone.stdout.hasSuffix("\n502"))
         let again = try appliance.cli(["breakpoints", "continue", "\(abortID)"])
         #expect(again.status != 0 && again.stderr.contains("no longer held: aborted"), "\(again.stderr)")
 
@@ -130,7 +144,8 @@ extension ApplianceTests {
         #expect(try appliance.breakpointEvents().last?["outcome"] as? String == "timeout")
         #expect(try appliance.held(0).isEmpty)
         let rows = try appliance.rows("three exchanges are stored") { $0.count >= 3 }
-        #expect(rows.contains { ($0["error"] as? String)?.contains("aborted at breakpoint \(abortID)") == true && $0["status"] as? Int == 502 })
+        #expect(
+            rows.contains { ($0["error"] as? String)?.contains("aborted at breakpoint \(abortID)") == true && $0["status"] as? Int == 502 })
     }
 
     @Test func heldResponsesGoOnEditedOrAreCutInsideAnInterceptedTunnel() async throws {
@@ -153,7 +168,9 @@ extension ApplianceTests {
         try Data("HTTP/1.1 503 Busy Editing\r\nContent-Type: text/plain\r\nX-Edited: 1\r\n\r\nreplaced".utf8).write(to: edit)
         #expect(try appliance.cli(["breakpoints", "continue", "\(id)", "--raw-file", edit.path]).status == 0)
         let editedDone = try edited.finish()
-        #expect(editedDone.stdout.contains("HTTP/1.1 503 Busy Editing\r\n") && editedDone.stdout.contains("Content-Length: 8\r\n"), "\(editedDone.stdout)")
+        #expect(
+            editedDone.stdout.contains("HTTP/1.1 503 Busy Editing\r\n") && editedDone.stdout.contains("Content-Length: 8\r\n"),
+            "\(editedDone.stdout)")
         #expect(editedDone.stdout.contains("X-Edited: 1\r\n") && editedDone.stdout.hasSuffix("\r\n\r\nreplaced\n503"))
 
         // Aborted: the client's connection is cut (curl: empty or partial reply).
@@ -178,11 +195,17 @@ extension ApplianceTests {
         _ = try appliance.held(1)
         let timedDone = try timed.finish()
         #expect(timedDone.stdout == "origin GET /echo-body/four\n\n200", "\(timedDone)")
-        #expect(try appliance.breakpointEvents().map { $0["outcome"] as? String } == ["edited", "aborted", results[0].status == 0 ? "continued" : "aborted", "timeout"])
+        #expect(
+            try appliance.breakpointEvents().map { $0["outcome"] as? String } == [
+                "edited", "aborted", results[0].status == 0 ? "continued" : "aborted", "timeout",
+            ])
 
         let rows = try appliance.rows("four exchanges are stored") { $0.count >= 4 }
         #expect(rows.contains { ($0["url"] as? String)?.hasSuffix("/one") == true && $0["status"] as? Int == 503 })
-        #expect(rows.contains { ($0["error"] as? String)?.contains("response was aborted at breakpoint \(cutID)") == true && $0["status"] as? Int == 200 })
+        #expect(
+            rows.contains {
+                ($0["error"] as? String)?.contains("response was aborted at breakpoint \(cutID)") == true && $0["status"] as? Int == 200
+            })
     }
 
     /// Two requests pipelined on one keep-alive connection: whichever of the
@@ -190,16 +213,20 @@ extension ApplianceTests {
     @Test func aKeptAliveConnectionKeepsItsOrderBehindAHeldMessage() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: Self.breakpointSettings(request: ["*/echo-body/held-request"], response: ["*/echo-body/held-response"]))
+        let appliance = try Appliance(
+            settings: Self.breakpointSettings(request: ["*/echo-body/held-request"], response: ["*/echo-body/held-response"]))
         try appliance.start()
         let port = try appliance.proxyPort
         for held in ["held-request", "held-response"] {
             let host = "127.0.0.1:\(origin.port)"
-            let requests = ["GET http://\(host)/echo-body/\(held) HTTP/1.1\\r\\nHost: \(host)\\r\\n\\r\\n",
-                            "GET http://\(host)/echo-body/second HTTP/1.1\\r\\nHost: \(host)\\r\\nConnection: close\\r\\n\\r\\n"]
+            let requests = [
+                "GET http://\(host)/echo-body/\(held) HTTP/1.1\\r\\nHost: \(host)\\r\\n\\r\\n",
+                "GET http://\(host)/echo-body/second HTTP/1.1\\r\\nHost: \(host)\\r\\nConnection: close\\r\\n\\r\\n",
+            ]
             // Both written at once, before any answer: pipelined.
-            let client = try Command.start("/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port); printf '\(requests.joined())' >&3; timeout 15 cat <&3"],
-                                           in: appliance.base)
+            let client = try Command.start(
+                "/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port); printf '\(requests.joined())' >&3; timeout 15 cat <&3"],
+                in: appliance.base)
             let id = try appliance.held(1)[0]["id"] as? Int ?? 0
             usleep(500_000)
             #expect(client.stdout.isEmpty, "\(held): an answer overtook the held message: \(client.stdout)")
@@ -207,7 +234,9 @@ extension ApplianceTests {
             let out = try client.finish().stdout
             let first = out.range(of: "origin GET /echo-body/\(held)\n")
             let second = out.range(of: "origin GET /echo-body/second\n")
-            #expect(first != nil && second != nil && first?.lowerBound ?? out.endIndex < second?.lowerBound ?? out.startIndex, "\(held): \(out)")
+            #expect(
+                first != nil && second != nil && first?.lowerBound ?? out.endIndex < second?.lowerBound ?? out.startIndex, "\(held): \(out)"
+            )
             #expect(out.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "\(held): \(out)")
         }
     }
@@ -255,12 +284,17 @@ extension ApplianceTests {
         let client = try appliance.startCurl(["-d", "kept", "http://127.0.0.1:\(origin.port)/echo-body/held"])
         let id = try appliance.held(1)[0]["id"] as? Int ?? 0
         let store = appliance.group.appendingPathComponent("capture.sqlite").path
-        let update = try Command.run("/usr/bin/python3", ["-c", """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1], timeout=5)
-            db.execute("UPDATE breakpoint_events SET requested = 'edit', raw_http_requested = ?, requested_at = '2026-01-01 00:00:00.000' WHERE id = ?", (b"not http at all", int(sys.argv[2])))
-            db.commit()
-            """, store, "\(id)"])
+        let update = try Command.run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1], timeout=5)
+                db.execute("UPDATE breakpoint_events SET requested = 'edit', raw_http_requested = ?, requested_at = '2026-01-01 00:00:00.000' WHERE id = ?", (b"not http at all", int(sys.argv[2])))
+                db.commit()
+                """, store, "\(id)",
+            ])
         #expect(update.status == 0, "\(update.stderr)")
         try waitUntil("the tunnel withdrew the edit", timeout: 2) { appliance.log.contains("refused an edited message; it stays held") }
         let held = try appliance.held(1)
@@ -286,11 +320,15 @@ extension ApplianceTests {
         // The deadline, for the page's countdown: paused_at + timeout_seconds.
         let paused = (held["paused_at"] as? String).flatMap(Self.date)
         let expires = (held["expires_at"] as? String).flatMap(Self.date)
-        #expect(paused != nil && expires != nil && abs((expires ?? .distantPast).timeIntervalSince(paused ?? .distantFuture) - 1) < 0.01, "\(held)")
+        #expect(
+            paused != nil && expires != nil && abs((expires ?? .distantPast).timeIntervalSince(paused ?? .distantFuture) - 1) < 0.01,
+            "\(held)")
 
         kill(client.process.processIdentifier, SIGKILL)
         _ = try? client.finish()
-        try waitUntil("the event says client_closed", timeout: 3) { try appliance.breakpointEvents().last?["outcome"] as? String == "client_closed" }
+        try waitUntil("the event says client_closed", timeout: 3) {
+            try appliance.breakpointEvents().last?["outcome"] as? String == "client_closed"
+        }
         // Well past the timeout: nothing reached the origin.
         try await Task.sleep(for: .seconds(2))
         #expect(!origin.received.all.contains { $0.hasPrefix("POST ") }, "\(origin.received.all)")
@@ -326,7 +364,9 @@ extension Appliance {
 
     /// curl through the proxy, left running: `-w` appends the status code.
     func startCurl(_ arguments: [String]) throws -> Running {
-        try Command.start("/usr/bin/curl", ["-sS", "--max-time", "20", "-x", "http://127.0.0.1:\(try proxyPort)", "-w", "\n%{http_code}"] + arguments, in: base)
+        try Command.start(
+            "/usr/bin/curl", ["-sS", "--max-time", "20", "-x", "http://127.0.0.1:\(try proxyPort)", "-w", "\n%{http_code}"] + arguments,
+            in: base)
     }
 
     /// Waits until exactly `count` messages are held; returns them.
@@ -345,7 +385,9 @@ extension Appliance {
     /// once; their results, in that order.
     func continueAndAbortAtOnce(_ id: Int) throws -> [CommandResult] {
         let busymate = Command.binary("busymate")
-        let racers = try ["continue", "abort"].map { try Command.start(busymate, ["breakpoints", $0, "\(id)", "--group", group.path], in: base) }
+        let racers = try ["continue", "abort"].map {
+            try Command.start(busymate, ["breakpoints", $0, "\(id)", "--group", group.path], in: base)
+        }
         return try racers.map { try $0.finish() }
     }
 

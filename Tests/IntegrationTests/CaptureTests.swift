@@ -16,7 +16,12 @@ extension ApplianceTests {
     @Test func everyExchangeIsCapturedAndReadableFromTheCLI() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance.intercepting(tlsOrigin)
         let originCA = try appliance.trust(tlsOrigin)
         let port = try appliance.proxyPort
@@ -24,8 +29,15 @@ extension ApplianceTests {
 
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/plain?x=1", extra: ["-H", "X-Test: one"]).code == 200)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-d", "name=busymate"]).code == 200)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", ourCA, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/secret"]).status == 0)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/tunnel"]).status == 0)
+        #expect(
+            try Command.run(
+                "/usr/bin/curl", ["-sS", "--cacert", ourCA, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/secret"]
+            ).status == 0)
+        #expect(
+            try Command.run(
+                "/usr/bin/curl",
+                ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/tunnel"]
+            ).status == 0)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:1/refused").code == 502)
 
         try waitUntil("five exchanges are stored", timeout: 3) { try listJSON(appliance).count == 5 }
@@ -57,7 +69,8 @@ extension ApplianceTests {
         #expect(try listJSON(appliance, ["--search", "plain?x"]).count == 1)
         // --search is ~u|~h|~b for the text as written: any case, bodies too.
         #expect(try listJSON(appliance, ["--search", "x-test: ONE"]).count == 1)
-        #expect(try listJSON(appliance, ["--search", "NAME=BUSYMATE"]).map { $0["url"] as? String } == ["http://127.0.0.1:\(origin.port)/form"])
+        #expect(
+            try listJSON(appliance, ["--search", "NAME=BUSYMATE"]).map { $0["url"] as? String } == ["http://127.0.0.1:\(origin.port)/form"])
 
         // show: headers both ways and the bodies.
         let formID = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/form") == true }?["id"] as? Int)
@@ -90,14 +103,18 @@ extension ApplianceTests {
         let port = try appliance.proxyPort
         let pinningClient = ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/"]
         func refusal(_ count: Int) throws -> String {
-            let rows = try appliance.rows("\(count) refusals are stored") { $0.filter { ($0["error"] as? String)?.contains("refused the interception") == true }.count == count }
+            let rows = try appliance.rows("\(count) refusals are stored") {
+                $0.filter { ($0["error"] as? String)?.contains("refused the interception") == true }.count == count
+            }
             return rows.compactMap { $0["error"] as? String }.first { $0.contains("refused the interception") } ?? ""
         }
 
         // A fresh client that does not trust us: not pinned, and told how to fix it.
         #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
         let fresh = try refusal(1)
-        #expect(fresh.contains("has not trusted our CA for other hosts lately") && fresh.contains("`curl --cacert \(appliance.caFile.path)`"), "\(fresh)")
+        #expect(
+            fresh.contains("has not trusted our CA for other hosts lately") && fresh.contains("`curl --cacert \(appliance.caFile.path)`"),
+            "\(fresh)")
         #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
         #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
 
@@ -108,7 +125,9 @@ extension ApplianceTests {
         #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
         #expect(try Command.run("/usr/bin/curl", pinningClient).status != 0)
         let pinned = try refusal(4)
-        #expect(pinned.contains("certificate pinning") && pinned.contains("for 24 h") && pinned.contains("busymate pinned remove localhost"), "\(pinned)")
+        #expect(
+            pinned.contains("certificate pinning") && pinned.contains("for 24 h") && pinned.contains("busymate pinned remove localhost"),
+            "\(pinned)")
         try waitUntil("the pin is stored", timeout: 2) { try appliance.cli(["pinned", "list"]).stdout.contains("localhost") }
         #expect(try Command.run("/usr/bin/curl", pinningClient).status == 0)
         let status = try appliance.cli(["status"])
@@ -123,8 +142,9 @@ extension ApplianceTests {
         #expect(try appliance.cli(["pinned", "remove", "nothing.example"]).status != 0)
 
         // Pins expire after ssl_proxying.pin_ttl.
-        try appliance.writeSettings(Appliance.pinningSettings(trust: originCA)
-            .replacingOccurrences(of: #""ssl_proxying": {"#, with: #""ssl_proxying": {"pin_ttl": "2s", "#))
+        try appliance.writeSettings(
+            Appliance.pinningSettings(trust: originCA)
+                .replacingOccurrences(of: #""ssl_proxying": {"#, with: #""ssl_proxying": {"pin_ttl": "2s", "#))
         // The tunnel runs on the new file (a reload forgets what it learned of the client, so it must come first).
         try appliance.waitUntilTunnelApplied(timeout: 5)
         try appliance.trustUsElsewhere(tlsOrigin)
@@ -147,7 +167,8 @@ extension ApplianceTests {
         defer { Task { await tlsOrigin.stop() } }
         let appliance = try Appliance(settings: nil)
         let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings("""
+        try appliance.writeSettings(
+            """
             {"future_feature": {"enabled": true}, "proxy": {"listen": ["127.0.0.1:0"]}, "ssl_proxying": {"upstream_trust": "\(originCA.path)"}}
             """)
         try appliance.start()
@@ -178,7 +199,10 @@ extension ApplianceTests {
         let appliance = try Appliance()
         try appliance.start()
         let port = try appliance.proxyPort
-        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/it's?a=1", extra: ["-d", "x='1'&y=2", "-H", "X-Quote: it's"]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "http://127.0.0.1:\(origin.port)/it's?a=1", extra: ["-d", "x='1'&y=2", "-H", "X-Quote: it's"]
+            ).code == 200)
         var id = 0
         try waitUntil("the exchange is stored", timeout: 2) {
             let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json"]).stdout.utf8)) as? [[String: Any]]
@@ -195,9 +219,10 @@ extension ApplianceTests {
     @Test func retentionKeepsTheNewestExchanges() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"proxy": {"listen": ["127.0.0.1:0"]}, "capture": {"max_exchanges": 3}}
-            """)
+        let appliance = try Appliance(
+            settings: """
+                {"proxy": {"listen": ["127.0.0.1:0"]}, "capture": {"max_exchanges": 3}}
+                """)
         try appliance.start()
         let port = try appliance.proxyPort
         for i in 1...6 {
@@ -224,24 +249,35 @@ extension ApplianceTests {
         tail.arguments = ["tail", "--group", appliance.group.path]
         tail.standardOutput = try FileHandle(forWritingTo: out)
         try tail.runSerialized()
-        defer { kill(tail.processIdentifier, SIGTERM); tail.waitForExit() }
+        defer {
+            kill(tail.processIdentifier, SIGTERM)
+            tail.waitForExit()
+        }
         try waitUntil("tail listens", timeout: 3) {
-            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
+            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains {
+                $0.hasPrefix("cli-")
+            }
         }
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/after").code == 200)
-        try waitUntil("tail shows the new exchange", timeout: 3) { try String(contentsOf: out, encoding: .utf8).contains("GET 200 http://127.0.0.1:\(origin.port)/after") }
+        try waitUntil("tail shows the new exchange", timeout: 3) {
+            try String(contentsOf: out, encoding: .utf8).contains("GET 200 http://127.0.0.1:\(origin.port)/after")
+        }
         #expect(try !String(contentsOf: out, encoding: .utf8).contains("/before"))
     }
 
-    @Test(.enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/update-ca-certificates"),
-                   "installing into the system trust store needs root"))
+    @Test(
+        .enabled(
+            if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/update-ca-certificates"),
+            "installing into the system trust store needs root"))
     func theCAIsExportedAndInstalledIntoTheSystemTrustStore() async throws {
         let appliance = try Appliance()
         try appliance.start()
         #expect(try appliance.cli(["ca", "path"]).stdout == appliance.caFile.path + "\n")
         let der = appliance.base.appendingPathComponent("exported.der")
         #expect(try appliance.cli(["ca", "export", "--der", "-o", der.path]).status == 0)
-        #expect(FileManager.default.contents(atPath: der.path) == FileManager.default.contents(atPath: appliance.group.appendingPathComponent("ca.der").path))
+        #expect(
+            FileManager.default.contents(atPath: der.path)
+                == FileManager.default.contents(atPath: appliance.group.appendingPathComponent("ca.der").path))
         #expect(try appliance.cli(["ca", "export"]).stdout.hasPrefix("-----BEGIN CERTIFICATE-----"))
         #expect(try appliance.status().bool("ca.trusted") == false)
         defer { _ = try? appliance.cli(["ca", "uninstall"]) }
@@ -256,17 +292,37 @@ extension ApplianceTests {
     @Test func harExportIsValidHAR12() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance.intercepting(tlsOrigin)
         let originCA = try appliance.trust(tlsOrigin)
         let port = try appliance.proxyPort
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/q?a=1&b=two").code == 200)
-        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/post", extra: ["-H", "Content-Type: application/json", "-d", "{\"k\":1}"]).code == 200)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
-                                                  "https://localhost:\(tlsOrigin.port)/tls"]).status == 0)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "http://127.0.0.1:\(origin.port)/post", extra: ["-H", "Content-Type: application/json", "-d", "{\"k\":1}"]
+            ).code == 200)
+        #expect(
+            try Command.run(
+                "/usr/bin/curl",
+                [
+                    "-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                    "https://localhost:\(tlsOrigin.port)/tls",
+                ]
+            ).status == 0)
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:1/down").code == 502)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/"]).status == 0)
-        try waitUntil("all five are stored", timeout: 3) { try appliance.cli(["list"]).stdout.split(separator: "\n").dropFirst().count == 5 }
+        #expect(
+            try Command.run(
+                "/usr/bin/curl",
+                ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(port)", "https://127.0.0.1:\(tlsOrigin.port)/"]
+            ).status == 0)
+        try waitUntil("all five are stored", timeout: 3) {
+            try appliance.cli(["list"]).stdout.split(separator: "\n").dropFirst().count == 5
+        }
 
         let har = appliance.base.appendingPathComponent("export.har")
         let exported = try appliance.cli(["export", "--har", har.path])
@@ -279,8 +335,11 @@ extension ApplianceTests {
         let document = try JSONSerialization.jsonObject(with: Data(contentsOf: har)) as? [String: Any]
         let entries = (document?["log"] as? [String: Any])?["entries"] as? [[String: Any]] ?? []
         let urls = entries.compactMap { ($0["request"] as? [String: Any])?["url"] as? String }
-        #expect(urls == ["http://127.0.0.1:\(origin.port)/q?a=1&b=two", "http://127.0.0.1:\(origin.port)/post",
-                         "https://localhost:\(tlsOrigin.port)/tls", "http://127.0.0.1:1/down"])
+        #expect(
+            urls == [
+                "http://127.0.0.1:\(origin.port)/q?a=1&b=two", "http://127.0.0.1:\(origin.port)/post",
+                "https://localhost:\(tlsOrigin.port)/tls", "http://127.0.0.1:1/down",
+            ])
         let query = (entries.first?["request"] as? [String: Any])?["queryString"] as? [[String: String]]
         #expect(query == [["name": "a", "value": "1"], ["name": "b", "value": "two"]])
         let post = (entries[1]["request"] as? [String: Any])?["postData"] as? [String: String]
@@ -293,7 +352,9 @@ extension ApplianceTests {
         var broken = entries
         broken[0]["response"] = nil
         let bad = appliance.base.appendingPathComponent("broken.har")
-        try JSONSerialization.data(withJSONObject: ["log": ["version": "1.2", "creator": ["name": "x", "version": "1"], "entries": broken]]).write(to: bad)
+        try JSONSerialization.data(withJSONObject: [
+            "log": ["version": "1.2", "creator": ["name": "x", "version": "1"], "entries": broken]
+        ]).write(to: bad)
         #expect(try Command.run("/usr/bin/env", ["python3", validator, bad.path]).status == 1)
     }
 }
@@ -306,8 +367,12 @@ extension ApplianceTests {
         try appliance.start()
         let port = try appliance.proxyPort
         // No --compressed: the client gets the gzip bytes as the origin sent them.
-        let fetched = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-x", "http://127.0.0.1:\(port)",
-                                                        "http://127.0.0.1:\(origin.port)/gzip"])
+        let fetched = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-x", "http://127.0.0.1:\(port)",
+                "http://127.0.0.1:\(origin.port)/gzip",
+            ])
         #expect(fetched.stdout.hasPrefix("200 "))
         var id = 0
         try waitUntil("the exchange is stored", timeout: 2) {
@@ -338,11 +403,12 @@ extension ApplianceTests {
     @Test func largeBodiesAreStoredAsFilesCappedAndRemovedByRetention() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
-             "capture": {"body_max": "450KiB", "max_bytes": "1MiB"}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
+                 "capture": {"body_max": "450KiB", "max_bytes": "1MiB"}}
 
-            """)
+                """)
         try appliance.start()
         let port = try appliance.proxyPort
         let bodiesDir = appliance.group.appendingPathComponent("bodies")
@@ -359,7 +425,8 @@ extension ApplianceTests {
         let upload = appliance.base.appendingPathComponent("upload.bin")
         let payload = Data((0..<(100 * 1024)).map { UInt8(truncatingIfNeeded: $0 * 7) })
         try payload.write(to: upload)
-        let posted = try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/upload", extra: ["--data-binary", "@\(upload.path)"])
+        let posted = try Command.curl(
+            proxyPort: port, "http://127.0.0.1:\(origin.port)/upload", extra: ["--data-binary", "@\(upload.path)"])
         #expect(posted.code == 200)
         let first = try newest(1)
         let uploadPath = first.at("request", "body", "file") as? String
@@ -368,7 +435,9 @@ extension ApplianceTests {
         #expect(first.at("request", "body", "size") as? Int == payload.count)
         #expect(first.at("request", "body", "truncated") as? Bool == false)
         #expect(try Data(contentsOf: bodiesDir.appendingPathComponent(uploadFile ?? "-")) == payload)
-        #expect(try appliance.cli(["show", "\(first["id"] as? Int ?? 0)"]).stdout.contains("(\(payload.count) bytes, stored in bodies/\(uploadFile ?? "-"))"))
+        #expect(
+            try appliance.cli(["show", "\(first["id"] as? Int ?? 0)"]).stdout.contains(
+                "(\(payload.count) bytes, stored in bodies/\(uploadFile ?? "-"))"))
         // The JSON carries the whole body (binary: base64), not the row's first bytes.
         #expect(first.at("request", "body", "base64") as? String == payload.base64EncodedString())
         // --save-body writes it byte for byte.
@@ -377,8 +446,12 @@ extension ApplianceTests {
         #expect(try Data(contentsOf: saved) == payload)
 
         // A 1 MiB download: forwarded whole, stored up to body_max, flagged.
-        let download = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{size_download}", "-x", "http://127.0.0.1:\(port)",
-                                                         "http://127.0.0.1:\(origin.port)/big?mb=1"])
+        let download = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{size_download}", "-x", "http://127.0.0.1:\(port)",
+                "http://127.0.0.1:\(origin.port)/big?mb=1",
+            ])
         #expect(download.stdout == "\(1 << 20)")
         let second = try newest(2)
         #expect(second.at("response", "body", "size") as? Int == 1 << 20)
@@ -389,7 +462,8 @@ extension ApplianceTests {
         // Another one takes the store past max_bytes (2 × (450 + 16) KiB
         // + (100 + 16) KiB > 1 MiB): the oldest exchange goes, and its body
         // file with it.
-        _ = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/big?mb=1"])
+        _ = try Command.run(
+            "/usr/bin/curl", ["-sS", "-o", "/dev/null", "-x", "http://127.0.0.1:\(port)", "http://127.0.0.1:\(origin.port)/big?mb=1"])
         let left = try appliance.rows("the upload is pruned") { $0.count == 2 }
         #expect(!left.contains { ($0["url"] as? String)?.hasSuffix("/upload") == true })
         #expect(!FileManager.default.fileExists(atPath: bodiesDir.appendingPathComponent(uploadFile ?? "-").path))
@@ -411,32 +485,54 @@ extension ApplianceTests {
     @Test func aLargeDownloadStreamsWithBoundedTunnelMemory() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         let originCA = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: originCA, extra: #", "capture": {"body_max": "4MiB"}"#))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(include: ["localhost"], trust: originCA, extra: #", "capture": {"body_max": "4MiB"}"#))
         try appliance.start()
         let port = try appliance.proxyPort
         let tunnel = try appliance.status().int("tunnel.pid") ?? 0
         // Warm up both paths so their one-time allocations are in the baseline.
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/big?mb=1").code == 200)
-        #expect(try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "--cacert", appliance.caFile.path,
-                                                  "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/big?mb=1"]).status == 0)
+        #expect(
+            try Command.run(
+                "/usr/bin/curl",
+                [
+                    "-sS", "-o", "/dev/null", "--cacert", appliance.caFile.path,
+                    "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/big?mb=1",
+                ]
+            ).status == 0)
         let before = peakAndCurrentRSS(tunnel)
 
-        let plain = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-x", "http://127.0.0.1:\(port)",
-                                                      "http://127.0.0.1:\(origin.port)/big?mb=256"], timeout: 120)
+        let plain = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-x", "http://127.0.0.1:\(port)",
+                "http://127.0.0.1:\(origin.port)/big?mb=256",
+            ], timeout: 120)
         #expect(plain.stdout == "200 268435456", "\(plain.stderr)")
-        let mitm = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
-                                                     "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
-                                                     "https://localhost:\(tlsOrigin.port)/big?mb=64"], timeout: 120)
+        let mitm = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                "https://localhost:\(tlsOrigin.port)/big?mb=64",
+            ], timeout: 120)
         #expect(mitm.stdout == "200 67108864", "\(mitm.stderr)")
         let after = peakAndCurrentRSS(tunnel)
         // 320 MiB went through; the tunnel's peak grew by far less.
         #expect(after.peak - max(before.peak, before.current) < 48 * 1024, "peak RSS \(before.peak) KiB → \(after.peak) KiB")
 
         // Stored capped, flagged, with the true size.
-        let rows = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "--limit", "2"]).stdout.utf8)) as? [[String: Any]] ?? []
+        let rows =
+            try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "--limit", "2"]).stdout.utf8)) as? [[String: Any]]
+            ?? []
         let id = rows.first { ($0["url"] as? String)?.contains("mb=256") == true }?["id"] as? Int ?? 0
         let shown = try appliance.row(id)
         #expect(shown.at("response", "body", "size") as? Int == 256 << 20)
@@ -474,8 +570,10 @@ extension ApplianceTests {
     /// Raw bytes to the proxy from bash's /dev/tcp, then what came back
     /// until the proxy closed, or (`hangUp`) nothing: the client just goes.
     private func raw(_ port: Int, _ bytes: String, hangUp: Bool = false) throws -> String {
-        try Command.run("/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port); printf '\(bytes)' >&3; \(hangUp ? "exec 3>&-" : "cat <&3")"],
-                        timeout: 10).stdout
+        try Command.run(
+            "/bin/bash", ["-c", "exec 3<>/dev/tcp/127.0.0.1/\(port); printf '\(bytes)' >&3; \(hangUp ? "exec 3>&-" : "cat <&3")"],
+            timeout: 10
+        ).stdout
     }
 
     @Test func malformedAndOversizedRequestsAreAnsweredAndRecorded() async throws {
@@ -487,11 +585,17 @@ extension ApplianceTests {
 
         let garbage = try raw(port, "THIS IS NOT HTTP\\r\\n\\r\\n")
         #expect(garbage.hasPrefix("HTTP/1.1 400 Bad Request\r\n"), "\(garbage)")
-        let big = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)",
-                                                    "-H", "X-Big: " + String(repeating: "a", count: 85_000), "http://127.0.0.1:\(origin.port)/"])
+        let big = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-x", "http://127.0.0.1:\(port)",
+                "-H", "X-Big: " + String(repeating: "a", count: 85_000), "http://127.0.0.1:\(origin.port)/",
+            ])
         #expect(big.stdout == "431", "\(big.stderr)")
         // A client that promises 1000 bytes, sends 10 and hangs up.
-        _ = try raw(port, "POST http://127.0.0.1:\(origin.port)/upload HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n0123456789", hangUp: true)
+        _ = try raw(
+            port, "POST http://127.0.0.1:\(origin.port)/upload HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 1000\\r\\n\\r\\n0123456789",
+            hangUp: true)
 
         let rows = try appliance.rows("three rows are stored") { $0.count == 3 }
         let errors = rows.compactMap { $0["error"] as? String }
@@ -509,12 +613,22 @@ extension ApplianceTests {
     @Test func resendRepeatsTheRequestThroughTheTunnelAndLinksTheNewRow() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance.intercepting(tlsOrigin)
         let port = try appliance.proxyPort
 
-        #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-H", "X-Mine: 1", "--data-binary", "a=1&b=2"]).code == 200)
-        #expect(try Command.curl(proxyPort: port, "https://localhost:\(tlsOrigin.port)/api", extra: ["--cacert", appliance.caFile.path]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "http://127.0.0.1:\(origin.port)/form", extra: ["-H", "X-Mine: 1", "--data-binary", "a=1&b=2"]
+            ).code == 200)
+        #expect(
+            try Command.curl(proxyPort: port, "https://localhost:\(tlsOrigin.port)/api", extra: ["--cacert", appliance.caFile.path]).code
+                == 200)
         var rows = try appliance.rows("both exchanges are stored") { $0.filter { $0["method"] as? String != "CONNECT" }.count == 2 }
         let form = rows.first { ($0["url"] as? String)?.hasSuffix("/form") == true } ?? [:]
         let api = rows.first { ($0["url"] as? String)?.hasSuffix("/api") == true } ?? [:]
@@ -534,7 +648,9 @@ extension ApplianceTests {
             #expect(copy["method"] as? String == original["method"] as? String)
             #expect(copy["status"] as? Int == 200)
             let headers = copy.headerLines("request")
-            #expect(!headers.contains { $0.lowercased().hasPrefix("x-busymate-resent-from") }, "the marker is recorded as resent_from, not as a header")
+            #expect(
+                !headers.contains { $0.lowercased().hasPrefix("x-busymate-resent-from") },
+                "the marker is recorded as resent_from, not as a header")
             if original["method"] as? String == "POST" {
                 #expect(headers.contains("X-Mine: 1"))
                 #expect(copy.at("request", "body", "text") as? String == "a=1&b=2")

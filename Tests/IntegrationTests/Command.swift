@@ -9,7 +9,8 @@ struct CommandResult {
 }
 
 enum Command {
-    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     /// Where the built daemons and CLI are (`make test` builds them first).
     static var binDir: URL {
@@ -25,12 +26,15 @@ enum Command {
     /// and then and crashed the test process (parallel tests keep many
     /// descriptors open). A shell moves the pipes onto stdout and stderr.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Double = 30) throws -> CommandResult {
+    static func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Double = 30) throws
+        -> CommandResult
+    {
         var out: [Int32] = [-1, -1], err: [Int32] = [-1, -1]
         // Close-on-exec, so no other child keeps them (spawned children close what they did not ask for too).
         guard pipe(&out) == 0 else { throw Failure("pipe: errno \(errno)") }
         guard pipe(&err) == 0 else {
-            close(out[0]); close(out[1])
+            close(out[0])
+            close(out[1])
             throw Failure("pipe: errno \(errno)")
         }
         for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -41,13 +45,16 @@ enum Command {
                 [out[1], err[1]].withUnsafeBufferPointer { fds in busymate_spawn("/bin/sh", argv, envp, fds.baseAddress, 2) }
             }
         }
-        close(out[1]); close(err[1])
+        close(out[1])
+        close(err[1])
         guard pid > 0 else {
-            close(out[0]); close(err[0])
+            close(out[0])
+            close(err[0])
             throw Failure("cannot start \(executable): errno \(-pid)")
         }
         let (stdout, stderr) = readBoth(out[0], err[0], pid: pid, timeout: timeout)
-        close(out[0]); close(err[0])
+        close(out[0])
+        close(err[0])
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         // As Foundation's terminationStatus: the exit code, or the signal that ended it.
@@ -102,7 +109,9 @@ enum Command {
 
     /// Starts a program that runs while the test goes on (a client held at a
     /// breakpoint); its output goes to files, so nothing waits on a pipe.
-    static func start(_ executable: String, _ arguments: [String], in directory: URL, environment: [String: String]? = nil) throws -> Running {
+    static func start(_ executable: String, _ arguments: [String], in directory: URL, environment: [String: String]? = nil) throws
+        -> Running
+    {
         let running = Running(directory: directory)
         let process = running.process
         process.executableURL = URL(fileURLWithPath: executable)
@@ -118,7 +127,8 @@ enum Command {
 
     /// `curl` through the proxy; returns (HTTP code, body) for one URL.
     static func curl(proxyPort: Int, _ url: String, extra: [String] = []) throws -> (code: Int, body: String, result: CommandResult) {
-        let r = try run("/usr/bin/curl", ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(proxyPort)", "-w", "\n%{http_code}", url] + extra)
+        let r = try run(
+            "/usr/bin/curl", ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(proxyPort)", "-w", "\n%{http_code}", url] + extra)
         let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         let code = Int(lines.last ?? "") ?? 0
         return (code, lines.dropLast().joined(separator: "\n"), r)
@@ -152,6 +162,7 @@ final class Running: @unchecked Sendable {
             throw Failure("\(process.executableURL?.lastPathComponent ?? "?") did not finish within \(timeout) s; it printed: \(stdout)")
         }
         process.waitForExit()
-        return CommandResult(status: process.terminationStatus, stdout: stdout, stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        return CommandResult(
+            status: process.terminationStatus, stdout: stdout, stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
     }
 }

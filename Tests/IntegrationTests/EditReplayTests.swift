@@ -16,8 +16,14 @@ extension ApplianceTests {
         let payload = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) } + [0, 0, 0x27, 0x0A])
         let upload = appliance.base.appendingPathComponent("payload.bin")
         try payload.write(to: upload)
-        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/bin", extra: ["--data-binary", "@\(upload.path)",
-                                                                                    "-H", "Content-Type: application/octet-stream"]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "\(base)/echo-body/bin",
+                extra: [
+                    "--data-binary", "@\(upload.path)",
+                    "-H", "Content-Type: application/octet-stream",
+                ]
+            ).code == 200)
         let original = try #require(try appliance.rows("the upload is stored") { $0.count == 1 }.first)
         let originalID = try #require(original["id"] as? Int)
 
@@ -30,7 +36,8 @@ extension ApplianceTests {
         #expect((written[.posixPermissions] as? Int) == 0o600)
         let again = try appliance.cli(["curl", "\(originalID)", "--body-dir", appliance.base.path])
         #expect(again.status != 0 && again.stderr.contains("File exists"), "\(again.stderr)")
-        let ran = try Command.run("/bin/sh", ["-c", printed.stdout.trimmingCharacters(in: .newlines) + " -sS -o /dev/null -w '%{http_code}'"])
+        let ran = try Command.run(
+            "/bin/sh", ["-c", printed.stdout.trimmingCharacters(in: .newlines) + " -sS -o /dev/null -w '%{http_code}'"])
         #expect(ran.stdout == "200", "\(ran.stderr)")
         let replayed = try #require(try appliance.rows("the replay is stored") { $0.count == 2 }.first)
         #expect(try appliance.row(replayed["id"]).at("request", "body", "base64") as? String == payload.base64EncodedString())
@@ -38,8 +45,12 @@ extension ApplianceTests {
         // resend with changes: each lands in a new row that links to the original.
         func resend(_ arguments: [String], environment: [String: String]? = nil) throws -> [String: Any] {
             let before = try appliance.rows().count
-            let r = environment == nil ? try appliance.cli(["resend", "\(originalID)"] + arguments)
-                : try Command.run(Command.binary("busymate"), ["resend", "\(originalID)"] + arguments + ["--group", appliance.group.path], environment: environment)
+            let r =
+                environment == nil
+                ? try appliance.cli(["resend", "\(originalID)"] + arguments)
+                : try Command.run(
+                    Command.binary("busymate"), ["resend", "\(originalID)"] + arguments + ["--group", appliance.group.path],
+                    environment: environment)
             #expect(r.status == 0 && r.stdout.contains("resent exchange \(originalID) as"), "\(arguments): \(r.stdout) \(r.stderr)")
             let newest = try #require(try appliance.rows("the resent row is stored") { $0.count == before + 1 }.first)
             #expect(newest["resent_from"] as? Int == originalID)
@@ -51,7 +62,9 @@ extension ApplianceTests {
         #expect(moved["url"] as? String == "\(base)/echo-body/moved?x=1")
         let headed = try resend(["--header", "X-Added: yes", "--header", "Content-Type: text/plain", "--header", "User-Agent:"])
         let lines = headed.headerLines("request")
-        #expect(lines.contains("X-Added: yes") && lines.contains("Content-Type: text/plain") && !lines.contains { $0.hasPrefix("User-Agent") }, "\(lines)")
+        #expect(
+            lines.contains("X-Added: yes") && lines.contains("Content-Type: text/plain") && !lines.contains { $0.hasPrefix("User-Agent") },
+            "\(lines)")
         let text = appliance.base.appendingPathComponent("text.txt")
         try Data("replaced body".utf8).write(to: text)
         let rebodied = try resend(["--body-file", text.path])
@@ -71,8 +84,12 @@ extension ApplianceTests {
         #expect(try appliance.rows().count == count)
 
         // compose: a new request, captured, linked to nothing.
-        let composed = try appliance.cli(["compose", "--url", "\(base)/echo-body/new", "--method", "POST", "--header", "X-New: 1", "--body-file", text.path])
-        #expect(composed.status == 0 && composed.stdout.contains("sent POST \(base)/echo-body/new: 200 OK"), "\(composed.stdout) \(composed.stderr)")
+        let composed = try appliance.cli([
+            "compose", "--url", "\(base)/echo-body/new", "--method", "POST", "--header", "X-New: 1", "--body-file", text.path,
+        ])
+        #expect(
+            composed.status == 0 && composed.stdout.contains("sent POST \(base)/echo-body/new: 200 OK"),
+            "\(composed.stdout) \(composed.stderr)")
         let newRow = try #require(try appliance.rows("the composed one is stored") { $0.count == count + 1 }.first)
         #expect(newRow["resent_from"] is NSNull && newRow["url"] as? String == "\(base)/echo-body/new")
         #expect(try appliance.row(newRow["id"]).headerLines("request").contains("X-New: 1"))
@@ -82,21 +99,27 @@ extension ApplianceTests {
         let rebodiedID = try #require(rebodied["id"] as? Int)
         let command = try appliance.cli(["curl", "\(rebodiedID)"]).stdout.trimmingCharacters(in: .newlines)
         let imported = try appliance.cli(["compose", "--from-curl", command])
-        #expect(imported.status == 0 && imported.stdout.contains("sent POST \(base)/echo-body/bin: 200 OK"), "\(command) → \(imported.stdout) \(imported.stderr)")
+        #expect(
+            imported.status == 0 && imported.stdout.contains("sent POST \(base)/echo-body/bin: 200 OK"),
+            "\(command) → \(imported.stdout) \(imported.stderr)")
         let importedRow = try appliance.row(try #require(try appliance.rows("the import is stored") { $0.count == count + 2 }.first)["id"])
         let ranByCurl = try Command.run("/bin/sh", ["-c", command + " -sS -o /dev/null -x http://127.0.0.1:\(port)"])
         #expect(ranByCurl.status == 0, "\(ranByCurl.stderr)")
         let curlRow = try appliance.row(try #require(try appliance.rows("curl's is stored") { $0.count == count + 3 }.first)["id"])
         // Framing and hop-by-hop headers are each client's own.
         let framing = { (lines: [String]) in
-            Set(lines.filter { line in !["host:", "content-length:", "connection:", "proxy-connection:"].contains { line.lowercased().hasPrefix($0) } })
+            Set(
+                lines.filter { line in
+                    !["host:", "content-length:", "connection:", "proxy-connection:"].contains { line.lowercased().hasPrefix($0) }
+                })
         }
         for row in [importedRow, curlRow] {
             #expect(row["method"] as? String == "POST" && row["url"] as? String == "\(base)/echo-body/bin")
             #expect(row.at("request", "body", "text") as? String == "replaced body")
         }
-        #expect(framing(importedRow.headerLines("request")) == framing(curlRow.headerLines("request")),
-                "imported \(importedRow.headerLines("request")) vs curl's \(curlRow.headerLines("request"))")
+        #expect(
+            framing(importedRow.headerLines("request")) == framing(curlRow.headerLines("request")),
+            "imported \(importedRow.headerLines("request")) vs curl's \(curlRow.headerLines("request"))")
         // An option the import cannot take is refused by name, and nothing is sent.
         let unknown = try appliance.cli(["compose", "--from-curl", "curl --form a=1 \(base)/echo-body/form"])
         #expect(unknown.status != 0 && unknown.stderr.contains("curl option --form is not one the import takes"), "\(unknown.stderr)")

@@ -7,9 +7,11 @@ extension ApplianceTests {
     @Test func breakpointsHoldWhatAFilterMatches() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let settings = Appliance.interceptionSettings(include: ["localhost"], extra: #"""
-            , "breakpoints": {"request": ["~m POST & ~u /echo-body/f"], "response": ["~ts json & ~d ^127\\.0\\.0\\.1$"], "timeout_seconds": 60}
-            """#)
+        let settings = Appliance.interceptionSettings(
+            include: ["localhost"],
+            extra: #"""
+                , "breakpoints": {"request": ["~m POST & ~u /echo-body/f"], "response": ["~ts json & ~d ^127\\.0\\.0\\.1$"], "timeout_seconds": 60}
+                """#)
         let appliance = try Appliance(settings: settings)
         try appliance.start()
         let base = "http://127.0.0.1:\(origin.port)"
@@ -32,8 +34,9 @@ extension ApplianceTests {
 
         // The CLI takes a filter, and refuses one a request breakpoint cannot decide.
         let refused = try appliance.cli(["breakpoints", "add", "request", "~c 404"])
-        #expect(refused.status != 0 && refused.stderr.contains("~c reads the response, and a request breakpoint acts before there is one"),
-                "\(refused.stderr)")
+        #expect(
+            refused.status != 0 && refused.stderr.contains("~c reads the response, and a request breakpoint acts before there is one"),
+            "\(refused.stderr)")
         let added = try appliance.cli(["breakpoints", "add", "response", "~c 404"])
         #expect(added.status == 0, "\(added.stderr)")
         let listed = try appliance.cli(["breakpoints", "list-patterns"]).stdout

@@ -7,19 +7,27 @@ extension ApplianceTests {
     @Test func rulesMatchWithTheFilterLanguageOnTheLiveExchange() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         let trust = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: trust, extra: """
-            , "rules": [
-              {"name": "beta gate", "match": "~hq \\"x-beta: 1\\" & ~d ^localhost$", "action": "block", "status": 451},
-              {"name": "posts", "match": "~m POST & ~u /echo-headers", "action": "headers", "request": {"set": {"X-Posted": "yes"}}},
-              {"name": "json tag", "match": "~ts json", "action": "headers", "response": {"set": {"X-Json": "1"}}},
-              {"name": "moved", "match": "~d 127.0.0.1 & ~u ^http://[^/]+/old", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/echo-body"},
-              {"name": "glob", "match": "*/glob-blocked", "action": "block", "status": 410},
-              {"name": "slow", "match": "~u \\"(a+)+b\\"", "action": "block"}
-            ]
-            """))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(
+                include: ["localhost"], trust: trust,
+                extra: """
+                    , "rules": [
+                      {"name": "beta gate", "match": "~hq \\"x-beta: 1\\" & ~d ^localhost$", "action": "block", "status": 451},
+                      {"name": "posts", "match": "~m POST & ~u /echo-headers", "action": "headers", "request": {"set": {"X-Posted": "yes"}}},
+                      {"name": "json tag", "match": "~ts json", "action": "headers", "response": {"set": {"X-Json": "1"}}},
+                      {"name": "moved", "match": "~d 127.0.0.1 & ~u ^http://[^/]+/old", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/echo-body"},
+                      {"name": "glob", "match": "*/glob-blocked", "action": "block", "status": 410},
+                      {"name": "slow", "match": "~u \\"(a+)+b\\"", "action": "block"}
+                    ]
+                    """))
         try appliance.start()
         let proxy = "http://127.0.0.1:\(try appliance.proxyPort)"
         let tls = "https://localhost:\(tlsOrigin.port)"
@@ -59,7 +67,9 @@ extension ApplianceTests {
         #expect(status(try curl(["-X", "PUT", "http://127.0.0.1:\(origin.port)/plain"])).hasPrefix("HTTP 405"))
         // A filter the tunnel could not decide on is refused with where and why, and nothing changes.
         let refused = try appliance.cli(["rules", "add", "late", "--match", "~c 404", "--action", "block"])
-        #expect(refused.status != 0 && refused.stderr.contains("~c reads the response, and a block rule acts before there is one"), "\(refused.stderr)")
+        #expect(
+            refused.status != 0 && refused.stderr.contains("~c reads the response, and a block rule acts before there is one"),
+            "\(refused.stderr)")
         let list = try appliance.cli(["rules", "list"]).stdout
         #expect(list.contains("~m PUT") && !list.contains("late"), "\(list)")
         // rules test takes the method and headers a filter reads.
@@ -77,7 +87,8 @@ extension ApplianceTests {
         }
         func rule(_ suffix: String, _ method: String = "GET", status: Int? = nil) -> String? {
             rows.first { row in
-                (row["url"] as? String)?.hasSuffix(suffix) == true && row["method"] as? String == method && (status == nil || row["status"] as? Int == status)
+                (row["url"] as? String)?.hasSuffix(suffix) == true && row["method"] as? String == method
+                    && (status == nil || row["status"] as? Int == status)
             }?["rule"] as? String
         }
         #expect(rule("/plain", status: 451) == "beta gate")

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension ApplianceTests {
@@ -30,9 +31,12 @@ extension ApplianceTests {
         }
         #expect(try urls(["~m", "POST"]) == ["/echo-body/upload"])
         // list --json: body sizes as they crossed the wire, and the content types.
-        let posted = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "~m POST"]).stdout.utf8)) as? [[String: Any]]
-        #expect(posted?.first?["request_size"] as? Int == 40_012 && posted?.first?["response_size"] as? Int ?? 0 > 40_000, "\(posted ?? [])")
-        #expect(posted?.first?["request_content_type"] as? String == "application/x-www-form-urlencoded"
+        let posted =
+            try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "~m POST"]).stdout.utf8)) as? [[String: Any]]
+        #expect(
+            posted?.first?["request_size"] as? Int == 40_012 && posted?.first?["response_size"] as? Int ?? 0 > 40_000, "\(posted ?? [])")
+        #expect(
+            posted?.first?["request_content_type"] as? String == "application/x-www-form-urlencoded"
                 && posted?.first?["response_content_type"] as? String == "text/plain", "\(posted ?? [])")
         #expect(try urls(["~bq needle-7f3"]) == ["/echo-body/upload"])
         #expect(try urls(["~b", "needle-7f3", "&", "~m", "GET"]).isEmpty)
@@ -58,30 +62,48 @@ extension ApplianceTests {
         // `-` is standard output, the HAR alone on it.
         let piped = try appliance.cli(["export", "--har", "-", "~e"])
         let pipedLog = (try JSONSerialization.jsonObject(with: Data(piped.stdout.utf8)) as? [String: Any])?["log"] as? [String: Any]
-        #expect((pipedLog?["entries"] as? [[String: Any]])?.compactMap { ($0["request"] as? [String: Any])?["url"] as? String } == ["\(base)/break"], "\(piped)")
+        #expect(
+            (pipedLog?["entries"] as? [[String: Any]])?.compactMap { ($0["request"] as? [String: Any])?["url"] as? String } == [
+                "\(base)/break"
+            ], "\(piped)")
 
         // tail: only the new exchanges the filter keeps.
         let tail = try Command.start(Command.binary("busymate"), ["tail", "~m POST", "--group", appliance.group.path], in: appliance.base)
-        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitForExit() }
+        defer {
+            kill(tail.process.processIdentifier, SIGTERM)
+            tail.process.waitForExit()
+        }
         // And as JSON lines: one `list --json` row per line.
-        let jsonTail = try Command.start(Command.binary("busymate"), ["tail", "--json", "~m POST", "--group", appliance.group.path], in: appliance.base)
-        defer { kill(jsonTail.process.processIdentifier, SIGTERM); jsonTail.process.waitForExit() }
+        let jsonTail = try Command.start(
+            Command.binary("busymate"), ["tail", "--json", "~m POST", "--group", appliance.group.path], in: appliance.base)
+        defer {
+            kill(jsonTail.process.processIdentifier, SIGTERM)
+            jsonTail.process.waitForExit()
+        }
         try waitUntil("both tails listen", timeout: 3) {
-            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).filter { $0.hasPrefix("cli-") }.count == 2
+            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).filter {
+                $0.hasPrefix("cli-")
+            }.count == 2
         }
         #expect(try Command.curl(proxyPort: port, "\(base)/skipped-get").code == 200)
         #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/tailed", extra: ["--data", "x=1"]).code == 200)
         try waitUntil("tail shows the POST", timeout: 3) { tail.stdout.contains("POST 200 \(base)/echo-body/tailed") }
         #expect(!tail.stdout.contains("skipped-get") && !tail.stdout.contains("/echo-body/upload"), "\(tail.stdout)")
         try waitUntil("the JSON tail shows the POST", timeout: 3) { jsonTail.stdout.hasSuffix("\n") }
-        let line = try JSONSerialization.jsonObject(with: Data(jsonTail.stdout.split(separator: "\n").first.map(String.init)?.utf8 ?? "".utf8)) as? [String: Any]
-        #expect(line?["url"] as? String == "\(base)/echo-body/tailed" && line?["method"] as? String == "POST" && line?["id"] is Int, "\(jsonTail.stdout)")
+        let line =
+            try JSONSerialization.jsonObject(with: Data(jsonTail.stdout.split(separator: "\n").first.map(String.init)?.utf8 ?? "".utf8))
+            as? [String: Any]
+        #expect(
+            line?["url"] as? String == "\(base)/echo-body/tailed" && line?["method"] as? String == "POST" && line?["id"] is Int,
+            "\(jsonTail.stdout)")
         #expect(jsonTail.stdout.split(separator: "\n").count == 1, "\(jsonTail.stdout)")
         #expect(try appliance.cli(["tail", "~x"]).status == 64)
 
         // The group may come first, as with most tools' global options.
         let groupFirst = try Command.run(Command.binary("busymate"), ["--group", appliance.group.path, "list", "~m", "POST", "--json"])
-        #expect(groupFirst.status == 0 && groupFirst.stdout.contains("/echo-body/tailed") && !groupFirst.stdout.contains("skipped-get"), "\(groupFirst)")
+        #expect(
+            groupFirst.status == 0 && groupFirst.stdout.contains("/echo-body/tailed") && !groupFirst.stdout.contains("skipped-get"),
+            "\(groupFirst)")
         let version = try Command.run(Command.binary("busymate"), ["--version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("0."), "\(version)")
     }

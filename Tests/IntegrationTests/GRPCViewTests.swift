@@ -14,7 +14,8 @@ extension ApplianceTests {
 
     static func grpcFrame(_ message: Data, compressed: Bool = false, declared: Int? = nil) -> Data {
         let length = UInt32(declared ?? message.count)
-        return Data([compressed ? 1 : 0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]) + message
+        return Data([compressed ? 1 : 0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)])
+            + message
     }
 
     @Test func showDecodesAGRPCCallsMessagesAndStatus() async throws {
@@ -23,23 +24,29 @@ extension ApplianceTests {
         let appliance = try Appliance()
         try appliance.start()
         // {1: "hello", 2: 150}, gzip-compressed; then {2: 150} as is.
-        let request = Self.grpcFrame(Self.bytes("1f8b0800000000000203e362cd48cdc9c91798c60800fe6934680a000000"), compressed: true)
+        let request =
+            Self.grpcFrame(Self.bytes("1f8b0800000000000203e362cd48cdc9c91798c60800fe6934680a000000"), compressed: true)
             + Self.grpcFrame(Self.bytes("109601"))
         let file = appliance.base.appendingPathComponent("request.bin")
         try request.write(to: file)
         let url = "http://127.0.0.1:\(origin.port)/helloworld.Greeter/SayHello"
-        _ = try Command.curl(proxyPort: try appliance.proxyPort, url, extra: [
-            "--data-binary", "@\(file.path)", "-H", "Content-Type: application/grpc", "-H", "grpc-encoding: gzip", "-H", "TE: trailers",
-        ])
+        _ = try Command.curl(
+            proxyPort: try appliance.proxyPort, url,
+            extra: [
+                "--data-binary", "@\(file.path)", "-H", "Content-Type: application/grpc", "-H", "grpc-encoding: gzip", "-H", "TE: trailers",
+            ])
         let plainURL = "http://127.0.0.1:\(origin.port)/plain"
         #expect(try Command.curl(proxyPort: try appliance.proxyPort, plainURL).code == 200)
-        let rows = try appliance.rows("the call and the plain GET") { rows in [url, plainURL].allSatisfy { u in rows.contains { $0["url"] as? String == u } } }
+        let rows = try appliance.rows("the call and the plain GET") { rows in
+            [url, plainURL].allSatisfy { u in rows.contains { $0["url"] as? String == u } }
+        }
         let id = try #require(rows.first { $0["url"] as? String == url }?["id"] as? Int)
         let plainID = try #require(rows.first { $0["url"] as? String == plainURL }?["id"] as? Int)
 
         // The answer: {1: "Hello, world", 3: {1: -1 as int32, 2: 1.5 as float}}, then a message cut short, and
         // the status in the headers (trailers only).
-        let reply = Self.grpcFrame(Self.bytes("0a0c48656c6c6f2c20776f726c64 1a10 08ffffffffffffffffff01 150000c03f"))
+        let reply =
+            Self.grpcFrame(Self.bytes("0a0c48656c6c6f2c20776f726c64 1a10 08ffffffffffffffffff01 150000c03f"))
             + Self.grpcFrame(Self.bytes("0a03"), declared: 9)
         let script = """
             import sqlite3, sys
@@ -51,7 +58,8 @@ extension ApplianceTests {
             c.commit()
             """
         let hex = reply.map { String(format: "%02x", $0) }.joined()
-        let update = try Command.run("/usr/bin/python3", ["-c", script, appliance.group.appendingPathComponent("capture.sqlite").path, hex, "\(id)"])
+        let update = try Command.run(
+            "/usr/bin/python3", ["-c", script, appliance.group.appendingPathComponent("capture.sqlite").path, hex, "\(id)"])
         #expect(update.status == 0, "\(update.stderr)")
 
         let shown = try appliance.cli(["show", "\(id)", "--no-pager"])
@@ -86,17 +94,21 @@ extension ApplianceTests {
         #expect(grpc.string("status_from") == "headers" && grpc.string("request.encoding") == "gzip")
         let sent = grpc.array("request.messages")
         #expect(sent.count == 2)
-        #expect(sent.first?["compressed"] as? Bool == true && sent.first?["size"] as? Int == 30 && sent.first?["decoded_size"] as? Int == 10)
+        #expect(
+            sent.first?["compressed"] as? Bool == true && sent.first?["size"] as? Int == 30 && sent.first?["decoded_size"] as? Int == 10)
         let fields = sent.first?["fields"] as? [[String: Any]] ?? []
         #expect(fields.map { $0["number"] as? Int } == [1, 2])
         #expect(fields.first?["type"] as? String == "string" && fields.first?["value"] as? String == "hello")
-        #expect(fields.last?["wire_type"] as? String == "varint" && fields.last?["value"] as? Int == 150 && fields.last?["sint"] as? Int == 75)
+        #expect(
+            fields.last?["wire_type"] as? String == "varint" && fields.last?["value"] as? Int == 150 && fields.last?["sint"] as? Int == 75)
         let answered = grpc.array("response.messages")
         let nested = (answered.first?["fields"] as? [[String: Any]])?.last
         #expect(nested?["type"] as? String == "message")
         let inner = nested?["fields"] as? [[String: Any]] ?? []
         #expect(inner.first?["int64"] as? Int == -1 && inner.last?["float"] as? Double == 1.5, "\(inner)")
-        #expect(answered.last?["truncated"] as? Bool == true && answered.last?["fields"] is NSNull && answered.last?["hex"] as? String == "0a03")
+        #expect(
+            answered.last?["truncated"] as? Bool == true && answered.last?["fields"] is NSNull && answered.last?["hex"] as? String == "0a03"
+        )
 
         // An exchange that is no gRPC call has no grpc member and no gRPC section.
         let plain = try appliance.cli(["show", "\(plainID)", "--json"])
@@ -115,15 +127,17 @@ extension ApplianceTests {
         let file = appliance.base.appendingPathComponent("order.bin")
         try Self.grpcFrame(Self.bytes("0a03416461 1802 220d03ffffffffffffffffff01ac02")).write(to: file)
         let url = "http://127.0.0.1:\(origin.port)/shop.v1.Orders/Place"
-        _ = try Command.curl(proxyPort: try appliance.proxyPort, url, extra: ["--data-binary", "@\(file.path)", "-H", "Content-Type: application/grpc"])
+        _ = try Command.curl(
+            proxyPort: try appliance.proxyPort, url, extra: ["--data-binary", "@\(file.path)", "-H", "Content-Type: application/grpc"])
         let rows = try appliance.rows("the call") { rows in rows.contains { $0["url"] as? String == url } }
         let id = try #require(rows.first { $0["url"] as? String == url }?["id"] as? Int)
 
         let numbers = try appliance.cli(["show", "\(id)", "--no-pager"]).stdout
         #expect(numbers.contains("    1: \"Ada\"\n    3: 2  # sint: 1\n") && !numbers.contains("customer"), "\(numbers)")
 
-        try FileManager.default.copyItem(at: Command.repoRoot.appendingPathComponent("Tests/Fixtures/grpc/shop.pb"),
-                                         to: appliance.group.appendingPathComponent("shop.pb"))
+        try FileManager.default.copyItem(
+            at: Command.repoRoot.appendingPathComponent("Tests/Fixtures/grpc/shop.pb"),
+            to: appliance.group.appendingPathComponent("shop.pb"))
         var settings = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: appliance.settingsURL)) as? [String: Any])
         settings["grpc"] = ["descriptor_sets": ["shop.pb"]]
         try JSONSerialization.data(withJSONObject: settings).write(to: appliance.settingsURL)
@@ -143,6 +157,8 @@ extension ApplianceTests {
         #expect(grpc.string("request.message_type") == "shop.v1.Order")
         let fields = (grpc.array("request.messages").first?["fields"] as? [[String: Any]]) ?? []
         #expect(fields.map { $0["name"] as? String } == ["customer", "status", "codes"])
-        #expect(fields.map { $0["number"] as? Int } == [1, 3, 4] && fields[1]["enum"] as? String == "SHIPPED" && fields[2]["values"] as? [Int] == [3, -1, 300])
+        #expect(
+            fields.map { $0["number"] as? Int } == [1, 3, 4] && fields[1]["enum"] as? String == "SHIPPED"
+                && fields[2]["values"] as? [Int] == [3, -1, 300])
     }
 }

@@ -27,8 +27,9 @@ import Testing
     static func rows(_ group: Group, url: String) throws -> (h2: Int64, h1: Int64) {
         let base = Date(timeIntervalSince1970: 1_800_000_000)
         let parts = try #require(URLComponents(string: url))
-        var call = ExchangeRecord(startedAt: base, scheme: parts.scheme ?? "https", method: "POST", host: parts.host ?? "", port: parts.port ?? 443,
-                                  path: parts.path, url: url, tlsMode: parts.scheme == "https" ? .mitm : .none)
+        var call = ExchangeRecord(
+            startedAt: base, scheme: parts.scheme ?? "https", method: "POST", host: parts.host ?? "", port: parts.port ?? 443,
+            path: parts.path, url: url, tlsMode: parts.scheme == "https" ? .mitm : .none)
         call.httpVersion = "HTTP/2.0"
         call.streamID = 5
         call.connectionID = "c7f3"
@@ -39,8 +40,9 @@ import Testing
         call.requestBodySize = 12
         call.responseHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc")])
         call.responseTrailers = ExchangeRecord.encodeHeaders([("grpc-status", "0"), ("grpc-message", "OK")])
-        var plain = ExchangeRecord(startedAt: base.addingTimeInterval(1), scheme: "http", method: "GET", host: "h1.example.com", port: 80,
-                                   path: "/", url: "http://h1.example.com/", tlsMode: .none)
+        var plain = ExchangeRecord(
+            startedAt: base.addingTimeInterval(1), scheme: "http", method: "GET", host: "h1.example.com", port: 80,
+            path: "/", url: "http://h1.example.com/", tlsMode: .none)
         plain.httpVersion = "HTTP/1.1"
         plain.status = 200
         plain.reason = "OK"
@@ -70,7 +72,9 @@ import Testing
         // JSON: the row's version, stream and connection; the detail's trailers.
         let json = try group.cli(["show", "--json", "\(h2)"])
         let detail = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any], "\(json.stderr)")
-        #expect(detail["http_version"] as? String == "HTTP/2.0" && detail["stream_id"] as? Int == 5 && detail["connection_id"] as? String == "c7f3")
+        #expect(
+            detail["http_version"] as? String == "HTTP/2.0" && detail["stream_id"] as? Int == 5
+                && detail["connection_id"] as? String == "c7f3")
         #expect((detail["response"] as? [String: Any])?["trailers"] as? [[String]] == [["grpc-status", "0"], ["grpc-message", "OK"]])
         #expect((detail["request"] as? [String: Any])?["trailers"] is NSNull)
 
@@ -85,13 +89,17 @@ import Testing
         #expect(try listed("~grpc & ~u Greeter") == [Int(h2)])
         #expect(try listed("!~grpc") == [Int(h1)])
         let bad = try group.cli(["list", "~d grpc ~proto h3"])
-        #expect(bad.status == 64 && bad.stderr.contains("position 16: ~proto is h1 (HTTP/1.0 or 1.1) or h2 (HTTP/2), not \"h3\""), "\(bad.stderr)")
+        #expect(
+            bad.status == 64 && bad.stderr.contains("position 16: ~proto is h1 (HTTP/1.0 or 1.1) or h2 (HTTP/2), not \"h3\""),
+            "\(bad.stderr)")
     }
 
     /// `curl ID` asks curl for HTTP/2 as the client spoke it, and curl takes
     /// the command: it fails to connect (7), not on its options (2).
-    @Test(arguments: [("https://127.0.0.1:1/helloworld.Greeter/SayHello", "--http2"),
-                      ("http://127.0.0.1:1/helloworld.Greeter/SayHello", "--http2-prior-knowledge")])
+    @Test(arguments: [
+        ("https://127.0.0.1:1/helloworld.Greeter/SayHello", "--http2"),
+        ("http://127.0.0.1:1/helloworld.Greeter/SayHello", "--http2-prior-knowledge"),
+    ])
     func curlRepeatsTheCallOverHTTP2(_ url: String, _ flag: String) throws {
         let group = try Group()
         let (h2, h1) = try Self.rows(group, url: url)
@@ -120,7 +128,8 @@ import Testing
         #expect((call["request"] as? [String: Any])?["httpVersion"] as? String == "http/2.0")
         #expect((call["response"] as? [String: Any])?["httpVersion"] as? String == "http/2.0")
         #expect(call["connection"] as? String == "c7f3" && call["_streamId"] as? Int == 5)
-        #expect((call["response"] as? [String: Any])?["_trailers"] as? [[String: String]]
+        #expect(
+            (call["response"] as? [String: Any])?["_trailers"] as? [[String: String]]
                 == [["name": "grpc-status", "value": "0"], ["name": "grpc-message", "value": "OK"]])
         #expect((entries.last?["request"] as? [String: Any])?["httpVersion"] as? String == "HTTP/1.1")
     }

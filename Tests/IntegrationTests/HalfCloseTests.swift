@@ -25,7 +25,9 @@ import Testing
 
     static func run<T: Decodable>(_ type: T.Type, _ arguments: [String]) throws -> T {
         let r = try Command.run("/usr/bin/python3", [script] + arguments, timeout: 30)
-        guard let data = r.stdout.split(separator: "\n").last.map({ Data($0.utf8) }), let value = try? JSONDecoder().decode(T.self, from: data) else {
+        guard let data = r.stdout.split(separator: "\n").last.map({ Data($0.utf8) }),
+            let value = try? JSONDecoder().decode(T.self, from: data)
+        else {
             throw Failure("halfclose.py \(arguments.joined(separator: " ")): \(r.stdout) \(r.stderr)")
         }
         return value
@@ -71,13 +73,17 @@ import Testing
         let origin = try await Origin.tls()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance.intercepting(origin)
-        let got = try Self.run(Reply.self, ["mitm", "\(try appliance.proxyPort)", "localhost:\(origin.port)", "/slow?ms=300", appliance.caFile.path])
+        let got = try Self.run(
+            Reply.self, ["mitm", "\(try appliance.proxyPort)", "localhost:\(origin.port)", "/slow?ms=300", appliance.caFile.path])
         #expect(got.reply?.hasPrefix("HTTP/1.1 200") == true, "\(got)")
         #expect(got.reply?.hasSuffix("origin GET /slow?ms=300\n") == true, "\(got)")
         // The proxy answers our close_notify with its own once the answer is out.
         #expect(got.end == "close_notify", "\(got)")
         let rows = try appliance.rows("the exchange is stored", until: { $0.contains { $0["status"] as? Int == 200 } })
-        #expect(rows.contains { $0["url"] as? String == "https://localhost:\(origin.port)/slow?ms=300" && ($0["error"] == nil || $0["error"] is NSNull) }, "\(rows)")
+        #expect(
+            rows.contains {
+                $0["url"] as? String == "https://localhost:\(origin.port)/slow?ms=300" && ($0["error"] == nil || $0["error"] is NSNull)
+            }, "\(rows)")
     }
 
     @Test func aPassedThroughClientsHalfCloseReachesTheServerAndItsAnswerComesBack() throws {

@@ -1,8 +1,9 @@
 import BusymateShared
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Clients that break the rules on purpose: each gets a clear answer (or a
@@ -23,8 +24,12 @@ import Glibc
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("bm-raw-\(UInt32.random(in: 0...UInt32.max))")
         try Data(request.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let r = try Command.run("/usr/bin/python3", [scripts.appendingPathComponent("raw.py").path, "\(port)", "@" + file.path, "\(timeout)",
-                                                         splits.map(String.init).joined(separator: ",")], timeout: timeout + 10)
+        let r = try Command.run(
+            "/usr/bin/python3",
+            [
+                scripts.appendingPathComponent("raw.py").path, "\(port)", "@" + file.path, "\(timeout)",
+                splits.map(String.init).joined(separator: ","),
+            ], timeout: timeout + 10)
         return try JSONDecoder().decode(RawReply.self, from: Data(r.stdout.utf8))
     }
 
@@ -35,7 +40,8 @@ import Glibc
         try appliance.start()
         let port = try appliance.proxyPort
         // RFC 9112 §3.2.2: the URL's authority, not the client's Host.
-        let echoed = try Self.raw(port, "GET http://127.0.0.1:\(origin.port)/echo-headers HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+        let echoed = try Self.raw(
+            port, "GET http://127.0.0.1:\(origin.port)/echo-headers HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
         #expect(echoed.status == 200)
         #expect(echoed.text.contains("Host: 127.0.0.1:\(origin.port)\n") && !echoed.text.contains("evil.example"), "\(echoed.text)")
         let via = try #require(echoed.text.split(separator: "\n").first { $0.hasPrefix("Via: ") }.map { String($0.dropFirst(5)) })
@@ -45,8 +51,11 @@ import Glibc
         #expect(looped.status == 508)
         #expect(looped.text.contains("already passed this proxy"))
         // Another proxy's Via is fine.
-        #expect(try Self.raw(port, "GET http://127.0.0.1:\(origin.port)/x HTTP/1.1\r\nHost: x\r\nVia: 1.1 squid\r\nConnection: close\r\n\r\n").status == 200)
-        let rows = try appliance.rows("the loop is recorded", until: { $0.contains { ($0["error"] as? String)?.contains("forwarding loop") == true } })
+        #expect(
+            try Self.raw(port, "GET http://127.0.0.1:\(origin.port)/x HTTP/1.1\r\nHost: x\r\nVia: 1.1 squid\r\nConnection: close\r\n\r\n")
+                .status == 200)
+        let rows = try appliance.rows(
+            "the loop is recorded", until: { $0.contains { ($0["error"] as? String)?.contains("forwarding loop") == true } })
         #expect(rows.count == 3)
     }
 
@@ -92,7 +101,9 @@ import Glibc
             #expect(!reply.text.contains("origin "), "\(name) reached the origin")
         }
         let rows = try appliance.rows("every refusal is recorded", until: { $0.count == shapes.count })
-        #expect(rows.allSatisfy { $0["status"] as? Int == 400 && ($0["error"] as? String)?.isEmpty == false }, "\(rows.map { ($0["status"] ?? "nil", $0["error"] ?? "nil") })")
+        #expect(
+            rows.allSatisfy { $0["status"] as? Int == 400 && ($0["error"] as? String)?.isEmpty == false },
+            "\(rows.map { ($0["status"] ?? "nil", $0["error"] ?? "nil") })")
         // The method and URL of a refused request stay in its row.
         #expect(rows.filter { $0["method"] as? String == "POST" && $0["url"] as? String == url }.count >= 9)
     }
@@ -104,7 +115,8 @@ import Glibc
         try appliance.start()
         let port = try appliance.proxyPort
         let url = "http://127.0.0.1:\(origin.port)/x"
-        let fits = try Self.raw(port, "GET \(url) HTTP/1.1\r\nHost: a\r\nX-Big: \(String(repeating: "a", count: 60 << 10))\r\nConnection: close\r\n\r\n")
+        let fits = try Self.raw(
+            port, "GET \(url) HTTP/1.1\r\nHost: a\r\nX-Big: \(String(repeating: "a", count: 60 << 10))\r\nConnection: close\r\n\r\n")
         #expect(fits.status == 200)
         for size in [64 << 10, 1 << 20] {
             let reply = try Self.raw(port, "GET \(url) HTTP/1.1\r\nHost: a\r\nX-Big: \(String(repeating: "a", count: size))\r\n\r\n")
@@ -121,8 +133,12 @@ import Glibc
         try appliance.start()
         let work = appliance.base.appendingPathComponent("targets")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        let r = try Command.run("/usr/bin/python3", [Self.scripts.appendingPathComponent("targets.py").path, "\(try appliance.proxyPort)",
-                                                     appliance.caFile.path, work.path], timeout: 300)
+        let r = try Command.run(
+            "/usr/bin/python3",
+            [
+                Self.scripts.appendingPathComponent("targets.py").path, "\(try appliance.proxyPort)",
+                appliance.caFile.path, work.path,
+            ], timeout: 300)
         struct Results: Decodable {
             var sent: Int
             var unchanged: Int
@@ -148,8 +164,12 @@ import Glibc
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/big?mb=1").code == 200)
         let before = rssKiB(tunnel)
         // 512 MiB offered, none read: backpressure must stop the origin's side.
-        let stalled = try Command.start("/usr/bin/python3", [Self.scripts.appendingPathComponent("stall.py").path, "\(port)",
-                                                             "http://127.0.0.1:\(origin.port)/big?mb=512", "4"], in: appliance.base)
+        let stalled = try Command.start(
+            "/usr/bin/python3",
+            [
+                Self.scripts.appendingPathComponent("stall.py").path, "\(port)",
+                "http://127.0.0.1:\(origin.port)/big?mb=512", "4",
+            ], in: appliance.base)
         defer { stalled.process.terminate() }
         try waitUntil("the request is out", timeout: 5) { stalled.stdout.contains("sent") }
         usleep(3_000_000)
@@ -173,7 +193,8 @@ import Glibc
         // A keep-alive client that was there first.
         let first = try KeepAliveClient(port: port)
         #expect(try first.get("http://127.0.0.1:\(origin.port)/before").hasPrefix("HTTP/1.1 200"))
-        let flood = try Command.start("/usr/bin/python3", [Self.scripts.appendingPathComponent("flood.py").path, "\(port)", "100", "6"], in: appliance.base)
+        let flood = try Command.start(
+            "/usr/bin/python3", [Self.scripts.appendingPathComponent("flood.py").path, "\(port)", "100", "6"], in: appliance.base)
         defer { flood.process.terminate() }
         try waitUntil("the flood is connected", timeout: 10) { !flood.stdout.isEmpty }
         usleep(500_000)
@@ -203,7 +224,9 @@ final class KeepAliveClient {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let ok = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let ok = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         guard ok == 0 else { throw Failure("cannot connect to the proxy") }
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -223,9 +246,13 @@ final class KeepAliveClient {
             reply += buffer[0..<n]
             let text = String(decoding: reply, as: UTF8.self)
             if let range = text.range(of: "\r\n\r\n"),
-               let lengthLine = text[..<range.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") }),
-               let length = Int(lengthLine.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)),
-               text.utf8.distance(from: range.upperBound.samePosition(in: text.utf8) ?? text.utf8.endIndex, to: text.utf8.endIndex) >= length {
+                let lengthLine = text[..<range.lowerBound].split(separator: "\r\n").first(where: {
+                    $0.lowercased().hasPrefix("content-length:")
+                }),
+                let length = Int(lengthLine.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)),
+                text.utf8.distance(from: range.upperBound.samePosition(in: text.utf8) ?? text.utf8.endIndex, to: text.utf8.endIndex)
+                    >= length
+            {
                 return text
             }
         }
@@ -236,7 +263,8 @@ final class KeepAliveClient {
 /// User plus system CPU time of a process, from /proc/<pid>/stat.
 func cpuSeconds(_ pid: Int32) -> Double {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = text.lastIndex(of: ")") else { return 0 }
+        let close = text.lastIndex(of: ")")
+    else { return 0 }
     let fields = text[text.index(after: close)...].split(separator: " ")
     // After the command: state is field 3, utime 14 and stime 15 (1-based).
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension ApplianceTests {
@@ -11,29 +12,39 @@ extension ApplianceTests {
     @Test func exchangesInFlightAndHeldAreVisible() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
-             "breakpoints": {"request": ["127.0.0.1:\(origin.port)/echo-body/held*"], "timeout_seconds": 30}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
+                 "breakpoints": {"request": ["127.0.0.1:\(origin.port)/echo-body/held*"], "timeout_seconds": 30}}
 
-            """)
+                """)
         try appliance.start()
         let base = "http://127.0.0.1:\(origin.port)"
         let tail = try Command.start(Command.binary("busymate"), ["tail", "--group", appliance.group.path], in: appliance.base)
-        defer { kill(tail.process.processIdentifier, SIGTERM); tail.process.waitForExit() }
+        defer {
+            kill(tail.process.processIdentifier, SIGTERM)
+            tail.process.waitForExit()
+        }
         try waitUntil("tail listens", timeout: 3) {
-            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains { $0.hasPrefix("cli-") }
+            try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("notify").path).contains {
+                $0.hasPrefix("cli-")
+            }
         }
 
         let slow = try appliance.startCurl(["\(base)/slow?ms=4000"])
         let held = try appliance.startCurl(["-d", "x=1", "\(base)/echo-body/held"])
-        defer { slow.process.terminate(); held.process.terminate() }
+        defer {
+            slow.process.terminate()
+            held.process.terminate()
+        }
         var table: [String] = []
         try waitUntil("list shows both open", timeout: 3) {
             table = try appliance.cli(["list"]).stdout.split(separator: "\n").map(String.init)
             return table.contains { $0.hasSuffix("/slow?ms=4000") } && table.contains { $0.hasSuffix("/echo-body/held") }
         }
         let slowLine = try #require(table.first { $0.hasSuffix("/slow?ms=4000") })
-        #expect(slowLine.contains(" GET ") && slowLine.contains(" … ") && (slowLine.hasPrefix(" -") || slowLine.hasPrefix("- ")), "\(slowLine)")
+        #expect(
+            slowLine.contains(" GET ") && slowLine.contains(" … ") && (slowLine.hasPrefix(" -") || slowLine.hasPrefix("- ")), "\(slowLine)")
         let heldLine = try #require(table.first { $0.hasSuffix("/echo-body/held") })
         #expect(heldLine.contains(" held ") && heldLine.contains(" B "), "\(heldLine)")
         // How long: a duration that grows.

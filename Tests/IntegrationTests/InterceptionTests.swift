@@ -6,9 +6,15 @@ import Testing
 /// through the real binaries, to a TLS origin on loopback.
 extension ApplianceTests {
     /// curl through the proxy trusting only `ca`; returns the result and the issuer curl saw.
-    private func fetch(_ url: String, port: Int, trusting ca: URL) throws -> (code: Int, body: String, issuer: String?, result: CommandResult) {
-        let r = try Command.run("/usr/bin/curl", ["-sS", "-v", "--max-time", "10", "--cacert", ca.path, "-x", "http://127.0.0.1:\(port)",
-                                                  "-w", "\n%{http_code}", url])
+    private func fetch(_ url: String, port: Int, trusting ca: URL) throws -> (
+        code: Int, body: String, issuer: String?, result: CommandResult
+    ) {
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-v", "--max-time", "10", "--cacert", ca.path, "-x", "http://127.0.0.1:\(port)",
+                "-w", "\n%{http_code}", url,
+            ])
         let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         let issuer = r.stderr.split(separator: "\n").first { $0.contains("issuer:") }.map { String($0) }
         return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), issuer, r)
@@ -29,8 +35,12 @@ extension ApplianceTests {
         #expect(mitm.body == "origin GET /secret?q=1\n")
         #expect(mitm.issuer?.contains("Busymate CA") == true, "\(mitm.issuer ?? "no issuer")")
         // The same connection carries a second request (keep-alive inside TLS).
-        let two = try Command.run("/usr/bin/curl", ["-sS", "--cacert", ourCA.path, "-x", "http://127.0.0.1:\(port)", "-w", "[%{num_connects}]",
-                                                    "https://localhost:\(origin.port)/a", "https://localhost:\(origin.port)/b"])
+        let two = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--cacert", ourCA.path, "-x", "http://127.0.0.1:\(port)", "-w", "[%{num_connects}]",
+                "https://localhost:\(origin.port)/a", "https://localhost:\(origin.port)/b",
+            ])
         #expect(two.stdout == "origin GET /a\n[1]origin GET /b\n[0]", "\(two.stderr)")
 
         // Not listed (127.0.0.1): passed through, the origin's own certificate.
@@ -43,8 +53,11 @@ extension ApplianceTests {
         // The rows carry the TLS details: the client's SNI, and what the
         // server chose (upstream, for an intercepted exchange).
         func row(_ suffix: String, mode: String) throws -> [String: Any] {
-            func matches(_ row: [String: Any]) -> Bool { (row["url"] as? String)?.hasSuffix(suffix) == true && row["tls"] as? String == mode }
-            return try appliance.row(try appliance.rows("the \(suffix) row is stored") { $0.contains(where: matches) }.first(where: matches)?["id"])
+            func matches(_ row: [String: Any]) -> Bool {
+                (row["url"] as? String)?.hasSuffix(suffix) == true && row["tls"] as? String == mode
+            }
+            return try appliance.row(
+                try appliance.rows("the \(suffix) row is stored") { $0.contains(where: matches) }.first(where: matches)?["id"])
         }
         let secret = try row("/secret?q=1", mode: "mitm")
         #expect(secret.at("tls_handshake", "sni") as? String == "localhost")
@@ -75,7 +88,12 @@ extension ApplianceTests {
         let port = try appliance.proxyPort
 
         // openssl with no SNI at all: the leaf names the CONNECT host.
-        let r = try Command.run("/bin/sh", ["-c", "echo | openssl s_client -proxy 127.0.0.1:\(port) -connect localhost:\(origin.port) -noservername -CAfile '\(appliance.caFile.path)' -verify_hostname localhost -verify_return_error 2>&1"])
+        let r = try Command.run(
+            "/bin/sh",
+            [
+                "-c",
+                "echo | openssl s_client -proxy 127.0.0.1:\(port) -connect localhost:\(origin.port) -noservername -CAfile '\(appliance.caFile.path)' -verify_hostname localhost -verify_return_error 2>&1",
+            ])
         #expect(r.stdout.contains("Verify return code: 0 (ok)"), "\(r.stdout)")
         #expect(r.stdout.contains("CN = localhost") && r.stdout.contains("Busymate CA"), "\(r.stdout)")
         // An IP literal carries no SNI either: the leaf has an IP SAN, which curl checks.
@@ -142,12 +160,16 @@ extension ApplianceTests {
             #expect(refused.result.status != 0, "attempt \(attempt) should see our leaf and refuse it")
             // One refusal is no evidence: still intercepted after the first.
             if attempt == 1 {
-                _ = try appliance.rows("the first refusal is stored") { $0.contains { ($0["error"] as? String)?.contains("refused the interception") == true } }
+                _ = try appliance.rows("the first refusal is stored") {
+                    $0.contains { ($0["error"] as? String)?.contains("refused the interception") == true }
+                }
                 #expect(try appliance.cli(["pinned", "list"]).stdout.isEmpty)
                 #expect(!appliance.log.contains("refused our certificate again (pinning)"))
             }
         }
-        try waitUntil("the host is pinned", timeout: 2) { appliance.log.contains("refused our certificate again (pinning); passing this host through") }
+        try waitUntil("the host is pinned", timeout: 2) {
+            appliance.log.contains("refused our certificate again (pinning); passing this host through")
+        }
         // The pin reaches the store through the capture sink (committed with the next batch).
         try waitUntil("the pin is stored", timeout: 5) { try appliance.cli(["pinned", "list"]).stdout.contains("localhost") }
         let through = try fetch("https://localhost:\(origin.port)/pinned", port: port, trusting: originCA)
@@ -169,9 +191,13 @@ extension ApplianceTests {
         // The same curl without --cacert (the system store): refused, not pinned, and told how to trust the CA.
         let bare = ["-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(port)", "https://localhost:\(origin.port)/bare"]
         #expect(try Command.run("/usr/bin/curl", bare).status != 0)
-        let rows = try appliance.rows("the refusal is stored") { $0.contains { ($0["error"] as? String)?.contains("refused the interception") == true } }
+        let rows = try appliance.rows("the refusal is stored") {
+            $0.contains { ($0["error"] as? String)?.contains("refused the interception") == true }
+        }
         let why = rows.compactMap { $0["error"] as? String }.first { $0.contains("refused the interception") } ?? ""
-        #expect(why.contains("Not pinned") && why.contains("`curl --cacert \(appliance.caFile.path)`") && why.contains("busymate ca export"), "\(why)")
+        #expect(
+            why.contains("Not pinned") && why.contains("`curl --cacert \(appliance.caFile.path)`") && why.contains("busymate ca export"),
+            "\(why)")
 
         // The correct curl is still decrypted: it sees our leaf.
         let again = try fetch("https://localhost:\(origin.port)/again", port: port, trusting: appliance.caFile)
@@ -214,7 +240,8 @@ extension ApplianceTests {
         let appliance = try Appliance(settings: Appliance.interceptionSettings(include: ["localhost"]))
         try appliance.start()
         #expect(try appliance.status().isNull("tunnel.last_error"))
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], trust: appliance.base.appendingPathComponent("missing.pem")))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(include: ["localhost"], trust: appliance.base.appendingPathComponent("missing.pem")))
         try waitUntil("status shows the bad bundle", timeout: 2) {
             try appliance.status().string("tunnel.last_error")?.contains("ssl_proxying.upstream_trust") == true
         }

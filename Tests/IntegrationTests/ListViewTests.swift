@@ -52,14 +52,17 @@ extension ApplianceTests {
         let cli = Command.binary("busymate")
         let stray = FileManager.default.temporaryDirectory.appendingPathComponent("bm-stray-\(UInt32.random(in: 0...UInt32.max))")
         defer { try? FileManager.default.removeItem(at: stray) }
-        for arguments in [["frob"], ["show", "--group", stray.path], ["list", "--group", stray.path], ["list", "~c 4x5", "--group", stray.path],
-                          ["mark", "--group", stray.path]] {
+        for arguments in [
+            ["frob"], ["show", "--group", stray.path], ["list", "--group", stray.path], ["list", "~c 4x5", "--group", stray.path],
+            ["mark", "--group", stray.path],
+        ] {
             let r = try Command.run(cli, arguments)
             #expect(r.status != 0 && r.stderr.hasPrefix("busymate: ") && !r.stderr.contains("Error:"), "\(arguments): \(r.stderr)")
         }
         let status = try Command.run(cli, ["status", "--group", stray.path])
         #expect(status.status == 3 && status.stderr.isEmpty, "\(status)")
-        #expect(status.stdout.contains("hint: no supervisor serves this group") && status.stdout.contains("BUSYMATE_GROUP=DIR")
+        #expect(
+            status.stdout.contains("hint: no supervisor serves this group") && status.stdout.contains("BUSYMATE_GROUP=DIR")
                 && status.stdout.contains("(--group)"), "\(status.stdout)")
         let viaEnvironment = try Command.run(cli, ["status"], environment: ["BUSYMATE_GROUP": stray.path, "PATH": "/usr/bin:/bin"])
         #expect(viaEnvironment.stdout.contains("($BUSYMATE_GROUP)"), "\(viaEnvironment.stdout)")

@@ -15,7 +15,9 @@ extension ApplianceTests {
         #expect(try Command.curl(proxyPort: port, "\(base)/one").code == 200)
         #expect(try Command.curl(proxyPort: port, "\(base)/two").code == 200)
         let rows = try appliance.rows("two exchanges are stored") { $0.count >= 2 }
-        func id(_ path: String) -> String { rows.first { ($0["url"] as? String) == base + path }.flatMap { $0["id"] as? Int }.map(String.init) ?? "?" }
+        func id(_ path: String) -> String {
+            rows.first { ($0["url"] as? String) == base + path }.flatMap { $0["id"] as? Int }.map(String.init) ?? "?"
+        }
         let (one, two) = (id("/one"), id("/two"))
         func urls(_ filter: String) throws -> [String] {
             let r = try appliance.cli(["list", "--json", filter])
@@ -32,7 +34,7 @@ extension ApplianceTests {
         #expect(try urls("~marked") == ["/two", "/one"])
         #expect(try urls("~marker 🔥") == ["/two"])
         #expect(try urls("~comment ticket") == ["/one"])
-        #expect(try urls("!~marked") .allSatisfy { $0 != "/one" && $0 != "/two" })
+        #expect(try urls("!~marked").allSatisfy { $0 != "/one" && $0 != "/two" })
 
         let shown = try appliance.cli(["show", two, "--no-pager"])
         #expect(shown.stdout.contains("marked: 🔥") && shown.stdout.contains("comment: slow on the second try"), "\(shown.stdout)")
@@ -45,12 +47,17 @@ extension ApplianceTests {
         #expect(try appliance.cli(["export", "--har", har.path, "~marked"]).status == 0)
         let log = (try JSONSerialization.jsonObject(with: Data(contentsOf: har)) as? [String: Any])?["log"] as? [String: Any]
         let entries = log?["entries"] as? [[String: Any]] ?? []
-        #expect(entries.compactMap { $0["comment"] as? String }.sorted() == ["login bug, ticket 42", "slow on the second try"], "\(entries)")
+        #expect(
+            entries.compactMap { $0["comment"] as? String }.sorted() == ["login bug, ticket 42", "slow on the second try"], "\(entries)")
         #expect(entries.compactMap { $0["_marker"] as? String }.sorted() == ["default", "🔥"])
         let imported = try WebFrontProcessTests.importHAR(appliance, har)
         #expect(imported.code == 200, "\(imported)")
-        let back = try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "~comment ticket"]).stdout.utf8)) as? [[String: Any]] ?? []
-        #expect(back.count == 2 && back.contains { $0["imported"] as? String == "marked.har" && $0["marker"] as? String == "default" }, "\(back)")
+        let back =
+            try JSONSerialization.jsonObject(with: Data(appliance.cli(["list", "--json", "~comment ticket"]).stdout.utf8))
+            as? [[String: Any]] ?? []
+        #expect(
+            back.count == 2 && back.contains { $0["imported"] as? String == "marked.har" && $0["marker"] as? String == "default" },
+            "\(back)")
 
         // Unmark, uncomment (the imported copies keep theirs); a bad id or
         // marker changes nothing and says why.

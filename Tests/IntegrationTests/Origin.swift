@@ -65,10 +65,13 @@ final class Origin: @unchecked Sendable {
                             channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(WebSocketEcho()) }
                         })
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                        withServerUpgrade: (upgraders: [websocket], completionHandler: { context in
-                            let ops = context.pipeline.syncOperations
-                            if let http = try? ops.handler(type: OriginHandler.self) { ops.removeHandler(http, promise: nil) }
-                        }))
+                        withServerUpgrade: (
+                            upgraders: [websocket],
+                            completionHandler: { context in
+                                let ops = context.pipeline.syncOperations
+                                if let http = try? ops.handler(type: OriginHandler.self) { ops.removeHandler(http, promise: nil) }
+                            }
+                        ))
                     try channel.pipeline.syncOperations.addHandler(http)
                 }
             }
@@ -205,21 +208,23 @@ private final class OriginHandler: ChannelInboundHandler, RemovableChannelHandle
     private func respondGzip(context: ChannelHandlerContext) {
         var plain = context.channel.allocator.buffer(string: "{\"compressed\":true,\"n\":42}")
         guard let body = try? plain.compress(with: .gzip()) else { return }
-        let headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Content-Length", "\(body.readableBytes)")])
+        let headers = HTTPHeaders([
+            ("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Content-Length", "\(body.readableBytes)"),
+        ])
         context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
         context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
     }
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
-            let text = "origin \(head.method.rawValue) \(head.uri)\n"
-            var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
-            if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
-            context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
-            if head.method != .HEAD {
-                context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
-            }
-            context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
+        let text = "origin \(head.method.rawValue) \(head.uri)\n"
+        var headers = HTTPHeaders([("Content-Type", "text/plain"), ("Content-Length", "\(text.utf8.count)")])
+        if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+        if head.method != .HEAD {
+            context.write(Self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: text)))), promise: nil)
+        }
+        context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
     }
 }
 
@@ -232,14 +237,16 @@ private final class WebSocketEcho: ChannelInboundHandler {
         let frame = Self.unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary:
-            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: frame.unmaskedData)), promise: nil)
+            context.writeAndFlush(
+                Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: frame.opcode, data: frame.unmaskedData)), promise: nil)
         case .ping:
             context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
         case .connectionClose:
             let channel = context.channel
-            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData))).whenComplete { _ in
-                channel.close(promise: nil)
-            }
+            context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData)))
+                .whenComplete { _ in
+                    channel.close(promise: nil)
+                }
         default:
             break
         }

@@ -8,21 +8,30 @@ extension ApplianceTests {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: [], extra: """
-            , "rules": [
-              {"name": "h1 gate", "match": "~proto h1 & ~u /h1-gate", "action": "block", "status": 426},
-              {"name": "h2 gate", "match": "~proto h2 & ~u /h2-gate", "action": "block", "status": 421},
-              {"name": "grpc", "match": "~grpc", "action": "block", "status": 415}
-            ]
-            """))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(
+                include: [],
+                extra: """
+                    , "rules": [
+                      {"name": "h1 gate", "match": "~proto h1 & ~u /h1-gate", "action": "block", "status": 426},
+                      {"name": "h2 gate", "match": "~proto h2 & ~u /h2-gate", "action": "block", "status": 421},
+                      {"name": "grpc", "match": "~grpc", "action": "block", "status": 415}
+                    ]
+                    """))
         try appliance.start()
         let port = try appliance.proxyPort
         let base = "http://127.0.0.1:\(origin.port)"
         #expect(try Command.curl(proxyPort: port, "\(base)/h1-gate").code == 426)
         #expect(try Command.curl(proxyPort: port, "\(base)/h1-gate", extra: ["--http1.0"]).code == 426)
         #expect(try Command.curl(proxyPort: port, "\(base)/h2-gate").code == 200)
-        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/call", extra: ["-H", "Content-Type: application/grpc+proto", "--data-binary", "x"]).code == 415)
-        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/json", extra: ["-H", "Content-Type: application/json", "--data-binary", "{}"]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "\(base)/echo-body/call", extra: ["-H", "Content-Type: application/grpc+proto", "--data-binary", "x"]
+            ).code == 415)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "\(base)/echo-body/json", extra: ["-H", "Content-Type: application/json", "--data-binary", "{}"]
+            ).code == 200)
         // The stored rows read the same way: the filter finds what the rule decided on.
         let rows = try appliance.rows("the five are stored") { $0.count == 5 }
         #expect(rows.filter { $0["rule"] as? String == "h1 gate" }.count == 2)

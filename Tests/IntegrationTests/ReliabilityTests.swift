@@ -1,8 +1,9 @@
 import BusymateShared
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What goes wrong around the appliance (files, disk, store, children) and
@@ -15,7 +16,9 @@ import Glibc
         #expect(try appliance.status().isNull("ca.error"))
         unlink(appliance.group.appendingPathComponent("ca.key").path)
         try waitUntil("status says ca.key is missing", timeout: 3) { try appliance.status().string("ca.error") == "ca.key is missing" }
-        try waitUntil("the tunnel stops intercepting", timeout: 3) { (try appliance.status().string("tunnel.interception") ?? "").hasPrefix("off") }
+        try waitUntil("the tunnel stops intercepting", timeout: 3) {
+            (try appliance.status().string("tunnel.interception") ?? "").hasPrefix("off")
+        }
         unlink(appliance.group.appendingPathComponent("ca.pem").path)
         try waitUntil("status says ca.pem is missing", timeout: 3) { try appliance.status().bool("ca.present") == false }
     }
@@ -29,11 +32,14 @@ import Glibc
         let tunnel = try appliance.status().int("tunnel.pid")
 
         // 5 MiB of valid JSON: refused unread, nothing stalls or restarts.
-        let big = "{\"log_level\": \"debug\", \"proxy\": {\"listen\": [\"127.0.0.1:0\"]}, \"pad\": \"" + String(repeating: "x", count: 5 << 20) + "\"}\n"
+        let big =
+            "{\"log_level\": \"debug\", \"proxy\": {\"listen\": [\"127.0.0.1:0\"]}, \"pad\": \"" + String(repeating: "x", count: 5 << 20)
+            + "\"}\n"
         try AtomicFile.write(Data(big.utf8), to: appliance.settingsURL, mode: 0o664)
         try waitUntil("both processes refuse the big file", timeout: 3) {
             let s = try appliance.status()
-            return (s.string("settings.error") ?? "").contains("the limit is 4.0 MiB") && (s.string("tunnel.settings_error") ?? "").contains("the limit is 4.0 MiB")
+            return (s.string("settings.error") ?? "").contains("the limit is 4.0 MiB")
+                && (s.string("tunnel.settings_error") ?? "").contains("the limit is 4.0 MiB")
         }
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/still").code == 200)
         #expect(try appliance.status().int("tunnel.pid") == tunnel)
@@ -41,7 +47,9 @@ import Glibc
         // A directory where the file should be.
         unlink(appliance.settingsURL.path)
         try FileManager.default.createDirectory(at: appliance.settingsURL, withIntermediateDirectories: false)
-        try waitUntil("status says it is a directory", timeout: 3) { (try appliance.status().string("settings.error") ?? "").contains("is a directory") }
+        try waitUntil("status says it is a directory", timeout: 3) {
+            (try appliance.status().string("settings.error") ?? "").contains("is a directory")
+        }
         rmdir(appliance.settingsURL.path)
 
         // Mode 000: the tunnel (not root) cannot read it and says so.
@@ -61,7 +69,8 @@ import Glibc
         defer { Task { await origin.stop() } }
         let appliance = try Appliance()
         // Not a file it may open: the tunnel proxies without capture, and stays up.
-        try FileManager.default.createDirectory(at: appliance.group.appendingPathComponent("capture.sqlite"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: appliance.group.appendingPathComponent("capture.sqlite"), withIntermediateDirectories: true)
         try appliance.start()
         let tunnel = try appliance.status().int("tunnel.pid")
         #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/uncaptured").code == 200)
@@ -69,7 +78,9 @@ import Glibc
         let status = try appliance.status()
         #expect(status.int("tunnel.pid") == tunnel, "the tunnel was restarted: \(appliance.log)")
         #expect(status.string("tunnel.state") == "ready")
-        #expect(status.string("tunnel.store")?.contains("proxying without capture") == true, "\(status.string("tunnel.store") ?? "no store field")")
+        #expect(
+            status.string("tunnel.store")?.contains("proxying without capture") == true,
+            "\(status.string("tunnel.store") ?? "no store field")")
     }
 
     @Test func aCorruptStoreIsMovedAsideAndCaptureGoesOn() async throws {
@@ -129,10 +140,14 @@ import Glibc
         _ = try Command.run("/bin/dd", ["if=/dev/zero", "of=\(filler.path)", "bs=64k", "count=1000"])
         // 200 exchanges of 3 KB each on one keep-alive connection: the WAL must grow.
         let urls = (0..<200).map { "http://127.0.0.1:\(origin.port)/full-\($0)?" + String(repeating: "q", count: 3000) }
-        let sent = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "30", "-x", "http://127.0.0.1:\(port)", "-o", "/dev/null", "-w", "%{http_code}\n"]
-                                   + urls.flatMap { [$0, "-o", "/dev/null"] })
+        let sent = try Command.run(
+            "/usr/bin/curl",
+            ["-sS", "--max-time", "30", "-x", "http://127.0.0.1:\(port)", "-o", "/dev/null", "-w", "%{http_code}\n"]
+                + urls.flatMap { [$0, "-o", "/dev/null"] })
         #expect(sent.stdout.split(separator: "\n").filter { $0 == "200" }.count == 200, "\(sent.stderr)")
-        try waitUntil("status says the disk is full", timeout: 10) { (try appliance.status().string("tunnel.store") ?? "").contains("full") }
+        try waitUntil("status says the disk is full", timeout: 10) {
+            (try appliance.status().string("tunnel.store") ?? "").contains("full")
+        }
         let text = try appliance.cli(["status"]).stdout
         #expect(text.contains("✗ capture"), "\(text)")
         unlink(filler.path)
@@ -144,8 +159,9 @@ import Glibc
     func aGroupDirectoryTheTunnelCannotReachIsRefusedAtStart() async throws {
         let appliance = try Appliance()
         chmod(appliance.base.path, 0o700)
-        let r = try Command.run(Command.binary("busymate-app"), ["--group", appliance.group.path],
-                                environment: ["BUSYMATE_LOG": "stderr", "PATH": "/usr/bin:/bin"], timeout: 10)
+        let r = try Command.run(
+            Command.binary("busymate-app"), ["--group", appliance.group.path],
+            environment: ["BUSYMATE_LOG": "stderr", "PATH": "/usr/bin:/bin"], timeout: 10)
         #expect(r.status == 78)
         #expect(r.stderr.contains("cannot enter \(appliance.base.path)"), "\(r.stderr)")
         #expect(appliance.tunnelPIDs().isEmpty)
@@ -159,13 +175,15 @@ import Glibc
         // The first start execs the real tunnel; later ones die at once while the marker exists.
         let marker = appliance.base.appendingPathComponent("started-once")
         let wrapper = appliance.base.appendingPathComponent("tunnel-wrapper.sh")
-        try Data("""
+        try Data(
+            """
             #!/bin/sh
             if [ -e '\(marker.path)' ]; then exit 3; fi
             : > '\(marker.path)'
             exec '\(Command.binary("busymate-tunnel"))' "$@"
 
-            """.utf8).write(to: wrapper)
+            """.utf8
+        ).write(to: wrapper)
         chmod(wrapper.path, 0o755)
         appliance.supervisorArguments = ["--tunnel", wrapper.path]
         try appliance.start()
@@ -198,13 +216,15 @@ import Glibc
         // The first start execs the real tunnel; later ones hang without attaching while the marker exists.
         let marker = appliance.base.appendingPathComponent("started-once")
         let wrapper = appliance.base.appendingPathComponent("tunnel-wrapper.sh")
-        try Data("""
+        try Data(
+            """
             #!/bin/sh
             if [ -e '\(marker.path)' ]; then exec sleep 600; fi
             : > '\(marker.path)'
             exec '\(Command.binary("busymate-tunnel"))' "$@"
 
-            """.utf8).write(to: wrapper)
+            """.utf8
+        ).write(to: wrapper)
         chmod(wrapper.path, 0o755)
         appliance.supervisorArguments = ["--tunnel", wrapper.path, "--attach-deadline", "3"]
         try appliance.start()
@@ -224,7 +244,8 @@ import Glibc
         try waitUntil("the replacement is given up", timeout: 8) { try appliance.status().value("tunnel.replacement.pid") == nil }
         let after = try appliance.status()
         #expect(after.int("tunnel.pid") == first && after.string("tunnel.state") == "ready")
-        #expect((after.string("tunnel.last_exit") ?? "").contains("did not attach within 3 s"), "\(after.string("tunnel.last_exit") ?? "nil")")
+        #expect(
+            (after.string("tunnel.last_exit") ?? "").contains("did not attach within 3 s"), "\(after.string("tunnel.last_exit") ?? "nil")")
         #expect(after.bool("tunnel.crash_loop") == false)
         #expect(kill(Int32(replacement), 0) != 0, "the hung replacement is gone")
         #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/after-deadline").code == 200)

@@ -11,8 +11,12 @@ extension ApplianceTests {
         let appliance = try Appliance()
         try appliance.start()
         let originCA = try appliance.trust(tlsOrigin)
-        let r = try Command.run("/usr/bin/curl", ["-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
-                                                  "https://localhost:\(tlsOrigin.port)/through"])
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--cacert", originCA.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                "https://localhost:\(tlsOrigin.port)/through",
+            ])
         #expect(r.status == 0, "\(r.stderr)")
         let rows = try appliance.rows("the tunnel's row is stored") { $0.contains { $0["method"] as? String == "CONNECT" } }
         let tunnel = try #require(rows.first { $0["method"] as? String == "CONNECT" })

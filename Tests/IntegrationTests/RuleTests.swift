@@ -10,15 +10,22 @@ extension ApplianceTests {
     @Test func blockAndDropRulesAnswerForTheOriginAndAreRecorded() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         let trust = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Self.rulesSettings("""
-            {"name": "no ads", "match": "127.0.0.1:\(origin.port)/ads/*", "action": "block"},
-            {"name": "teapot", "match": "localhost/brew", "action": "block", "status": 418},
-            {"name": "cut", "match": "*/tracker", "action": "drop"},
-            {"name": "off", "enabled": false, "match": "*/plain", "action": "block"}
-            """, trust: trust))
+        try appliance.writeSettings(
+            Self.rulesSettings(
+                """
+                {"name": "no ads", "match": "127.0.0.1:\(origin.port)/ads/*", "action": "block"},
+                {"name": "teapot", "match": "localhost/brew", "action": "block", "status": 418},
+                {"name": "cut", "match": "*/tracker", "action": "drop"},
+                {"name": "off", "enabled": false, "match": "*/plain", "action": "block"}
+                """, trust: trust))
         try appliance.start()
         let base = "http://127.0.0.1:\(origin.port)"
 
@@ -28,17 +35,26 @@ extension ApplianceTests {
         // A disabled rule does nothing; the origin answers.
         #expect(try appliance.curl("\(base)/plain").code == 200)
         // Inside an intercepted tunnel, with its own status.
-        let teapot = try Command.run("/usr/bin/curl", ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", appliance.caFile.path,
-                                                      "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "https://localhost:\(tlsOrigin.port)/brew"])
+        let teapot = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", appliance.caFile.path,
+                "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "https://localhost:\(tlsOrigin.port)/brew",
+            ])
         #expect(teapot.stdout == "418")
         // drop: no answer at all (curl: empty reply from server).
         let dropped = try appliance.curl("\(base)/tracker")
         #expect(dropped.code == 0 && dropped.result.status == 52, "\(dropped.result.stderr)")
         // A blocked request on a kept-alive connection does not end it: curl reuses it for the next URL.
-        let both = try Command.run("/usr/bin/curl", ["-sS", "-v", "-o", "/dev/null", "-o", "/dev/null", "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
-                                                    "\(base)/ads/a.js", "\(base)/plain"])
+        let both = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-v", "-o", "/dev/null", "-o", "/dev/null", "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                "\(base)/ads/a.js", "\(base)/plain",
+            ])
         #expect(both.status == 0)
-        #expect(both.stderr.contains("Re-using existing connection") || both.stderr.contains("Reusing existing connection"), "\(both.stderr)")
+        #expect(
+            both.stderr.contains("Re-using existing connection") || both.stderr.contains("Reusing existing connection"), "\(both.stderr)")
 
         let rows = try appliance.rows("six exchanges are stored") { $0.count >= 6 }
         func row(_ suffix: String) -> [String: Any]? { rows.first { ($0["url"] as? String)?.hasSuffix(suffix) == true } }
@@ -70,27 +86,39 @@ extension ApplianceTests {
     @Test func aHeadersRuleEditsTheRequestAndTheResponseAsRecorded() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         let trust = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Self.rulesSettings("""
-            {"name": "trace", "match": "*/echo-headers", "action": "headers",
-             "request": {"remove": ["X-Secret"], "set": {"User-Agent": "busymate-rule"}, "add": {"X-Added": "1"}},
-             "response": {"remove": ["X-Origin"], "add": {"X-Rule": "trace"}}},
-            {"name": "later", "match": "*", "action": "headers", "request": {"add": {"X-Later": "1"}}}
-            """, trust: trust))
+        try appliance.writeSettings(
+            Self.rulesSettings(
+                """
+                {"name": "trace", "match": "*/echo-headers", "action": "headers",
+                 "request": {"remove": ["X-Secret"], "set": {"User-Agent": "busymate-rule"}, "add": {"X-Added": "1"}},
+                 "response": {"remove": ["X-Origin"], "add": {"X-Rule": "trace"}}},
+                {"name": "later", "match": "*", "action": "headers", "request": {"add": {"X-Later": "1"}}}
+                """, trust: trust))
         try appliance.start()
         let port = try appliance.proxyPort
         for url in ["http://127.0.0.1:\(origin.port)/echo-headers", "https://localhost:\(tlsOrigin.port)/echo-headers"] {
-            let r = try Command.run("/usr/bin/curl", ["-sS", "-i", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
-                                                     "-H", "X-Secret: hunter2", "-A", "curl-original", url])
+            let r = try Command.run(
+                "/usr/bin/curl",
+                [
+                    "-sS", "-i", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                    "-H", "X-Secret: hunter2", "-A", "curl-original", url,
+                ])
             #expect(r.status == 0, "\(r.stderr)")
             // Through CONNECT, curl -i shows the proxy's 200 first: the last head is the origin's.
             let parts = r.stdout.components(separatedBy: "\r\n\r\n")
             let (head, body) = (parts.dropLast().last ?? "", parts.last ?? "")
             // What the origin saw.
             #expect(body.contains("User-Agent: busymate-rule\n") && body.contains("X-Added: 1\n"), "\(url): \(body)")
-            #expect(!body.contains("X-Secret") && !body.contains("curl-original") && !body.contains("X-Later"), "first match per kind: \(body)")
+            #expect(
+                !body.contains("X-Secret") && !body.contains("curl-original") && !body.contains("X-Later"), "first match per kind: \(body)")
             // What the client got.
             // (Through the tunnel curl speaks HTTP/2: header names in lower case.)
             #expect(head.lowercased().contains("x-rule: trace") && !head.lowercased().contains("x-origin"), "\(url): \(head)")
@@ -108,7 +136,12 @@ extension ApplianceTests {
     @Test func mapLocalServesFilesAndNeverLeavesItsDirectory() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         let fm = FileManager.default
         let www = appliance.base.appendingPathComponent("www")
@@ -121,16 +154,22 @@ extension ApplianceTests {
         try Data(#"{"mock":true}"#.utf8).write(to: config)
         for path in [appliance.base.path, www.path, www.appendingPathComponent("js").path] { chmod(path, 0o755) }
         let trust = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Self.rulesSettings("""
-            {"name": "site", "match": "127.0.0.1:\(origin.port)/static/*", "action": "map_local", "directory": "\(www.path)"},
-            {"name": "config", "match": "*/v1/config", "action": "map_local", "file": "\(config.path)"}
-            """, trust: trust))
+        try appliance.writeSettings(
+            Self.rulesSettings(
+                """
+                {"name": "site", "match": "127.0.0.1:\(origin.port)/static/*", "action": "map_local", "directory": "\(www.path)"},
+                {"name": "config", "match": "*/v1/config", "action": "map_local", "file": "\(config.path)"}
+                """, trust: trust))
         try appliance.start()
         let port = try appliance.proxyPort
         let base = "http://127.0.0.1:\(origin.port)/static"
         func get(_ url: String) throws -> (code: Int, body: String, type: String) {
-            let r = try Command.run("/usr/bin/curl", ["-sS", "--path-as-is", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
-                                                     "-w", "\n%{http_code} %{content_type}", url])
+            let r = try Command.run(
+                "/usr/bin/curl",
+                [
+                    "-sS", "--path-as-is", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)",
+                    "-w", "\n%{http_code} %{content_type}", url,
+                ])
             let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
             let last = (lines.last ?? "").split(separator: " ", maxSplits: 1)
             return (Int(last.first ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), last.count > 1 ? String(last[1]) : "")
@@ -164,21 +203,35 @@ extension ApplianceTests {
     @Test func hostOverrideDialsTheGivenAddressForAName() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         // .invalid never resolves (RFC 6761): only the rule can make these work.
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["mitm.invalid"], insecure: ["mitm.invalid"], extra: """
-            , "rules": [{"name": "spoof", "match": "*.invalid/*", "action": "host_override", "address": "127.0.0.1"}]
-            """))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(
+                include: ["mitm.invalid"], insecure: ["mitm.invalid"],
+                extra: """
+                    , "rules": [{"name": "spoof", "match": "*.invalid/*", "action": "host_override", "address": "127.0.0.1"}]
+                    """))
         try appliance.start()
         let plain = try appliance.curl("http://api.invalid:\(origin.port)/plain")
         #expect(plain.code == 200 && plain.body.contains("origin GET /plain"), "\(plain.result.stderr)")
         // Intercepted: the name still goes in SNI; the address is the rule's.
-        let mitm = try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
-                                                    "https://mitm.invalid:\(tlsOrigin.port)/spoofed"])
+        let mitm = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                "https://mitm.invalid:\(tlsOrigin.port)/spoofed",
+            ])
         #expect(mitm.status == 0 && mitm.stdout.contains("origin GET /spoofed"), "\(mitm.stderr)")
         // Passed through (not on the SSL-proxying list): the tunnel dials the rule's address.
-        let tunnel = try Command.run("/usr/bin/curl", ["-sS", "-k", "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "https://pass.invalid:\(tlsOrigin.port)/through"])
+        let tunnel = try Command.run(
+            "/usr/bin/curl",
+            ["-sS", "-k", "-x", "http://127.0.0.1:\(try appliance.proxyPort)", "https://pass.invalid:\(tlsOrigin.port)/through"])
         #expect(tunnel.status == 0 && tunnel.stdout.contains("origin GET /through"), "\(tunnel.stderr)")
         let rows = try appliance.rows("three exchanges are stored") { $0.count >= 3 }
         #expect(rows.allSatisfy { $0["rule"] as? String == "spoof" }, "\(rows)")
@@ -209,8 +262,12 @@ extension ApplianceTests {
         #expect(try appliance.cli(["rules", "list"]).stdout.hasPrefix("1. trace: */* → headers (1 request, 0 response edits)\n2. gate"))
         let explained = try appliance.cli(["rules", "test", url]).stdout
         #expect(explained.contains("gate: */plain → block 403 — applies"), "\(explained)")
-        #expect(explained.contains("trace: */* → headers (1 request, 0 response edits) — matches, not reached: the request is blocked"), "\(explained)")
-        #expect(try appliance.cli(["rules", "test", "http://elsewhere.test/other"]).stdout.contains("trace: */* → headers (1 request, 0 response edits) — applies"))
+        #expect(
+            explained.contains("trace: */* → headers (1 request, 0 response edits) — matches, not reached: the request is blocked"),
+            "\(explained)")
+        #expect(
+            try appliance.cli(["rules", "test", "http://elsewhere.test/other"]).stdout.contains(
+                "trace: */* → headers (1 request, 0 response edits) — applies"))
 
         // Refused edits leave the file as it was, and say why.
         let before = try String(contentsOf: appliance.settingsURL, encoding: .utf8)
@@ -236,15 +293,22 @@ extension ApplianceTests {
     @Test func mapRemoteSendsRequestsElsewhereAcrossSchemes() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance(settings: nil)
         let trust = try appliance.trust(tlsOrigin)
-        try appliance.writeSettings(Self.rulesSettings("""
-            {"name": "api", "match": "api.invalid/v1/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/mapped/"},
-            {"name": "keep", "match": "hdr.invalid/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)"},
-            {"name": "up", "match": "tls.invalid/*", "action": "map_remote", "to": "https://localhost:\(tlsOrigin.port)/"},
-            {"name": "down", "match": "mitm.invalid/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/"}
-            """, include: ["mitm.invalid"], trust: trust))
+        try appliance.writeSettings(
+            Self.rulesSettings(
+                """
+                {"name": "api", "match": "api.invalid/v1/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/mapped/"},
+                {"name": "keep", "match": "hdr.invalid/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)"},
+                {"name": "up", "match": "tls.invalid/*", "action": "map_remote", "to": "https://localhost:\(tlsOrigin.port)/"},
+                {"name": "down", "match": "mitm.invalid/*", "action": "map_remote", "to": "http://127.0.0.1:\(origin.port)/"}
+                """, include: ["mitm.invalid"], trust: trust))
         try appliance.start()
         // Plain to plain: the path below the prefix, under the rule's path; the query kept.
         let api = try appliance.curl("http://api.invalid/v1/users?page=2")
@@ -256,8 +320,12 @@ extension ApplianceTests {
         let up = try appliance.curl("http://tls.invalid/secure")
         #expect(up.code == 200 && up.body.contains("origin GET /secure"), "\(up.body) \(up.result.stderr)")
         // Intercepted https to plain.
-        let down = try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
-                                                    "https://mitm.invalid/x"])
+        let down = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+                "https://mitm.invalid/x",
+            ])
         #expect(down.status == 0 && down.stdout.contains("origin GET /x"), "\(down.stderr)")
         // Rows keep what the client asked for, name the rule, and say where it went.
         let rows = try appliance.rows("four exchanges are stored") { $0.count >= 4 }

@@ -18,9 +18,12 @@ import Testing
     }
 
     /// curl through the proxy port as a SOCKS5 proxy (`hostname`: socks5h, the proxy resolves).
-    static func curl(_ port: Int, _ url: String, hostname: Bool = true, extra: [String] = []) throws -> (code: Int, body: String, result: CommandResult) {
+    static func curl(_ port: Int, _ url: String, hostname: Bool = true, extra: [String] = []) throws -> (
+        code: Int, body: String, result: CommandResult
+    ) {
         let option = hostname ? "--socks5-hostname" : "--socks5"
-        let r = try Command.run("/usr/bin/curl", ["-sS", "-v", "--max-time", "10", option, "127.0.0.1:\(port)", "-w", "\n%{http_code}", url] + extra)
+        let r = try Command.run(
+            "/usr/bin/curl", ["-sS", "-v", "--max-time", "10", option, "127.0.0.1:\(port)", "-w", "\n%{http_code}", url] + extra)
         let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"), r)
     }
@@ -28,13 +31,19 @@ import Testing
     /// The newest row whose url ends with `suffix`, whole (`show --json`).
     static func row(_ appliance: Appliance, _ suffix: String) throws -> [String: Any] {
         func matches(_ row: [String: Any]) -> Bool { (row["url"] as? String)?.hasSuffix(suffix) == true }
-        return try appliance.row(try appliance.rows("the \(suffix) row is stored") { $0.contains(where: matches) }.first(where: matches)?["id"])
+        return try appliance.row(
+            try appliance.rows("the \(suffix) row is stored") { $0.contains(where: matches) }.first(where: matches)?["id"])
     }
 
     @Test func socks5ClientsAreInterceptedPassedThroughAndCapturedAsHTTPClientsAre() async throws {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+            }
+        }
         let appliance = try Appliance.intercepting(tlsOrigin)
         let originCA = try appliance.trust(tlsOrigin)
         let port = try appliance.proxyPort
@@ -56,9 +65,11 @@ import Testing
         #expect(mitmRow["tls"] as? String == "mitm" && mitmRow["front_end"] as? String == "socks5", "\(mitmRow)")
 
         // The IPv4 address form (curl resolves), a host not on the list: passed through, the origin's own leaf.
-        let through = try Self.curl(port, "https://127.0.0.1:\(tlsOrigin.port)/socks-open", hostname: false, extra: ["--cacert", originCA.path])
+        let through = try Self.curl(
+            port, "https://127.0.0.1:\(tlsOrigin.port)/socks-open", hostname: false, extra: ["--cacert", originCA.path])
         #expect(through.code == 200 && through.body == "origin GET /socks-open\n", "\(through.result.stderr)")
-        #expect(through.result.stderr.contains("CN=localhost") && !through.result.stderr.contains("Busymate CA"), "\(through.result.stderr)")
+        #expect(
+            through.result.stderr.contains("CN=localhost") && !through.result.stderr.contains("Busymate CA"), "\(through.result.stderr)")
         let tunnel = try Self.row(appliance, "127.0.0.1:\(tlsOrigin.port)")
         #expect(tunnel["tls"] as? String == "passthrough" && tunnel["front_end"] as? String == "socks5", "\(tunnel)")
         // Plain HTTP to an address: captured too.
@@ -85,7 +96,8 @@ import Testing
         #expect(raw.reply.hasPrefix("0500" + "0505"), "\(raw)")
         #expect(raw.closed)
         // A name that does not resolve: host unreachable (0x04).
-        let unknown = try Self.probe(port, ["050100", "0501000310" + Data("nowhere.invalid.".utf8).map { String(format: "%02x", $0) }.joined() + "0050"])
+        let unknown = try Self.probe(
+            port, ["050100", "0501000310" + Data("nowhere.invalid.".utf8).map { String(format: "%02x", $0) }.joined() + "0050"])
         #expect(unknown.reply.hasPrefix("0500" + "0504"), "\(unknown)")
         let rows = try appliance.rows("the refusals are stored") { $0.count >= 3 }
         let errors = rows.compactMap { $0["error"] as? String }
@@ -98,7 +110,8 @@ import Testing
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: ["localhost"], extra: #", "timeouts": {"request_head_seconds": 2}"#))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(include: ["localhost"], extra: #", "timeouts": {"request_head_seconds": 2}"#))
         try appliance.start()
         let port = try appliance.proxyPort
         let connect = "05010001" + "7f000001" + String(format: "%04x", origin.port)
@@ -134,7 +147,12 @@ import Testing
         #expect(silent.closed && !silent.timed_out, "\(silent)")
 
         // Pipelined greeting and request in one write, as some clients send them: served.
-        let pipelined = try Self.probe(port, ["050100" + connect, "474554202f706970656c696e656420485454502f312e310d0a486f73743a20610d0a436f6e6e656374696f6e3a20636c6f73650d0a0d0a"])
+        let pipelined = try Self.probe(
+            port,
+            [
+                "050100" + connect,
+                "474554202f706970656c696e656420485454502f312e310d0a486f73743a20610d0a436f6e6e656374696f6e3a20636c6f73650d0a0d0a",
+            ])
         #expect(pipelined.reply.hasPrefix("0500" + "0500"), "\(pipelined)")
         #expect(String(decoding: Data(hex: pipelined.reply), as: UTF8.self).contains("origin GET /pipelined"), "\(pipelined)")
 
@@ -142,7 +160,9 @@ import Testing
         let after = try Self.curl(port, "http://127.0.0.1:\(origin.port)/after")
         #expect(after.code == 200, "\(after.result.stderr)")
         #expect(try appliance.curl("http://127.0.0.1:\(origin.port)/after-http").code == 200)
-        let rows = try appliance.rows("the refusals are stored") { rows in rows.contains { ($0["error"] as? String)?.contains("within 2 s") == true } }
+        let rows = try appliance.rows("the refusals are stored") { rows in
+            rows.contains { ($0["error"] as? String)?.contains("within 2 s") == true }
+        }
         let errors = rows.compactMap { $0["error"] as? String }
         #expect(errors.contains { $0.contains("SOCKS5: UDP ASSOCIATE is not supported") }, "\(errors)")
         #expect(errors.contains { $0.contains("SOCKS5: an empty domain name") }, "\(errors)")
@@ -171,7 +191,9 @@ extension SOCKSTests {
         defer { Task { await origin.stop() } }
         let appliance = try Appliance(settings: nil)
         let first = Int.random(in: 20000...60000)
-        try appliance.writeSettings(Appliance.interceptionSettings(include: [], extra: #", "devices": {"port_pool": "\#(first)-\#(first + 9)", "host": "127.0.0.1"}"#))
+        try appliance.writeSettings(
+            Appliance.interceptionSettings(
+                include: [], extra: #", "devices": {"port_pool": "\#(first)-\#(first + 9)", "host": "127.0.0.1"}"#))
         try appliance.start()
         let added = try appliance.cli(["devices", "add", "phone"])
         let port = added.stdout.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }.first { (first...first + 9).contains($0) }

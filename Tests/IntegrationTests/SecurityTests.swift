@@ -1,8 +1,9 @@
 import BusymateShared
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Holes found by probing from outside: what a member of group busymate, a
@@ -15,11 +16,12 @@ import Glibc
     @Test(.enabled(if: geteuid() == 0, "the privilege drop needs root"))
     func settingsJSONCannotChooseWhomTheTunnelRunsAs() async throws {
         // A group member writes settings.json (0664): it must not pick the user.
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
-             "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 2}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]},
+                 "tunnel": {"user": "nobody", "group": "nogroup", "drain_seconds": 2}}
 
-            """)
+                """)
         try appliance.start()
         let busymate = "\(PrivilegeDrop.lookupUser("busymate") ?? 0)"
         let first = Int32(try appliance.status().int("tunnel.pid") ?? 0)
@@ -45,7 +47,8 @@ import Glibc
         try appliance.start()
         let pid = Int32(try appliance.status().int("tunnel.pid") ?? 0)
         #expect(uid(of: pid) == "\(PrivilegeDrop.lookupUser("nobody") ?? 0)")
-        let bad = try Command.run(Command.binary("busymate-app"), ["--tunnel-user", "-x", "--group", appliance.base.appendingPathComponent("other").path])
+        let bad = try Command.run(
+            Command.binary("busymate-app"), ["--tunnel-user", "-x", "--group", appliance.base.appendingPathComponent("other").path])
         #expect(bad.status == 64 && bad.stderr.contains("--tunnel-user needs a user or group name"), "\(bad.stderr)")
     }
 
@@ -70,7 +73,9 @@ import Glibc
         let statusJSON = try appliance.cli(["status", "--json"]).stdout
         let statusFile = (try? String(contentsOf: appliance.group.appendingPathComponent("status.json"), encoding: .utf8)) ?? ""
         #expect(statusText.contains("ca.key is not a PEM"), "\(statusText)")
-        for (name, text) in [("status", statusText), ("status --json", statusJSON), ("status.json", statusFile), ("the log", appliance.log)] {
+        for (name, text) in [
+            ("status", statusText), ("status --json", statusJSON), ("status.json", statusFile), ("the log", appliance.log),
+        ] {
             let leaked = pieces.filter { text.contains($0) }
             #expect(leaked.isEmpty, "\(name) quotes the key: \(leaked.prefix(3))")
         }
@@ -98,8 +103,11 @@ import Glibc
 
     /// What a group member does to the store: rewrite one row.
     private func setColumn(_ appliance: Appliance, id: Int, _ column: String, to value: String) throws {
-        let script = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('update exchanges set %s=? where id=?' % sys.argv[2], (sys.argv[3], int(sys.argv[4]))); c.commit()"
-        let r = try Command.run("/usr/bin/env", ["python3", "-c", script, appliance.group.appendingPathComponent("capture.sqlite").path, column, value, "\(id)"])
+        let script =
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('update exchanges set %s=? where id=?' % sys.argv[2], (sys.argv[3], int(sys.argv[4]))); c.commit()"
+        let r = try Command.run(
+            "/usr/bin/env",
+            ["python3", "-c", script, appliance.group.appendingPathComponent("capture.sqlite").path, column, value, "\(id)"])
         #expect(r.status == 0, "\(r.stderr)")
     }
 
@@ -109,7 +117,10 @@ import Glibc
         defer { Task { await origin.stop() } }
         let appliance = try Appliance()
         try appliance.start()
-        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body", extra: ["--data-binary", "hello"]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body", extra: ["--data-binary", "hello"]
+            ).code == 200)
         let rows = try appliance.rows("the exchange", until: { $0.count == 1 })
         let id = try #require(rows.first?["id"] as? Int)
         let secret = appliance.base.appendingPathComponent("rootsecret")
@@ -125,15 +136,20 @@ import Glibc
         try Data("TOPSECRET-LINKED\n".utf8).write(to: linked)
         #expect(link(linked.path, bodies.appendingPathComponent("linked.request").path) == 0)
         let relative = "../../" + secret.lastPathComponent
-        for (planted, why) in [(relative, "is not a file name"), ("planted.request", "symbolic link"), (secret.path, "is not a file name"),
-                               ("linked.request", "a hard link")] {
+        for (planted, why) in [
+            (relative, "is not a file name"), ("planted.request", "symbolic link"), (secret.path, "is not a file name"),
+            ("linked.request", "a hard link"),
+        ] {
             try setColumn(appliance, id: id, "request_body_file", to: planted)
-            for args in [["show", "\(id)", "--body", "request", "--no-pager"], ["show", "\(id)", "--save-body", "request", "-"],
-                         ["curl", "\(id)"], ["resend", "\(id)"], ["show", "\(id)", "--json"]] {
+            for args in [
+                ["show", "\(id)", "--body", "request", "--no-pager"], ["show", "\(id)", "--save-body", "request", "-"],
+                ["curl", "\(id)"], ["resend", "\(id)"], ["show", "\(id)", "--json"],
+            ] {
                 let r = try appliance.cli(args)
                 #expect(!r.stdout.contains("TOPSECRET") && !r.stderr.contains("TOPSECRET"), "\(planted) \(args): the secret was printed")
                 #expect(r.status != 0, "\(planted) \(args): \(r.stdout)")
-                #expect(r.stderr.contains("exchange \(id)'s request body file") && r.stderr.contains(why), "\(planted) \(args): \(r.stderr)")
+                #expect(
+                    r.stderr.contains("exchange \(id)'s request body file") && r.stderr.contains(why), "\(planted) \(args): \(r.stderr)")
             }
             // A body search cannot probe the file either.
             let search = try appliance.cli(["list", "~bq TOPSECRET", "--json"])
@@ -172,10 +188,11 @@ import Glibc
 
     @Test(.enabled(if: geteuid() == 0, "binding a port below 1024 needs root"))
     func settingsJSONCannotOpenAPrivilegedPort() async throws {
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "127.0.0.1:81"]}, "tunnel": {"drain_seconds": 2}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "127.0.0.1:81"]}, "tunnel": {"drain_seconds": 2}}
 
-            """)
+                """)
         try appliance.start()
         try waitUntil("status reports the refused listener", timeout: 5) {
             (try appliance.cli(["status"]).stdout).contains("--privileged-port 81")
@@ -183,7 +200,8 @@ import Glibc
         let curl = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "2", "http://127.0.0.1:81/"])
         #expect(curl.status != 0, "something answers on port 81: \(curl.stdout)")
         // The web page and onboarding neither.
-        try appliance.writeSettings("""
+        try appliance.writeSettings(
+            """
             {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
              "web": {"listen": "127.0.0.1:82"}, "onboarding": {"listen": "127.0.0.1:83"}}
 
@@ -193,11 +211,14 @@ import Glibc
             return text.contains("--privileged-port 82") && text.contains("--privileged-port 83")
         }
         for port in [82, 83] {
-            #expect(try Command.run("/usr/bin/curl", ["-sS", "--max-time", "2", "http://127.0.0.1:\(port)/"]).status != 0, "port \(port) answers")
+            #expect(
+                try Command.run("/usr/bin/curl", ["-sS", "--max-time", "2", "http://127.0.0.1:\(port)/"]).status != 0,
+                "port \(port) answers")
         }
         appliance.stop()
         // Root's own opt-in on the supervisor's command line opens it.
-        try appliance.writeSettings("""
+        try appliance.writeSettings(
+            """
             {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "127.0.0.1:81"]}, "tunnel": {"drain_seconds": 2}}
 
             """)
@@ -213,26 +234,29 @@ import Glibc
     @Test func secretsStayOutOfWorldReadableFiles() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
-             "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+                 "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
 
-            """)
+                """)
         try appliance.start()
         func mode(_ url: URL) -> mode_t {
             var st = stat()
             stat(url.path, &st)
             return st.st_mode & 0o777
         }
-        #expect(mode(appliance.settingsURL) & 0o007 == 0, "settings.json with a password is \(String(mode(appliance.settingsURL), radix: 8))")
+        #expect(
+            mode(appliance.settingsURL) & 0o007 == 0, "settings.json with a password is \(String(mode(appliance.settingsURL), radix: 8))")
         // An editor's save brings 0664 back; the supervisor takes it away again.
         let text = try String(contentsOf: appliance.settingsURL, encoding: .utf8).replacingOccurrences(of: "\"debug\"", with: "\"info\"")
         try AtomicFile.write(Data(text.utf8), to: appliance.settingsURL, mode: 0o664)
         try waitUntil("settings.json is not world-readable again", timeout: 3) { mode(appliance.settingsURL) & 0o007 == 0 }
 
         let port = try appliance.proxyPort
-        let sent = try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/secret",
-                                    extra: ["-H", "Authorization: Bearer tok3n", "-H", "Cookie: session=c00kie"])
+        let sent = try Command.curl(
+            proxyPort: port, "http://127.0.0.1:\(origin.port)/secret",
+            extra: ["-H", "Authorization: Bearer tok3n", "-H", "Cookie: session=c00kie"])
         #expect(sent.code == 200)
         try waitUntil("the exchange is stored", timeout: 3) { try appliance.rows().count == 1 }
         let har = appliance.base.appendingPathComponent("plain.har")
@@ -252,17 +276,22 @@ import Glibc
     func aUserOutsideTheGroupReadsNoSecret() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
-             "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2},
+                 "upstream_proxy": {"host": "127.0.0.1", "port": 9, "username": "u", "password": "hunter2", "bypass": ["127.0.0.1"]}}
 
-            """)
+                """)
         try appliance.start()
         // A body large enough for a file of its own, so bodies/ is tried too.
         let upload = appliance.base.appendingPathComponent("upload.bin")
         try Data(repeating: 0x41, count: 64 << 10).write(to: upload)
         chmod(upload.path, 0o644)
-        #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body", extra: ["--data-binary", "@" + upload.path]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/echo-body",
+                extra: ["--data-binary", "@" + upload.path]
+            ).code == 200)
         try waitUntil("the exchange is stored", timeout: 3) { try appliance.rows().count == 1 }
         let bodyFiles = try FileManager.default.contentsOfDirectory(atPath: appliance.group.appendingPathComponent("bodies").path)
         #expect(!bodyFiles.isEmpty)
@@ -270,7 +299,9 @@ import Glibc
         func asNobody(_ args: [String]) throws -> CommandResult {
             try Command.run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] + args)
         }
-        var secrets = ["ca.key", "capture.sqlite", "capture.sqlite-wal", "settings.json"].map { appliance.group.appendingPathComponent($0).path }
+        var secrets = ["ca.key", "capture.sqlite", "capture.sqlite-wal", "settings.json"].map {
+            appliance.group.appendingPathComponent($0).path
+        }
         secrets += bodyFiles.map { appliance.group.appendingPathComponent("bodies").appendingPathComponent($0).path }
         for path in secrets where FileManager.default.fileExists(atPath: path) {
             let r = try asNobody(["/bin/cat", path])
@@ -342,17 +373,21 @@ import Glibc
         let key = group.appendingPathComponent("ca.key").path
         let privateDirectory = appliance.base.appendingPathComponent("private").path
         let store = group.appendingPathComponent("capture.sqlite").path
-        let shared = [group.appendingPathComponent("web-token").path, appliance.caFile.path, "rw:" + store, "rw:" + store + "-shm",
-                      "rw:" + group.appendingPathComponent("settings.json").path]
+        let shared = [
+            group.appendingPathComponent("web-token").path, appliance.caFile.path, "rw:" + store, "rw:" + store + "-shm",
+            "rw:" + group.appendingPathComponent("settings.json").path,
+        ]
         // As the web front: the page's files, never the tunnel's secrets nor the tunnel.
-        let asWeb = try probe(uid: first(web["Uid"]), gid: first(web["Gid"]), groups: groups(web["Groups"]), signalling: tunnelPID,
-                              [key, mirror.path, privateDirectory] + shared)
+        let asWeb = try probe(
+            uid: first(web["Uid"]), gid: first(web["Gid"]), groups: groups(web["Groups"]), signalling: tunnelPID,
+            [key, mirror.path, privateDirectory] + shared)
         #expect(asWeb[key] == "EACCES" && asWeb[mirror.path] == "EACCES" && asWeb[privateDirectory] == "EACCES", "\(asWeb)")
         #expect(asWeb["kill"] == "EPERM", "\(asWeb)")
         for path in shared { #expect(asWeb[path] == "ok", "the web front cannot open \(path): \(asWeb)") }
         // As the tunnel: its secrets still, the private directory never.
-        let asTunnel = try probe(uid: first(tunnel["Uid"]), gid: first(tunnel["Gid"]), groups: groups(tunnel["Groups"]), signalling: tunnelPID,
-                                 [key, mirror.path, privateDirectory])
+        let asTunnel = try probe(
+            uid: first(tunnel["Uid"]), gid: first(tunnel["Gid"]), groups: groups(tunnel["Groups"]), signalling: tunnelPID,
+            [key, mirror.path, privateDirectory])
         #expect(asTunnel[key] == "ok" && asTunnel[mirror.path] == "ok" && asTunnel[privateDirectory] == "EACCES", "\(asTunnel)")
 
         // The page still works end to end as that user: it edits settings.json.
@@ -361,26 +396,33 @@ import Glibc
         let login = try Command.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-L", "-c", jar, url])
         #expect(login.stdout == "200")
         let base = try appliance.webBase
-        let put = try Command.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-b", jar, "-X", "PUT", "-H", "Origin: \(base)",
-                                                    "-H", "Content-Type: application/json", "--data", #"{"include": ["example.org"], "exclude": []}"#,
-                                                    base + "/api/settings/ssl-proxying"])
+        let put = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "-b", jar, "-X", "PUT", "-H", "Origin: \(base)",
+                "-H", "Content-Type: application/json", "--data", #"{"include": ["example.org"], "exclude": []}"#,
+                base + "/api/settings/ssl-proxying",
+            ])
         #expect(put.stdout == "200", "\(put.stdout) \(put.stderr)")
         #expect(try String(contentsOf: appliance.settingsURL, encoding: .utf8).contains("example.org"))
         // The unit's command line cannot put the web front back under the tunnel's uid.
-        let same = try Command.run(Command.binary("busymate-app"), ["--web-user", "busymate", "--group", appliance.base.appendingPathComponent("other").path])
+        let same = try Command.run(
+            Command.binary("busymate-app"), ["--web-user", "busymate", "--group", appliance.base.appendingPathComponent("other").path])
         #expect(same.status == 64 && same.stderr.contains("--web-user must not be the tunnel's user"), "\(same.stderr)")
     }
 
     @Test func aListenerOffLoopbackWithNoAccessListIsWarnedAbout() async throws {
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}}
 
-            """)
+                """)
         try appliance.start()
         let listeners = try appliance.status().array("listeners")
         #expect(listeners.count == 2)
         #expect(listeners.first { $0["address"] as? String == "127.0.0.1:0" }?["warning"] as? String == nil)
-        #expect((listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["warning"] as? String)?.contains("access.allow is empty") == true)
+        #expect(
+            (listeners.first { $0["address"] as? String == "0.0.0.0:0" }?["warning"] as? String)?.contains("access.allow is empty") == true)
         #expect(try appliance.cli(["status"]).stdout.contains("⚠ exposed      0.0.0.0:0 is not on loopback and access.allow is empty"))
         #expect(appliance.log.contains("0.0.0.0:0 is not on loopback and access.allow is empty"), "\(appliance.log)")
         // This machine's own clients still get in on the wildcard listener.
@@ -391,7 +433,8 @@ import Glibc
         #expect(try Command.curl(proxyPort: port, "http://127.0.0.1:\(origin.port)/local").code == 200)
 
         // With the network listed, no warning.
-        try appliance.writeSettings("""
+        try appliance.writeSettings(
+            """
             {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0", "0.0.0.0:0"]}, "tunnel": {"drain_seconds": 2}, "access": {"allow": ["192.168.0.0/16"]}}
 
             """)

@@ -17,8 +17,10 @@ extension ApplianceTests {
     @Test func rulesAndSSLProxyingListsReadBackAsJSONAfterEdits() throws {
         let appliance = try Appliance(settings: #"{"future_feature": 1, "proxy": {"listen": ["127.0.0.1:0"]}}"#)
         let trace = #"{"name": "trace", "match": "*/*", "action": "headers", "request": {"add": {"X-Trace": "1"}}}"#
-        for args in [["gate", "--match", "*/plain", "--action", "block", "--status", "451"], ["--json", trace, "--at", "1"],
-                     ["off", "--match", "*/plain", "--action", "drop", "--disabled"]] {
+        for args in [
+            ["gate", "--match", "*/plain", "--action", "block", "--status", "451"], ["--json", trace, "--at", "1"],
+            ["off", "--match", "*/plain", "--action", "drop", "--disabled"],
+        ] {
             let r = try appliance.cli(["rules", "add"] + args)
             #expect(r.status == 0, "\(r.stderr)")
         }
@@ -68,20 +70,26 @@ extension ApplianceTests {
         #expect(try add("mock --match '*/config' --action map_local --file ./mock.json").status == 0)
         #expect(try add("site --match '*/static/*' --action map_local --directory site").status == 0)
         let rules = try settings(appliance)["rules"] as? [[String: Any]] ?? []
-        #expect(rules.map { $0["file"] as? String ?? $0["directory"] as? String } == [work.appendingPathComponent("mock.json").path, work.appendingPathComponent("site").path])
+        #expect(
+            rules.map { $0["file"] as? String ?? $0["directory"] as? String } == [
+                work.appendingPathComponent("mock.json").path, work.appendingPathComponent("site").path,
+            ])
 
         // Refused, the argument named, the file untouched.
         let before = try Data(contentsOf: appliance.settingsURL)
-        for (args, expected) in [("x --match '*/x' --action map_local --file ./missing.json", "--file ./missing.json: no such file"),
-                                 ("x --match '*/x' --action map_local --directory mock.json", "--directory mock.json: not a directory"),
-                                 ("x --match '*/x' --action block --status 999", "--status: must be an error status from 400 to 599"),
-                                 ("x --match /x --action block", "--match: \"/x\": a URL pattern starts with a host"),
-                                 ("x --match '*/x' --action map_remote", "a map_remote rule needs --to"),
-                                 ("--json '{\"name\": \"x\", \"match\": \"*/x\", \"action\": \"block\", \"status\": 200}'", "--json: status: must be")] {
+        for (args, expected) in [
+            ("x --match '*/x' --action map_local --file ./missing.json", "--file ./missing.json: no such file"),
+            ("x --match '*/x' --action map_local --directory mock.json", "--directory mock.json: not a directory"),
+            ("x --match '*/x' --action block --status 999", "--status: must be an error status from 400 to 599"),
+            ("x --match /x --action block", "--match: \"/x\": a URL pattern starts with a host"),
+            ("x --match '*/x' --action map_remote", "a map_remote rule needs --to"),
+            ("--json '{\"name\": \"x\", \"match\": \"*/x\", \"action\": \"block\", \"status\": 200}'", "--json: status: must be"),
+        ] {
             let r = try add(args)
             #expect(r.status != 0 && r.stderr.contains(expected), "\(args): \(r.stderr)")
             // Not a line:column in a file the user never wrote.
-            #expect(!r.stderr.contains("settings.json") && r.stderr.range(of: #"\d+:\d+"#, options: .regularExpression) == nil, "\(r.stderr)")
+            #expect(
+                !r.stderr.contains("settings.json") && r.stderr.range(of: #"\d+:\d+"#, options: .regularExpression) == nil, "\(r.stderr)")
         }
         #expect(try Data(contentsOf: appliance.settingsURL) == before)
     }
@@ -90,14 +98,22 @@ extension ApplianceTests {
         let origin = try await Origin.plain()
         let tlsOrigin = try await Origin.tls()
         let untrusted = try await Origin.tls()
-        defer { Task { await origin.stop(); await tlsOrigin.stop(); await untrusted.stop() } }
+        defer {
+            Task {
+                await origin.stop()
+                await tlsOrigin.stop()
+                await untrusted.stop()
+            }
+        }
         let appliance = try Appliance.pinning(tlsOrigin)
         let pattern = "127.0.0.1:\(origin.port)/echo-body/held*"
         let added = try appliance.cli(["breakpoints", "add", "request", pattern])
         #expect(added.status == 0, "\(added.stderr)")
         #expect(try settings(appliance).at("breakpoints", "request") as? [String] == [pattern])
         let patterns = try #require(try json(appliance, ["breakpoints", "list-patterns", "--json"]) as? [String: Any])
-        #expect(patterns["request"] as? [String] == [pattern] && patterns["response"] as? [String] == [] && patterns["timeout_seconds"] as? Int == 60)
+        #expect(
+            patterns["request"] as? [String] == [pattern] && patterns["response"] as? [String] == []
+                && patterns["timeout_seconds"] as? Int == 60)
         let again = try appliance.cli(["breakpoints", "add", "request", pattern])
         #expect(again.status != 0 && again.stderr.contains("already in breakpoints.request"), "\(again.stderr)")
         let bad = try appliance.cli(["breakpoints", "add", "response", "/no-host"])
@@ -115,18 +131,25 @@ extension ApplianceTests {
         #expect(try appliance.cli(["breakpoints", "remove", "request", pattern]).status == 0)
         let gone = try appliance.cli(["breakpoints", "remove", "request", pattern])
         #expect(gone.status != 0 && gone.stderr.contains("is not in breakpoints.request"), "\(gone.stderr)")
-        try waitUntil("an unheld request goes through", timeout: 3) { try appliance.curl("http://127.0.0.1:\(origin.port)/echo-body/held").code == 200 }
+        try waitUntil("an unheld request goes through", timeout: 3) {
+            try appliance.curl("http://127.0.0.1:\(origin.port)/echo-body/held").code == 200
+        }
 
         // --insecure-upstream reaches the tunnel: an origin it cannot verify is served.
         let url = "https://localhost:\(untrusted.port)/"
-        let viaUs = ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)", url]
+        let viaUs = [
+            "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", appliance.caFile.path, "-x",
+            "http://127.0.0.1:\(try appliance.proxyPort)", url,
+        ]
         #expect(try Command.run("/usr/bin/curl", viaUs).stdout != "200")
         #expect(try appliance.cli(["ssl-proxying", "add", "--insecure-upstream", "localhost"]).status == 0)
         try waitUntil("the unverified origin is served", timeout: 3) { try Command.run("/usr/bin/curl", viaUs).stdout == "200" }
 
         // A client that trusts our CA elsewhere and refuses our certificate twice pins its host: `pinned list --json`.
-        let pinning = ["-sS", "--cacert", try appliance.trust(tlsOrigin).path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
-                       "https://localhost:\(tlsOrigin.port)/"]
+        let pinning = [
+            "-sS", "--cacert", try appliance.trust(tlsOrigin).path, "-x", "http://127.0.0.1:\(try appliance.proxyPort)",
+            "https://localhost:\(tlsOrigin.port)/",
+        ]
         try appliance.trustUsElsewhere(tlsOrigin)
         #expect(try Command.run("/usr/bin/curl", pinning).status != 0)
         #expect(try Command.run("/usr/bin/curl", pinning).status != 0)
@@ -136,6 +159,8 @@ extension ApplianceTests {
             return !pins.isEmpty
         }
         #expect(pins[0]["host"] as? String == "localhost" && (pins[0]["count"] as? Int ?? 0) >= 1 && pins[0].keys.contains("reason"))
-        #expect(["first_seen", "last_seen"].allSatisfy { (pins[0][$0] as? String)?.range(of: rfc3339, options: .regularExpression) != nil }, "\(pins)")
+        #expect(
+            ["first_seen", "last_seen"].allSatisfy { (pins[0][$0] as? String)?.range(of: rfc3339, options: .regularExpression) != nil },
+            "\(pins)")
     }
 }

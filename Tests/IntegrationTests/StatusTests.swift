@@ -13,7 +13,9 @@ extension ApplianceTests {
         #expect(well.stdout.contains("SSL proxying the list is empty: HTTPS is passed through undecrypted"), "\(well.stdout)")
         #expect(!well.stdout.contains("problems:"))
         let json = try JSONSerialization.jsonObject(with: Data(try appliance.cli(["status", "--json"]).stdout.utf8)) as? [String: Any]
-        #expect(json?["problems"] as? [String] == [] && json?["ssl_proxying_empty"] as? Bool == true && json?["pinned"] as? [Any] != nil, "\(json ?? [:])")
+        #expect(
+            json?["problems"] as? [String] == [] && json?["ssl_proxying_empty"] as? Bool == true && json?["pinned"] as? [Any] != nil,
+            "\(json ?? [:])")
 
         // Invalid settings: the tunnel serves on with the last good ones, and status says so with 1.
         try Data("{\"proxy\": {\"listen\": [\"nine\"]}}".utf8).write(to: appliance.settingsURL)

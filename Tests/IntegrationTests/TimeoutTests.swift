@@ -33,7 +33,8 @@ import Testing
         let port = try appliance.proxyPort
 
         // One header byte every 0.3 s: the head is not whole within 1 s.
-        let drip = try Self.slow(port, "GET http://127.0.0.1:\(origin.port)/ HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaa\r\n\r\n", drip: 0.3)
+        let drip = try Self.slow(
+            port, "GET http://127.0.0.1:\(origin.port)/ HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaa\r\n\r\n", drip: 0.3)
         #expect(drip.text.hasPrefix("HTTP/1.1 408 Request Timeout"), "\(drip.text)")
         #expect(drip.text.contains("the request head did not arrive whole within 1 s (timeouts.request_head_seconds)"))
         #expect(drip.closed && drip.seconds < 3, "\(drip.seconds)")
@@ -47,14 +48,17 @@ import Testing
         #expect(idle.text.hasPrefix("HTTP/1.1 200") && idle.closed && idle.seconds >= 1.4 && idle.seconds < 4, "\(idle)")
 
         // A body that stops: 408, and the exchange's row says why.
-        let body = try Self.slow(port, "POST http://127.0.0.1:\(origin.port)/echo-body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        let body = try Self.slow(
+            port, "POST http://127.0.0.1:\(origin.port)/echo-body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
         #expect(body.text.hasPrefix("HTTP/1.1 408 Request Timeout"), "\(body.text)")
         #expect(body.closed && body.seconds < 4)
 
-        let rows = try appliance.rows("both timeouts are recorded", until: { rows in
-            rows.contains { ($0["error"] as? String)?.contains("timeouts.request_head_seconds") == true }
-                && rows.contains { ($0["error"] as? String)?.contains("timeouts.body_seconds") == true }
-        })
+        let rows = try appliance.rows(
+            "both timeouts are recorded",
+            until: { rows in
+                rows.contains { ($0["error"] as? String)?.contains("timeouts.request_head_seconds") == true }
+                    && rows.contains { ($0["error"] as? String)?.contains("timeouts.body_seconds") == true }
+            })
         let bodyRow = try #require(rows.first { ($0["error"] as? String)?.contains("timeouts.body_seconds") == true })
         #expect(bodyRow["method"] as? String == "POST" && bodyRow["status"] as? Int == 408)
         #expect(appliance.log.contains("closed an idle connection"))
@@ -68,7 +72,8 @@ import Testing
         let slow = try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/slow?ms=4000")
         #expect(slow.code == 504)
         #expect(slow.body.contains("sent no response within 1 s of the request (timeouts.upstream_response_seconds)"), "\(slow.body)")
-        let rows = try appliance.rows("the 504 is recorded", until: { $0.contains { ($0["error"] as? String)?.contains("upstream_response_seconds") == true } })
+        let rows = try appliance.rows(
+            "the 504 is recorded", until: { $0.contains { ($0["error"] as? String)?.contains("upstream_response_seconds") == true } })
         #expect(rows.count == 1)
         // A server that answers in time is not cut short.
         #expect(try Command.curl(proxyPort: try appliance.proxyPort, "http://127.0.0.1:\(origin.port)/slow?ms=300").code == 200)
@@ -82,25 +87,34 @@ import Testing
         let port = try appliance.proxyPort
         let stalled = try Self.slow(port, "", tlsConnect: "localhost:\(tlsOrigin.port)")
         #expect(stalled.closed && stalled.seconds < 3, "\(stalled)")
-        let rows = try appliance.rows("the handshake timeout is recorded", until: { $0.contains { ($0["error"] as? String)?.contains("timeouts.tls_handshake_seconds") == true } })
+        let rows = try appliance.rows(
+            "the handshake timeout is recorded",
+            until: { $0.contains { ($0["error"] as? String)?.contains("timeouts.tls_handshake_seconds") == true } })
         #expect(rows.count == 1)
         #expect(try appliance.cli(["pinned", "list"]).stdout.contains("localhost") == false)
         // The host is still intercepted.
-        let r = try Command.run("/usr/bin/curl", ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/after"])
+        let r = try Command.run(
+            "/usr/bin/curl",
+            ["-sS", "--cacert", appliance.caFile.path, "-x", "http://127.0.0.1:\(port)", "https://localhost:\(tlsOrigin.port)/after"])
         #expect(r.status == 0 && r.stdout.contains("origin GET /after"), "\(r.stderr)")
     }
 
     @Test func anIdlePassedThroughTunnelIsClosedAndCounted() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}, "timeouts": {"tunnel_idle_seconds": 2}}
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}, "timeouts": {"tunnel_idle_seconds": 2}}
 
-            """)
+                """)
         try appliance.start()
         // Busy for 4.8 s (more than the idle limit in all), then silent.
-        let r = try Command.run("/usr/bin/python3", [HostileClientTests.scripts.appendingPathComponent("tunnel.py").path,
-                                                     "\(try appliance.proxyPort)", "127.0.0.1:\(origin.port)", "5", "1.2", "10"], timeout: 30)
+        let r = try Command.run(
+            "/usr/bin/python3",
+            [
+                HostileClientTests.scripts.appendingPathComponent("tunnel.py").path,
+                "\(try appliance.proxyPort)", "127.0.0.1:\(origin.port)", "5", "1.2", "10",
+            ], timeout: 30)
         let reply = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "\(r.stdout) \(r.stderr)")
         #expect((reply["established"] as? String)?.hasPrefix("HTTP/1.1 200") == true, "\(reply)")
         #expect(reply["answered"] as? Int == 5, "a tunnel in use is not cut: \(reply)")
@@ -115,8 +129,9 @@ import Testing
         try appliance.start()
         let port = try appliance.proxyPort
         // As many as this machine lets one client hold (about a hundred).
-        let flood = try Command.start("/usr/bin/python3", [HostileClientTests.scripts.appendingPathComponent("flood.py").path, "\(port)", "100", "5"],
-                                      in: appliance.base)
+        let flood = try Command.start(
+            "/usr/bin/python3", [HostileClientTests.scripts.appendingPathComponent("flood.py").path, "\(port)", "100", "5"],
+            in: appliance.base)
         defer { flood.process.terminate() }
         try waitUntil("the flood is connected", timeout: 10) { !flood.stdout.isEmpty }
         let connected = Int(flood.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0

@@ -62,9 +62,13 @@ extension ApplianceTests {
         try appliance.start()
         let port = try appliance.proxyPort
         // curl waits for the 100 (here up to 10 s) before it sends the body.
-        let r = try Command.run("/usr/bin/curl", ["-sS", "-v", "-o", "/dev/null", "-w", "%{http_code}", "--expect100-timeout", "10",
-                                                  "-x", "http://127.0.0.1:\(port)", "-H", "Expect: 100-continue",
-                                                  "--data-binary", String(repeating: "x", count: 2000), "http://127.0.0.1:\(origin.port)/upload"])
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "-v", "-o", "/dev/null", "-w", "%{http_code}", "--expect100-timeout", "10",
+                "-x", "http://127.0.0.1:\(port)", "-H", "Expect: 100-continue",
+                "--data-binary", String(repeating: "x", count: 2000), "http://127.0.0.1:\(origin.port)/upload",
+            ])
         #expect(r.stdout == "200", "\(r.stderr)")
         #expect(r.stderr.contains("< HTTP/1.1 100 Continue"), "\(r.stderr)")
         let rows = try appliance.rows("the exchange is stored") { !$0.isEmpty }

@@ -14,12 +14,21 @@ extension ApplianceTests {
         let port = try appliance.proxyPort
         let base = "http://127.0.0.1:\(origin.port)"
         let json = #"{"zebra":1.0,"apple":1.23e-7,"list":[true,null,"x"],"nested":{"b":2,"a":10000000000000000000001}}"#
-        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/json", extra: ["-H", "Content-Type: application/json", "--data-binary", json]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "\(base)/echo-body/json", extra: ["-H", "Content-Type: application/json", "--data-binary", json]
+            ).code == 200)
         let binary = appliance.base.appendingPathComponent("binary.bin")
         let bytes = Data([0x00, 0xFF, 0x10, 0x41, 0xC3, 0x28, 0x7F, 0x0A] + Array(repeating: 0x42, count: 12))
         try bytes.write(to: binary)
-        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/bin", extra: ["-H", "Content-Type: application/octet-stream",
-                                                                                    "--data-binary", "@\(binary.path)"]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "\(base)/echo-body/bin",
+                extra: [
+                    "-H", "Content-Type: application/octet-stream",
+                    "--data-binary", "@\(binary.path)",
+                ]
+            ).code == 200)
         let rows = try appliance.rows("both exchanges are stored") { $0.count == 2 }
         let jsonRow = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/json") == true })
         let binRow = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/bin") == true })
@@ -28,22 +37,22 @@ extension ApplianceTests {
         // The JSON body, pretty-printed from its own bytes.
         let pretty = try appliance.cli(["show", jsonID, "--body", "request"])
         #expect(pretty.status == 0, "\(pretty.stderr)")
-        #expect(pretty.stdout == """
-            {
-              "zebra": 1.0,
-              "apple": 1.23e-7,
-              "list": [true, null, "x"],
-              "nested": {
-                "b": 2,
-                "a": 10000000000000000000001
-              }
-            }
+        #expect(
+            pretty.stdout == """
+                {
+                  "zebra": 1.0,
+                  "apple": 1.23e-7,
+                  "list": [true, null, "x"],
+                  "nested": {
+                    "b": 2,
+                    "a": 10000000000000000000001
+                  }
+                }
 
-            """, "\(pretty.stdout)")
+                """, "\(pretty.stdout)")
         // Headers only.
         let head = try appliance.cli(["show", jsonID, "--headers"]).stdout
         #expect(head.contains("> Content-Type: application/json") && head.contains("< 200 OK") && !head.contains("zebra"), "\(head)")
-
 
         // A binary body: a hex dump, never replacement characters.
         let dump = try appliance.cli(["show", binID, "--body", "request"]).stdout
@@ -69,7 +78,10 @@ extension ApplianceTests {
 
         // list: a header row, then one line per exchange with its columns.
         let table = try appliance.cli(["list"]).stdout.split(separator: "\n").map(String.init)
-        #expect(table.first?.split(separator: " ", omittingEmptySubsequences: true) == ["ID", "TIME", "METHOD", "CODE", "SIZE", "TYPE", "DUR", "URL"])
+        #expect(
+            table.first?.split(separator: " ", omittingEmptySubsequences: true) == [
+                "ID", "TIME", "METHOD", "CODE", "SIZE", "TYPE", "DUR", "URL",
+            ])
         let jsonLine = try #require(table.first { $0.hasSuffix("/echo-body/json") })
         #expect(jsonLine.contains(" POST ") && jsonLine.contains(" 200 ") && jsonLine.contains(" text "), "\(jsonLine)")
         // Piped: whole lines, no colour. On a terminal of 80 columns: fitted, coloured unless NO_COLOR.
@@ -78,7 +90,8 @@ extension ApplianceTests {
         #expect(try Command.curl(proxyPort: port, longURL).code == 200)
         _ = try appliance.rows("the long one is stored") { $0.count == 3 }
         func onTerminal(_ environment: String) throws -> [String] {
-            let command = "stty cols 80; env -u NO_COLOR TERM=xterm \(environment) \(Command.binary("busymate")) list --group \(appliance.group.path)"
+            let command =
+                "stty cols 80; env -u NO_COLOR TERM=xterm \(environment) \(Command.binary("busymate")) list --group \(appliance.group.path)"
             return try Command.run("/usr/bin/script", ["-qec", command, "/dev/null"]).stdout
                 .replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
         }
@@ -92,13 +105,23 @@ extension ApplianceTests {
         // Shell completion offers the stored exchanges' ids (newest first), as the shell asks for them.
         let script = try Command.run(Command.binary("busymate"), ["--generate-completion-script", "bash"]).stdout
         #expect(script.contains("---completion show -- positional@0"))
-        let offered = try Command.run(Command.binary("busymate"), ["---completion", "show", "--", "positional@0", "4", "0",
-                                                                   "busymate", "show", "--group", appliance.group.path, ""])
+        let offered = try Command.run(
+            Command.binary("busymate"),
+            [
+                "---completion", "show", "--", "positional@0", "4", "0",
+                "busymate", "show", "--group", appliance.group.path, "",
+            ])
         #expect(offered.stdout.split(separator: "\n") == ["3", "2", "1"], "\(offered)")
 
         // What came off the wire cannot drive the terminal: a body with an escape sequence is a hex dump.
-        #expect(try Command.curl(proxyPort: port, "\(base)/echo-body/esc", extra: ["-H", "Content-Type: text/plain",
-                                                                                    "--data-binary", "title \u{1B}]0;pwned\u{07}"]).code == 200)
+        #expect(
+            try Command.curl(
+                proxyPort: port, "\(base)/echo-body/esc",
+                extra: [
+                    "-H", "Content-Type: text/plain",
+                    "--data-binary", "title \u{1B}]0;pwned\u{07}",
+                ]
+            ).code == 200)
         let escaped = try #require(try appliance.rows("the escape is stored") { $0.count == 4 }.first)
         let shownEscape = try appliance.cli(["show", "\(escaped["id"] as? Int ?? 0)"]).stdout
         #expect(!shownEscape.contains("\u{1B}") && shownEscape.contains("1b 5d 30 3b"), "\(shownEscape)")

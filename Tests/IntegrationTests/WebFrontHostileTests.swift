@@ -1,8 +1,9 @@
 import BusymateShared
 import Foundation
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The web front against clients that are slow on purpose or by nature:
@@ -13,15 +14,20 @@ import Glibc
     static let script = Command.repoRoot.appendingPathComponent("tests/hostile/web.py").path
 
     static func token(_ appliance: Appliance) throws -> String {
-        try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
     }
 
     static func port(_ base: String) -> Int { Int(base.split(separator: ":").last ?? "") ?? 0 }
 
     /// curl with the token; (HTTP code, seconds taken).
     static func timed(_ appliance: Appliance, _ path: String, maxTime: Int = 30) throws -> (code: String, seconds: Double) {
-        let r = try Command.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", "--max-time", "\(maxTime)",
-                                                  "-H", "Authorization: Bearer \(try token(appliance))", try appliance.webBase + path])
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", "--max-time", "\(maxTime)",
+                "-H", "Authorization: Bearer \(try token(appliance))", try appliance.webBase + path,
+            ])
         let parts = r.stdout.split(separator: " ")
         return (String(parts.first ?? ""), Double(parts.last ?? "") ?? -1)
     }
@@ -59,14 +65,22 @@ import Glibc
         try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
         let proxy = try appliance.proxyPort
         // 80 MiB of bodies, 2 MiB each.
-        for _ in 0..<40 { #expect(try Command.curl(proxyPort: proxy, "http://127.0.0.1:\(origin.port)/big?mb=2", extra: ["-o", "/dev/null"]).code == 200) }
-        try waitUntil("the forty are stored", timeout: 10) { try appliance.cli(["list", "--json"]).stdout.split(separator: "\n").count >= 40 }
+        for _ in 0..<40 {
+            #expect(try Command.curl(proxyPort: proxy, "http://127.0.0.1:\(origin.port)/big?mb=2", extra: ["-o", "/dev/null"]).code == 200)
+        }
+        try waitUntil("the forty are stored", timeout: 10) {
+            try appliance.cli(["list", "--json"]).stdout.split(separator: "\n").count >= 40
+        }
         let web = try Self.webPID(appliance)
         let before = rssKiB(web)
         // Nothing read for 33 s: past the 30 s a silent connection is given.
         let out = appliance.base.appendingPathComponent("slow.har")
-        let reader = try Command.start("/usr/bin/python3", [Self.script, "slowread", "\(Self.port(try appliance.webBase))", "/api/har",
-                                                            try Self.token(appliance), "33", out.path], in: appliance.base)
+        let reader = try Command.start(
+            "/usr/bin/python3",
+            [
+                Self.script, "slowread", "\(Self.port(try appliance.webBase))", "/api/har",
+                try Self.token(appliance), "33", out.path,
+            ], in: appliance.base)
         let line = try reader.finish(timeout: 90).stdout.split(separator: "\n").last.map(String.init) ?? ""
         let result = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
         #expect(result["status"] as? Int == 200 && result["error"] is NSNull, "\(result)")
@@ -80,7 +94,8 @@ import Glibc
         let entries = (document?["log"] as? [String: Any])?["entries"] as? [[String: Any]] ?? []
         let big = entries.filter { ($0["request"] as? [String: Any])?["url"] as? String == "http://127.0.0.1:\(origin.port)/big?mb=2" }
         #expect(big.count == 40)
-        let sizes = big.map { (($0["response"] as? [String: Any])?["content"] as? [String: Any])?["text"] as? String ?? "" }.map(\.utf8.count)
+        let sizes = big.map { (($0["response"] as? [String: Any])?["content"] as? [String: Any])?["text"] as? String ?? "" }.map(
+            \.utf8.count)
         #expect(sizes.allSatisfy { $0 == 2 << 20 }, "\(sizes.prefix(5))")
         // Oldest first, as before.
         let started = entries.compactMap { $0["startedDateTime"] as? String }
@@ -92,9 +107,11 @@ import Glibc
     static func slowHAR(count: Int, length: Int) throws -> Data {
         let a = String(repeating: "a", count: length)
         let entries: [[String: Any]] = (0..<count).map { i in
-            ["startedDateTime": "2026-01-01T00:00:\(String(format: "%02d", i % 60)).000Z",
-             "request": ["method": "GET", "url": "http://slow.test/\(a)/\(i)", "headers": [] as [Any]],
-             "response": ["status": 200, "headers": [] as [Any]]]
+            [
+                "startedDateTime": "2026-01-01T00:00:\(String(format: "%02d", i % 60)).000Z",
+                "request": ["method": "GET", "url": "http://slow.test/\(a)/\(i)", "headers": [] as [Any]],
+                "response": ["status": 200, "headers": [] as [Any]],
+            ]
         }
         return try JSONSerialization.data(withJSONObject: ["log": ["version": "1.2", "entries": entries]])
     }
@@ -105,15 +122,22 @@ import Glibc
         try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
         let har = appliance.base.appendingPathComponent("slow.har")
         try Self.slowHAR(count: Self.slowRows, length: Self.slowLength).write(to: har)
-        let imported = try Command.run("/usr/bin/curl", ["-s", "-H", "Authorization: Bearer \(try Self.token(appliance))", "--data-binary", "@\(har.path)",
-                                                         "--max-time", "60", try appliance.webBase + "/api/har?name=slow.har"])
-        #expect(imported.stdout.contains("\"imported\":\(Self.slowRows)") || imported.stdout.contains("\"imported\": \(Self.slowRows)"), "\(imported.stdout)")
+        let imported = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-s", "-H", "Authorization: Bearer \(try Self.token(appliance))", "--data-binary", "@\(har.path)",
+                "--max-time", "60", try appliance.webBase + "/api/har?name=slow.har",
+            ])
+        #expect(
+            imported.stdout.contains("\"imported\":\(Self.slowRows)") || imported.stdout.contains("\"imported\": \(Self.slowRows)"),
+            "\(imported.stdout)")
         let filter = Self.slowFilter.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
         let url = try appliance.webBase + "/api/exchanges?filter=\(filter)"
         let auth = "Authorization: Bearer \(try Self.token(appliance))"
         // Two slow queries at once, as the page and a script might.
         let slow = try (0..<2).map { _ in
-            try Command.start("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "120", "-H", auth, url], in: appliance.base)
+            try Command.start(
+                "/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "120", "-H", auth, url], in: appliance.base)
         }
         usleep(1_000_000)
         // Cheap reads are answered meanwhile, at once.
@@ -140,7 +164,8 @@ import Glibc
     static let slowFilter = "~u a.*a.*a.*z"
 
     @Test func thePACIsServedFromTheSettingsInForce() async throws {
-        let settings = #"{"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#
+        let settings =
+            #"{"log_level": "debug", "proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#
         let appliance = try Appliance(settings: settings)
         try appliance.start()
         try waitUntil("the onboarding listener is up", timeout: 10) { try appliance.status().string("web.onboarding.bound") != nil }
@@ -156,14 +181,20 @@ import Glibc
         #expect(try appliance.status().string("web.onboarding.warning") == nil)
         // A good save is picked up: no listener on this address now, and the
         // PAC is refused with why (never a bare DIRECT, which would bypass capture unseen).
-        try AtomicFile.write(Data(#"{"proxy": {"listen": ["127.0.0.2:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#.utf8),
-                             to: appliance.settingsURL, mode: 0o664)
+        try AtomicFile.write(
+            Data(
+                #"{"proxy": {"listen": ["127.0.0.2:0"]}, "web": {"listen": "127.0.0.1:0"}, "onboarding": {"listen": "127.0.0.1:0"}}"#.utf8),
+            to: appliance.settingsURL, mode: 0o664)
         try waitUntil("the new settings are served", timeout: 5) { try fetch().contains("no proxy listener serves 127.0.0.1") }
         let refused = try Command.run("/usr/bin/curl", ["-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", pac]).stdout
         let body = try fetch()
         #expect(refused == "503" && !body.contains("FindProxyForURL"), "\(refused) \(body)")
         // status says so: the line, and the JSON field the page shows.
-        try waitUntil("status warns", timeout: 5) { try appliance.status().string("web.onboarding.warning")?.contains("127.0.0.2:0") == true }
-        #expect(try appliance.cli(["status"]).stdout.contains("⚠ onboarding   devices that open the onboarding listener (127.0.0.1:0) are refused a PAC"))
+        try waitUntil("status warns", timeout: 5) {
+            try appliance.status().string("web.onboarding.warning")?.contains("127.0.0.2:0") == true
+        }
+        #expect(
+            try appliance.cli(["status"]).stdout.contains(
+                "⚠ onboarding   devices that open the onboarding listener (127.0.0.1:0) are refused a PAC"))
     }
 }

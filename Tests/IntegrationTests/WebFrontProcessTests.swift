@@ -53,8 +53,13 @@ import Testing
         let base = try appliance.webBase
         let first = try appliance.status().int("web.pid")
         // Requests all along, while the web front is replaced three times.
-        let load = try Command.start("/bin/sh", ["-c", "for i in $(seq 1 300); do curl -sS -o /dev/null -w '%{http_code} %{exitcode}\\n' --max-time 5 \(base)/login 2>&1; done"],
-                                     in: appliance.group.deletingLastPathComponent())
+        let load = try Command.start(
+            "/bin/sh",
+            [
+                "-c",
+                "for i in $(seq 1 300); do curl -sS -o /dev/null -w '%{http_code} %{exitcode}\\n' --max-time 5 \(base)/login 2>&1; done",
+            ],
+            in: appliance.group.deletingLastPathComponent())
         for _ in 0..<3 {
             #expect(try appliance.cli(["web", "restart"]).status == 0)
             try await Task.sleep(for: .milliseconds(300))
@@ -125,7 +130,8 @@ extension WebFrontProcessTests {
         var text = #"{"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "pages": [], "entries": ["#
         for i in 0..<entries {
             if i > 0 { text += ",\n" }
-            text += #"{"startedDateTime": "2026-01-01T00:00:00.000Z", "time": 12, "request": {"method": "GET", "#
+            text +=
+                #"{"startedDateTime": "2026-01-01T00:00:00.000Z", "time": 12, "request": {"method": "GET", "#
                 + #""url": "https://imported.example.com/items/\#(i)", "httpVersion": "HTTP/1.1", "headers": [{"name": "Accept", "value": "*/*"}]}, "#
                 + #""response": {"status": 200, "statusText": "OK", "headers": [{"name": "Content-Type", "value": "application/json"}], "#
                 + #""content": {"size": 40, "mimeType": "application/json", "text": "{\"id\": \#(i), \"name\": \"item number \#(i)\"}"}}}"#
@@ -137,9 +143,14 @@ extension WebFrontProcessTests {
     }
 
     static func importHAR(_ appliance: Appliance, _ file: URL) throws -> (code: Int, json: [String: Any]) {
-        let token = try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let r = try Command.run("/usr/bin/curl", ["-s", "-X", "POST", "-H", "Authorization: Bearer \(token)", "--data-binary", "@\(file.path)",
-                                                  "-w", "\n%{http_code}", "--max-time", "120", try appliance.webBase + "/api/har?name=\(file.lastPathComponent)"])
+        let token = try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        let r = try Command.run(
+            "/usr/bin/curl",
+            [
+                "-s", "-X", "POST", "-H", "Authorization: Bearer \(token)", "--data-binary", "@\(file.path)",
+                "-w", "\n%{http_code}", "--max-time", "120", try appliance.webBase + "/api/har?name=\(file.lastPathComponent)",
+            ])
         let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         let json = (try? JSONSerialization.jsonObject(with: Data(lines.dropLast().joined(separator: "\n").utf8))) as? [String: Any] ?? [:]
         return (Int(lines.last ?? "") ?? 0, json)
@@ -163,9 +174,10 @@ extension WebFrontProcessTests {
     @Test func aLargeHARImportIsBoundedLetsCaptureGoOnAndNeverEvictsCapturedExchanges() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}, "capture": {"max_exchanges": 50000}}
-            """)
+        let appliance = try Appliance(
+            settings: """
+                {"log_level": "info", "proxy": {"listen": ["127.0.0.1:0"]}, "tunnel": {"drain_seconds": 2}, "capture": {"max_exchanges": 50000}}
+                """)
         try appliance.start()
         try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
         let pid = Int32(try #require(try appliance.status().int("web.pid")))
@@ -181,10 +193,15 @@ extension WebFrontProcessTests {
 
         // 40,000 entries (10 MB) while capture goes on: all stored, every captured row kept.
         let file = try Self.har(appliance, entries: 40_000)
-        let live = try Command.start("/bin/sh", ["-c", """
-            for i in $(seq 1 20); do curl -s -o /dev/null -w '%{http_code}\\n' --max-time 10 -x http://127.0.0.1:\(try appliance.proxyPort) \
-              http://127.0.0.1:\(origin.port)/during/$i; sleep 0.1; done
-            """], in: appliance.base)
+        let live = try Command.start(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                for i in $(seq 1 20); do curl -s -o /dev/null -w '%{http_code}\\n' --max-time 10 -x http://127.0.0.1:\(try appliance.proxyPort) \
+                  http://127.0.0.1:\(origin.port)/during/$i; sleep 0.1; done
+                """,
+            ], in: appliance.base)
         let started = Date()
         let imported = try Self.importHAR(appliance, file)
         let seconds = Date().timeIntervalSince(started)
@@ -196,7 +213,9 @@ extension WebFrontProcessTests {
         let peak = Self.kilobytes(ProcessProbe.status(pid)["VmHWM"])
         let size = (try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int ?? 0) / 1024
         #expect(peak - resident < 160 * 1024, "peak \(peak) kB, \(resident) kB before, a file of \(size) kB, \(seconds) s")
-        print("HAR import: \(size) kB, 40000 entries in \(String(format: "%.1f", seconds)) s; web front \(resident) kB before, peak \(peak) kB")
+        print(
+            "HAR import: \(size) kB, 40000 entries in \(String(format: "%.1f", seconds)) s; web front \(resident) kB before, peak \(peak) kB"
+        )
 
         // The store full to capture.max_exchanges by an import: capture goes on within it.
         let rest = try Self.importHAR(appliance, try Self.har(appliance, entries: 9_975))
@@ -212,8 +231,11 @@ extension WebFrontProcessTests {
 /// real tunnel.
 extension WebFrontProcessTests {
     /// curl to the web front with the token as a bearer (a script's way in).
-    static func api(_ appliance: Appliance, _ method: String, _ path: String, body: String? = nil) throws -> (code: Int, json: [String: Any]) {
-        let token = try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    static func api(_ appliance: Appliance, _ method: String, _ path: String, body: String? = nil) throws -> (
+        code: Int, json: [String: Any]
+    ) {
+        let token = try String(contentsOf: appliance.group.appendingPathComponent("web-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         var args = ["-s", "-X", method, "-H", "Authorization: Bearer \(token)", "-w", "\n%{http_code}", "--max-time", "15"]
         if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
         let r = try Command.run("/usr/bin/curl", args + [try appliance.webBase + path])
@@ -225,10 +247,11 @@ extension WebFrontProcessTests {
     @Test func aHeldRequestEditedBadlyInThePageStaysHeldAndAGoodEditReachesTheOrigin() async throws {
         let origin = try await Origin.plain()
         defer { Task { await origin.stop() } }
-        let appliance = try Appliance(settings: """
-            {"proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"},
-             "breakpoints": {"request": ["127.0.0.1:\(origin.port)/echo-body/held*"], "timeout_seconds": 60}}
-            """)
+        let appliance = try Appliance(
+            settings: """
+                {"proxy": {"listen": ["127.0.0.1:0"]}, "web": {"listen": "127.0.0.1:0"},
+                 "breakpoints": {"request": ["127.0.0.1:\(origin.port)/echo-body/held*"], "timeout_seconds": 60}}
+                """)
         try appliance.start()
         try waitUntil("the web front is ready", timeout: 10) { try appliance.status().string("web.state") == "ready" }
         let base = "http://127.0.0.1:\(origin.port)/echo-body"
@@ -261,9 +284,12 @@ extension WebFrontProcessTests {
         #expect(done.code == 200 && done.json["outcome"] as? String == "edited", "\(done)")
         #expect(try client.finish().stdout == "origin POST /echo-body/held/a\nhello=page\n200")
         // Compose and resend through the tunnel: captured, the resend linked.
-        let composed = try Self.api(appliance, "POST", "/api/compose", body: try Self.json(["method": "PUT", "url": "\(base)/composed", "body": "new"]))
+        let composed = try Self.api(
+            appliance, "POST", "/api/compose", body: try Self.json(["method": "PUT", "url": "\(base)/composed", "body": "new"]))
         #expect(composed.code == 200 && composed.json["status"] as? Int == 200, "\(composed)")
-        let rows = try appliance.rows("the composed exchange is stored") { $0.contains { ($0["url"] as? String)?.hasSuffix("/composed") == true } }
+        let rows = try appliance.rows("the composed exchange is stored") {
+            $0.contains { ($0["url"] as? String)?.hasSuffix("/composed") == true }
+        }
         let original = try #require(rows.first { ($0["url"] as? String)?.hasSuffix("/composed") == true }?["id"] as? Int)
         #expect(rows.first { $0["id"] as? Int == original }?["method"] as? String == "PUT")
         let resent = try Self.api(appliance, "POST", "/api/exchanges/\(original)/resend", body: try Self.json(["body": "changed"]))

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Testing
+
 @testable import ProxyEngine
 
 @Suite struct BodyFileWriterTests {
@@ -15,7 +16,9 @@ import Testing
     }
 
     /// Appends `chunks` on the loop, as a handler does, then finishes.
-    private func stream(_ chunks: [ByteBuffer], into writer: BodyFileWriter, on loop: EventLoop) async throws -> (accepted: [Bool], result: Result<Int, BodyFileError>) {
+    private func stream(_ chunks: [ByteBuffer], into writer: BodyFileWriter, on loop: EventLoop) async throws -> (
+        accepted: [Bool], result: Result<Int, BodyFileError>
+    ) {
         let (accepted, late) = try await loop.submit { () -> ([Bool], Bool) in
             let taken = chunks.map { writer.append($0) }
             writer.finish()

@@ -3,14 +3,17 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import Testing
+
 @testable import ProxyEngine
 
 @Suite struct ClientPipelineTests {
     private func makeChannel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
-        try ProxyPipeline.startExplicitProxy(channel, services: ProxyServices(
-            stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
-            breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"), logger: Logger(label: "test")))
+        try ProxyPipeline.startExplicitProxy(
+            channel,
+            services: ProxyServices(
+                stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
+                breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"), logger: Logger(label: "test")))
         return channel
     }
 
@@ -71,7 +74,8 @@ import Testing
         #expect(ProxyTarget.parseAuthority("example.com:443", defaultPort: nil) == ProxyTarget(host: "example.com", port: 443))
         #expect(ProxyTarget.parseAuthority("example.com:0", defaultPort: nil) == nil)
         #expect(ProxyTarget.parseAuthority("exa mple.com:443", defaultPort: nil) == nil)
-        #expect(ProxyTarget.parseAbsoluteForm("HTTP://user:pw@Host.example:8080/x")?.target == ProxyTarget(host: "Host.example", port: 8080))
+        #expect(
+            ProxyTarget.parseAbsoluteForm("HTTP://user:pw@Host.example:8080/x")?.target == ProxyTarget(host: "Host.example", port: 8080))
         #expect(ProxyTarget.parseAbsoluteForm("http://bücher.example/")?.target.host == "bücher.example")
         #expect(ProxyTarget.parseAbsoluteForm("http://h.example:65536/") == nil)
         #expect(ProxyTarget.parseAbsoluteForm("http://h.example:/") == nil)
@@ -84,13 +88,17 @@ import Testing
     }
 
     @Test func hopByHopHeadersAreStripped() {
-        var headers = HTTPHeaders([("Connection", "close, X-Secret"), ("X-Secret", "1"), ("Proxy-Connection", "keep-alive"),
-                                   ("Keep-Alive", "timeout=5"), ("Accept", "*/*"), ("Content-Length", "3")])
+        var headers = HTTPHeaders([
+            ("Connection", "close, X-Secret"), ("X-Secret", "1"), ("Proxy-Connection", "keep-alive"),
+            ("Keep-Alive", "timeout=5"), ("Accept", "*/*"), ("Content-Length", "3"),
+        ])
         HopByHop.strip(&headers)
         #expect(headers.map(\.name).sorted() == ["Accept", "Content-Length"])
         // Names in any case; framing headers stay even when listed; order kept.
-        var mixed = HTTPHeaders([("X-A", "1"), ("CONNECTION", "x-secret, Transfer-Encoding"), ("x-SECRET", "2"), ("TE", "trailers"),
-                                 ("Transfer-Encoding", "chunked"), ("X-B", "3")])
+        var mixed = HTTPHeaders([
+            ("X-A", "1"), ("CONNECTION", "x-secret, Transfer-Encoding"), ("x-SECRET", "2"), ("TE", "trailers"),
+            ("Transfer-Encoding", "chunked"), ("X-B", "3"),
+        ])
         HopByHop.strip(&mixed)
         #expect(mixed.map(\.name) == ["X-A", "Transfer-Encoding", "X-B"])
         var plain = HTTPHeaders([("Host", "h"), ("Accept", "*/*")])

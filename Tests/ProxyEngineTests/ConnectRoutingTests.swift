@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import Testing
+
 @testable import ProxyEngine
 
 /// The router's CONNECT entry, through the explicit proxy's own HTTP layer
@@ -27,9 +28,10 @@ import Testing
             try TestAuthority.install(in: interception)
             let engine = RuleEngine()
             if let rules { engine.apply(try AppSettings.decode("{\"rules\": [\(rules)]}").settings) }
-            let services = ProxyServices(stats: TrafficStats(), interception: interception, rules: engine,
-                                         breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                         capture: sink, timeouts: timeouts, logger: Logger(label: "test"), connector: connector)
+            let services = ProxyServices(
+                stats: TrafficStats(), interception: interception, rules: engine,
+                breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+                capture: sink, timeouts: timeouts, logger: Logger(label: "test"), connector: connector)
             try ProxyPipeline.startExplicitProxy(client, services: services)
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
         }
@@ -70,7 +72,9 @@ import Testing
     @Test func aClientHelloInTheSameReadAsTheConnectGoesToTLS() throws {
         let h = try Harness()
         let hello = try ConnectionRouterTests.clientHello(sni: "intercepted.example")
-        try h.send(Array("CONNECT intercepted.example:443 HTTP/1.1\r\nHost: intercepted.example:443\r\n\r\n".utf8) + Array(hello.readableBytesView))
+        try h.send(
+            Array("CONNECT intercepted.example:443 HTTP/1.1\r\nHost: intercepted.example:443\r\n\r\n".utf8) + Array(hello.readableBytesView)
+        )
         let answer = try h.clientReceived()
         let head = Array(Self.established.utf8)
         #expect(Array(answer.prefix(head.count)) == head)
@@ -86,8 +90,11 @@ import Testing
         let h = try Harness()
         try h.send("CONNECT intercepted.example:80 HTTP/1.1\r\nHost: intercepted.example:80\r\n\r\n")
         _ = try h.clientReceived()
-        try h.send(H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1,
-                                                 H2Wire.request("/g", authority: "intercepted.example")))
+        try h.send(
+            H2Wire.opening
+                + H2Wire.frame(
+                    .headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1,
+                    H2Wire.request("/g", authority: "intercepted.example")))
         #expect(h.connector.dials == ["intercepted.example:80"])
         // The client chose HTTP/2 with prior knowledge: so does the proxy towards the origin.
         #expect(try h.upstreamReceived().hasPrefix("PRI * HTTP/2.0\r\n"))

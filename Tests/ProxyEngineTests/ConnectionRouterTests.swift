@@ -5,6 +5,7 @@ import NIOCore
 import NIOEmbedded
 import NIOSSL
 import Testing
+
 @testable import ProxyEngine
 
 /// The router for redirected (transparent) and SOCKS5 connections on
@@ -28,17 +29,20 @@ import Testing
         /// SOCKS5's peer, open before the router came.
         let socksPeer: EmbeddedChannel?
 
-        init(original: ProxyTarget = ProxyTarget(host: "10.0.0.9", port: 80), sslProxying: [String] = [], authority: Bool = false,
-             timeouts: AppSettings.Timeouts = .init(), socks: SOCKSEntry? = nil) throws {
+        init(
+            original: ProxyTarget = ProxyTarget(host: "10.0.0.9", port: 80), sslProxying: [String] = [], authority: Bool = false,
+            timeouts: AppSettings.Timeouts = .init(), socks: SOCKSEntry? = nil
+        ) throws {
             connector = Connector(loop: client.embeddedEventLoop)
             let interception = Interception()
             var settings = AppSettings()
             settings.sslInclude = sslProxying
             interception.apply(settings)
             if authority { try TestAuthority.install(in: interception) }
-            var services = ProxyServices(stats: TrafficStats(), interception: interception, rules: RuleEngine(),
-                                         breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                         capture: sink, timeouts: timeouts, logger: Logger(label: "test"), connector: connector)
+            var services = ProxyServices(
+                stats: TrafficStats(), interception: interception, rules: RuleEngine(),
+                breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+                capture: sink, timeouts: timeouts, logger: Logger(label: "test"), connector: connector)
             services.peer = CapturePeer(device: "10.0.0.2", frontEnd: socks == nil ? "transparent" : "socks5")
             services.dnsNames = names
             try client.connect(to: SocketAddress(ipAddress: "10.0.0.2", port: 40000)).wait()
@@ -49,7 +53,8 @@ import Testing
                 socksPeer = peer
                 let tunnel = UpstreamDial.Tunnel(early: nil)
                 try client.pipeline.syncOperations.addHandler(
-                    ConnectionRouter(owner: owner, entry: .socks(original, pinned: socks.pinned, peer: peer, tunnel: tunnel, rule: socks.rule)))
+                    ConnectionRouter(
+                        owner: owner, entry: .socks(original, pinned: socks.pinned, peer: peer, tunnel: tunnel, rule: socks.rule)))
             } else {
                 socksPeer = nil
                 try client.pipeline.syncOperations.addHandler(ConnectionRouter(owner: owner, entry: .redirected(original)))
@@ -186,7 +191,10 @@ import Testing
 
     @Test func h2cOnARedirectedConnectionIsReadAsHTTP2() throws {
         let h = try Harness()
-        try h.send(ByteBuffer(bytes: H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/x"))))
+        try h.send(
+            ByteBuffer(
+                bytes: H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/x"))
+            ))
         #expect(h.connector.dials == ["example.com:80"] && h.connector.overrides == ["10.0.0.9"])
         // The client chose HTTP/2 with prior knowledge: so does the proxy towards the origin.
         var upstream = try h.upstreamReceived()

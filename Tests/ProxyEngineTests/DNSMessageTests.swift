@@ -1,19 +1,37 @@
 import Testing
+
 @testable import ProxyEngine
 
 @Suite struct DNSMessageTests {
     // Captured: a query for www.github.com AAAA (python socket, RD) and the
     // NXDOMAIN the resolver sent back.
-    static let capturedQuery: [UInt8] = [18, 52, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 119, 119, 119, 6, 103, 105, 116, 104, 117, 98, 3, 99, 111, 109, 0, 0, 28, 0, 1]
-    static let capturedNXDomain: [UInt8] = [18, 52, 129, 131, 0, 1, 0, 0, 0, 0, 0, 0, 3, 119, 119, 119, 6, 103, 105, 116, 104, 117, 98, 3, 99, 111, 109, 0, 0, 28, 0, 1]
+    static let capturedQuery: [UInt8] = [
+        18, 52, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 119, 119, 119, 6, 103, 105, 116, 104, 117, 98, 3, 99, 111, 109, 0, 0, 28, 0, 1,
+    ]
+    static let capturedNXDomain: [UInt8] = [
+        18, 52, 129, 131, 0, 1, 0, 0, 0, 0, 0, 0, 3, 119, 119, 119, 6, 103, 105, 116, 104, 117, 98, 3, 99, 111, 109, 0, 0, 28, 0, 1,
+    ]
     // Written the way servers compress (every suffix already written is
     // pointed to, case-insensitively): www.GitHub.com A, a CNAME to
     // github.com (a pointer into the question, so "GitHub.com") and its A.
-    static let cnameAndA: [UInt8] = [138, 31, 129, 128, 0, 1, 0, 2, 0, 0, 0, 0, 3, 119, 119, 119, 6, 71, 105, 116, 72, 117, 98, 3, 99, 111, 109, 0, 0, 1, 0, 1, 192, 12, 0, 5, 0, 1, 0, 0, 14, 16, 0, 2, 192, 16, 192, 16, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 140, 82, 121, 4]
+    static let cnameAndA: [UInt8] = [
+        138, 31, 129, 128, 0, 1, 0, 2, 0, 0, 0, 0, 3, 119, 119, 119, 6, 71, 105, 116, 72, 117, 98, 3, 99, 111, 109, 0, 0, 1, 0, 1, 192, 12,
+        0, 5, 0, 1, 0, 0, 14, 16, 0, 2, 192, 16, 192, 16, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 140, 82, 121, 4,
+    ]
     // v6.example AAAA: fd77:2::2, ::1, 2001:db8:0:0:1:0:0:1, 2001:db8:0:1:1:1:1:1, ::ffff:192.0.2.1.
-    static let aaaa: [UInt8] = [1, 2, 129, 128, 0, 1, 0, 5, 0, 0, 0, 0, 2, 118, 54, 7, 101, 120, 97, 109, 112, 108, 101, 0, 0, 28, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 253, 119, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 32, 1, 13, 184, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 32, 1, 13, 184, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 192, 0, 2, 1]
+    static let aaaa: [UInt8] = [
+        1, 2, 129, 128, 0, 1, 0, 5, 0, 0, 0, 0, 2, 118, 54, 7, 101, 120, 97, 109, 112, 108, 101, 0, 0, 28, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0,
+        1, 44, 0, 16, 253, 119, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 32, 1, 13, 184, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 192, 12, 0,
+        28, 0, 1, 0, 0, 1, 44, 0, 16, 32, 1, 13, 184, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 192, 12, 0, 28, 0, 1, 0, 0, 1, 44, 0, 16, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 255, 255, 192, 0, 2, 1,
+    ]
     // example.org MX (AA set): MX 10 mail.example.org, a TYPE99 of 12 bytes, an HTTPS of 10.
-    static let mxAndOthers: [UInt8] = [66, 66, 133, 128, 0, 1, 0, 3, 0, 0, 0, 0, 7, 101, 120, 97, 109, 112, 108, 101, 3, 111, 114, 103, 0, 0, 15, 0, 1, 192, 12, 0, 15, 0, 1, 0, 1, 81, 128, 0, 9, 0, 10, 4, 109, 97, 105, 108, 192, 12, 192, 12, 0, 99, 0, 1, 0, 0, 0, 5, 0, 12, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 192, 12, 0, 65, 0, 1, 0, 0, 0, 5, 0, 10, 0, 1, 0, 0, 1, 0, 3, 2, 104, 50]
+    static let mxAndOthers: [UInt8] = [
+        66, 66, 133, 128, 0, 1, 0, 3, 0, 0, 0, 0, 7, 101, 120, 97, 109, 112, 108, 101, 3, 111, 114, 103, 0, 0, 15, 0, 1, 192, 12, 0, 15, 0,
+        1, 0, 1, 81, 128, 0, 9, 0, 10, 4, 109, 97, 105, 108, 192, 12, 192, 12, 0, 99, 0, 1, 0, 0, 0, 5, 0, 12, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+        10, 11, 192, 12, 0, 65, 0, 1, 0, 0, 0, 5, 0, 10, 0, 1, 0, 0, 1, 0, 3, 2, 104, 50,
+    ]
     static let valid = [capturedQuery, capturedNXDomain, cnameAndA, aaaa, mxAndOthers]
 
     static func header(id: UInt16 = 0x1234, flags: UInt16, questions: UInt16, answers: UInt16 = 0, additional: UInt16 = 0) -> [UInt8] {
@@ -30,8 +48,11 @@ import Testing
 
     @Test func aCapturedQueryAndNXDomainReply() throws {
         let query = try #require(DNSMessage(parsing: Self.capturedQuery))
-        #expect(query == DNSMessage(id: 0x1234, isResponse: false, opcode: 0, rcode: 0, truncated: false,
-                                    questions: [.init(name: "www.github.com", type: 28, qclass: 1)], answers: []))
+        #expect(
+            query
+                == DNSMessage(
+                    id: 0x1234, isResponse: false, opcode: 0, rcode: 0, truncated: false,
+                    questions: [.init(name: "www.github.com", type: 28, qclass: 1)], answers: []))
         let reply = try #require(DNSMessage(parsing: Self.capturedNXDomain))
         #expect(reply.isResponse && reply.rcode == 3 && reply.answers.isEmpty)
         #expect(DNSMessage.rcodeName(reply.rcode) == "NXDOMAIN")
@@ -43,10 +64,11 @@ import Testing
         let message = try #require(DNSMessage(parsing: Self.cnameAndA))
         #expect(message.id == 0x8A1F && message.isResponse && message.opcode == 0 && message.rcode == 0 && !message.truncated)
         #expect(message.questions == [.init(name: "www.GitHub.com", type: 1, qclass: 1)])
-        #expect(message.answers == [
-            .init(name: "www.GitHub.com", type: 5, ttl: 3600, data: .name("GitHub.com")),
-            .init(name: "GitHub.com", type: 1, ttl: 60, data: .a("140.82.121.4")),
-        ])
+        #expect(
+            message.answers == [
+                .init(name: "www.GitHub.com", type: 5, ttl: 3600, data: .name("GitHub.com")),
+                .init(name: "GitHub.com", type: 1, ttl: 60, data: .a("140.82.121.4")),
+            ])
         #expect(message.answerTexts == ["CNAME GitHub.com", "140.82.121.4"])
     }
 
@@ -84,7 +106,8 @@ import Testing
     @Test func rdataOfTheWrongShapeIsKeptRaw() throws {
         // An A of 3 bytes; a CNAME whose name runs past its rdata (into the
         // next owner's root label); a PTR pointing out of the message.
-        let bytes = Self.header(flags: 0x8180, questions: 0, answers: 3)
+        let bytes =
+            Self.header(flags: 0x8180, questions: 0, answers: 3)
             + [0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 3, 1, 2, 3]
             + [0, 0, 5, 0, 1, 0, 0, 0, 1, 0, 2, 1, 0x61, 0]
             + [0, 12, 0, 1, 0, 0, 0, 1, 0, 2, 0xFF, 0xFF]
@@ -94,7 +117,8 @@ import Testing
     }
 
     @Test func namesAreKeptAsSentWithOddBytesEscaped() throws {
-        let bytes = Self.header(flags: 0, questions: 2) + Self.name([Array("a.b\\".utf8) + [0x20, 0xFF], Array("Ex".utf8)]) + [0, 1, 0, 1]
+        let bytes =
+            Self.header(flags: 0, questions: 2) + Self.name([Array("a.b\\".utf8) + [0x20, 0xFF], Array("Ex".utf8)]) + [0, 1, 0, 1]
             + [0] + [0, 2, 0, 1]
         let message = try #require(DNSMessage(parsing: bytes))
         #expect(message.questions.map(\.name) == ["a\\.b\\\\\\032\\255.Ex", "."])
@@ -176,7 +200,8 @@ import Testing
 
     @Test func replyToAQueryRoundTrips() throws {
         // Opcode 0 with RD and CD, two questions (the second compressed), an EDNS OPT.
-        let query = Self.header(id: 0xABCD, flags: 0x0110, questions: 2, additional: 1)
+        let query =
+            Self.header(id: 0xABCD, flags: 0x0110, questions: 2, additional: 1)
             + Self.name("Example.com") + [0, 1, 0, 1] + [3, 0x77, 0x77, 0x77, 0xC0, 12, 0, 28, 0, 1]
             + [0, 0, 41, 4, 0xD0, 0, 0, 0, 0, 0, 0]
         let questionEnd = query.count - 11
@@ -201,8 +226,10 @@ import Testing
     }
 
     @Test func typeAndRcodeNames() {
-        let types: [UInt16: String] = [1: "A", 28: "AAAA", 5: "CNAME", 15: "MX", 16: "TXT", 65: "HTTPS", 64: "SVCB",
-                                       12: "PTR", 2: "NS", 6: "SOA", 33: "SRV", 255: "ANY", 65534: "TYPE65534", 99: "TYPE99"]
+        let types: [UInt16: String] = [
+            1: "A", 28: "AAAA", 5: "CNAME", 15: "MX", 16: "TXT", 65: "HTTPS", 64: "SVCB",
+            12: "PTR", 2: "NS", 6: "SOA", 33: "SRV", 255: "ANY", 65534: "TYPE65534", 99: "TYPE99",
+        ]
         for (type, name) in types { #expect(DNSMessage.typeName(type) == name) }
         let rcodes: [UInt8: String] = [0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED", 12: "RCODE12"]
         for (rcode, name) in rcodes { #expect(DNSMessage.rcodeName(rcode) == name) }

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+
 @testable import ProxyEngine
 
 @Suite struct DeviceRegistryTests {
@@ -42,7 +43,9 @@ import Testing
     }
 
     @Test func onlyAllowedClientsGetInOffLoopback() throws {
-        let r = try registry("{\"access\": {\"allow\": [\"192.168.1.0/24\"], \"grants\": [{\"address\": \"10.9.9.9\", \"until\": \"2099-01-01T00:00:00Z\"}]}}")
+        let r = try registry(
+            "{\"access\": {\"allow\": [\"192.168.1.0/24\"], \"grants\": [{\"address\": \"10.9.9.9\", \"until\": \"2099-01-01T00:00:00Z\"}]}}"
+        )
         #expect(r.admits(try address("192.168.1.7"), listenerIsLoopback: false))
         #expect(r.admits(try address("::ffff:192.168.1.7"), listenerIsLoopback: false))
         #expect(r.admits(try address("10.9.9.9"), listenerIsLoopback: false))
@@ -55,7 +58,8 @@ import Testing
     }
 
     @Test func aGrantSaysWhenItEndsAndAskingAgainCountsNothing() throws {
-        let r = try registry("""
+        let r = try registry(
+            """
             {"access": {"allow": ["192.168.1.0/24"], "grants": [{"address": "10.9.9.9", "until": "2099-01-01T00:00:00Z"},
                                                                {"address": "10.9.9.0/24", "until": "2098-01-01T00:00:00Z"}]}}
             """)

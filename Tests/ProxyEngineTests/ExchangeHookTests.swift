@@ -1,6 +1,6 @@
 import BusymateShared
-import Foundation
 import CaptureStore
+import Foundation
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -8,6 +8,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import Testing
+
 @testable import ProxyEngine
 
 /// Hooks as mitmproxy's addons: one list per connection, each hook told
@@ -21,14 +22,18 @@ import Testing
             heard.append("requestHead \(flow.url)")
             head.headers.add(name: "X-Addon", value: "1")
         }
-        func requestBody(_ part: ByteBuffer, _ fate: BodyPartFate, _ flow: inout ExchangeFlow) { heard.append("requestBody \(part.readableBytes)") }
+        func requestBody(_ part: ByteBuffer, _ fate: BodyPartFate, _ flow: inout ExchangeFlow) {
+            heard.append("requestBody \(part.readableBytes)")
+        }
         func upstreamConnected(to server: SocketAddress?, _ flow: inout ExchangeFlow) { heard.append("upstreamConnected") }
         func responseHead(_ head: inout HTTPResponseHead, _ flow: inout ExchangeFlow) {
             heard.append("responseHead \(head.status.code)")
             head.headers.add(name: "X-Addon-Saw", value: "\(flow.requestID != nil)")
         }
         func responseHeadSent(_ head: HTTPResponseHead, _ flow: inout ExchangeFlow) { heard.append("responseHeadSent") }
-        func responseBody(_ part: ByteBuffer, _ fate: BodyPartFate, _ flow: inout ExchangeFlow) { heard.append("responseBody \(part.readableBytes)") }
+        func responseBody(_ part: ByteBuffer, _ fate: BodyPartFate, _ flow: inout ExchangeFlow) {
+            heard.append("responseBody \(part.readableBytes)")
+        }
         func ended(error: String?, _ flow: inout ExchangeFlow) {
             heard.append("ended")
             flow.notes.append("seen by an addon")
@@ -49,8 +54,9 @@ import Testing
         let h = try ProxyPipelineTests.Harness(hooks: { services in
             let base = HookList(services)
             // Before the capture (last): the row records what the addon sent on.
-            return HookList(Array(base.all.dropLast()) + [listener, heads] + [base.all.last].compactMap { $0 }, stats: services.stats,
-                            capture: base.capture)
+            return HookList(
+                Array(base.all.dropLast()) + [listener, heads] + [base.all.last].compactMap { $0 }, stats: services.stats,
+                capture: base.capture)
         })
         try h.send("POST http://example.com/up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\n\r\nabc")
         #expect(try h.upstreamReceived().contains("X-Addon: 1\r\n"), "the addon's request edit went upstream")
@@ -58,8 +64,11 @@ import Testing
         let answer = try h.clientReceived()
         #expect(answer.contains("X-Addon-Saw: true"), "the addon's response edit reached the client: \(answer)")
         // The body waits for the upstream connection, and is told as it goes on.
-        #expect(listener.heard == ["requestHead http://example.com/up", "upstreamConnected", "requestBody 3", "responseHead 200",
-                                   "responseHeadSent", "responseBody 2", "ended"], "\(listener.heard)")
+        #expect(
+            listener.heard == [
+                "requestHead http://example.com/up", "upstreamConnected", "requestBody 3", "responseHead 200",
+                "responseHeadSent", "responseBody 2", "ended",
+            ], "\(listener.heard)")
         // A hook that takes no bodies is not called for them.
         #expect(heads.heads == 1 && heads.bodies == 0)
         let row = try #require(h.sink.rows.first)
@@ -71,9 +80,10 @@ import Testing
     /// an HTTP/2 stream's exchange gets a copy of its connection's services
     /// (naming the stream), and with it the same list.
     @Test func theHookListIsMadeOncePerConnectionAndSharedByItsStreams() throws {
-        let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
-                                     breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                     capture: ProxyPipelineTests.RecordingSink(), logger: Logger(label: "test"))
+        let services = ProxyServices(
+            stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
+            breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+            capture: ProxyPipelineTests.RecordingSink(), logger: Logger(label: "test"))
         #expect(services.hooks == nil)
         let connection = ProxyPipeline(channel: EmbeddedChannel(), services: services)
         let list = try #require(connection.services.hooks)
@@ -107,7 +117,9 @@ import Testing
             stored.id = 7
             return eventLoop.makeSucceededFuture(stored)
         }
-        func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+        func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop)
+            -> EventLoopFuture<Void>
+        {
             outcomeList.withLock { $0.append((id, outcome)) }
             return eventLoop.makeSucceededVoidFuture()
         }
@@ -118,8 +130,9 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let sink = BreakpointSink()
-        let breakpoints = BreakpointController(store: StoreHandle(try CaptureDatabase(paths: GroupPaths(root: dir))), records: sink, notifier: nil,
-                                               groupPath: dir.path)
+        let breakpoints = BreakpointController(
+            store: StoreHandle(try CaptureDatabase(paths: GroupPaths(root: dir))), records: sink, notifier: nil,
+            groupPath: dir.path)
         breakpoints.apply(try AppSettings.decode(#"{"breakpoints": {"request": ["example.com/held"], "timeout_seconds": 0}}"#).settings)
         // A real loop: the outcome is recorded on NIO's thread pool, which
         // hands back to the loop; an EmbeddedEventLoop cannot be handed to.
@@ -127,8 +140,9 @@ import Testing
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
         let message = try RawHTTPMessage.parse(Array("GET /held HTTP/1.1\r\nHost: example.com\r\n\r\n".utf8), as: .request)
-        let resolution = breakpoints.pause(message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
-                                           url: "http://example.com/held", on: loop)
+        let resolution = breakpoints.pause(
+            message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
+            url: "http://example.com/held", on: loop)
         let dropped = Atomic<Int>(0)
         resolution.whenSuccess { resolved in
             if case .dropped = resolved { dropped.store(1, ordering: .relaxed) } else { dropped.store(2, ordering: .relaxed) }

@@ -1,5 +1,6 @@
 import NIOCore
 import Testing
+
 @testable import ProxyEngine
 
 /// What a connection's first bytes are, on its own: the router's only

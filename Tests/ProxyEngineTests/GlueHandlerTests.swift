@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import Testing
+
 @testable import ProxyEngine
 
 /// Two channels glued byte for byte: bytes cross, a side that cannot take

@@ -7,7 +7,10 @@ import NIOHPACK
 enum H2Wire {
     static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
-    enum Kind: UInt8 { case data = 0, headers = 1, priority = 2, rstStream = 3, settings = 4, pushPromise = 5, ping = 6, goaway = 7, windowUpdate = 8, continuation = 9 }
+    enum Kind: UInt8 {
+        case data = 0, headers = 1, priority = 2, rstStream = 3, settings = 4, pushPromise = 5, ping = 6, goaway = 7, windowUpdate = 8,
+            continuation = 9
+    }
     static let endStream: UInt8 = 0x1, ack: UInt8 = 0x1, endHeaders: UInt8 = 0x4
     static let enhanceYourCalm: UInt32 = 0xB, cancel: UInt32 = 0x8, compressionError: UInt32 = 0x9, protocolError: UInt32 = 0x1
 
@@ -16,7 +19,9 @@ enum H2Wire {
         return [UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), kind.rawValue, flags] + be32(stream) + payload
     }
 
-    static func be32(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
+    static func be32(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24 & 0xFF), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)]
+    }
 
     /// HPACK's integer with an N-bit prefix (RFC 7541 §5.1), `flags` in the first byte's high bits.
     static func integer(_ value: Int, prefix: Int, flags: UInt8) -> [UInt8] {

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import Testing
+
 @testable import ProxyEngine
 
 /// The HTTP/1 connection's own state as events and actions, on a clock the

@@ -4,6 +4,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import Testing
+
 @testable import ProxyEngine
 
 /// The HTTP/1 connection layer on a channel whose clock the test moves:
@@ -43,9 +44,10 @@ import Testing
         var timeouts = AppSettings.Timeouts()
         timeouts.drainIdleWait = drainWait
         timeouts.requestHead = 5
-        let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
-                                     breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                     capture: ProxyPipelineTests.RecordingSink(), logger: Logger(label: "test"))
+        let services = ProxyServices(
+            stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
+            breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+            capture: ProxyPipelineTests.RecordingSink(), logger: Logger(label: "test"))
         let recorder = Recorder()
         let channel = EmbeddedChannel()
         let connection = HTTP1ServerConnection(timeouts: timeouts, hooks: ExchangeHooks(services: services), logger: Logger(label: "test"))

@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import Testing
+
 @testable import ProxyEngine
 
 /// Streams answered in one event loop tick share one flush of their HTTP/2
@@ -32,9 +33,11 @@ import Testing
 
     @Test func answersFromTwoOriginsInOneTickReachTheClientInOneFlush() throws {
         let h = try Harness()
-        try HTTP2HostileClientTests.send(h, H2Wire.opening
-            + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/a"))
-            + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 3, H2Wire.request("/b")))
+        try HTTP2HostileClientTests.send(
+            h,
+            H2Wire.opening
+                + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/a"))
+                + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 3, H2Wire.request("/b")))
         #expect(h.connector.upstreams.count == 2, "dials: \(h.connector.dials)")
         _ = try HTTP2HostileClientTests.received(h)
         let counter = FlushCounter()
@@ -57,7 +60,8 @@ import Testing
     @Test func requestsReadTogetherReachAnHTTP2OriginInOneFlush() throws {
         let h = try Harness()
         func call(_ stream: UInt32) -> [UInt8] {
-            let head = H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
+            let head =
+                H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
                 + H2Wire.literal("content-type", "application/grpc") + H2Wire.literal("te", "trailers")
             return H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: stream, head)
                 + H2Wire.frame(.data, flags: H2Wire.endStream, stream: stream, [0, 0, 0, 0, 3, 0x0a, 1, 0x78])

@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import Testing
+
 @testable import ProxyEngine
 
 /// Hostile HTTP/2 clients at the client-facing layer: an h2c client of the
@@ -33,7 +34,8 @@ import Testing
 
     @Test func anH2CRequestGoesUpstreamAndItsAnswerComesBackOnItsStream() throws {
         let h = try Harness()
-        try Self.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/x")))
+        try Self.send(
+            h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/x")))
         #expect(h.connector.dials == ["example.com:80"])
         #expect(try h.upstreamReceived().hasPrefix("GET /x HTTP/1.1\r\n"))
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
@@ -50,7 +52,8 @@ import Testing
     /// fetched in plain text from the named port.
     @Test func anH2CRequestForHTTPSIsRefusedNotFetchedInPlainText() throws {
         let h = try Harness()
-        let request = H2Wire.literal(":method", "GET") + H2Wire.literal(":scheme", "https") + H2Wire.literal(":authority", "example.com:443")
+        let request =
+            H2Wire.literal(":method", "GET") + H2Wire.literal(":scheme", "https") + H2Wire.literal(":authority", "example.com:443")
             + H2Wire.literal(":path", "/secret")
         try Self.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, request))
         h.client.embeddedEventLoop.run()
@@ -64,7 +67,8 @@ import Testing
         let opaque = Array("busymate".utf8)
         try Self.send(h, H2Wire.opening + H2Wire.frame(.ping, opaque))
         let frames = try Self.received(h)
-        #expect(frames.contains { $0.is(.ping) && $0.flags == H2Wire.ack && $0.stream == 0 && $0.payload == opaque }, "\(frames.map(\.kind))")
+        #expect(
+            frames.contains { $0.is(.ping) && $0.flags == H2Wire.ack && $0.stream == 0 && $0.payload == opaque }, "\(frames.map(\.kind))")
         #expect(h.client.isActive)
     }
 
@@ -107,7 +111,9 @@ import Testing
         #expect(!h.client.isActive)
         let dials = h.connector.dials.count
         #expect(dials <= HTTP2Limits.maxResets + 1, "\(dials) dials for a Rapid Reset")
-        #expect(h.connector.upstreams.allSatisfy { !$0.isActive }, "\(h.connector.upstreams.filter(\.isActive).count) upstream connections left open")
+        #expect(
+            h.connector.upstreams.allSatisfy { !$0.isActive },
+            "\(h.connector.upstreams.filter(\.isActive).count) upstream connections left open")
     }
 
     /// CVE-2024-27316 class: a header block that never ends.
@@ -138,7 +144,9 @@ import Testing
         let h = try Harness()
         let big = String(repeating: "b", count: 4000)
         let copies = HTTP2Limits.maxHeaderListSize / 4000 + 4
-        let block = H2Wire.request("/bomb") + H2Wire.literal("x-bomb", big, indexed: true) + Array(repeating: H2Wire.indexed(62), count: copies).flatMap { $0 }
+        let block =
+            H2Wire.request("/bomb") + H2Wire.literal("x-bomb", big, indexed: true)
+            + Array(repeating: H2Wire.indexed(62), count: copies).flatMap { $0 }
         #expect(block.count < 16_384 && (copies + 1) * 4000 > HTTP2Limits.maxHeaderListSize)
         try? Self.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, block))
         let frames = try Self.received(h)
@@ -217,7 +225,8 @@ import Testing
         let h = try Harness()
         try Self.send(h, H2Wire.opening)
         _ = try Self.received(h)
-        try Self.send(h, Array(repeating: H2Wire.frame(.settings) + H2Wire.frame(.ping, Array(repeating: 7, count: 8)), count: 50).flatMap { $0 })
+        try Self.send(
+            h, Array(repeating: H2Wire.frame(.settings) + H2Wire.frame(.ping, Array(repeating: 7, count: 8)), count: 50).flatMap { $0 })
         let frames = try Self.received(h)
         #expect(frames.filter { $0.is(.settings) && $0.flags == H2Wire.ack }.count == 50)
         #expect(frames.filter { $0.is(.ping) && $0.flags == H2Wire.ack }.count == 50)

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHPACK
 import Testing
+
 @testable import ProxyEngine
 
 /// An origin HTTP/2 connection that breaks the protocol: NIO's client
@@ -15,11 +16,14 @@ import Testing
     /// not 504 after timeouts.upstream_response_seconds.
     @Test func anOriginThatAnswersH2CWithHTTP1FailsTheCallAtOnce() throws {
         let h = try Harness()
-        let head = H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
+        let head =
+            H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
             + H2Wire.literal("content-type", "application/grpc") + H2Wire.literal("te", "trailers")
-        try HTTP2HostileClientTests.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: 1, head)
-            + H2Wire.frame(.data, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x78])
-            + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.literal("x-trailer", "t")))
+        try HTTP2HostileClientTests.send(
+            h,
+            H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: 1, head)
+                + H2Wire.frame(.data, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x78])
+                + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.literal("x-trailer", "t")))
         #expect(h.connector.dials == ["api.test:80"])
         #expect(try h.upstreamReceived().hasPrefix("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), "the call goes to the origin as h2c")
         try? h.upstreamSends("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
@@ -37,14 +41,18 @@ import Testing
     /// and is answered from there, not failed as a 502.
     @Test func aGoawayInTheSameReadAsTheFirstSettingsSendsTheStreamAgain() throws {
         let h = try Harness()
-        let head = H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
+        let head =
+            H2Wire.request("/grpc.Echo/Say", method: "POST", authority: "api.test")
             + H2Wire.literal("content-type", "application/grpc") + H2Wire.literal("te", "trailers")
-        try HTTP2HostileClientTests.send(h, H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: 1, head)
-            + H2Wire.frame(.data, flags: H2Wire.endStream, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x78]))
+        try HTTP2HostileClientTests.send(
+            h,
+            H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: 1, head)
+                + H2Wire.frame(.data, flags: H2Wire.endStream, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x78]))
         #expect(h.connector.dials == ["api.test:80"])
         #expect(try h.upstreamReceived().hasPrefix("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), "the call goes to the origin as h2c")
         // SETTINGS and GOAWAY(last-stream-id 0, NO_ERROR) in one read.
-        try h.connector.upstreams[0].writeInbound(ByteBuffer(bytes: H2Wire.frame(.settings) + H2Wire.frame(.goaway, H2Wire.be32(0) + H2Wire.be32(0))))
+        try h.connector.upstreams[0].writeInbound(
+            ByteBuffer(bytes: H2Wire.frame(.settings) + H2Wire.frame(.goaway, H2Wire.be32(0) + H2Wire.be32(0))))
         h.client.embeddedEventLoop.run()
         #expect(h.connector.dials == ["api.test:80", "api.test:80"], "the stream the origin did not process is dialled anew")
         guard h.connector.upstreams.count == 2 else { return }
@@ -55,10 +63,13 @@ import Testing
         #expect(bytes.starts(with: H2Wire.preface), "the second connection is h2c too")
         let sent = H2Wire.frames(Array(bytes.dropFirst(H2Wire.preface.count)))
         #expect(sent.frames.contains { $0.is(.headers) && $0.stream == 1 }, "the call's stream is sent on the new connection")
-        try h.connector.upstreams[1].writeInbound(ByteBuffer(bytes: H2Wire.frame(.headers, flags: H2Wire.endHeaders, stream: 1,
-                                                                                  H2Wire.literal(":status", "200") + H2Wire.literal("content-type", "application/grpc"))
-            + H2Wire.frame(.data, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x79])
-            + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.literal("grpc-status", "0"))))
+        try h.connector.upstreams[1].writeInbound(
+            ByteBuffer(
+                bytes: H2Wire.frame(
+                    .headers, flags: H2Wire.endHeaders, stream: 1,
+                    H2Wire.literal(":status", "200") + H2Wire.literal("content-type", "application/grpc"))
+                    + H2Wire.frame(.data, stream: 1, [0, 0, 0, 0, 3, 0x0a, 1, 0x79])
+                    + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.literal("grpc-status", "0"))))
         h.client.embeddedEventLoop.run()
         let frames = try HTTP2HostileClientTests.received(h)
         var decoder = HPACKDecoder(allocator: .init())

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import Testing
+
 @testable import ProxyEngine
 
 /// The one-check deadline on an `EmbeddedEventLoop`, whose clock the test moves.

@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import Testing
+
 @testable import ProxyEngine
 
 /// A refusal counts as pinning only from a client that trusts our CA for

@@ -1,14 +1,16 @@
+import BusymateShared
+import CaptureStore
 import Logging
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import Testing
-import BusymateShared
-import CaptureStore
+
 @testable import ProxyEngine
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A client connection's pipeline as the tunnel builds it, on
 /// `EmbeddedChannel`s, with the network replaced by `EmbeddedConnector`:
@@ -28,8 +30,10 @@ import CaptureStore
 
         init(loop: EmbeddedEventLoop) { self.loop = loop }
 
-        func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
-                     initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
+        func connect(
+            _ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+            initialize: @escaping @Sendable (Channel) throws -> Void
+        ) -> EventLoopFuture<Channel> {
             dials.append(dial.target.description)
             overrides.append(override)
             if refuse { return loop.makeFailedFuture(IOError(errnoCode: ECONNREFUSED, reason: "connect")) }
@@ -87,9 +91,13 @@ import CaptureStore
         init(holding pattern: String) { self.pattern = pattern }
         var isEmpty: Bool { pattern.isEmpty }
         var usesFilters: Bool { false }
-        func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool { kind == .request && url.contains(pattern) }
-        func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
-                   on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> {
+        func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool {
+            kind == .request && url.contains(pattern)
+        }
+        func pause(
+            _ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+            on eventLoop: EventLoop
+        ) -> EventLoopFuture<BreakpointResolution> {
             let promise = eventLoop.makePromise(of: BreakpointResolution.self)
             held.append((url, message, promise))
             return promise.futureResult
@@ -103,17 +111,20 @@ import CaptureStore
         let sink = RecordingSink()
 
         /// `hooks`: the connection's hook list, made from its services (nil: the usual one).
-        init(answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil, rules: String? = nil,
-             hooks: ((ProxyServices) -> HookList)? = nil) throws {
+        init(
+            answerAtOnce: Bool = true, refuse: Bool = false, breakpoints: (any BreakpointHolds)? = nil, rules: String? = nil,
+            hooks: ((ProxyServices) -> HookList)? = nil
+        ) throws {
             client = EmbeddedChannel()
             connector = EmbeddedConnector(loop: client.embeddedEventLoop)
             connector.answerAtOnce = answerAtOnce
             connector.refuse = refuse
             let engine = RuleEngine()
             if let rules { engine.apply(try AppSettings.decode("{\"rules\": [\(rules)]}").settings) }
-            var services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: engine,
-                                         breakpoints: breakpoints ?? BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                         capture: sink, logger: Logger(label: "test"), connector: connector)
+            var services = ProxyServices(
+                stats: TrafficStats(), interception: Interception(), rules: engine,
+                breakpoints: breakpoints ?? BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+                capture: sink, logger: Logger(label: "test"), connector: connector)
             services.hooks = hooks?(services)
             try ProxyPipeline.startExplicitProxy(client, services: services)
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
@@ -141,7 +152,9 @@ import CaptureStore
 
         static func drain(_ channel: EmbeddedChannel) throws -> String {
             var out = ""
-            while var buffer = try channel.readOutbound(as: ByteBuffer.self) { out += buffer.readString(length: buffer.readableBytes) ?? "" }
+            while var buffer = try channel.readOutbound(as: ByteBuffer.self) {
+                out += buffer.readString(length: buffer.readableBytes) ?? ""
+            }
             return out
         }
     }
@@ -155,7 +168,9 @@ import CaptureStore
         let upstream = try h.upstreamReceived()
         #expect(upstream.hasPrefix("GET /x?y=1 HTTP/1.1\r\n"), "\(upstream)")
         // The URL's authority is the Host; hop-by-hop headers stay behind; Via names the proxy.
-        #expect(upstream.contains("Host: example.com\r\n") && !upstream.contains("evil.example") && !upstream.contains("Proxy-Connection"), "\(upstream)")
+        #expect(
+            upstream.contains("Host: example.com\r\n") && !upstream.contains("evil.example") && !upstream.contains("Proxy-Connection"),
+            "\(upstream)")
         #expect(upstream.contains("Via: 1.1 busymate-"), "\(upstream)")
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nKeep-Alive: timeout=5\r\n\r\nhi")
         let answer = try h.clientReceived()
@@ -177,8 +192,9 @@ import CaptureStore
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
         #expect(try h.clientReceived().hasSuffix("hi"))
         try h.send("GET http://example.com/moved HTTP/1.1\r\nHost: example.com\r\n\r\n")
-        #expect(h.connector.dials == ["example.com:80", "example.com:80"] && h.connector.overrides == [nil, "127.0.0.9"],
-                "dials \(h.connector.dials), to \(h.connector.overrides)")
+        #expect(
+            h.connector.dials == ["example.com:80", "example.com:80"] && h.connector.overrides == [nil, "127.0.0.9"],
+            "dials \(h.connector.dials), to \(h.connector.overrides)")
         #expect(try h.upstreamReceived(0).isEmpty, "nothing more went to the connection to the name")
         #expect(try h.upstreamReceived(1).hasPrefix("GET /moved HTTP/1.1\r\n"))
     }
@@ -201,7 +217,8 @@ import CaptureStore
 
     @Test func pipelinedRequestsWaitTheirTurnAndAnswersKeepTheirOrder() throws {
         let h = try Harness()
-        try h.send("GET http://example.com/1 HTTP/1.1\r\nHost: example.com\r\n\r\nGET http://example.com/2 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        try h.send(
+            "GET http://example.com/1 HTTP/1.1\r\nHost: example.com\r\n\r\nGET http://example.com/2 HTTP/1.1\r\nHost: example.com\r\n\r\n")
         // The second request is held (NIO's pipeline handler) until the first is answered.
         #expect(try h.upstreamReceived().components(separatedBy: "GET /").count == 2)
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")
@@ -214,12 +231,15 @@ import CaptureStore
     @Test func aRequestPipelinedBehindAHeldOneWaitsUntilTheHoldIsReleased() throws {
         let breakpoints = ManualBreakpoints(holding: "/held")
         // Each request has rules of its own: the released one keeps its own, the next gets its own.
-        let h = try Harness(breakpoints: breakpoints, rules: """
-            {"name": "held", "match": "example.com/held", "action": "headers", "request": {"add": {"X-Held": "1"}}, "response": {"add": {"X-Was-Held": "1"}}},
-            {"name": "next", "match": "example.com/next", "action": "headers", "request": {"add": {"X-Next": "1"}}, "response": {"add": {"X-Was-Next": "1"}}}
-            """)
-        try h.send("POST http://example.com/held HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n\r\nbody"
-                   + "GET http://example.com/next HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        let h = try Harness(
+            breakpoints: breakpoints,
+            rules: """
+                {"name": "held", "match": "example.com/held", "action": "headers", "request": {"add": {"X-Held": "1"}}, "response": {"add": {"X-Was-Held": "1"}}},
+                {"name": "next", "match": "example.com/next", "action": "headers", "request": {"add": {"X-Next": "1"}}, "response": {"add": {"X-Was-Next": "1"}}}
+                """)
+        try h.send(
+            "POST http://example.com/held HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\n\r\nbody"
+                + "GET http://example.com/next HTTP/1.1\r\nHost: example.com\r\n\r\n")
         // Held whole, then paused: nothing goes upstream, not even the request behind it.
         #expect(breakpoints.held.map(\.url) == ["http://example.com/held"])
         #expect(breakpoints.held.first?.message.body == Array("body".utf8))
@@ -233,12 +253,16 @@ import CaptureStore
         #expect(first.contains("X-Held: 1\r\n") && !first.contains("X-Next"), "\(first)")
         try h.upstreamSends("HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nmade")
         let firstAnswer = try h.clientReceived()
-        #expect(firstAnswer.hasPrefix("HTTP/1.1 201 Created\r\n") && firstAnswer.contains("X-Was-Held: 1\r\n") && !firstAnswer.contains("X-Was-Next"), "\(firstAnswer)")
+        #expect(
+            firstAnswer.hasPrefix("HTTP/1.1 201 Created\r\n") && firstAnswer.contains("X-Was-Held: 1\r\n")
+                && !firstAnswer.contains("X-Was-Next"), "\(firstAnswer)")
         let second = try h.upstreamReceived()
         #expect(second.hasPrefix("GET /next HTTP/1.1\r\n") && second.contains("X-Next: 1\r\n") && !second.contains("X-Held"), "\(second)")
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext")
         let secondAnswer = try h.clientReceived()
-        #expect(secondAnswer.hasSuffix("next") && secondAnswer.contains("X-Was-Next: 1\r\n") && !secondAnswer.contains("X-Was-Held"), "\(secondAnswer)")
+        #expect(
+            secondAnswer.hasSuffix("next") && secondAnswer.contains("X-Was-Next: 1\r\n") && !secondAnswer.contains("X-Was-Held"),
+            "\(secondAnswer)")
         #expect(h.sink.rows.map(\.url) == ["http://example.com/held", "http://example.com/next"])
         #expect(h.sink.rows.map(\.status) == [201, 200])
     }
@@ -306,7 +330,8 @@ import CaptureStore
 
     @Test func pipelinedRequestsFromAClientThatShutItsWriteSideAreAllAnsweredTheLastSayingClose() throws {
         let h = try Harness()
-        try h.send("GET http://example.com/1 HTTP/1.1\r\nHost: example.com\r\n\r\nGET http://example.com/2 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        try h.send(
+            "GET http://example.com/1 HTTP/1.1\r\nHost: example.com\r\n\r\nGET http://example.com/2 HTTP/1.1\r\nHost: example.com\r\n\r\n")
         h.client.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         #expect(try h.upstreamReceived().hasPrefix("GET /1 HTTP/1.1\r\n"))
         try h.upstreamSends("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none")

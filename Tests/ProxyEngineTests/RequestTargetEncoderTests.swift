@@ -1,5 +1,6 @@
 import NIOCore
 import Testing
+
 @testable import ProxyEngine
 
 /// Only a whole request line's target is touched, and only its bytes outside ASCII.
@@ -16,14 +17,16 @@ import Testing
     }
 
     @Test func anythingElseIsLeftAlone() {
-        for text in ["GET /caf%C3%A9 HTTP/1.1\r\n\r\n",          // nothing to encode
-                     "X-Name: caf\u{e9} HTTP/1.1\r\n",            // not a method
-                     "get /caf\u{e9} HTTP/1.1\r\n",               // not a method either
-                     "GET /caf\u{e9} HTTP/1.1",                   // the line is not whole yet
-                     "GET /caf\u{e9}",                            // nor here
-                     "GET /caf\u{e9} x HTTP/1.1\r\n",             // a space in the target
-                     "GET /caf\u{e9} HTTP/2.0\r\n",               // not HTTP/1
-                     "\u{e9} HTTP/1.1\r\n"] {                     // the rest of a split line
+        for text in [
+            "GET /caf%C3%A9 HTTP/1.1\r\n\r\n",  // nothing to encode
+            "X-Name: caf\u{e9} HTTP/1.1\r\n",  // not a method
+            "get /caf\u{e9} HTTP/1.1\r\n",  // not a method either
+            "GET /caf\u{e9} HTTP/1.1",  // the line is not whole yet
+            "GET /caf\u{e9}",  // nor here
+            "GET /caf\u{e9} x HTTP/1.1\r\n",  // a space in the target
+            "GET /caf\u{e9} HTTP/2.0\r\n",  // not HTTP/1
+            "\u{e9} HTTP/1.1\r\n",
+        ] {  // the rest of a split line
             #expect(encode(text) == nil, "\(text)")
         }
     }
@@ -33,8 +36,10 @@ import Testing
         for text in ["G", "GET", "GET ", "GET /caf\u{e9}", "GET /x HTTP/1.", "GET /x HTTP/1.1", "GET /x HTTP/1.1\r", "\r\r"] {
             #expect(held(text), "\(text)")
         }
-        for text in ["", "GET /x HTTP/1.1\r\n", "get /x", "GET  /x", "GET /x HTTP/2", "GET /x HTTP/1.1 x", "GET /a\u{1}b",
-                     "\u{16}\u{3}\u{1}", "/path-continued", "X-Name: v"] {
+        for text in [
+            "", "GET /x HTTP/1.1\r\n", "get /x", "GET  /x", "GET /x HTTP/2", "GET /x HTTP/1.1 x", "GET /a\u{1}b",
+            "\u{16}\u{3}\u{1}", "/path-continued", "X-Name: v",
+        ] {
             #expect(!held(text), "\(text)")
         }
     }

@@ -1,5 +1,6 @@
 import BusymateShared
 import Testing
+
 @testable import ProxyEngine
 
 /// What one request costs the event loop with a filter rule: the 20 ms

@@ -1,5 +1,6 @@
 import BusymateShared
 import Testing
+
 @testable import ProxyEngine
 
 @Suite struct RulePlanTests {
@@ -10,7 +11,8 @@ import Testing
     }
 
     @Test func theFirstMatchOfEachKindAppliesAndABlockEndsIt() throws {
-        let rules = try engine("""
+        let rules = try engine(
+            """
             {"name": "off", "enabled": false, "match": "*/*", "action": "block"},
             {"name": "mock", "match": "api.test/v1/*", "action": "map_local", "file": "/srv/mock.json"},
             {"name": "spoof", "match": "*.test/*", "action": "host_override", "address": "127.0.0.1"},
@@ -43,7 +45,8 @@ import Testing
     }
 
     @Test func filterRulesMatchTheRequestBesideURLPatterns() throws {
-        let rules = try engine("""
+        let rules = try engine(
+            """
             {"name": "beta", "match": "~hq \\"x-beta: 1\\" & ~d ^api\\\\.test$", "action": "block", "status": 451},
             {"name": "posts", "match": "~m POST & !~u /health", "action": "headers", "request": {"add": {"X-Posted": "1"}}},
             {"name": "glob", "match": "*.test/*", "action": "headers", "request": {"add": {"X-Glob": "1"}}}
@@ -57,13 +60,15 @@ import Testing
         #expect(get.block == nil && get.applied == ["glob"])
         let post = rules.plan(for: url, exchange: request(url, method: "POST"))
         #expect(post.applied == ["posts"] && post.requestEdits?.add.map(\.0) == ["X-Posted"])
-        #expect(rules.plan(for: "https://api.test/health", exchange: request("https://api.test/health", method: "POST")).applied == ["glob"])
+        #expect(
+            rules.plan(for: "https://api.test/health", exchange: request("https://api.test/health", method: "POST")).applied == ["glob"])
         // Without the exchange described, a filter rule matches nothing (URL patterns still do).
         #expect(rules.plan(for: url, exchange: nil).applied == ["glob"])
     }
 
     @Test func aHeadersRuleThatReadsTheResponseIsChosenWhenItComes() throws {
-        let rules = try engine("""
+        let rules = try engine(
+            """
             {"name": "json", "match": "~ts json", "action": "headers", "response": {"set": {"X-Json": "1"}}},
             {"name": "all", "match": "*/*", "action": "headers", "request": {"add": {"X-All": "1"}}, "response": {"add": {"X-All": "1"}}}
             """)

@@ -1,5 +1,6 @@
 import NIOCore
 import Testing
+
 @testable import ProxyEngine
 
 /// SOCKS5's parser takes whatever a client sends: a prefix waits for more,
@@ -11,9 +12,12 @@ struct SOCKS5MessageTests {
         for length in 0..<request.count {
             #expect(SOCKS5Message.request(ByteBuffer(bytes: request.prefix(length))) == .incomplete, "\(length)")
         }
-        #expect(SOCKS5Message.request(ByteBuffer(bytes: request)) == .connect(ProxyTarget(host: "example.com", port: 443), addressType: 3, length: request.count))
+        #expect(
+            SOCKS5Message.request(ByteBuffer(bytes: request))
+                == .connect(ProxyTarget(host: "example.com", port: 443), addressType: 3, length: request.count))
         let v6: [UInt8] = [5, 1, 0, 4] + [UInt8](repeating: 0, count: 15) + [1, 0, 80]
-        #expect(SOCKS5Message.request(ByteBuffer(bytes: v6)) == .connect(ProxyTarget(host: "::1", port: 80), addressType: 4, length: v6.count))
+        #expect(
+            SOCKS5Message.request(ByteBuffer(bytes: v6)) == .connect(ProxyTarget(host: "::1", port: 80), addressType: 4, length: v6.count))
         #expect(SOCKS5Message.greeting(ByteBuffer(bytes: [5, 2, 2])) == .incomplete)
         #expect(SOCKS5Message.greeting(ByteBuffer(bytes: [5, 2, 2, 0, 9])) == .methods([2, 0], length: 4))
     }

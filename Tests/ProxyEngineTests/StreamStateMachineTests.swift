@@ -1,5 +1,6 @@
 import NIOHTTP1
 import Testing
+
 @testable import ProxyEngine
 
 /// The stream state machine alone: each case a sequence of events and the
@@ -73,7 +74,9 @@ import Testing
         #expect(m.responseHead(status: .continue, hasContentLength: false, isChunked: false) == .writeInformational)
         #expect(m.requestBody() == .forward)
         #expect(m.requestEnd() == .forwardEnd)
-        #expect(m.responseHead(status: .custom(code: 103, reasonPhrase: "Early Hints"), hasContentLength: false, isChunked: false) == .writeInformational)
+        #expect(
+            m.responseHead(status: .custom(code: 103, reasonPhrase: "Early Hints"), hasContentLength: false, isChunked: false)
+                == .writeInformational)
         #expect(m.responseHead(status: Self.ok, hasContentLength: true, isChunked: false) == .writeHead(.asIs, close: false))
         #expect(m.responseEnd() == .writeEnd(close: false, done: true, releaseUpstream: false, End()))
     }
@@ -93,7 +96,8 @@ import Testing
     @Test func a101SwitchesOnceBothHalvesHaveEnded() {
         var m = Machine()
         _ = m.begin(Self.upgrade, .forward)
-        #expect(m.responseHead(status: .switchingProtocols, hasContentLength: false, isChunked: false) == .writeHead(.bodyless, close: false))
+        #expect(
+            m.responseHead(status: .switchingProtocols, hasContentLength: false, isChunked: false) == .writeHead(.bodyless, close: false))
         // The response ends before the request: wait for it.
         #expect(m.responseEnd() == .endSwitch(now: false))
         #expect(m.requestEnd() == .forwardEnd)
@@ -268,19 +272,37 @@ import Testing
 
     @Test func eventsTheHandlerCannotSendInThisStateAreIllegal() {
         var m = Machine()
-        guard case .illegal = m.requestBody() else { Issue.record("a body part with no request"); return }
-        guard case .illegal = m.requestEnd() else { Issue.record("an end with no request"); return }
-        guard case .illegal = m.heldRequestReleased() else { Issue.record("a release with nothing held"); return }
+        guard case .illegal = m.requestBody() else {
+            Issue.record("a body part with no request")
+            return
+        }
+        guard case .illegal = m.requestEnd() else {
+            Issue.record("an end with no request")
+            return
+        }
+        guard case .illegal = m.heldRequestReleased() else {
+            Issue.record("a release with nothing held")
+            return
+        }
         guard case .illegal = m.heldResponseReleased(status: Self.ok, hasContentLength: true, isChunked: false) else {
             Issue.record("a response release with nothing held")
             return
         }
-        guard case .illegal = m.requestDecided(.forward) else { Issue.record("a verdict with no head"); return }
+        guard case .illegal = m.requestDecided(.forward) else {
+            Issue.record("a verdict with no head")
+            return
+        }
         _ = m.begin(Self.get, .forward)
         // A second head while one is under way is not taken.
-        guard case .illegal = m.requestHead(Self.get) else { Issue.record("a second head"); return }
+        guard case .illegal = m.requestHead(Self.get) else {
+            Issue.record("a second head")
+            return
+        }
         _ = m.requestEnd()
-        guard case .illegal = m.requestBody() else { Issue.record("a body part after the end"); return }
+        guard case .illegal = m.requestBody() else {
+            Issue.record("a body part after the end")
+            return
+        }
     }
 
     @Test func responsePartsNoExchangeWaitsForAreTheUpstreamsFault() {

@@ -2,6 +2,7 @@ import NIOCore
 import NIOEmbedded
 import NIOSSL
 import Testing
+
 @testable import ProxyEngine
 
 /// What eager ALPN reads from a real ClientHello (NIOSSL's client's bytes).

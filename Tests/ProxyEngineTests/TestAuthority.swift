@@ -1,5 +1,6 @@
 import BusymateShared
 import Foundation
+
 @testable import ProxyEngine
 
 /// An interception CA made by openssl (as a user's own CA would be), once
@@ -32,7 +33,9 @@ enum TestAuthority {
             return .failure(Failed(description: "cannot run openssl: \(error)"))
         }
         openssl.waitForExit()
-        guard openssl.terminationStatus == 0 else { return .failure(Failed(description: "openssl req exited \(openssl.terminationStatus)")) }
+        guard openssl.terminationStatus == 0 else {
+            return .failure(Failed(description: "openssl req exited \(openssl.terminationStatus)"))
+        }
         return .success(paths)
     }()
 

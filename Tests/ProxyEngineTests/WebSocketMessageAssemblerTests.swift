@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOWebSocket
 import Testing
+
 @testable import ProxyEngine
 
 /// Frames read into messages, one direction at a time: fragments, control
@@ -22,7 +23,10 @@ import Testing
         var assembler = try WebSocketMessageAssembler(deflate: false)
         let first = fragment(try assembler.take(frame(.text, "one ", fin: false)))
         // A ping may come between a message's fragments.
-        guard case .control(.ping, _) = try assembler.take(frame(.ping, "p")) else { Issue.record("the ping is a control frame"); return }
+        guard case .control(.ping, _) = try assembler.take(frame(.ping, "p")) else {
+            Issue.record("the ping is a control frame")
+            return
+        }
         let middle = fragment(try assembler.take(frame(.continuation, "two ", fin: false)))
         let last = fragment(try assembler.take(frame(.continuation, "three")))
         #expect(first?.first == true && first?.last == false && first?.opcode == .text)
@@ -43,7 +47,9 @@ import Testing
         #expect(throws: WebSocketViolation.self) { try fresh.take(frame(.ping, "fragmented ping", fin: false)) }
         #expect(throws: WebSocketViolation.self) { try fresh.take(frame(.ping, String(repeating: "x", count: 126))) }
         #expect(throws: WebSocketViolation.self) { try fresh.take(frame(.connectionClose, "x")) }
-        #expect(throws: WebSocketViolation.self) { try fresh.take(WebSocketFrame(fin: true, opcode: WebSocketOpcode(encodedWebSocketOpcode: 0x3)!, data: ByteBuffer())) }
+        #expect(throws: WebSocketViolation.self) {
+            try fresh.take(WebSocketFrame(fin: true, opcode: WebSocketOpcode(encodedWebSocketOpcode: 0x3)!, data: ByteBuffer()))
+        }
     }
 
     /// Compressed as a sender does (one stream, a sync flush per message,
@@ -69,7 +75,8 @@ import Testing
         }
         // A compressed message may be fragmented: only its first frame sets RSV1.
         let third = try compress("split across two frames")
-        let a = fragment(try assembler.take(WebSocketFrame(fin: false, rsv1: true, opcode: .text, data: ByteBuffer(bytes: third.prefix(5)))))
+        let a = fragment(
+            try assembler.take(WebSocketFrame(fin: false, rsv1: true, opcode: .text, data: ByteBuffer(bytes: third.prefix(5)))))
         let b = fragment(try assembler.take(WebSocketFrame(fin: true, opcode: .continuation, data: ByteBuffer(bytes: third.dropFirst(5)))))
         var joined = a?.payload ?? ByteBuffer()
         joined.writeImmutableBuffer(b?.payload ?? ByteBuffer())
@@ -88,7 +95,8 @@ import Testing
         }
         var assembler = try WebSocketMessageAssembler(deflate: true)
         for text in ["first, then BFINAL", "second, a new stream"] {
-            let step = fragment(try assembler.take(WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: ByteBuffer(bytes: try finished(text)))))
+            let step = fragment(
+                try assembler.take(WebSocketFrame(fin: true, rsv1: true, opcode: .text, data: ByteBuffer(bytes: try finished(text)))))
             #expect(step?.payload == ByteBuffer(string: text))
         }
     }
@@ -116,13 +124,20 @@ import Testing
             if let extensions { headers.add(name: "Sec-WebSocket-Extensions", value: extensions) }
             return HTTPResponseHead(version: .http1_1, status: .switchingProtocols, headers: headers)
         }
-        #expect(WebSocketHandshake.parse(request: request, response: response(nil)) == .success(WebSocketHandshake(extensions: nil, deflate: false)))
+        #expect(
+            WebSocketHandshake.parse(request: request, response: response(nil))
+                == .success(WebSocketHandshake(extensions: nil, deflate: false)))
         let deflate = "permessage-deflate; client_max_window_bits=12"
-        #expect(WebSocketHandshake.parse(request: request, response: response(deflate)) == .success(WebSocketHandshake(extensions: deflate, deflate: true)))
-        #expect(WebSocketHandshake.parse(request: request, response: response("x-webkit-deflate-frame")) == .failure(.init(extensions: "x-webkit-deflate-frame")))
+        #expect(
+            WebSocketHandshake.parse(request: request, response: response(deflate))
+                == .success(WebSocketHandshake(extensions: deflate, deflate: true)))
+        #expect(
+            WebSocketHandshake.parse(request: request, response: response("x-webkit-deflate-frame"))
+                == .failure(.init(extensions: "x-webkit-deflate-frame")))
         // Offered twice is no negotiation the proxy can follow.
-        #expect(WebSocketHandshake.parse(request: request, response: response("permessage-deflate, permessage-deflate"))
-            == .failure(.init(extensions: "permessage-deflate, permessage-deflate")))
+        #expect(
+            WebSocketHandshake.parse(request: request, response: response("permessage-deflate, permessage-deflate"))
+                == .failure(.init(extensions: "permessage-deflate, permessage-deflate")))
         request.replaceOrAdd(name: "Upgrade", value: "h2c")
         #expect(WebSocketHandshake.parse(request: request, response: response(nil)) == nil)
     }

@@ -6,6 +6,7 @@ import NIOCore
 import NIOEmbedded
 import NIOWebSocket
 import Testing
+
 @testable import ProxyEngine
 
 /// A socket between two embedded channels, each with NIO's frame decoder
@@ -21,7 +22,9 @@ import Testing
         }
         func control(_ opcode: WebSocketOpcode, fromClient: Bool) { controls.append(opcode) }
         var whole: [(payload: String, fromClient: Bool, origin: WebSocketMessageRecord.Origin)] = []
-        func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int? {
+        func message(
+            _ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin
+        ) -> Int? {
             whole.append((String(buffer: payload), fromClient, origin))
             return whole.count
         }
@@ -42,12 +45,17 @@ import Testing
         init(deflate: Bool = false, breakpoints: (any BreakpointHolds)? = nil) throws {
             client = EmbeddedChannel(loop: loop)
             server = EmbeddedChannel(loop: loop)
-            session = try WebSocketSession(handshake: WebSocketHandshake(extensions: nil, deflate: deflate), observer: heard,
-                                           stats: TrafficStats(), logger: Logger(label: "test"), eventLoop: loop,
-                                           requestID: "socket", breakpoints: breakpoints, url: "http://chat.example/ws")
+            session = try WebSocketSession(
+                handshake: WebSocketHandshake(extensions: nil, deflate: deflate), observer: heard,
+                stats: TrafficStats(), logger: Logger(label: "test"), eventLoop: loop,
+                requestID: "socket", breakpoints: breakpoints, url: "http://chat.example/ws")
             let relays = session.makeRelays()
-            try client.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client])
-            try server.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server])
+            try client.pipeline.syncOperations.addHandlers([
+                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client,
+            ])
+            try server.pipeline.syncOperations.addHandlers([
+                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server,
+            ])
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2)).wait()
         }
@@ -148,16 +156,20 @@ import Testing
         var isEmpty: Bool { false }
         var usesFilters: Bool { false }
         func holds(_ kind: BreakpointEvent.Kind, _ url: String, exchange: FilterSubject?) -> Bool { kind == .messageFromClient }
-        func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
-                   on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> { eventLoop.makeSucceededFuture(.dropped) }
+        func pause(
+            _ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+            on eventLoop: EventLoop
+        ) -> EventLoopFuture<BreakpointResolution> { eventLoop.makeSucceededFuture(.dropped) }
         func clientLeft(requestID: String) {}
         var closedWhileHeld = 0
         func messageSocketClosed(requestID: String) {
             closedWhileHeld += 1
             for (_, promise) in paused { promise.succeed(.gone) }
         }
-        func pauseMessage(_ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
-                          on eventLoop: EventLoop) -> EventLoopFuture<MessageResolution> {
+        func pauseMessage(
+            _ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
+            on eventLoop: EventLoop
+        ) -> EventLoopFuture<MessageResolution> {
             let promise = eventLoop.makePromise(of: MessageResolution.self)
             paused.append((payload, promise))
             return promise.futureResult

@@ -1,15 +1,18 @@
 import BusymateShared
 import Foundation
 import Testing
+
 @testable import Supervisor
 
 @Suite struct FirewallTests {
     func settings(_ text: String) throws -> AppSettings { try AppSettings.decode(text).settings }
 
     @Test func theTableRedirectsAndSparesTheTunnel() throws {
-        let script = Firewall.script(try settings("""
-            {"mode": "transparent", "transparent": {"port": 9180, "ports": [80, 443], "interfaces": ["eth1", "wlan0"]}, "dns": {"port": 9153}}
-            """), tunnelUID: 999, table: "busymate-0a1b2c3d")
+        let script = Firewall.script(
+            try settings(
+                """
+                {"mode": "transparent", "transparent": {"port": 9180, "ports": [80, 443], "interfaces": ["eth1", "wlan0"]}, "dns": {"port": 9153}}
+                """), tunnelUID: 999, table: "busymate-0a1b2c3d")
         // Replaced whole, in one transaction.
         #expect(script.hasPrefix("table inet busymate-0a1b2c3d\ndelete table inet busymate-0a1b2c3d\ntable inet busymate-0a1b2c3d {\n"))
         #expect(script.contains("meta skuid 999 return"))
@@ -55,9 +58,11 @@ import Testing
             print("SKIPPED nftAcceptsTheScript: needs root and nft")
             return
         }
-        let script = Firewall.script(try settings("""
-            {"mode": "transparent", "transparent": {"ports": [80, 443, 8080], "interfaces": ["eth1"]}}
-            """), tunnelUID: 999, table: Firewall.table(for: URL(fileURLWithPath: "/var/lib/busymate/group")))
+        let script = Firewall.script(
+            try settings(
+                """
+                {"mode": "transparent", "transparent": {"ports": [80, 443, 8080], "interfaces": ["eth1"]}}
+                """), tunnelUID: 999, table: Firewall.table(for: URL(fileURLWithPath: "/var/lib/busymate/group")))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: nft)
         process.arguments = ["--check", "-f", "-"]

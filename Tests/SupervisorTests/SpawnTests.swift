@@ -1,6 +1,7 @@
 import BusymateShared
 import Foundation
 import Testing
+
 @testable import Supervisor
 
 /// The listening sockets reach a child as descriptors 3… in the order
@@ -30,7 +31,8 @@ import Testing
         defer { sockets.forEach { close($0.descriptor) } }
         let out = dir.appendingPathComponent("out")
         let script = dir.appendingPathComponent("child.sh")
-        try "#!/bin/sh\nreadlink /proc/$$/fd/3 /proc/$$/fd/4 /proc/$$/fd/5 > \(out.path)\n".write(to: script, atomically: true, encoding: .utf8)
+        try "#!/bin/sh\nreadlink /proc/$$/fd/3 /proc/$$/fd/4 /proc/$$/fd/5 > \(out.path)\n".write(
+            to: script, atomically: true, encoding: .utf8)
         chmod(script.path, 0o755)
         let launcher = TunnelLauncher(executable: script.path, paths: paths, identity: .default)
         let done = DispatchSemaphore(value: 0)

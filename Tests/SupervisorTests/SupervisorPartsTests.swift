@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Testing
 import X509
+
 @testable import Supervisor
 
 @Suite struct SupervisorPartsTests {

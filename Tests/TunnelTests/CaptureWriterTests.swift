@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+
 @testable import ProxyEngine
 @testable import Tunnel
 
@@ -42,7 +43,8 @@ import Testing
         // And one of an exchange still open (a slow upload's body, as old).
         let inFlight = bodies.appendingPathComponent("still-open.request")
         try Data("uploading".utf8).write(to: inFlight)
-        writer.open?.opened(OpenExchangesFile.Entry(requestID: "still-open", startedAt: Date(), method: "POST", url: "http://h/up", client: nil))
+        writer.open?.opened(
+            OpenExchangesFile.Entry(requestID: "still-open", startedAt: Date(), method: "POST", url: "http://h/up", client: nil))
         for path in [orphan.path, inFlight.path] {
             var old = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
             #expect(utimes(path, &old) == 0)
@@ -108,7 +110,8 @@ import Testing
         let writer = CaptureWriter(store: store, notifier: nil)
         let breakpoints = BreakpointController(store: store, records: writer, notifier: nil, groupPath: dir.path)
         breakpoints.apply(try AppSettings.decode(#"{"breakpoints": {"request": ["example.com/held"], "timeout_seconds": 0}}"#).settings)
-        #expect(breakpoints.holds(.request, "http://example.com/held", exchange: nil), "with a store and a sink, a matching request is held")
+        #expect(
+            breakpoints.holds(.request, "http://example.com/held", exchange: nil), "with a store and a sink, a matching request is held")
 
         let other = try CaptureDatabase(paths: GroupPaths(root: dir))
         let locked = DispatchSemaphore(value: 0)
@@ -127,8 +130,9 @@ import Testing
         let (took, resolution) = try await loop.submit { () -> (Duration, EventLoopFuture<BreakpointResolution>) in
             let clock = ContinuousClock()
             let started = clock.now
-            let resolution = breakpoints.pause(message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
-                                               url: "http://example.com/held", on: loop)
+            let resolution = breakpoints.pause(
+                message, bodyless: false, kind: .request, requestID: "held-1", method: "GET",
+                url: "http://example.com/held", on: loop)
             return (clock.now - started, resolution)
         }.get()
         #expect(took < .milliseconds(500), "the event loop waited \(took) for the locked store")
@@ -168,7 +172,8 @@ import Testing
         // Every insert fails, as on a full disk.
         let other = try CaptureDatabase(paths: GroupPaths(root: dir))
         try await other.pool.write { db in
-            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON exchanges BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+            try db.execute(
+                sql: "CREATE TRIGGER refuse BEFORE INSERT ON exchanges BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
         }
         for i in 0...CaptureWriter.highWater { writer.submit(record(i)) }
         #expect(writer.isBehind)
@@ -219,7 +224,8 @@ import Testing
         // No DNS server: each query forwarded is answered SERVFAIL at once, and recorded.
         let empty = dir.appendingPathComponent("resolv.conf")
         try Data().write(to: empty)
-        let forwarder = DNSForwarder(group: MultiThreadedEventLoopGroup.singleton, capture: writer, devices: DeviceRegistry(), names: DNSNames())
+        let forwarder = DNSForwarder(
+            group: MultiThreadedEventLoopGroup.singleton, capture: writer, devices: DeviceRegistry(), names: DNSNames())
         forwarder.apply(settings, resolvConf: empty.path)
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let rcodes = Mutex<[String: [UInt8]]>([:])
@@ -230,7 +236,9 @@ import Testing
                 query.append(contentsOf: Array(label.utf8))
             }
             query.append(contentsOf: [0, 0, 1, 0, 1])
-            forwarder.forward(ByteBuffer(bytes: query), from: try SocketAddress(ipAddress: client, port: 40_000), transport: "tcp", on: loop) { answer in
+            forwarder.forward(
+                ByteBuffer(bytes: query), from: try SocketAddress(ipAddress: client, port: 40_000), transport: "tcp", on: loop
+            ) { answer in
                 let rcode = answer.getInteger(at: 3, as: UInt8.self).map { $0 & 0x0F } ?? 0xFF
                 rcodes.withLock { $0[client, default: []].append(rcode) }
             }

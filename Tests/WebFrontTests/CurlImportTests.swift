@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import ProxyClient
 
 @Suite struct CurlImportTests {
@@ -33,7 +34,8 @@ import Testing
         #expect(r.method == "GET" && r.url == "https://example.com/search?q=a+b%26c" && r.body.isEmpty, "curl 7.77 and later: a space is +")
         r = try CurlImport.parse(#"curl -I "https://example.com/a\"b""#)
         #expect(r.method == "HEAD" && r.url == "https://example.com/a\"b")
-        r = try CurlImport.parse("curl --request=DELETE --url=https://example.com/1 -H 'X-Empty;' -o /dev/null -m 5 -x http://127.0.0.1:9090")
+        r = try CurlImport.parse(
+            "curl --request=DELETE --url=https://example.com/1 -H 'X-Empty;' -o /dev/null -m 5 -x http://127.0.0.1:9090")
         #expect(r.method == "DELETE" && r.headers.contains { $0 == ("X-Empty", "") })
         // Short options as curl reads them: a value-taking one ends the group, its value the rest or the next word.
         r = try CurlImport.parse("curl -sXPOST https://example.com/a -fsSLo out.txt -sH 'X-A: 1' -d 'x'")

@@ -1,6 +1,7 @@
 import BusymateShared
 import CaptureStore
 import Testing
+
 @testable import WebFront
 
 /// Which reads take the slow threads: body searches and regular

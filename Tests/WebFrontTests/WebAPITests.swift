@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+
 @testable import WebFront
 
 /// The API as a script or the page sees it, through Hummingbird's router
@@ -37,7 +38,9 @@ import Testing
                 }
             }
             // A wrong cookie or a wrong bearer is no better.
-            try await client.execute(uri: "/api/exchanges", method: .get, headers: [.cookie: "\(WebSession.cookieName)=\(String(repeating: "0", count: 64))"]) {
+            try await client.execute(
+                uri: "/api/exchanges", method: .get, headers: [.cookie: "\(WebSession.cookieName)=\(String(repeating: "0", count: 64))"]
+            ) {
                 #expect($0.status == .unauthorized)
             }
             try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "Bearer \(WebToken.generate())"]) {
@@ -74,8 +77,12 @@ import Testing
             }
             try await client.execute(uri: "/api/exchanges", method: .get, headers: [.cookie: cookie]) { #expect($0.status == .ok) }
             // Scripts use the token as a bearer.
-            try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "Bearer \(fixture.token)"]) { #expect($0.status == .ok) }
-            try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "bearer \(fixture.token)"]) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "Bearer \(fixture.token)"]) {
+                #expect($0.status == .ok)
+            }
+            try await client.execute(uri: "/api/exchanges", method: .get, headers: [.authorization: "bearer \(fixture.token)"]) {
+                #expect($0.status == .ok)
+            }
         }
     }
 
@@ -91,7 +98,8 @@ import Testing
             }
             // Neither header: no browser's request; refused too.
             try await client.execute(uri: "/api/logout", method: .post, headers: [.cookie: cookie]) { #expect($0.status == .forbidden) }
-            try await client.execute(uri: "/api/logout", method: .post, headers: [.cookie: cookie, .secFetchSite: "same-origin"]) { response in
+            try await client.execute(uri: "/api/logout", method: .post, headers: [.cookie: cookie, .secFetchSite: "same-origin"]) {
+                response in
                 #expect(response.status == .ok)
                 #expect(response.headers[.setCookie]?.contains("Max-Age=0") == true)
             }
@@ -111,7 +119,8 @@ import Testing
                 #expect((body["error"] as? String)?.isEmpty == false)
             }
             // `+` is a space, as a form writes it.
-            try await client.execute(uri: "/api/exchanges?filter=~c+200", method: .get, headers: [.cookie: fixture.cookie]) { response throws in
+            try await client.execute(uri: "/api/exchanges?filter=~c+200", method: .get, headers: [.cookie: fixture.cookie]) {
+                response throws in
                 #expect(response.status == .ok)
                 #expect((try Self.json(response.body)["exchanges"] as? [Any])?.count == 3)
             }
@@ -142,7 +151,8 @@ import Testing
             // A filtered list pages the same way.
             let filter = "~c 404 | ~d other.example.org"
             let encoded = filter.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
-            try await client.execute(uri: "/api/exchanges?limit=15&filter=\(encoded)", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges?limit=15&filter=\(encoded)", method: .get, headers: [.cookie: fixture.cookie]) {
+                response in
                 let body = try Self.json(response.body)
                 let rows = try #require(body["exchanges"] as? [[String: Any]])
                 #expect(rows.compactMap { $0["id"] as? Int } == Array((236...250).reversed()))
@@ -172,32 +182,41 @@ import Testing
                 #expect((detail["curl"] as? String)?.hasPrefix("curl -g ") == true)
             }
             // Decoded bytes, and the stored (gzip) ones, never as the captured type.
-            try await client.execute(uri: "/api/exchanges/\(id)/response/body", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges/\(id)/response/body", method: .get, headers: [.cookie: fixture.cookie]) {
+                response in
                 #expect(String(buffer: response.body) == json)
                 #expect(response.headers[.contentType] == "application/octet-stream")
                 #expect(response.headers[.xContentTypeOptions] == "nosniff")
             }
-            try await client.execute(uri: "/api/exchanges/\(id)/response/body?raw=1", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges/\(id)/response/body?raw=1", method: .get, headers: [.cookie: fixture.cookie]) {
+                response in
                 #expect(Array(response.body.readableBytesView.prefix(2)) == [0x1f, 0x8b])
             }
-            try await client.execute(uri: "/api/exchanges/\(id)/response/body?preview=1", method: .get, headers: [.cookie: fixture.cookie]) {
+            try await client.execute(uri: "/api/exchanges/\(id)/response/body?preview=1", method: .get, headers: [.cookie: fixture.cookie])
+            {
                 #expect($0.status == .unsupportedMediaType)
             }
-            try await client.execute(uri: "/api/exchanges/\(id)/response/body?download=1", method: .get, headers: [.cookie: fixture.cookie]) {
+            try await client.execute(uri: "/api/exchanges/\(id)/response/body?download=1", method: .get, headers: [.cookie: fixture.cookie])
+            {
                 #expect($0.headers[.contentDisposition] == "attachment; filename=\"busymate-\(id).response.json\"")
             }
-            try await client.execute(uri: "/api/exchanges/\(id)/hex?side=response&raw=1", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges/\(id)/hex?side=response&raw=1", method: .get, headers: [.cookie: fixture.cookie])
+            { response in
                 let lines = try #require(try Self.json(response.body)["lines"] as? [String])
                 #expect(lines.first?.hasPrefix("00000000  1f 8b") == true)
             }
-            try await client.execute(uri: "/api/exchanges/999999", method: .get, headers: [.cookie: fixture.cookie]) { #expect($0.status == .notFound) }
+            try await client.execute(uri: "/api/exchanges/999999", method: .get, headers: [.cookie: fixture.cookie]) {
+                #expect($0.status == .notFound)
+            }
         }
     }
 
     @Test func anImageIsPreviewedInASandboxAndAnHTMLBodyNeverIs() async throws {
         let fixture = try WebFixture()
         func insert(_ type: String, _ bytes: [UInt8]) throws -> Int64 {
-            var r = ExchangeRecord(startedAt: fixture.base, scheme: "http", method: "GET", host: "img.example", port: 80, path: "/", url: "http://img.example/", tlsMode: .none)
+            var r = ExchangeRecord(
+                startedAt: fixture.base, scheme: "http", method: "GET", host: "img.example", port: 80, path: "/",
+                url: "http://img.example/", tlsMode: .none)
             r.status = 200
             r.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", type)])
             r.responseBody = Data(bytes)
@@ -207,14 +226,18 @@ import Testing
         let png = try insert("image/png", [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0])
         let html = try insert("text/html", Array("<script>alert(1)</script>".utf8))
         try await application(fixture).test(.router) { client in
-            try await client.execute(uri: "/api/exchanges/\(png)/response/body?preview=1", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges/\(png)/response/body?preview=1", method: .get, headers: [.cookie: fixture.cookie])
+            { response in
                 #expect(response.headers[.contentType] == "image/png")
                 #expect(response.headers[.contentSecurityPolicy] == "sandbox; default-src 'none'")
             }
-            try await client.execute(uri: "/api/exchanges/\(html)/response/body", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges/\(html)/response/body", method: .get, headers: [.cookie: fixture.cookie]) {
+                response in
                 #expect(response.headers[.contentType] == "application/octet-stream")
             }
-            try await client.execute(uri: "/api/exchanges/\(html)/response/body?preview=1", method: .get, headers: [.cookie: fixture.cookie]) {
+            try await client.execute(
+                uri: "/api/exchanges/\(html)/response/body?preview=1", method: .get, headers: [.cookie: fixture.cookie]
+            ) {
                 #expect($0.status == .unsupportedMediaType)
             }
         }
@@ -224,12 +247,17 @@ import Testing
         let fixture = try WebFixture()
         // 3 MiB where each 16-byte line holds its own index.
         var bytes = Data(capacity: 3 << 20)
-        for line in 0..<((3 << 20) / 16) { bytes.append(contentsOf: withUnsafeBytes(of: UInt64(line).bigEndian) { Array($0) } + Array(repeating: 0xAB, count: 8)) }
+        for line in 0..<((3 << 20) / 16) {
+            bytes.append(contentsOf: withUnsafeBytes(of: UInt64(line).bigEndian) { Array($0) } + Array(repeating: 0xAB, count: 8))
+        }
         let bodies = fixture.dir.appendingPathComponent("bodies")
         try bytes.write(to: bodies.appendingPathComponent("big.response"))
-        try FileManager.default.createSymbolicLink(atPath: bodies.appendingPathComponent("link.response").path, withDestinationPath: "big.response")
+        try FileManager.default.createSymbolicLink(
+            atPath: bodies.appendingPathComponent("link.response").path, withDestinationPath: "big.response")
         func insert(_ file: String) throws -> Int64 {
-            var r = ExchangeRecord(startedAt: fixture.base, scheme: "http", method: "GET", host: "dl.example", port: 80, path: "/", url: "http://dl.example/", tlsMode: .none)
+            var r = ExchangeRecord(
+                startedAt: fixture.base, scheme: "http", method: "GET", host: "dl.example", port: 80, path: "/", url: "http://dl.example/",
+                tlsMode: .none)
             r.status = 200
             r.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/octet-stream")])
             r.responseBodyFile = file
@@ -239,19 +267,27 @@ import Testing
         let big = try insert("big.response")
         let linked = try insert("link.response")
         try await application(fixture).test(.router) { client in
-            try await client.execute(uri: "/api/exchanges/\(big)/hex?side=response&offset=\(2 << 20)&length=65536", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(
+                uri: "/api/exchanges/\(big)/hex?side=response&offset=\(2 << 20)&length=65536", method: .get,
+                headers: [.cookie: fixture.cookie]
+            ) { response in
                 let object = try Self.json(response.body)
                 let lines = try #require(object["lines"] as? [String])
                 #expect(object["total"] as? Int == 3 << 20 && lines.count == 4096)
                 // Line 131072 (2 MiB / 16) at offset 0x200000.
-                #expect(lines.first?.hasPrefix("00200000  00 00 00 00  00 02 00 00  ab") == true || lines.first?.hasPrefix("00200000  00 00 00 00 00 02 00 00  ab") == true, "\(lines.first ?? "")")
+                #expect(
+                    lines.first?.hasPrefix("00200000  00 00 00 00  00 02 00 00  ab") == true
+                        || lines.first?.hasPrefix("00200000  00 00 00 00 00 02 00 00  ab") == true, "\(lines.first ?? "")")
             }
             // Past the end: no lines, the size still told.
-            try await client.execute(uri: "/api/exchanges/\(big)/hex?side=response&offset=\(4 << 20)", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(
+                uri: "/api/exchanges/\(big)/hex?side=response&offset=\(4 << 20)", method: .get, headers: [.cookie: fixture.cookie]
+            ) { response in
                 let object = try Self.json(response.body)
                 #expect((object["lines"] as? [String])?.isEmpty == true && object["total"] as? Int == 3 << 20)
             }
-            try await client.execute(uri: "/api/exchanges/\(linked)/hex?side=response", method: .get, headers: [.cookie: fixture.cookie]) { response in
+            try await client.execute(uri: "/api/exchanges/\(linked)/hex?side=response", method: .get, headers: [.cookie: fixture.cookie]) {
+                response in
                 #expect(response.status != .ok)
                 #expect(String(buffer: response.body).contains("symbolic link"), "\(response.status) \(String(buffer: response.body))")
             }

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
+
 @testable import WebFront
 
 /// A group directory with a real capture store, and the web front's routes
@@ -33,8 +34,9 @@ final class WebFixture: @unchecked Sendable {
     @discardableResult
     func insert(_ count: Int, from first: Int = 0, host: String = "api.example.com", status: Int = 200) throws -> [ExchangeRecord] {
         let rows = (first..<(first + count)).map { i in
-            var r = ExchangeRecord(startedAt: base.addingTimeInterval(Double(i)), scheme: "https", method: "GET", host: host, port: 443,
-                                   path: "/items/\(i)", url: "https://\(host)/items/\(i)", tlsMode: .mitm)
+            var r = ExchangeRecord(
+                startedAt: base.addingTimeInterval(Double(i)), scheme: "https", method: "GET", host: host, port: 443,
+                path: "/items/\(i)", url: "https://\(host)/items/\(i)", tlsMode: .mitm)
             r.status = status
             return r
         }
@@ -47,8 +49,9 @@ final class WebFixture: @unchecked Sendable {
         let json = #"{"zebra": 1, "apple": {"b": 2, "a": 1}, "big": 12345678901234567890, "float": 1.50}"#
         var buffer = ByteBuffer(string: json)
         let compressed = try buffer.compress(with: .gzip())
-        var r = ExchangeRecord(startedAt: base.addingTimeInterval(10_000), scheme: "https", method: "GET", host: "json.example.com", port: 443,
-                               path: "/data", url: "https://json.example.com/data", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            startedAt: base.addingTimeInterval(10_000), scheme: "https", method: "GET", host: "json.example.com", port: 443,
+            path: "/data", url: "https://json.example.com/data", tlsMode: .mitm)
         r.status = 200
         r.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
         r.responseBody = Data(buffer: compressed)

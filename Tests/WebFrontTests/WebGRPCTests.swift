@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
 @testable import WebFront
 
 /// The web detail of a gRPC call: the `grpc` member the page's gRPC body
@@ -11,15 +12,18 @@ import Testing
 @Suite struct WebGRPCTests {
     @Test func theDetailOfAGRPCCallCarriesItsDecodedMessages() async throws {
         let fixture = try WebFixture()
-        var r = ExchangeRecord(startedAt: fixture.base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
-                               path: "/routeguide.RouteGuide/GetFeature", url: "https://grpc.example.com/routeguide.RouteGuide/GetFeature", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            startedAt: fixture.base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
+            path: "/routeguide.RouteGuide/GetFeature", url: "https://grpc.example.com/routeguide.RouteGuide/GetFeature", tlsMode: .mitm)
         r.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc+proto"), ("te", "trailers")])
         // {1: {1: 409146138, 2: -746188906}}: a Point, its int32 longitude negative (ten bytes on the wire).
         let point = Data([0x0A, 0x11, 0x08, 0x9A, 0xA6, 0x8C, 0xC3, 0x01, 0x10, 0x96, 0x9F, 0x98, 0x9C, 0xFD, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
         r.requestBody = Data([0, 0, 0, 0, UInt8(point.count)]) + point
         r.requestBodySize = r.requestBody?.count ?? 0
         r.status = 200
-        r.responseHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc"), ("grpc-status", "7"), ("grpc-message", "denied%21")])
+        r.responseHeaders = ExchangeRecord.encodeHeaders([
+            ("content-type", "application/grpc"), ("grpc-status", "7"), ("grpc-message", "denied%21"),
+        ])
         let id = try #require(try fixture.traffic.insert([r])[0].id)
         try await Application(router: fixture.app.router()).test(.router) { client in
             try await client.execute(uri: "/api/exchanges/\(id)", method: .get, headers: [.cookie: fixture.cookie]) { response in
@@ -27,12 +31,15 @@ import Testing
                 let detail = try WebAPITests.json(response.body)
                 let grpc = try #require(detail["grpc"] as? [String: Any], "\(detail.keys)")
                 #expect(grpc["service"] as? String == "routeguide.RouteGuide" && grpc["method"] as? String == "GetFeature")
-                #expect(grpc["status"] as? Int == 7 && grpc["status_name"] as? String == "PERMISSION_DENIED" && grpc["message"] as? String == "denied!")
+                #expect(
+                    grpc["status"] as? Int == 7 && grpc["status_name"] as? String == "PERMISSION_DENIED"
+                        && grpc["message"] as? String == "denied!")
                 let messages = try #require((grpc["request"] as? [String: Any])?["messages"] as? [[String: Any]])
                 let outer = try #require((messages.first?["fields"] as? [[String: Any]])?.first)
                 #expect(outer["type"] as? String == "message")
                 let inner = outer["fields"] as? [[String: Any]] ?? []
-                #expect(inner.map { $0["display"] as? String } == ["409146138  # sint: 204573069", "-746188906  # u64: 18446744072963362710"])
+                #expect(
+                    inner.map { $0["display"] as? String } == ["409146138  # sint: 204573069", "-746188906  # u64: 18446744072963362710"])
                 // No messages on a trailers-only answer.
                 #expect(((grpc["response"] as? [String: Any])?["messages"] as? [Any])?.isEmpty == true)
             }
@@ -54,9 +61,11 @@ import Testing
     /// a file that is not there is a note, and the fields are numbers.
     @Test func theDetailNamesFieldsFromTheDescriptorSetsInSettings() async throws {
         let fixture = try WebFixture()
-        let shop = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/grpc/shop.pb")
-        var r = ExchangeRecord(startedAt: fixture.base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
-                               path: "/shop.v1.Orders/Place", url: "https://grpc.example.com/shop.v1.Orders/Place", tlsMode: .mitm)
+        let shop = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+            "Fixtures/grpc/shop.pb")
+        var r = ExchangeRecord(
+            startedAt: fixture.base, scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
+            path: "/shop.v1.Orders/Place", url: "https://grpc.example.com/shop.v1.Orders/Place", tlsMode: .mitm)
         r.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", "application/grpc")])
         // Order {customer: "Ada", status: PAID}.
         let order = Data([0x0A, 0x03, 0x41, 0x64, 0x61, 0x18, 0x01])

@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+
 @testable import WebFront
 
 /// What the page reads of an HTTP/2 exchange: its rows carry the version,
@@ -22,8 +23,9 @@ import Testing
 
     /// A gRPC call on stream 3 of connection `k9`.
     static func insertCall(_ fixture: WebFixture) throws -> Int64 {
-        var r = ExchangeRecord(startedAt: fixture.base.addingTimeInterval(100), scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
-                               path: "/helloworld.Greeter/SayHello", url: "https://grpc.example.com/helloworld.Greeter/SayHello", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            startedAt: fixture.base.addingTimeInterval(100), scheme: "https", method: "POST", host: "grpc.example.com", port: 443,
+            path: "/helloworld.Greeter/SayHello", url: "https://grpc.example.com/helloworld.Greeter/SayHello", tlsMode: .mitm)
         r.httpVersion = "HTTP/2.0"
         r.streamID = 3
         r.connectionID = "k9"
@@ -45,7 +47,9 @@ import Testing
                 let rows = try #require(try Self.json(response.body)["exchanges"] as? [[String: Any]])
                 #expect(rows.map { $0["id"] as? Int } == [Int(id)])
                 let row = try #require(rows.first)
-                #expect(row["http_version"] as? String == "HTTP/2.0" && row["stream_id"] as? Int == 3 && row["connection_id"] as? String == "k9")
+                #expect(
+                    row["http_version"] as? String == "HTTP/2.0" && row["stream_id"] as? Int == 3 && row["connection_id"] as? String == "k9"
+                )
                 // `held` keeps its place after `rule`.
                 #expect(row["held"] as? Bool == false)
             }
@@ -64,7 +68,10 @@ import Testing
                 let detail = try Self.json(response.body)
                 #expect(detail["stream_id"] as? Int == 3 && detail["connection_id"] as? String == "k9")
                 #expect((detail["request"] as? [String: Any])?["http_version"] as? String == "HTTP/2.0")
-                #expect((detail["response"] as? [String: Any])?["trailers"] as? [[String]] == [["grpc-status", "5"], ["grpc-message", "not found"]])
+                #expect(
+                    (detail["response"] as? [String: Any])?["trailers"] as? [[String]] == [
+                        ["grpc-status", "5"], ["grpc-message", "not found"],
+                    ])
                 #expect((detail["request"] as? [String: Any])?["trailers"] is NSNull)
                 #expect((detail["curl"] as? String)?.contains(" --http2 ") == true)
             }
@@ -87,7 +94,8 @@ import Testing
             """#
         try await application(fixture).test(.router) { client in
             let headers: HTTPFields = [.cookie: fixture.cookie, .secFetchSite: "same-origin"]
-            try await client.execute(uri: "/api/har?name=chrome.har", method: .post, headers: headers, body: ByteBuffer(string: har)) { response throws in
+            try await client.execute(uri: "/api/har?name=chrome.har", method: .post, headers: headers, body: ByteBuffer(string: har)) {
+                response throws in
                 #expect(response.status == .ok, "\(String(buffer: response.body))")
             }
             try await client.execute(uri: "/api/exchanges?filter=~proto+h2", method: .get, headers: headers) { response throws in

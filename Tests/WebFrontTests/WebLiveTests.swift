@@ -8,6 +8,7 @@ import HummingbirdWSTesting
 import HummingbirdWebSocket
 import NIOCore
 import Testing
+
 @testable import WebFront
 
 /// `/api/live` over a real socket: the page's filter decides which newly
@@ -17,8 +18,9 @@ import Testing
 @Suite(.timeLimit(.minutes(2))) struct WebLiveTests {
     func application(_ fixture: WebFixture) -> some ApplicationProtocol {
         let router = fixture.app.router()
-        return Application(router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
-                           configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        return Application(
+            router: router, server: .http1WebSocketUpgrade(webSocketRouter: router),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)))
     }
 
     static func object(_ text: String) -> [String: Any] {
@@ -107,10 +109,14 @@ import Testing
     @Test func anotherPagesSocketIsRefusedEvenWithTheCookie() async throws {
         let fixture = try WebFixture()
         try await application(fixture).test(.live) { client in
-            for headers: HTTPFields in [[.cookie: fixture.cookie, .secFetchSite: "same-site"], [.cookie: fixture.cookie, .origin: "http://127.0.0.1:1"],
-                                        [.cookie: fixture.cookie]] {
+            for headers: HTTPFields in [
+                [.cookie: fixture.cookie, .secFetchSite: "same-site"], [.cookie: fixture.cookie, .origin: "http://127.0.0.1:1"],
+                [.cookie: fixture.cookie],
+            ] {
                 await #expect(throws: (any Error).self) {
-                    try await client.ws("/api/live", configuration: .init(additionalHeaders: headers)) { _, _, _ in Issue.record("upgraded from another page") }
+                    try await client.ws("/api/live", configuration: .init(additionalHeaders: headers)) { _, _, _ in
+                        Issue.record("upgraded from another page")
+                    }
                 }
             }
         }

@@ -1,12 +1,13 @@
 import BusymateShared
 import CaptureStore
+import CompressNIO
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
-import CompressNIO
 import Testing
+
 @testable import WebFront
 
 /// Settings parts written through the validated edit; HAR out and back in;
@@ -42,7 +43,8 @@ import Testing
             #expect(settings.unknownKeys == ["future_key"])
             // A rule with an unknown action: refused, naming where, and the file is as it was.
             let bad = #"[{"name": "r", "match": "*.example/*", "action": "explode"}]"#
-            try await client.execute(uri: "/api/settings/rules", method: .put, headers: headers, body: ByteBuffer(string: bad)) { response throws in
+            try await client.execute(uri: "/api/settings/rules", method: .put, headers: headers, body: ByteBuffer(string: bad)) {
+                response throws in
                 #expect(response.status == .unprocessableContent)
                 let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
                 #expect((body["key_path"] as? String)?.hasPrefix("rules[0]") == true, "\(body)")
@@ -67,7 +69,8 @@ import Testing
 
     @Test func theUpstreamProxysPasswordIsMaskedAndKeptThroughAnEdit() async throws {
         let fixture = try WebFixture()
-        try Data(#"{"upstream_proxy": {"host": "10.0.0.1", "port": 3128, "username": "me", "password": "s3cret!"}}"#.utf8).write(to: fixture.paths.settings)
+        try Data(#"{"upstream_proxy": {"host": "10.0.0.1", "port": 3128, "username": "me", "password": "s3cret!"}}"#.utf8).write(
+            to: fixture.paths.settings)
         try await application(fixture).test(.router) { client in
             var headers = page
             headers[.cookie] = fixture.cookie
@@ -94,7 +97,8 @@ import Testing
         try await application(fixture).test(.router) { client in
             var headers = page
             headers[.cookie] = fixture.cookie
-            let har = try await client.execute(uri: "/api/har?filter=~d+json.example.com", method: .get, headers: headers) { response throws -> ByteBuffer in
+            let har = try await client.execute(uri: "/api/har?filter=~d+json.example.com", method: .get, headers: headers) {
+                response throws -> ByteBuffer in
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=\"busymate-") == true)
                 let root = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
@@ -102,7 +106,8 @@ import Testing
                 #expect(entries.count == 1)
                 return response.body
             }
-            try await client.execute(uri: "/api/har?name=/home/me/session.har", method: .post, headers: headers, body: har) { response throws in
+            try await client.execute(uri: "/api/har?name=/home/me/session.har", method: .post, headers: headers, body: har) {
+                response throws in
                 #expect(response.status == .ok)
                 let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
                 #expect(body["imported"] as? Int == 1)
@@ -124,7 +129,8 @@ import Testing
         try fixture.insert(10)
         @Sendable func har(_ count: Int, bad: Int? = nil) -> ByteBuffer {
             let entries = (0..<count).map { i in
-                i == bad ? #"{"request": {"method": "GET", "url": "ftp://nope.example/"}}"#
+                i == bad
+                    ? #"{"request": {"method": "GET", "url": "ftp://nope.example/"}}"#
                     : #"{"request": {"method": "GET", "url": "https://imported.example.com/\#(i)"}, "response": {"status": 200, "content": {"text": "x"}}}"#
             }
             return ByteBuffer(string: #"{"log": {"version": "1.2", "entries": [\#(entries.joined(separator: ","))], "pages": []}}"#)
@@ -140,7 +146,8 @@ import Testing
             }
             #expect(try fixture.traffic.count() == 10)
             // A bad entry after the first chunk was stored: the chunks stored are taken back.
-            try await client.execute(uri: "/api/har?name=bad.har", method: .post, headers: headers, body: har(1_500, bad: 1_200)) { response throws in
+            try await client.execute(uri: "/api/har?name=bad.har", method: .post, headers: headers, body: har(1_500, bad: 1_200)) {
+                response throws in
                 #expect(response.status == .unprocessableContent)
                 #expect(String(buffer: response.body).contains("entry 1201"))
             }
@@ -163,7 +170,9 @@ import Testing
             headers[.cookie] = fixture.cookie
             try await client.execute(uri: "/api/exchanges", method: .delete, headers: headers) { #expect($0.status == .badRequest) }
             #expect(try fixture.traffic.count() == 10)
-            try await client.execute(uri: "/api/exchanges", method: .delete, headers: headers, body: ByteBuffer(string: #"{"confirm": true}"#)) {
+            try await client.execute(
+                uri: "/api/exchanges", method: .delete, headers: headers, body: ByteBuffer(string: #"{"confirm": true}"#)
+            ) {
                 #expect($0.status == .ok)
             }
             #expect(try fixture.traffic.count() == 0)
@@ -178,32 +187,39 @@ import Testing
     @Test func aHARWithImpossibleValuesIsReadSafelyOrRefused() throws {
         func har(_ entry: String) -> Data { Data(#"{"log": {"entries": [\#(entry)]}}"#.utf8) }
         // A status no Int holds, a start in year 9999, a time of ages: kept in range, no trap.
-        let records = try HARImport.records(har(#"""
-            {"startedDateTime": "9999-12-31T23:59:59.999Z", "time": 1e300,
-             "request": {"method": "GET", "url": "http://a.example/x", "headers": [{"name": "Bad\r\nName", "value": "v"}, {"name": "X-Ok", "value": "line\r\nbreak"}, {"name": "X-Fine", "value": "1"}]},
-             "response": {"status": 1e19, "headers": [], "content": {"text": "hi"}}}
-            """#), name: "evil.har")
+        let records = try HARImport.records(
+            har(
+                #"""
+                {"startedDateTime": "9999-12-31T23:59:59.999Z", "time": 1e300,
+                 "request": {"method": "GET", "url": "http://a.example/x", "headers": [{"name": "Bad\r\nName", "value": "v"}, {"name": "X-Ok", "value": "line\r\nbreak"}, {"name": "X-Fine", "value": "1"}]},
+                 "response": {"status": 1e19, "headers": [], "content": {"text": "hi"}}}
+                """#), name: "evil.har")
         #expect(records.count == 1)
         #expect(records[0].status == nil)
         #expect(records[0].startedAt <= Date(timeIntervalSince1970: 4_102_444_800))
         #expect(ExchangeRecord.decodeHeaders(records[0].requestHeaders).map(\.0) == ["X-Fine"])
         // A method that is no method: refused, naming the entry.
         #expect(throws: HARImport.Failure.self) {
-            try HARImport.records(har(#"{"request": {"method": "GET /x HTTP/1.1\r\nHost: evil", "url": "http://a.example/"}}"#), name: "evil.har")
+            try HARImport.records(
+                har(#"{"request": {"method": "GET /x HTTP/1.1\r\nHost: evil", "url": "http://a.example/"}}"#), name: "evil.har")
         }
     }
 
     @Test func aHARFileIsReadAnEntryAtATimeWhateverItsLayout() throws {
         // A BOM, keys in any order, strings that hold brackets and escaped quotes, numbers and literals to skip.
-        let text = "\u{FEFF}" + #"""
-             {"comment": "{[\"]}", "log": {"pages": [{"id": "p", "n": [1, -2.5e3, true, null]}], "version": "1.2",
-              "entries": [ {"request": {"method": "GET", "url": "https://a.example/{x}", "headers": [{"name": "X-Q", "value": "\"]}"}]}},
-                           {"request": {"method": "POST", "url": "http://b.example/"}} ], "creator": {}}, "z": 0}
-            """#
+        let text =
+            "\u{FEFF}" + #"""
+                 {"comment": "{[\"]}", "log": {"pages": [{"id": "p", "n": [1, -2.5e3, true, null]}], "version": "1.2",
+                  "entries": [ {"request": {"method": "GET", "url": "https://a.example/{x}", "headers": [{"name": "X-Q", "value": "\"]}"}]}},
+                               {"request": {"method": "POST", "url": "http://b.example/"}} ], "creator": {}}, "z": 0}
+                """#
         let records = try HARImport.records(Data(text.utf8), name: "odd.har")
         #expect(records.map(\.host) == ["a.example", "b.example"])
         #expect(ExchangeRecord.decodeHeaders(records[0].requestHeaders).first?.1 == "\"]}")
-        for broken in [#"{"log": {"entries": [{"request": {}}"#, #"{"log": {"entries": [1]}}"#, #"{"log": {}}"#, #"[]"#, #"{"log": {"entries": []}} x"#, ""] {
+        for broken in [
+            #"{"log": {"entries": [{"request": {}}"#, #"{"log": {"entries": [1]}}"#, #"{"log": {}}"#, #"[]"#,
+            #"{"log": {"entries": []}} x"#, "",
+        ] {
             #expect(throws: HARImport.Failure.self, "\(broken)") { try HARImport.records(Data(broken.utf8), name: "bad.har") }
         }
         #expect(try HARImport.records(Data(#"{"log": {"entries": []}}"#.utf8), name: "empty.har").isEmpty)

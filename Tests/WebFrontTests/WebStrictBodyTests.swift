@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Testing
+
 @testable import WebFront
 
 /// An API write with a key the API does not read is refused (400, naming
@@ -36,7 +37,9 @@ import Testing
         ]
         try await application(fixture).test(.router) { client in
             for (part, body, key) in cases {
-                try await client.execute(uri: "/api/settings/\(part)", method: .put, headers: headers(fixture), body: ByteBuffer(string: body)) { response throws in
+                try await client.execute(
+                    uri: "/api/settings/\(part)", method: .put, headers: headers(fixture), body: ByteBuffer(string: body)
+                ) { response throws in
                     #expect(response.status == .badRequest, "\(part): \(response.status)")
                     let error = try Self.json(response.body)["error"] as? String ?? ""
                     #expect(error.contains(key), "\(part): \(error)")
@@ -45,11 +48,15 @@ import Testing
             }
             // Keys the file already had (a later version's) still pass back through the page's edit.
             let kept = #"{"include": ["a.example"], "exclude": [], "later_key": 1}"#
-            try await client.execute(uri: "/api/settings/ssl-proxying", method: .put, headers: headers(fixture), body: ByteBuffer(string: kept)) {
+            try await client.execute(
+                uri: "/api/settings/ssl-proxying", method: .put, headers: headers(fixture), body: ByteBuffer(string: kept)
+            ) {
                 #expect($0.status == .ok)
             }
-            try await client.execute(uri: "/api/settings/breakpoints", method: .put, headers: headers(fixture),
-                                     body: ByteBuffer(string: #"{"request": ["*.example/*"], "response": []}"#)) { #expect($0.status == .ok) }
+            try await client.execute(
+                uri: "/api/settings/breakpoints", method: .put, headers: headers(fixture),
+                body: ByteBuffer(string: #"{"request": ["*.example/*"], "response": []}"#)
+            ) { #expect($0.status == .ok) }
         }
     }
 
@@ -65,7 +72,8 @@ import Testing
         ]
         try await application(fixture).test(.router) { client in
             for (method, uri, body, key) in cases {
-                try await client.execute(uri: uri, method: method, headers: headers(fixture), body: ByteBuffer(string: body)) { response throws in
+                try await client.execute(uri: uri, method: method, headers: headers(fixture), body: ByteBuffer(string: body)) {
+                    response throws in
                     #expect(response.status == .badRequest, "\(uri): \(response.status)")
                     let error = try Self.json(response.body)["error"] as? String ?? ""
                     #expect(error.contains("\"\(key)\""), "\(uri): \(error)")

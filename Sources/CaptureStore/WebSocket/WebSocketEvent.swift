@@ -28,8 +28,10 @@ public enum WebSocketEvent: Sendable {
         public var bytesUp: Int
         public var bytesDown: Int
         public var error: String?
-        public init(requestID: String, at: Date, pings: Int, pongs: Int, closeCode: Int?, closeReason: String?, closedBy: String?,
-                    bytesUp: Int, bytesDown: Int, error: String?) {
+        public init(
+            requestID: String, at: Date, pings: Int, pongs: Int, closeCode: Int?, closeReason: String?, closedBy: String?,
+            bytesUp: Int, bytesDown: Int, error: String?
+        ) {
             self.requestID = requestID
             self.at = at
             self.pings = pings

@@ -23,10 +23,13 @@ public enum WebSocketJSON {
         var members: [ExchangeJSON.Member] = []
         if let exchangeID { members.append(("exchange_id", ExchangeJSON.number(exchangeID))) }
         members += [
-            ("seq", ExchangeJSON.number(m.seq)), ("at", ExchangeJSON.date(m.at)), ("from", ExchangeJSON.string(m.fromClient ? "client" : "server")),
+            ("seq", ExchangeJSON.number(m.seq)), ("at", ExchangeJSON.date(m.at)),
+            ("from", ExchangeJSON.string(m.fromClient ? "client" : "server")),
             ("type", ExchangeJSON.string(m.opcode == .text ? "text" : "binary")), ("length", ExchangeJSON.number(m.length)),
-            ("wire_length", ExchangeJSON.number(m.wireLength)), ("frames", ExchangeJSON.number(m.frames)), ("compressed", ExchangeJSON.bool(m.compressed)),
-            ("origin", ExchangeJSON.string(m.origin.rawValue)), ("stored", ExchangeJSON.number(m.stored)), ("truncated", ExchangeJSON.bool(m.truncated)),
+            ("wire_length", ExchangeJSON.number(m.wireLength)), ("frames", ExchangeJSON.number(m.frames)),
+            ("compressed", ExchangeJSON.bool(m.compressed)),
+            ("origin", ExchangeJSON.string(m.origin.rawValue)), ("stored", ExchangeJSON.number(m.stored)),
+            ("truncated", ExchangeJSON.bool(m.truncated)),
         ]
         if let limit = shownLimit {
             let cut = (payload?.count ?? 0) > limit

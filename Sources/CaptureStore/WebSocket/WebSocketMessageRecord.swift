@@ -49,9 +49,11 @@ public struct WebSocketMessageRecord: Sendable, Equatable {
     public var truncated: Bool
     public var origin: Origin
 
-    public init(requestID: String, seq: Int, at: Date, fromClient: Bool, opcode: Opcode, length: Int, wireLength: Int, frames: Int = 1,
-                compressed: Bool = false, payload: Data? = nil, file: String? = nil, fileOffset: Int = 0, stored: Int = 0,
-                truncated: Bool = false, origin: Origin = .relayed) {
+    public init(
+        requestID: String, seq: Int, at: Date, fromClient: Bool, opcode: Opcode, length: Int, wireLength: Int, frames: Int = 1,
+        compressed: Bool = false, payload: Data? = nil, file: String? = nil, fileOffset: Int = 0, stored: Int = 0,
+        truncated: Bool = false, origin: Origin = .relayed
+    ) {
         self.requestID = requestID
         self.seq = seq
         self.at = at
@@ -69,7 +71,8 @@ public struct WebSocketMessageRecord: Sendable, Equatable {
         self.origin = origin
     }
 
-    static let columns = "id, seq, at, from_client, opcode, length, wire_length, frames, compressed, payload, payload_file, payload_offset, stored, truncated, origin"
+    static let columns =
+        "id, seq, at, from_client, opcode, length, wire_length, frames, compressed, payload, payload_file, payload_offset, stored, truncated, origin"
 
     init(row: Row, requestID: String) {
         id = row["id"]

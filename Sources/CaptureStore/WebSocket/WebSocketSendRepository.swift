@@ -23,12 +23,16 @@ public struct WebSocketSendRepository: Sendable {
             throw Refusal(description: "the message is \(payload.count) bytes; at most \(Self.maxPayload) are sent this way")
         }
         return try database.pool.write { db in
-            guard let open = try Bool.fetchOne(db, sql: "SELECT closed_at IS NULL FROM websockets WHERE exchange_id = ?", arguments: [exchangeID]) else {
+            guard
+                let open = try Bool.fetchOne(
+                    db, sql: "SELECT closed_at IS NULL FROM websockets WHERE exchange_id = ?", arguments: [exchangeID])
+            else {
                 throw Refusal(description: "exchange \(exchangeID) is no WebSocket the proxy read (see `busymate list '~websocket'`)")
             }
             guard open else { throw Refusal(description: "exchange \(exchangeID)'s WebSocket is closed") }
-            try db.execute(sql: "INSERT INTO ws_sends (exchange_id, to_client, opcode, payload, requested_at) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [exchangeID, toClient, opcode.rawValue, payload, Date()])
+            try db.execute(
+                sql: "INSERT INTO ws_sends (exchange_id, to_client, opcode, payload, requested_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [exchangeID, toClient, opcode.rawValue, payload, Date()])
             return db.lastInsertedRowID
         }
     }
@@ -36,11 +40,14 @@ public struct WebSocketSendRepository: Sendable {
     /// Sends nobody has claimed yet into open sockets, asked for in the last half minute, oldest first.
     public func pending() throws -> [WebSocketSend] {
         try database.pool.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT s.*, e.request_id FROM ws_sends s JOIN exchanges e ON e.id = s.exchange_id
-                JOIN websockets w ON w.exchange_id = s.exchange_id
-                WHERE s.claimed_by IS NULL AND s.error IS NULL AND w.closed_at IS NULL AND s.requested_at > ? ORDER BY s.id LIMIT 100
-                """, arguments: [Date().addingTimeInterval(-Self.staleAfter)]).map(WebSocketSend.init)
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT s.*, e.request_id FROM ws_sends s JOIN exchanges e ON e.id = s.exchange_id
+                    JOIN websockets w ON w.exchange_id = s.exchange_id
+                    WHERE s.claimed_by IS NULL AND s.error IS NULL AND w.closed_at IS NULL AND s.requested_at > ? ORDER BY s.id LIMIT 100
+                    """, arguments: [Date().addingTimeInterval(-Self.staleAfter)]
+            ).map(WebSocketSend.init)
         }
     }
 
@@ -50,7 +57,8 @@ public struct WebSocketSendRepository: Sendable {
     /// True when this tunnel (`pid`) now owns the send: nobody else will carry it out.
     public func claim(_ id: Int64, pid: Int) throws -> Bool {
         try database.pool.write { db in
-            try db.execute(sql: "UPDATE ws_sends SET claimed_by = ? WHERE id = ? AND claimed_by IS NULL AND error IS NULL", arguments: [pid, id])
+            try db.execute(
+                sql: "UPDATE ws_sends SET claimed_by = ? WHERE id = ? AND claimed_by IS NULL AND error IS NULL", arguments: [pid, id])
             return db.changesCount == 1
         }
     }
@@ -66,16 +74,20 @@ public struct WebSocketSendRepository: Sendable {
     @discardableResult
     public func fail(_ id: Int64, _ why: String, onlyUnclaimed: Bool = false) throws -> Bool {
         try database.pool.write { db in
-            try db.execute(sql: "UPDATE ws_sends SET error = ? WHERE id = ? AND sent_at IS NULL AND error IS NULL\(onlyUnclaimed ? " AND claimed_by IS NULL" : "")",
-                           arguments: [why, id])
+            try db.execute(
+                sql:
+                    "UPDATE ws_sends SET error = ? WHERE id = ? AND sent_at IS NULL AND error IS NULL\(onlyUnclaimed ? " AND claimed_by IS NULL" : "")",
+                arguments: [why, id])
             return db.changesCount == 1
         }
     }
 
     public func find(_ id: Int64) throws -> WebSocketSend? {
         try database.pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT s.*, e.request_id FROM ws_sends s JOIN exchanges e ON e.id = s.exchange_id WHERE s.id = ?",
-                             arguments: [id]).map(WebSocketSend.init)
+            try Row.fetchOne(
+                db, sql: "SELECT s.*, e.request_id FROM ws_sends s JOIN exchanges e ON e.id = s.exchange_id WHERE s.id = ?",
+                arguments: [id]
+            ).map(WebSocketSend.init)
         }
     }
 
@@ -88,7 +100,9 @@ public struct WebSocketSendRepository: Sendable {
 
     /// Asks, tells the tunnel, and waits (up to ten seconds) for the send to
     /// be carried out; returns the message's number on the socket. Blocks.
-    public func send(exchangeID: Int64, toClient: Bool, opcode: WebSocketMessageRecord.Opcode, payload: Data, paths: GroupPaths, sender: String) throws -> Int {
+    public func send(
+        exchangeID: Int64, toClient: Bool, opcode: WebSocketMessageRecord.Opcode, payload: Data, paths: GroupPaths, sender: String
+    ) throws -> Int {
         let id = try request(exchangeID: exchangeID, toClient: toClient, opcode: opcode, payload: payload)
         Self.announce(id, paths: paths, sender: sender)
         let asked = Date()

@@ -51,7 +51,8 @@ struct BreakpointMirror: Sendable {
                 failing = false
             } catch {
                 if !failing {
-                    logger.warning("cannot write breakpoint events to the account; trying again", metadata: ["ERROR": "\(CloudError.describe(error))"])
+                    logger.warning(
+                        "cannot write breakpoint events to the account; trying again", metadata: ["ERROR": "\(CloudError.describe(error))"])
                 }
                 failing = true
             }
@@ -65,7 +66,9 @@ struct BreakpointMirror: Sendable {
             try await write()
             return true
         } catch let refusal as CloudAPIError where refusal.refusesTheRow {
-            logger.error("the account refuses a breakpoint event; it stays local", metadata: ["REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
+            logger.error(
+                "the account refuses a breakpoint event; it stays local",
+                metadata: ["REQUEST_ID": "\(event.requestID)", "ERROR": "\(refusal)"])
             return false
         }
     }

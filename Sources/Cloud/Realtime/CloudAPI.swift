@@ -18,8 +18,10 @@ struct CloudAPI: Sendable {
     /// A held message's row as the seed writes it at the pause; a message
     /// already resolved goes with its resolution.
     func insert(_ event: BreakpointEvent) async throws {
-        var row: [String: Any] = ["device_uuid": deviceUUID, "kind": event.kind.rawValue, "request_id": event.requestID,
-                                  "raw_http_initial": Self.text(event.rawHTTPInitial), "paused_at": DatabaseDateText.iso8601(event.pausedAt)]
+        var row: [String: Any] = [
+            "device_uuid": deviceUUID, "kind": event.kind.rawValue, "request_id": event.requestID,
+            "raw_http_initial": Self.text(event.rawHTTPInitial), "paused_at": DatabaseDateText.iso8601(event.pausedAt),
+        ]
         if let outcome = event.outcome {
             row.merge(Self.resolution(event, outcome)) { $1 }
         }
@@ -31,12 +33,16 @@ struct CloudAPI: Sendable {
         guard let outcome = event.outcome else { return }
         let request = event.requestID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? event.requestID
         let filter = "device_uuid=eq.\(deviceUUID)&request_id=eq.\(request)&kind=eq.\(event.kind.rawValue)&resumed_at=is.null"
-        try await send(.PATCH, "/rest/v1/breakpoint_events?\(filter)", body: PhoenixMessage.json(Self.resolution(event, outcome)), prefer: "return=minimal")
+        try await send(
+            .PATCH, "/rest/v1/breakpoint_events?\(filter)", body: PhoenixMessage.json(Self.resolution(event, outcome)),
+            prefer: "return=minimal")
     }
 
     /// `effective_settings_for_device`: the account's settings merged for this device.
     func effectiveSettings() async throws -> Data {
-        try await send(.POST, "/rest/v1/rpc/effective_settings_for_device", body: PhoenixMessage.json(["target_uuid": deviceUUID]), prefer: nil).body
+        try await send(
+            .POST, "/rest/v1/rpc/effective_settings_for_device", body: PhoenixMessage.json(["target_uuid": deviceUUID]), prefer: nil
+        ).body
     }
 
     @discardableResult
@@ -51,7 +57,8 @@ struct CloudAPI: Sendable {
         let response = try await CloudResponse.execute(request, on: client, timeout: timeout)
         guard (200..<300).contains(response.status) else {
             let code = response.errorCode.map { " \($0)" } ?? ""
-            throw CloudAPIError(status: response.status, description: "HTTP \(response.status)\(code)\(response.errorMessage.map { ": \($0)" } ?? "")")
+            throw CloudAPIError(
+                status: response.status, description: "HTTP \(response.status)\(code)\(response.errorMessage.map { ": \($0)" } ?? "")")
         }
         return response
     }

@@ -23,15 +23,19 @@ struct PhoenixMessage: Sendable, Equatable {
     var text: String {
         func quoted(_ s: String?) -> String {
             guard let s else { return "null" }
-            return (try? JSONSerialization.data(withJSONObject: s, options: [.fragmentsAllowed])).map { String(decoding: $0, as: UTF8.self) } ?? "null"
+            return (try? JSONSerialization.data(withJSONObject: s, options: [.fragmentsAllowed])).map {
+                String(decoding: $0, as: UTF8.self)
+            } ?? "null"
         }
-        return "{\"topic\":\(quoted(topic)),\"event\":\(quoted(event)),\"payload\":\(payload),\"ref\":\(quoted(ref)),\"join_ref\":\(quoted(joinRef))}"
+        return
+            "{\"topic\":\(quoted(topic)),\"event\":\(quoted(event)),\"payload\":\(payload),\"ref\":\(quoted(ref)),\"join_ref\":\(quoted(joinRef))}"
     }
 
     /// A message from the server; nil for anything that is not one (Phoenix drops those too).
     init?(text: String) {
         guard let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any],
-              let topic = object["topic"] as? String, let event = object["event"] as? String else { return nil }
+            let topic = object["topic"] as? String, let event = object["event"] as? String
+        else { return nil }
         self.topic = topic
         self.event = event
         let payload = object["payload"] as? [String: Any] ?? [:]
@@ -46,7 +50,8 @@ struct PhoenixMessage: Sendable, Equatable {
 
     static func json(_ object: Any) -> String {
         guard JSONSerialization.isValidJSONObject(object),
-              let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
+            let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
 

@@ -76,8 +76,10 @@ public actor RealtimeLink {
         self.commands = commands
         self.heartbeat = heartbeat
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        client = HTTPClient(eventLoopGroup: group, configuration: HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30))))
+        client = HTTPClient(
+            eventLoopGroup: group,
+            configuration: HTTPClient.Configuration(
+                redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(30))))
         (queue, queueInput) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(64))
     }
 
@@ -97,10 +99,13 @@ public actor RealtimeLink {
         if previous.token == token.token { return }
         // Handed over only to channels that have joined; a join still under way starts again with it.
         if previous.api == token.api, previous.anonKey == token.anonKey, previous.deviceUUID == token.deviceUUID, closing == nil,
-           !joinRefs.isEmpty, joined.count == joinRefs.count {
+            !joinRefs.isEmpty, joined.count == joinRefs.count
+        {
             for topic in joined.sorted() {
-                send(PhoenixMessage(topic: topic, event: "access_token", payload: PhoenixMessage.json(["access_token": token.token]),
-                                    ref: nextRef(), joinRef: joinRefs[topic]))
+                send(
+                    PhoenixMessage(
+                        topic: topic, event: "access_token", payload: PhoenixMessage.json(["access_token": token.token]),
+                        ref: nextRef(), joinRef: joinRefs[topic]))
             }
             channelToken = token.token
             logger.info("handed the new device token to the Realtime channels")
@@ -150,7 +155,10 @@ public actor RealtimeLink {
             token = nil
             tokenProblem = "\(error)"
         }
-        if let tokenProblem { token = nil; state = "off: \(tokenProblem)" }
+        if let tokenProblem {
+            token = nil
+            state = "off: \(tokenProblem)"
+        }
     }
 
     private func connectLoop() async {
@@ -175,8 +183,9 @@ public actor RealtimeLink {
                 refusedToken = channelToken ?? token.token
                 refusedAt = Date()
                 state = "refused: \(why)"
-                logger.error("Realtime refuses the device token; the dashboard cannot reach this appliance until it is paired again",
-                             metadata: ["ERROR": "\(why)"])
+                logger.error(
+                    "Realtime refuses the device token; the dashboard cannot reach this appliance until it is paired again",
+                    metadata: ["ERROR": "\(why)"])
             case .reload?:
                 backoff.reset()
             case let .retry(why)?:
@@ -219,10 +228,18 @@ public actor RealtimeLink {
         trackedMode = nil
         connectedAt = nil
         channelToken = token.token
-        join(Self.devicesTopic, config: ["broadcast": ["self": false, "ack": false], "presence": ["key": token.deviceUUID, "enabled": true],
-                                         "postgres_changes": [Any](), "private": true], token: token.token)
-        join(deviceTopic(token), config: ["broadcast": ["self": false, "ack": false], "presence": ["key": "", "enabled": false],
-                                          "postgres_changes": [Any](), "private": true], token: token.token)
+        join(
+            Self.devicesTopic,
+            config: [
+                "broadcast": ["self": false, "ack": false], "presence": ["key": token.deviceUUID, "enabled": true],
+                "postgres_changes": [Any](), "private": true,
+            ], token: token.token)
+        join(
+            deviceTopic(token),
+            config: [
+                "broadcast": ["self": false, "ack": false], "presence": ["key": "", "enabled": false],
+                "postgres_changes": [Any](), "private": true,
+            ], token: token.token)
         let tls: TLSConfiguration? = secure ? TLSConfiguration.makeClientConfiguration() : nil
         let attempt = Task { await self.runSocket(url: url, tls: tls, stream: stream, id: id) }
         let started = ContinuousClock.now
@@ -248,8 +265,10 @@ public actor RealtimeLink {
         configuration.sniHostname = nil
         let heartbeat = self.heartbeat
         do {
-            try await WebSocketClient.connect(url: url, configuration: configuration, tlsConfiguration: tls, eventLoopGroup: group,
-                                              logger: Logger(label: "busymate.cloud.realtime")) { inbound, outbound, _ in
+            try await WebSocketClient.connect(
+                url: url, configuration: configuration, tlsConfiguration: tls, eventLoopGroup: group,
+                logger: Logger(label: "busymate.cloud.realtime")
+            ) { inbound, outbound, _ in
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask {
                         for await text in stream { try await outbound.write(.text(text)) }
@@ -290,7 +309,10 @@ public actor RealtimeLink {
     private func join(_ topic: String, config: [String: Any], token: String) {
         let ref = nextRef()
         joinRefs[topic] = ref
-        send(PhoenixMessage(topic: topic, event: "phx_join", payload: PhoenixMessage.json(["config": config, "access_token": token]), ref: ref, joinRef: ref))
+        send(
+            PhoenixMessage(
+                topic: topic, event: "phx_join", payload: PhoenixMessage.json(["config": config, "access_token": token]), ref: ref,
+                joinRef: ref))
     }
 
     private func close(_ why: Closing) {
@@ -322,9 +344,14 @@ public actor RealtimeLink {
         guard tracks.count < 4 else { return }
         tracks.append(now)
         trackedMode = mode
-        let meta: [String: Any] = ["source": "tunnel", "vpn_state": mode == "transparent" ? "on" : "off", "online_at": DatabaseDateText.iso8601(now)]
-        send(PhoenixMessage(topic: Self.devicesTopic, event: "presence", payload: PhoenixMessage.json(["type": "presence", "event": "track", "payload": meta]),
-                            ref: nextRef(), joinRef: joinRefs[Self.devicesTopic]))
+        let meta: [String: Any] = [
+            "source": "tunnel", "vpn_state": mode == "transparent" ? "on" : "off", "online_at": DatabaseDateText.iso8601(now),
+        ]
+        send(
+            PhoenixMessage(
+                topic: Self.devicesTopic, event: "presence",
+                payload: PhoenixMessage.json(["type": "presence", "event": "track", "payload": meta]),
+                ref: nextRef(), joinRef: joinRefs[Self.devicesTopic]))
     }
 
     private func received(_ text: String, _ id: Int) {
@@ -343,7 +370,8 @@ public actor RealtimeLink {
                 if joined.count == joinRefs.count {
                     state = "connected"
                     connectedAt = Date()
-                    logger.info("joined the account's Realtime channels", metadata: ["TOPICS": "\(joined.sorted().joined(separator: ", "))"])
+                    logger.info(
+                        "joined the account's Realtime channels", metadata: ["TOPICS": "\(joined.sorted().joined(separator: ", "))"])
                 }
             } else {
                 let reason = ((payload["response"] as? [String: Any])?["reason"] as? String).map(CloudResponse.printable) ?? "refused"

@@ -37,16 +37,18 @@ public struct RemoteEntries: Sendable {
         do {
             for parameter in compiled.parameters { try binds.append(parameter) }
             try binds.append(max(1, limit))
-            connection = try await TeamDatabaseConnection.connect(address, on: MultiThreadedEventLoopGroup.singleton.any(), id: 1, logger: logger)
+            connection = try await TeamDatabaseConnection.connect(
+                address, on: MultiThreadedEventLoopGroup.singleton.any(), id: 1, logger: logger)
         } catch {
             throw Failure(description: "cannot reach \(address.redacted): \(Self.describe(error))")
         }
         do {
             try await connection.query("SELECT set_config('statement_timeout', \("\(statementTimeout)s"), false)", logger: logger)
-            let query = PostgresQuery(unsafeSQL: """
-                SELECT request_id, device_uuid::text, ts, kind, payload::text FROM entries
-                WHERE \(compiled.sql) ORDER BY ts DESC, request_id DESC LIMIT $\(compiled.parameters.count + 1)::int
-                """, binds: binds)
+            let query = PostgresQuery(
+                unsafeSQL: """
+                    SELECT request_id, device_uuid::text, ts, kind, payload::text FROM entries
+                    WHERE \(compiled.sql) ORDER BY ts DESC, request_id DESC LIMIT $\(compiled.parameters.count + 1)::int
+                    """, binds: binds)
             var entries: [RemoteEntry] = []
             let rows = try await connection.query(query, logger: logger)
             for try await (requestID, device, ts, kind, payload) in rows.decode((String, String, Date, String, String).self) {

@@ -2,8 +2,8 @@ import BusymateShared
 import Crypto
 import Foundation
 import NIOSSL
-import Synchronization
 import SwiftASN1
+import Synchronization
 import X509
 
 /// The group's CA, minting leaf certificates for intercepted hosts. One P-256

@@ -84,7 +84,9 @@ public final class DNSForwarder: Sendable {
             // A client that half-closes after its query still gets the answer.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel)) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
+                }
             }
             .childChannelInitializer { channel in
                 guard self.devices.admits(channel.remoteAddress, listenerIsLoopback: false) else {
@@ -93,7 +95,8 @@ public final class DNSForwarder: Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     // A client that sends nothing for 30 s is closed (RFC 7766 §6.2.3 allows it).
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(30)))
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .sixteenBits)))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .sixteenBits)))
                     try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .sixteenBits))
                     try channel.pipeline.syncOperations.addHandler(DNSTCPQueries(forwarder: self))
                 }
@@ -107,11 +110,14 @@ public final class DNSForwarder: Sendable {
 
     /// Forwards `query` from `client`; `reply` gets the answer (or a
     /// SERVFAIL), on `eventLoop`. A query that cannot be read gets nothing.
-    func forward(_ query: ByteBuffer, from client: SocketAddress?, transport: String, on eventLoop: EventLoop,
-                 reply: @escaping @Sendable (ByteBuffer) -> Void) {
+    func forward(
+        _ query: ByteBuffer, from client: SocketAddress?, transport: String, on eventLoop: EventLoop,
+        reply: @escaping @Sendable (ByteBuffer) -> Void
+    ) {
         let bytes = Array(query.readableBytesView)
         guard let parsed = DNSMessage(parsing: bytes), !parsed.isResponse, let question = parsed.questions.first else {
-            logger.debug("dropped a datagram that is not a DNS query", metadata: ["CLIENT": "\(client.map(ExchangeCapture.describe) ?? "?")"])
+            logger.debug(
+                "dropped a datagram that is not a DNS query", metadata: ["CLIENT": "\(client.map(ExchangeCapture.describe) ?? "?")"])
             return
         }
         guard limit.admit(client?.ipAddress ?? "", now: DeviceRegistry.monotonic()) else {
@@ -127,11 +133,14 @@ public final class DNSForwarder: Sendable {
             self.answered.add(1, ordering: .relaxed)
             let message = answer.flatMap { DNSMessage(parsing: $0) }
             for case let (address?, ttl) in (message?.answers ?? []).map({ ($0.data.address, $0.ttl) }) {
-                if let asker = client?.ipAddress { self.names.learn(address: address, name: question.name.lowercased(), ttl: ttl, client: asker) }
+                if let asker = client?.ipAddress {
+                    self.names.learn(address: address, name: question.name.lowercased(), ttl: ttl, client: asker)
+                }
             }
-            let exchange = DNSExchange(startedAt: started, endedAt: Date(), client: client, server: server.map(ExchangeCapture.describe),
-                                       name: question.name, type: DNSMessage.typeName(question.type), transport: transport,
-                                       rcode: message?.rcode ?? failed, answers: message?.answerTexts ?? [], error: error)
+            let exchange = DNSExchange(
+                startedAt: started, endedAt: Date(), client: client, server: server.map(ExchangeCapture.describe),
+                name: question.name, type: DNSMessage.typeName(question.type), transport: transport,
+                rcode: message?.rcode ?? failed, answers: message?.answerTexts ?? [], error: error)
             self.capture.map { CaptureHook(writer: $0) }?.dnsQuery(exchange, peer: peer)
         }
         let servfail = { @Sendable (why: String) in
@@ -159,8 +168,9 @@ public final class DNSForwarder: Sendable {
                 let now = Int(DeviceRegistry.monotonic())
                 let last = self.lastFailureLog.load(ordering: .relaxed)
                 if now - last >= 10, self.lastFailureLog.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged {
-                    self.logger.notice("no answer from the DNS servers; answering SERVFAIL (each query's row says why)",
-                                       metadata: ["NAME": "\(question.name)", "ERROR": "\(error)"])
+                    self.logger.notice(
+                        "no answer from the DNS servers; answering SERVFAIL (each query's row says why)",
+                        metadata: ["NAME": "\(question.name)", "ERROR": "\(error)"])
                 }
                 servfail("\(error)")
             }
@@ -169,14 +179,18 @@ public final class DNSForwarder: Sendable {
 
     /// A client past its rate: REFUSED (no bigger than the query), counted,
     /// and said once in ten seconds.
-    private func refuse(_ query: [UInt8], question: DNSMessage.Question, from client: SocketAddress?, reply: @Sendable (ByteBuffer) -> Void) {
+    private func refuse(_ query: [UInt8], question: DNSMessage.Question, from client: SocketAddress?, reply: @Sendable (ByteBuffer) -> Void)
+    {
         let count = refused.add(1, ordering: .relaxed).newValue
         let now = Int(DeviceRegistry.monotonic())
         let last = lastRefusalLog.load(ordering: .relaxed)
         if now - last >= 10, lastRefusalLog.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged {
-            logger.notice("a DNS client is over its rate; answering REFUSED, not forwarding nor recording",
-                          metadata: ["CLIENT": "\(client.map(ExchangeCapture.describe) ?? "?")", "NAME": "\(question.name)",
-                                     "REFUSED_SO_FAR": "\(count)"])
+            logger.notice(
+                "a DNS client is over its rate; answering REFUSED, not forwarding nor recording",
+                metadata: [
+                    "CLIENT": "\(client.map(ExchangeCapture.describe) ?? "?")", "NAME": "\(question.name)",
+                    "REFUSED_SO_FAR": "\(count)",
+                ])
         }
         if let answer = DNSMessage.reply(toQuery: query, rcode: 5) { reply(ByteBuffer(bytes: answer)) }
     }
@@ -184,8 +198,10 @@ public final class DNSForwarder: Sendable {
     typealias Attempt = @Sendable ([UInt8], SocketAddress, EventLoopGroup) -> EventLoopFuture<[UInt8]>
 
     /// Each server in turn until one answers with the query's id.
-    private static func ask(_ servers: [SocketAddress], query: [UInt8], id: UInt16, attempt: @escaping Attempt, group: EventLoopGroup,
-                            on eventLoop: EventLoop) -> EventLoopFuture<(SocketAddress, [UInt8])> {
+    private static func ask(
+        _ servers: [SocketAddress], query: [UInt8], id: UInt16, attempt: @escaping Attempt, group: EventLoopGroup,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<(SocketAddress, [UInt8])> {
         guard let server = servers.first else {
             return eventLoop.makeFailedFuture(DNSForwardError(description: "no DNS server answered"))
         }
@@ -208,7 +224,9 @@ public final class DNSForwarder: Sendable {
         let channel = DatagramBootstrap(group: group)
             .channelOption(.recvAllocator, value: datagramAllocator)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(OneAnswer(from: server, promise: promise)) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(OneAnswer(from: server, promise: promise))
+                }
             }
             .connect(to: server)
         return answer(promise, on: channel) { $0.writeAndFlush(AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))) }
@@ -220,7 +238,8 @@ public final class DNSForwarder: Sendable {
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .sixteenBits)))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .sixteenBits)))
                     try channel.pipeline.syncOperations.addHandler(LengthFieldPrepender(lengthFieldBitLength: .sixteenBits))
                     try channel.pipeline.syncOperations.addHandler(OneStreamAnswer(promise: promise))
                 }
@@ -231,8 +250,10 @@ public final class DNSForwarder: Sendable {
 
     /// Sends the query once `channel` is up; the answer, or a failure
     /// after `timeout`. The channel closes either way.
-    private static func answer(_ promise: EventLoopPromise<[UInt8]>, on channel: EventLoopFuture<Channel>,
-                               send: @escaping @Sendable (Channel) -> EventLoopFuture<Void>) -> EventLoopFuture<[UInt8]> {
+    private static func answer(
+        _ promise: EventLoopPromise<[UInt8]>, on channel: EventLoopFuture<Channel>,
+        send: @escaping @Sendable (Channel) -> EventLoopFuture<Void>
+    ) -> EventLoopFuture<[UInt8]> {
         channel.whenComplete { result in
             switch result {
             case let .failure(error): promise.fail(error)

@@ -74,7 +74,8 @@ struct DNSMessage: Sendable, Equatable {
     init?(parsing bytes: some Collection<UInt8>) {
         var reader = DNSReader(Array(bytes))
         guard let id = reader.u16(), let flags = reader.u16(), let questionCount = reader.u16(),
-              let answerCount = reader.u16(), reader.u16() != nil, reader.u16() != nil else { return nil }
+            let answerCount = reader.u16(), reader.u16() != nil, reader.u16() != nil
+        else { return nil }
         self.id = id
         isResponse = flags & 0x8000 != 0
         opcode = UInt8(truncatingIfNeeded: flags >> 11) & 0x0F
@@ -168,7 +169,8 @@ struct DNSMessage: Sendable, Equatable {
     static func reply(toQuery query: [UInt8], rcode: UInt8) -> [UInt8]? {
         var reader = DNSReader(query)
         guard let id = reader.u16(), let flags = reader.u16(), flags & 0x8000 == 0,
-              let questionCount = reader.u16(), reader.u16() != nil, reader.u16() != nil, reader.u16() != nil else { return nil }
+            let questionCount = reader.u16(), reader.u16() != nil, reader.u16() != nil, reader.u16() != nil
+        else { return nil }
         var questions: [Question] = []
         for _ in 0..<questionCount {
             guard let name = reader.name(), let type = reader.u16(), let qclass = reader.u16() else { return nil }
@@ -211,7 +213,10 @@ struct DNSMessage: Sendable, Equatable {
             if i < 8, groups[i] == 0 {
                 if runStart < 0 { runStart = i }
             } else if runStart >= 0 {
-                if i - runStart > bestLength { bestStart = runStart; bestLength = i - runStart }
+                if i - runStart > bestLength {
+                    bestStart = runStart
+                    bestLength = i - runStart
+                }
                 runStart = -1
             }
         }
@@ -265,7 +270,8 @@ private struct DNSReader {
 
     mutating func record() -> DNSMessage.Record? {
         guard let name = name(), let type = u16(), u16() != nil, let ttl = u32(),
-              let length = u16(), let rdata = take(Int(length)) else { return nil }
+            let length = u16(), let rdata = take(Int(length))
+        else { return nil }
         return DNSMessage.Record(name: name, type: type, ttl: ttl, data: data(type, rdata))
     }
 
@@ -295,7 +301,7 @@ private struct DNSReader {
         var position = start
         var end: Int?
         var jumps = 0
-        var wireLength = 1 // the root label
+        var wireLength = 1  // the root label
         var text: [UInt8] = []
         text.reserveCapacity(64)
         while true {

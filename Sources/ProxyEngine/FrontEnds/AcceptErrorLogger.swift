@@ -1,10 +1,10 @@
 import BusymateShared
 import Logging
 import NIOCore
-import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// A failed accept or child set-up only shows as an error on the server
 /// channel; say so instead of losing it, at most once per 10 s (with how

@@ -1,10 +1,10 @@
 import BusymateShared
 import Logging
 import NIOCore
-import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// Out of descriptors or memory: stop accepting for a moment (the kernel
 /// keeps new clients in the backlog) while the open connections go on. NIO's

@@ -1,10 +1,10 @@
 import BusymateShared
 import Logging
 import NIOCore
-import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// Counts connections for `status`.
 final class ConnectionCounter: ChannelInboundHandler {

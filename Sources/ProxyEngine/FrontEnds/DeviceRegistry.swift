@@ -65,7 +65,9 @@ public final class DeviceRegistry: Sendable {
             s.ports = [:]
             s.enrolled = [:]
             for device in settings.devices.list {
-                if let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy { s.enrolled[device.name] = IPAddressText.host(by) }
+                if let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy {
+                    s.enrolled[device.name] = IPAddressText.host(by)
+                }
                 if let address = device.address { s.byAddress[Self.normalized(address)] = device.name }
                 if let port = device.port { s.ports[device.name] = port }
             }
@@ -160,7 +162,8 @@ public final class DeviceRegistry: Sendable {
         let ip = address?.ipAddress.map(Self.normalized) ?? device
         state.withLock { s in
             if s.seen[device] == nil, s.seen.count >= Self.maxClients,
-               let oldest = s.seen.filter({ s.ports[$0.key] == nil }).min(by: { $0.value.at < $1.value.at })?.key {
+                let oldest = s.seen.filter({ s.ports[$0.key] == nil }).min(by: { $0.value.at < $1.value.at })?.key
+            {
                 s.seen[oldest] = nil
                 s.reportedOnline.remove(oldest)
             }
@@ -207,9 +210,9 @@ public final class DeviceRegistry: Sendable {
         state.withLock { s in
             let due: [String] = s.enrolled.compactMap { name, ip in
                 guard let seen = s.seen[name], seen.address == ip, monotonicNow - seen.at < s.idle,
-                      let until = DeviceList.exactGrant(ip, in: s.access, now: now),
-                      until < now.addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep),
-                      s.renewalAsked[ip].map({ monotonicNow - $0 >= AppSettings.Enrolment.renewalStep }) ?? true
+                    let until = DeviceList.exactGrant(ip, in: s.access, now: now),
+                    until < now.addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep),
+                    s.renewalAsked[ip].map({ monotonicNow - $0 >= AppSettings.Enrolment.renewalStep }) ?? true
                 else { return nil }
                 return ip
             }
@@ -240,8 +243,10 @@ public final class DeviceRegistry: Sendable {
     public func snapshot(now: Double = monotonic()) -> (devices: [DevicePresence], network: NetworkPresence) {
         state.withLock { s in
             let devices = s.seen.map { name, seen in
-                DevicePresence(name: name, address: seen.address, port: s.ports[name], source: seen.source, online: now - seen.at < s.idle, lastSeen: seen.wall,
-                               caTrustedAt: seen.trustedAt)
+                DevicePresence(
+                    name: name, address: seen.address, port: s.ports[name], source: seen.source, online: now - seen.at < s.idle,
+                    lastSeen: seen.wall,
+                    caTrustedAt: seen.trustedAt)
             }.sorted { $0.name < $1.name }
             let transparent = s.transparentSeenAt.map { now - $0 < s.idle } ?? false
             let proxy = s.proxySeenAt.map { now - $0 < s.idle } ?? false

@@ -1,6 +1,7 @@
 import NIOCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where a redirected connection was going before nftables sent it here:
@@ -20,10 +21,12 @@ enum OriginalDestination {
         let address: EventLoopFuture<SocketAddress>
         switch local {
         case .v6:
-            let raw: EventLoopFuture<sockaddr_in6> = provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_IPV6), name: SocketOptionName(option))
+            let raw: EventLoopFuture<sockaddr_in6> = provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(IPPROTO_IPV6), name: SocketOptionName(option))
             address = raw.map { SocketAddress($0, host: "") }
         default:
-            let raw: EventLoopFuture<sockaddr_in> = provider.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_IP), name: SocketOptionName(option))
+            let raw: EventLoopFuture<sockaddr_in> = provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(IPPROTO_IP), name: SocketOptionName(option))
             address = raw.map { SocketAddress($0, host: "") }
         }
         return address.map { $0.port == 0 ? nil : $0 }.recover { _ in nil }

@@ -19,8 +19,10 @@ extension ProxyPipeline {
     /// open for a pass-through. HTTP and intercepted requests go to the
     /// address the target was dialled at (its name still in Host and SNI),
     /// as a transparent connection's go to its original destination.
-    func socksEstablished(_ target: ProxyTarget, peer: Channel, tunnel: UpstreamDial.Tunnel, rule: String?,
-                          replacing handshake: some RemovableChannelHandler) throws {
+    func socksEstablished(
+        _ target: ProxyTarget, peer: Channel, tunnel: UpstreamDial.Tunnel, rule: String?,
+        replacing handshake: some RemovableChannelHandler
+    ) throws {
         let carried = services.interception.upstreamProxy(for: target.host) != nil
         let pinned = carried || rule != nil ? nil : peer.remoteAddress?.ipAddress.map(DeviceRegistry.normalized)
         let router = ConnectionRouter(owner: self, entry: .socks(target, pinned: pinned, peer: peer, tunnel: tunnel, rule: rule))

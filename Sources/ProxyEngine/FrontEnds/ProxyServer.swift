@@ -1,10 +1,10 @@
 import BusymateShared
 import Logging
 import NIOCore
-import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// One listening socket being served, with what drains its connections.
 public struct ServingListener: Sendable {
@@ -41,7 +41,9 @@ public final class ProxyServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let logger = Logger(label: "busymate.proxy")
 
-    public init(group: MultiThreadedEventLoopGroup, interception: Interception, capture: (any CaptureSink)?, breakpoints: BreakpointController) {
+    public init(
+        group: MultiThreadedEventLoopGroup, interception: Interception, capture: (any CaptureSink)?, breakpoints: BreakpointController
+    ) {
         self.group = group
         self.interception = interception
         self.capture = capture
@@ -83,7 +85,8 @@ public final class ProxyServer: Sendable {
                 }
                 if case let .granted(until) = admission, let ip = channel.remoteAddress?.ipAddress.map(DeviceRegistry.normalized) {
                     do {
-                        try channel.pipeline.syncOperations.addHandler(GrantExpiry(devices: devices, ip: ip, until: until, logger: connectLogger))
+                        try channel.pipeline.syncOperations.addHandler(
+                            GrantExpiry(devices: devices, ip: ip, until: until, logger: connectLogger))
                     } catch {
                         return channel.eventLoop.makeFailedFuture(error)
                     }
@@ -124,22 +127,25 @@ public final class ProxyServer: Sendable {
         for loop in group.makeIterator() { try? await loop.submit {}.get() }
         for listener in listeners { try? await listener.channel.eventLoop.submit {}.get() }
         let loop = group.next()
-        let connectionsDone = EventLoopFuture.andAllComplete(listeners.map { listener in
-            let promise = loop.makePromise(of: Void.self)
-            if let quiesce = listener.quiesce {
-                quiesce.initiateShutdown(promise: promise)
-            } else {
-                listener.channel.close(promise: promise)
-            }
-            return promise.futureResult
-        }, on: loop)
+        let connectionsDone = EventLoopFuture.andAllComplete(
+            listeners.map { listener in
+                let promise = loop.makePromise(of: Void.self)
+                if let quiesce = listener.quiesce {
+                    quiesce.initiateShutdown(promise: promise)
+                } else {
+                    listener.channel.close(promise: promise)
+                }
+                return promise.futureResult
+            }, on: loop)
         for listener in listeners { try? await listener.channel.closeFuture.get() }
         return connectionsDone
     }
 
     /// `1.2.3.4` of `1.2.3.4:80`, `::1` of `[::1]:80`.
     static func host(of bound: String) -> String {
-        if bound.hasPrefix("["), let close = bound.firstIndex(of: "]") { return String(bound[bound.index(after: bound.startIndex)..<close]) }
+        if bound.hasPrefix("["), let close = bound.firstIndex(of: "]") {
+            return String(bound[bound.index(after: bound.startIndex)..<close])
+        }
         return bound.split(separator: ":").first.map(String.init) ?? bound
     }
 
@@ -152,7 +158,8 @@ public final class ProxyServer: Sendable {
             tasks.cancelAll()
         }
         if stats.activeConnections > 0 {
-            logger.notice("drain grace period over; closing the remaining connections", metadata: ["CONNECTIONS": "\(stats.activeConnections)"])
+            logger.notice(
+                "drain grace period over; closing the remaining connections", metadata: ["CONNECTIONS": "\(stats.activeConnections)"])
         }
     }
 }

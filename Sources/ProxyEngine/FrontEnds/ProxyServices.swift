@@ -29,9 +29,12 @@ struct ProxyServices: Sendable {
     /// Where upstream connections come from: the network, or a test's stand-in.
     let connector: UpstreamConnector
 
-    init(stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: any BreakpointHolds, capture: (any CaptureSink)? = nil,
-         timeouts: AppSettings.Timeouts = .init(), logger: Logger = Logger(label: "busymate.connect"),
-         connector: UpstreamConnector = SocketConnector()) {
+    init(
+        stats: TrafficStats, interception: Interception, rules: RuleEngine, breakpoints: any BreakpointHolds,
+        capture: (any CaptureSink)? = nil,
+        timeouts: AppSettings.Timeouts = .init(), logger: Logger = Logger(label: "busymate.connect"),
+        connector: UpstreamConnector = SocketConnector()
+    ) {
         self.connector = connector
         self.stats = stats
         self.interception = interception

@@ -1,10 +1,10 @@
 import BusymateShared
 import Logging
 import NIOCore
-import Synchronization
 import NIOExtras
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// A client outside `access.allow`: closed as soon as it is registered,
 /// before a byte is read (closing inside the initializer would fail the

@@ -53,8 +53,9 @@ extension SOCKS5Handshake: ChannelDuplexHandler, RemovableChannelHandler {
         let seconds = services.timeouts.requestHead
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
             guard state == .greeting || state == .request, let context = self.context else { return }
-            refuse("no SOCKS5 handshake within \(TimeoutWords.format(seconds)) s (timeouts.request_head_seconds)", target: nil,
-                   reply: nil, context: context)
+            refuse(
+                "no SOCKS5 handshake within \(TimeoutWords.format(seconds)) s (timeouts.request_head_seconds)", target: nil,
+                reply: nil, context: context)
         }
     }
 
@@ -118,13 +119,16 @@ extension SOCKS5Handshake: ChannelDuplexHandler, RemovableChannelHandler {
             case let .methods(methods, length):
                 buffer.moveReaderIndex(forwardBy: length)
                 guard methods.contains(SOCKS5Message.noAuthentication) else {
-                    context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: [SOCKS5Message.version, SOCKS5Message.noAcceptableMethods])), promise: nil)
+                    context.writeAndFlush(
+                        wrapOutboundOut(ByteBuffer(bytes: [SOCKS5Message.version, SOCKS5Message.noAcceptableMethods])), promise: nil)
                     let offered = methods.map { String(format: "0x%02x", $0) }.joined(separator: ", ")
-                    refuse("the client offers only authentication methods we do not support (\(offered)); Busymate asks none (0x00)",
-                           target: nil, reply: nil, context: context)
+                    refuse(
+                        "the client offers only authentication methods we do not support (\(offered)); Busymate asks none (0x00)",
+                        target: nil, reply: nil, context: context)
                     return
                 }
-                context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: [SOCKS5Message.version, SOCKS5Message.noAuthentication])), promise: nil)
+                context.writeAndFlush(
+                    wrapOutboundOut(ByteBuffer(bytes: [SOCKS5Message.version, SOCKS5Message.noAuthentication])), promise: nil)
                 state = .request
                 advance(context: context)
             }

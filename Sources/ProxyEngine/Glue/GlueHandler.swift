@@ -31,8 +31,10 @@ final class GlueHandler {
 
     /// `onBytesFromFirst`/`onBytesFromSecond` count what each side sends;
     /// `idle` closes both once neither has sent for its time (then calls it).
-    static func matchedPair(onBytesFromFirst: (@Sendable (Int) -> Void)? = nil,
-                            onBytesFromSecond: (@Sendable (Int) -> Void)? = nil, idle: IdleLimit? = nil) -> (GlueHandler, GlueHandler) {
+    static func matchedPair(
+        onBytesFromFirst: (@Sendable (Int) -> Void)? = nil,
+        onBytesFromSecond: (@Sendable (Int) -> Void)? = nil, idle: IdleLimit? = nil
+    ) -> (GlueHandler, GlueHandler) {
         let first = GlueHandler(onBytes: onBytesFromFirst, idle: idle)
         let second = GlueHandler(onBytes: onBytesFromSecond, idle: nil)
         first.partner = second

@@ -17,7 +17,9 @@ final class TunnelByteCounts: Sendable {
     /// in `stats`; `activity` runs as bytes flow (a long tunnel keeps its
     /// device online; `PresenceTouch` keeps it to once a second); `idle`
     /// closes a tunnel that stays silent both ways.
-    func gluePair(stats: TrafficStats, activity: (@Sendable () -> Void)? = nil, idle: GlueHandler.IdleLimit? = nil) -> (client: GlueHandler, server: GlueHandler) {
+    func gluePair(stats: TrafficStats, activity: (@Sendable () -> Void)? = nil, idle: GlueHandler.IdleLimit? = nil) -> (
+        client: GlueHandler, server: GlueHandler
+    ) {
         GlueHandler.matchedPair(
             onBytesFromFirst: { [self] in
                 stats.received(fromClient: $0)

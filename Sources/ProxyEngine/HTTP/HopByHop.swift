@@ -29,8 +29,10 @@ enum HopByHop {
             for token in value.utf8.split(separator: UInt8(ascii: ",")) {
                 let trimmed = trim(token)
                 // Framing is this proxy's business, whatever the client lists.
-                guard !trimmed.isEmpty, !equalsIgnoringCase(trimmed, "transfer-encoding".utf8), !equalsIgnoringCase(trimmed, "content-length".utf8),
-                      !remove.contains(where: { equalsIgnoringCase($0.utf8, trimmed) }) else { continue }
+                guard !trimmed.isEmpty, !equalsIgnoringCase(trimmed, "transfer-encoding".utf8),
+                    !equalsIgnoringCase(trimmed, "content-length".utf8),
+                    !remove.contains(where: { equalsIgnoringCase($0.utf8, trimmed) })
+                else { continue }
                 remove.append(String(Substring(trimmed)))
             }
         }
@@ -39,7 +41,9 @@ enum HopByHop {
 
     private static func trim(_ bytes: Substring.UTF8View.SubSequence) -> Substring.UTF8View.SubSequence {
         let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return bytes[bytes.endIndex...] }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else {
+            return bytes[bytes.endIndex...]
+        }
         return bytes[first...last]
     }
 
@@ -51,8 +55,9 @@ enum HopByHop {
     static func equalsIgnoringCase<A: StringProtocol, B: StringProtocol>(_ a: A, _ b: B) -> Bool { equalsIgnoringCase(a.utf8, b.utf8) }
 
     static func equalsIgnoringCase<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
-        a.count == b.count && zip(a, b).allSatisfy { x, y in
-            x == y || (x | 0x20 == y | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(x | 0x20))
-        }
+        a.count == b.count
+            && zip(a, b).allSatisfy { x, y in
+                x == y || (x | 0x20 == y | 0x20 && (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(x | 0x20))
+            }
     }
 }

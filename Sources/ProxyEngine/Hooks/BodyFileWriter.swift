@@ -3,8 +3,9 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Streams one body into its file under `bodies/`. The handler appends on
@@ -55,13 +56,18 @@ public final class BodyFileWriter: Sendable {
     private let state: NIOLoopBoundBox<State>
     private let done: EventLoopPromise<Result<Int, BodyFileError>>
 
-    public convenience init(store: BodyStore, requestID: String, direction: BodyStore.Direction, backlog: Backlog, spares: SpareBodyFiles?,
-                            eventLoop: EventLoop) {
-        self.init(store: store, name: BodyStore.fileName(requestID: requestID, direction), direction: direction, backlog: backlog, spares: spares,
-                  eventLoop: eventLoop)
+    public convenience init(
+        store: BodyStore, requestID: String, direction: BodyStore.Direction, backlog: Backlog, spares: SpareBodyFiles?,
+        eventLoop: EventLoop
+    ) {
+        self.init(
+            store: store, name: BodyStore.fileName(requestID: requestID, direction), direction: direction, backlog: backlog, spares: spares,
+            eventLoop: eventLoop)
     }
 
-    public init(store: BodyStore, name: String, direction: BodyStore.Direction?, backlog: Backlog, spares: SpareBodyFiles?, eventLoop: EventLoop) {
+    public init(
+        store: BodyStore, name: String, direction: BodyStore.Direction?, backlog: Backlog, spares: SpareBodyFiles?, eventLoop: EventLoop
+    ) {
         self.name = name
         path = store.url(name).path
         self.direction = direction

@@ -36,8 +36,10 @@ extension BreakpointController {
     static func key(_ requestID: String, _ kind: BreakpointEvent.Kind) -> String { "\(requestID)/\(kind.rawValue)" }
 
     /// Holds `payload` until it is resolved; completes on `eventLoop`.
-    func pauseMessage(_ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
-                      on eventLoop: EventLoop) -> EventLoopFuture<MessageResolution> {
+    func pauseMessage(
+        _ payload: Data, text: Bool, editable: Bool, fromClient: Bool, requestID: String, url: String,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<MessageResolution> {
         let promise = eventLoop.makePromise(of: MessageResolution.self)
         guard let records else {
             promise.succeed(.forward)
@@ -48,8 +50,9 @@ extension BreakpointController {
         messageWaiters.withLock { $0[key] = MessageWaiter(kind: kind, text: text, editable: editable, promise: promise) }
         let now = Date()
         let (timeout, expiry) = settings.withLock { ($0.timeoutSeconds, $0.expiry(pausedAt: now)) }
-        let event = BreakpointEvent(kind: kind, requestID: requestID, method: text ? "TEXT" : "BINARY", url: url, rawHTTPInitial: payload,
-                                    pausedAt: now, expiresAt: expiry, tunnelPID: getpid())
+        let event = BreakpointEvent(
+            kind: kind, requestID: requestID, method: text ? "TEXT" : "BINARY", url: url, rawHTTPInitial: payload,
+            pausedAt: now, expiresAt: expiry, tunnelPID: getpid())
         records.recordBreakpointPause(event, on: eventLoop).whenComplete { result in
             guard case let .success(event) = result, let id = event.id else {
                 self.logger.error("cannot record a held WebSocket message; sending it on", metadata: ["REQUEST_ID": "\(requestID)"])
@@ -64,7 +67,9 @@ extension BreakpointController {
                 self.messageSocketClosed(requestID: requestID)
                 return
             }
-            self.logger.info("held a WebSocket message at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "REQUEST_ID": "\(requestID)", "URL": "\(url)"])
+            self.logger.info(
+                "held a WebSocket message at a breakpoint",
+                metadata: ["BREAKPOINT_ID": "\(id)", "REQUEST_ID": "\(requestID)", "URL": "\(url)"])
             self.notifier?.post(.breakpointPaused, payload: "\(id)")
             guard timeout > 0 else { return }
             eventLoop.scheduleTask(in: .milliseconds(Int64(timeout * 1000))) { self.timedOut(id: id) }
@@ -92,7 +97,9 @@ extension BreakpointController {
                 refusal = "a text message must be UTF-8"
             }
             if let refusal {
-                logger.error("refused a change to a held WebSocket message; it stays held", metadata: ["BREAKPOINT_ID": "\(id)", "WHY": "\(refusal)"])
+                logger.error(
+                    "refused a change to a held WebSocket message; it stays held",
+                    metadata: ["BREAKPOINT_ID": "\(id)", "WHY": "\(refusal)"])
                 try? repository.withdraw(id: id)
                 return true
             }
@@ -105,7 +112,8 @@ extension BreakpointController {
             return true
         }
         guard taken else { return true }
-        finishMessage(id: id, waiter: waiter, resolution, outcome, final: { if case let .edited(data) = resolution { data } else { nil } }())
+        finishMessage(
+            id: id, waiter: waiter, resolution, outcome, final: { if case let .edited(data) = resolution { data } else { nil } }())
         return true
     }
 
@@ -144,7 +152,9 @@ extension BreakpointController {
         }
     }
 
-    private func finishMessage(id: Int64, waiter: MessageWaiter, _ resolution: MessageResolution, _ outcome: BreakpointEvent.Outcome, final: Data?) {
+    private func finishMessage(
+        id: Int64, waiter: MessageWaiter, _ resolution: MessageResolution, _ outcome: BreakpointEvent.Outcome, final: Data?
+    ) {
         let eventLoop = waiter.promise.futureResult.eventLoop
         let recorded = records?.recordBreakpointOutcome(id: id, outcome, final: final, on: eventLoop) ?? eventLoop.makeSucceededVoidFuture()
         let logger = logger
@@ -152,7 +162,8 @@ extension BreakpointController {
             if case let .failure(error) = result {
                 logger.error("cannot record a breakpoint's outcome", metadata: ["BREAKPOINT_ID": "\(id)", "ERROR": "\(error)"])
             }
-            logger.info("resumed a WebSocket message held at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "OUTCOME": "\(outcome.rawValue)"])
+            logger.info(
+                "resumed a WebSocket message held at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "OUTCOME": "\(outcome.rawValue)"])
             waiter.promise.succeed(resolution)
         }
     }

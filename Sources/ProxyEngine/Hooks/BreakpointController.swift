@@ -100,8 +100,10 @@ public final class BreakpointController: Sendable {
 
     /// Holds `message`: records it, posts `breakpointPaused`, and completes
     /// on `eventLoop` once it is resolved (or times out).
-    func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
-               on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution> {
+    func pause(
+        _ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, requestID: String, method: String, url: String,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<BreakpointResolution> {
         let promise = eventLoop.makePromise(of: BreakpointResolution.self)
         guard let records else {
             promise.succeed(.forward(message, edited: false))
@@ -111,8 +113,9 @@ public final class BreakpointController: Sendable {
         let now = Date()
         let (timeout, expiry) = settings.withLock { ($0.timeoutSeconds, $0.expiry(pausedAt: now)) }
         let raw = Data(message.rendered())
-        let event = BreakpointEvent(kind: kind, requestID: requestID, method: method, url: url, rawHTTPInitial: raw, pausedAt: now,
-                                    expiresAt: expiry, tunnelPID: getpid())
+        let event = BreakpointEvent(
+            kind: kind, requestID: requestID, method: method, url: url, rawHTTPInitial: raw, pausedAt: now,
+            expiresAt: expiry, tunnelPID: getpid())
         records.recordBreakpointPause(event, on: eventLoop).whenComplete { result in
             switch result {
             case let .success(event):
@@ -134,7 +137,8 @@ public final class BreakpointController: Sendable {
         take(requestID)?.promise.succeed(.forward(message, edited: false))
     }
 
-    private func registered(id: Int64, requestID: String, kind: BreakpointEvent.Kind, url: String, timeout: Double, on eventLoop: EventLoop) {
+    private func registered(id: Int64, requestID: String, kind: BreakpointEvent.Kind, url: String, timeout: Double, on eventLoop: EventLoop)
+    {
         let cancelled = waiters.withLock { table -> Bool in
             table[requestID]?.id = id
             return table[requestID]?.cancelled ?? true
@@ -143,7 +147,8 @@ public final class BreakpointController: Sendable {
             clientLeft(requestID: requestID)
             return
         }
-        logger.info("held a \(kind.rawValue) at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "REQUEST_ID": "\(requestID)", "URL": "\(url)"])
+        logger.info(
+            "held a \(kind.rawValue) at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "REQUEST_ID": "\(requestID)", "URL": "\(url)"])
         notifier?.post(.breakpointPaused, payload: "\(id)")
         // 0: held until someone resolves it (or the client leaves).
         guard timeout > 0 else { return }
@@ -155,7 +160,8 @@ public final class BreakpointController: Sendable {
     func timedOut(id: Int64) {
         guard let repository else { return }
         let waiting: @Sendable () -> Bool = {
-            self.waiters.withLock { $0.values.contains { $0.id == id } } || self.messageWaiters.withLock { $0.values.contains { $0.id == id } }
+            self.waiters.withLock { $0.values.contains { $0.id == id } }
+                || self.messageWaiters.withLock { $0.values.contains { $0.id == id } }
         }
         guard waiting() else { return }
         NIOThreadPool.singleton.submit { _ in
@@ -265,7 +271,9 @@ public final class BreakpointController: Sendable {
             if case let .failure(error) = result {
                 logger.error("cannot record a breakpoint's outcome", metadata: ["BREAKPOINT_ID": "\(id)", "ERROR": "\(error)"])
             }
-            logger.info("resumed a \(waiter.kind.rawValue) held at a breakpoint", metadata: ["BREAKPOINT_ID": "\(id)", "OUTCOME": "\(outcome.rawValue)"])
+            logger.info(
+                "resumed a \(waiter.kind.rawValue) held at a breakpoint",
+                metadata: ["BREAKPOINT_ID": "\(id)", "OUTCOME": "\(outcome.rawValue)"])
             waiter.promise.succeed(resolution)
         }
     }

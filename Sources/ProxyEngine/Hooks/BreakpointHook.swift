@@ -26,11 +26,14 @@ struct BreakpointHook: ExchangeHook {
         return breakpoints.holds(.response, flow.url, exchange: flow.subject(with: head))
     }
 
-    func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
-               on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>? {
+    func pause(
+        _ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<BreakpointResolution>? {
         guard let record = flow.row?.record else { return nil }
-        return breakpoints.pause(message, bodyless: bodyless, kind: kind, requestID: record.requestID, method: record.method, url: record.url,
-                                 on: eventLoop)
+        return breakpoints.pause(
+            message, bodyless: bodyless, kind: kind, requestID: record.requestID, method: record.method, url: record.url,
+            on: eventLoop)
     }
 
     func clientLeftWhileHeld(_ flow: ExchangeFlow) {

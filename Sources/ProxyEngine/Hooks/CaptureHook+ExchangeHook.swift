@@ -11,8 +11,9 @@ extension CaptureHook: ExchangeHook {
     /// After the rules: the row shows the request as it went on.
     func requestHead(_ head: inout HTTPRequestHead, _ flow: inout ExchangeFlow) {
         guard let eventLoop = flow.eventLoop else { return }
-        var row = ExchangeCapture(writer: writer, head: head, target: flow.target, originForm: flow.originForm, scheme: flow.route.scheme,
-                                  tlsMode: flow.route.tlsMode, client: flow.origin.client, peer: flow.peer, eventLoop: eventLoop)
+        var row = ExchangeCapture(
+            writer: writer, head: head, target: flow.target, originForm: flow.originForm, scheme: flow.route.scheme,
+            tlsMode: flow.route.tlsMode, client: flow.origin.client, peer: flow.peer, eventLoop: eventLoop)
         row.record.resentFrom = flow.origin.resentFrom
         if case .intercepted = flow.route {
             row.record.sni = flow.origin.clientSNI
@@ -68,7 +69,8 @@ extension CaptureHook: ExchangeHook {
         flow.row = nil
         let requestID = handshakeRow.record.requestID
         handshakeRow.submit(notes: flow.notes, rules: flow.plan.applied, open: true)
-        writer.submit(.opened(WebSocketEvent.Opened(requestID: requestID, at: Date(), tunnelPID: Int(getpid()), extensions: handshake.extensions)))
+        writer.submit(
+            .opened(WebSocketEvent.Opened(requestID: requestID, at: Date(), tunnelPID: Int(getpid()), extensions: handshake.extensions)))
         return WebSocketCapture(writer: writer, requestID: requestID, eventLoop: eventLoop)
     }
 

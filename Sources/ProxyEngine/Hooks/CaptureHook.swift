@@ -17,8 +17,10 @@ struct CaptureHook: Sendable {
 
     /// A request the decoder refused before it parsed whole: `line` is its
     /// request line as sent, when there was one to read.
-    func requestRefused(line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
-                        status: HTTPResponseStatus, why: String, answer: LocalResponse?, peer: CapturePeer) {
+    func requestRefused(
+        line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
+        status: HTTPResponseStatus, why: String, answer: LocalResponse?, peer: CapturePeer
+    ) {
         var host = target?.host.lowercased() ?? ""
         var url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
         var (method, path, port) = ("", "", target?.port ?? 0)
@@ -34,8 +36,9 @@ struct CaptureHook: Sendable {
                 (path, url) = (line.target, line.target)
             }
         }
-        var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: method, host: host, port: port, path: path,
-                                    url: url, tlsMode: target == nil ? .none : .mitm)
+        var record = ExchangeRecord(
+            scheme: target == nil ? "http" : "https", method: method, host: host, port: port, path: path,
+            url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
         peer.stamp(&record)
         record.status = Int(status.code)
@@ -57,8 +60,9 @@ struct CaptureHook: Sendable {
     func requestHeadTimedOut(intercepted target: ProxyTarget?, client: SocketAddress?, why: String, peer: CapturePeer) {
         let host = target?.host.lowercased() ?? ""
         let url = target.map { "https://\(ExchangeCapture.bracketed($0.host)):\($0.port)" } ?? ""
-        var record = ExchangeRecord(scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
-                                    url: url, tlsMode: target == nil ? .none : .mitm)
+        var record = ExchangeRecord(
+            scheme: target == nil ? "http" : "https", method: "", host: host, port: target?.port ?? 0, path: "",
+            url: url, tlsMode: target == nil ? .none : .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
         peer.stamp(&record)
         record.status = 408
@@ -73,8 +77,9 @@ struct CaptureHook: Sendable {
     /// The client's TLS handshake with an intercepting leaf failed: refused
     /// (the host is pinned now), broken off, or too slow.
     func handshakeFailed(_ target: ProxyTarget, sni: String?, client: SocketAddress?, why: String, peer: CapturePeer) {
-        var record = ExchangeRecord(scheme: "https", method: "CONNECT", host: target.host.lowercased(), port: target.port, path: "",
-                                    url: target.description, tlsMode: .mitm)
+        var record = ExchangeRecord(
+            scheme: "https", method: "CONNECT", host: target.host.lowercased(), port: target.port, path: "",
+            url: target.description, tlsMode: .mitm)
         record.clientAddress = client.map(ExchangeCapture.describe)
         peer.stamp(&record)
         record.sni = sni
@@ -86,8 +91,9 @@ struct CaptureHook: Sendable {
     /// A SOCKS5 client refused before it was connected: a bare handshake,
     /// or a CONNECT to `target` that could not be dialled.
     func socksRefused(_ target: ProxyTarget?, client: SocketAddress?, why: String, peer: CapturePeer) {
-        var record = ExchangeRecord(scheme: "tcp", method: target == nil ? "" : "CONNECT", host: target?.host.lowercased() ?? "",
-                                    port: target?.port ?? 0, path: "", url: target?.description ?? "", tlsMode: target == nil ? .none : .passthrough)
+        var record = ExchangeRecord(
+            scheme: "tcp", method: target == nil ? "" : "CONNECT", host: target?.host.lowercased() ?? "",
+            port: target?.port ?? 0, path: "", url: target?.description ?? "", tlsMode: target == nil ? .none : .passthrough)
         record.clientAddress = client.map(ExchangeCapture.describe)
         peer.stamp(&record)
         record.endedAt = Date()
@@ -97,8 +103,9 @@ struct CaptureHook: Sendable {
 
     /// A CONNECT that is passed through: one row, written when it fails or closes.
     func tunnel(_ head: HTTPRequestHead, target: ProxyTarget, client: SocketAddress?, peer: CapturePeer) -> TunnelCapture {
-        var record = ExchangeRecord(scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,
-                                    path: "", url: target.description, tlsMode: .passthrough)
+        var record = ExchangeRecord(
+            scheme: "tcp", method: "CONNECT", host: target.host.lowercased(), port: target.port,
+            path: "", url: target.description, tlsMode: .passthrough)
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(ExchangeCapture.describe)
@@ -113,8 +120,9 @@ extension CaptureHook {
     /// page show it beside the exchanges, as mitmproxy shows DNS flows.
     func dnsQuery(_ query: DNSExchange, peer: CapturePeer) {
         let name = query.name.lowercased()
-        var record = ExchangeRecord(startedAt: query.startedAt, scheme: "dns", method: "DNS", host: name, port: 53, path: "/\(query.type)",
-                                    url: "dns://\(name)/\(query.type)", tlsMode: .none)
+        var record = ExchangeRecord(
+            startedAt: query.startedAt, scheme: "dns", method: "DNS", host: name, port: 53, path: "/\(query.type)",
+            url: "dns://\(name)/\(query.type)", tlsMode: .none)
         record.httpVersion = query.transport
         record.clientAddress = query.client.map(ExchangeCapture.describe)
         peer.stamp(&record)

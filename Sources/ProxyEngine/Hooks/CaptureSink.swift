@@ -28,7 +28,9 @@ public protocol CaptureSink: AnyObject, Sendable {
     /// with the row as stored (its id), or fails when it cannot be stored.
     func recordBreakpointPause(_ event: BreakpointEvent, on eventLoop: EventLoop) -> EventLoopFuture<BreakpointEvent>
     /// A held message's outcome (and the message as it went on), on its row.
-    func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void>
+    func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<
+        Void
+    >
     /// A WebSocket opened, sent messages or closed: committed after the
     /// rows submitted before it (its handshake's first).
     func submit(_ event: WebSocketEvent)
@@ -52,7 +54,9 @@ extension CaptureSink {
         eventLoop.makeFailedFuture(NoBreakpointStore())
     }
 
-    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop) -> EventLoopFuture<Void> {
+    public func recordBreakpointOutcome(id: Int64, _ outcome: BreakpointEvent.Outcome, final: Data?, on eventLoop: EventLoop)
+        -> EventLoopFuture<Void>
+    {
         eventLoop.makeFailedFuture(NoBreakpointStore())
     }
 }

@@ -14,21 +14,26 @@ struct ExchangeCapture: Sendable {
     private var requestBody: BodySink
     private var responseBody: BodySink
 
-    init(writer: any CaptureSink, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
-         tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, peer: CapturePeer = .unknown, eventLoop: EventLoop) {
+    init(
+        writer: any CaptureSink, head: HTTPRequestHead, target: ProxyTarget, originForm: String, scheme: String,
+        tlsMode: ExchangeRecord.TLSMode, client: SocketAddress?, peer: CapturePeer = .unknown, eventLoop: EventLoop
+    ) {
         self.writer = writer
         self.eventLoop = eventLoop
         let limit = writer.bodyMax
         requestBody = BodySink(direction: .request, limit: limit)
         responseBody = BodySink(direction: .response, limit: limit)
-        record = ExchangeRecord(scheme: scheme, method: head.method.rawValue, host: target.host.lowercased(), port: target.port,
-                                path: originForm, url: Self.url(scheme: scheme, target: target, originForm: originForm), tlsMode: tlsMode)
+        record = ExchangeRecord(
+            scheme: scheme, method: head.method.rawValue, host: target.host.lowercased(), port: target.port,
+            path: originForm, url: Self.url(scheme: scheme, target: target, originForm: originForm), tlsMode: tlsMode)
         record.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         record.requestHeaders = ExchangeRecord.encodeHeaders(head.headers.map { ($0.name, $0.value) })
         record.clientAddress = client.map(Self.describe)
         peer.stamp(&record)
-        writer.open?.opened(OpenExchangesFile.Entry(requestID: record.requestID, startedAt: record.startedAt, method: record.method,
-                                                    url: record.url, client: record.clientAddress))
+        writer.open?.opened(
+            OpenExchangesFile.Entry(
+                requestID: record.requestID, startedAt: record.startedAt, method: record.method,
+                url: record.url, client: record.clientAddress))
     }
 
     /// As rows store it, and as rules match it: the port only when not the scheme's default.

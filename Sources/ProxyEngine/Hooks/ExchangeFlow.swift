@@ -33,10 +33,15 @@ struct ExchangeFlow {
 
     init() {}
 
-    init(head: HTTPRequestHead, target: ProxyTarget, originForm: String, route: ForwardRoute, origin: ExchangeHooks.Origin, peer: CapturePeer,
-         eventLoop: EventLoop) {
+    init(
+        head: HTTPRequestHead, target: ProxyTarget, originForm: String, route: ForwardRoute, origin: ExchangeHooks.Origin,
+        peer: CapturePeer,
+        eventLoop: EventLoop
+    ) {
         url = ExchangeCapture.url(scheme: route.scheme, target: target, originForm: originForm)
-        (self.target, self.originForm, self.route, self.origin, self.peer, self.eventLoop) = (target, originForm, route, origin, peer, eventLoop)
+        (self.target, self.originForm, self.route, self.origin, self.peer, self.eventLoop) = (
+            target, originForm, route, origin, peer, eventLoop
+        )
     }
 
     var requestID: String? { row?.record.requestID }
@@ -46,8 +51,9 @@ struct ExchangeFlow {
     /// edited headers, which the rules write back).
     mutating func describe(_ head: HTTPRequestHead) {
         guard subject == nil else { return }
-        var exchange = FilterSubject(method: head.method.rawValue, url: url, host: target.host.lowercased(), scheme: route.scheme,
-                                     tls: CaptureFilter.TLS(rawValue: route.tlsMode.rawValue) ?? .none)
+        var exchange = FilterSubject(
+            method: head.method.rawValue, url: url, host: target.host.lowercased(), scheme: route.scheme,
+            tls: CaptureFilter.TLS(rawValue: route.tlsMode.rawValue) ?? .none)
         exchange.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
         exchange.requestHeaders = head.headers.map { ($0.name, $0.value) }
         exchange.client = origin.client.map(ExchangeCapture.describe)

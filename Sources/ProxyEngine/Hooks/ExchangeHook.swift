@@ -68,8 +68,10 @@ protocol ExchangeHook: Sendable {
     // MARK: held messages
 
     /// Hands a held message over; nil: this hook does not hold messages.
-    func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
-               on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>?
+    func pause(
+        _ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<BreakpointResolution>?
     /// The client left while a message was held.
     func clientLeftWhileHeld(_ flow: ExchangeFlow)
 }
@@ -94,7 +96,9 @@ extension ExchangeHook {
     func ended(error: String?, _ flow: inout ExchangeFlow) {}
     func switched(client: Channel, server: Channel, counts: TunnelByteCounts, _ flow: inout ExchangeFlow) {}
     func webSocketOpened(_ handshake: WebSocketHandshake, _ flow: inout ExchangeFlow) -> (any WebSocketObserver)? { nil }
-    func pause(_ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
-               on eventLoop: EventLoop) -> EventLoopFuture<BreakpointResolution>? { nil }
+    func pause(
+        _ message: RawHTTPMessage, bodyless: Bool, kind: BreakpointEvent.Kind, _ flow: ExchangeFlow,
+        on eventLoop: EventLoop
+    ) -> EventLoopFuture<BreakpointResolution>? { nil }
     func clientLeftWhileHeld(_ flow: ExchangeFlow) {}
 }

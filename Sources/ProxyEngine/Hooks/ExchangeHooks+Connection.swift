@@ -31,9 +31,12 @@ extension ExchangeHooks {
     }
 
     /// A request the decoder refused before it parsed whole.
-    func requestRefused(line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
-                        status: HTTPResponseStatus, why: String, answer: LocalResponse?) {
-        hookList.capture?.requestRefused(line: line, intercepted: target, client: client, status: status, why: why, answer: answer, peer: services.peer)
+    func requestRefused(
+        line: (method: String, target: String)?, intercepted target: ProxyTarget?, client: SocketAddress?,
+        status: HTTPResponseStatus, why: String, answer: LocalResponse?
+    ) {
+        hookList.capture?.requestRefused(
+            line: line, intercepted: target, client: client, status: status, why: why, answer: answer, peer: services.peer)
     }
 
     /// A SOCKS5 handshake refused, broken off or whose target could not be dialled.

@@ -52,9 +52,12 @@ struct ExchangeHooks {
     /// A request head: the hooks hear it in turn (the rules edit it before
     /// the capture records it), then the checks and the steering hooks
     /// decide how it goes on.
-    mutating func requestHead(_ head: inout HTTPRequestHead, to target: ProxyTarget, _ originForm: String, route: ForwardRoute, from origin: Origin,
-                              on eventLoop: EventLoop) -> RequestDecision {
-        flow = ExchangeFlow(head: head, target: target, originForm: originForm, route: route, origin: origin, peer: services.peer, eventLoop: eventLoop)
+    mutating func requestHead(
+        _ head: inout HTTPRequestHead, to target: ProxyTarget, _ originForm: String, route: ForwardRoute, from origin: Origin,
+        on eventLoop: EventLoop
+    ) -> RequestDecision {
+        flow = ExchangeFlow(
+            head: head, target: target, originForm: originForm, route: route, origin: origin, peer: services.peer, eventLoop: eventLoop)
         for hook in hookList.all { hook.requestHead(&head, &flow) }
         if let (status, why) = RequestHeadCheck.problem(head) {
             answered(status)

@@ -24,8 +24,9 @@ public final class RuleEngine: Sendable {
 
     public func apply(_ settings: AppSettings) {
         let enabled = settings.rules.filter(\.enabled)
-        let next = Snapshot(rules: enabled, usesFilters: enabled.contains { $0.match.isFilter },
-                            choosesAtResponse: enabled.contains { $0.kind == .headers && $0.match.readsResponse })
+        let next = Snapshot(
+            rules: enabled, usesFilters: enabled.contains { $0.match.isFilter },
+            choosesAtResponse: enabled.contains { $0.kind == .headers && $0.match.readsResponse })
         let before = current.withLock { snapshot in
             defer { snapshot = next }
             return snapshot.rules.map(\.name)
@@ -67,7 +68,9 @@ extension RuleEngine.Snapshot {
     /// The first enabled rule of each kind (or of `only`) that matches: one
     /// pass, the URL taken apart once, every filter within one budget. The
     /// filters that ran out of it count as no match, and are named.
-    func firstOfEachKind(for url: String, exchange: FilterSubject?, only: Rule.Kind? = nil) -> (found: [Rule.Kind: Rule], timedOut: [String]) {
+    func firstOfEachKind(for url: String, exchange: FilterSubject?, only: Rule.Kind? = nil) -> (
+        found: [Rule.Kind: Rule], timedOut: [String]
+    ) {
         let subject = URLPattern.Subject(url)
         let deadline = exchange == nil ? ContinuousClock.Instant.now : ContinuousClock.now.advanced(by: RuleMatch.timeLimit)
         var found: [Rule.Kind: Rule] = [:]

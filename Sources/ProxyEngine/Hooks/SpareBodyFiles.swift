@@ -1,8 +1,9 @@
 import CaptureStore
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Body files of pruned exchanges, kept to be written over by new bodies.

@@ -106,11 +106,14 @@ final class WebSocketCapture {
 
 extension WebSocketCapture: WebSocketObserver {
     func fragment(_ fragment: WebSocketFragment, fromClient: Bool) {
-        var building = (fromClient ? up : down) ?? {
-            let record = WebSocketMessageRecord(requestID: requestID, seq: 0, at: Date(), fromClient: fromClient, opcode: fragment.opcode,
-                                                length: 0, wireLength: 0, frames: 0, compressed: fragment.compressed)
-            return Building(record: record, inline: ByteBuffer())
-        }()
+        var building =
+            (fromClient ? up : down)
+            ?? {
+                let record = WebSocketMessageRecord(
+                    requestID: requestID, seq: 0, at: Date(), fromClient: fromClient, opcode: fragment.opcode,
+                    length: 0, wireLength: 0, frames: 0, compressed: fragment.compressed)
+                return Building(record: record, inline: ByteBuffer())
+            }()
         building.record.frames += 1
         building.record.length += fragment.payload.readableBytes
         building.record.wireLength += fragment.wire
@@ -129,11 +132,15 @@ extension WebSocketCapture: WebSocketObserver {
 
     func control(_ opcode: WebSocketOpcode, fromClient: Bool) {}
 
-    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int? {
-        var building = Building(record: WebSocketMessageRecord(requestID: requestID, seq: 0, at: Date(), fromClient: fromClient, opcode: opcode,
-                                                               length: payload.readableBytes, wireLength: origin == .dropped ? 0 : payload.readableBytes,
-                                                               origin: origin),
-                                inline: ByteBuffer())
+    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin)
+        -> Int?
+    {
+        var building = Building(
+            record: WebSocketMessageRecord(
+                requestID: requestID, seq: 0, at: Date(), fromClient: fromClient, opcode: opcode,
+                length: payload.readableBytes, wireLength: origin == .dropped ? 0 : payload.readableBytes,
+                origin: origin),
+            inline: ByteBuffer())
         store(payload, in: &building)
         if building.record.file != nil { file?.flush() }
         let number = take(building)
@@ -156,9 +163,12 @@ extension WebSocketCapture: WebSocketObserver {
         (up, down) = (nil, nil)
         readComplete()
         file?.finish()
-        writer.submit(.closed(WebSocketEvent.Closed(requestID: requestID, at: Date(), pings: closing.pings, pongs: closing.pongs,
-                                                    closeCode: closing.closeCode, closeReason: closing.closeReason, closedBy: closing.closedBy,
-                                                    bytesUp: closing.bytesUp, bytesDown: closing.bytesDown, error: closing.error)))
+        writer.submit(
+            .closed(
+                WebSocketEvent.Closed(
+                    requestID: requestID, at: Date(), pings: closing.pings, pongs: closing.pongs,
+                    closeCode: closing.closeCode, closeReason: closing.closeReason, closedBy: closing.closedBy,
+                    bytesUp: closing.bytesUp, bytesDown: closing.bytesDown, error: closing.error)))
     }
 
     var isBehind: Bool { writer.isBehind }

@@ -11,7 +11,8 @@ protocol WebSocketObserver: AnyObject {
     /// A whole message that did not come as it was read: the proxy's own
     /// (`busymate ws send`), a held one edited, or one dropped. Returns its
     /// number on the socket when the observer numbers messages.
-    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int?
+    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin)
+        -> Int?
     /// A read burst ended: what gathered may go to the store.
     func readComplete()
     /// Both sides have closed.

@@ -31,8 +31,9 @@ extension ConnectionRouter {
             return false
         }
         if services.interception.upstreamProxy(for: target.host) != nil {
-            logger.debug("eager ALPN skipped: upstream_proxy chains this host; the origin is dialled per request",
-                         metadata: ["TARGET": "\(target)"])
+            logger.debug(
+                "eager ALPN skipped: upstream_proxy chains this host; the origin is dialled per request",
+                metadata: ["TARGET": "\(target)"])
             dropDialled()
             return false
         }
@@ -42,10 +43,13 @@ extension ConnectionRouter {
         // SOCKS5's connection is the eager one's now: the router no longer closes it.
         dialled = nil
         state = .eagerDialling
-        logger.debug("eager ALPN: dialling the origin first",
-                     metadata: ["TARGET": "\(target)", "ALPN": "\(offer)", "OVER_SOCKS5_CONNECTION": "\(peer != nil)"])
-        EagerOrigin.dial(target, override: override, over: peer, offer: offer, upstreamTLS: tls.upstream, services: services,
-                         on: context.eventLoop) { [self] result in
+        logger.debug(
+            "eager ALPN: dialling the origin first",
+            metadata: ["TARGET": "\(target)", "ALPN": "\(offer)", "OVER_SOCKS5_CONNECTION": "\(peer != nil)"])
+        EagerOrigin.dial(
+            target, override: override, over: peer, offer: offer, upstreamTLS: tls.upstream, services: services,
+            on: context.eventLoop
+        ) { [self] result in
             eagerDialled(target, tls, offer: offer, result)
         }
         return true
@@ -62,7 +66,8 @@ extension ConnectionRouter {
             // A client that offered `h2` alone is offered it whatever the origin chose: it can speak nothing else, and
             // its streams are translated to HTTP/1.1.
             let chosen = origin.isHTTP2 || !offer.contains("http/1.1") ? ["h2"] : ["http/1.1"]
-            logger.debug("eager ALPN: the origin chose", metadata: ["TARGET": "\(target)", "H2": "\(origin.isHTTP2)", "OFFERED": "\(chosen)"])
+            logger.debug(
+                "eager ALPN: the origin chose", metadata: ["TARGET": "\(target)", "H2": "\(origin.isHTTP2)", "OFFERED": "\(chosen)"])
             do {
                 let serverContext = try tls.contexts.serverContext(for: target.host, alpn: chosen)
                 handOverTLS(target, serverContext: serverContext, upstream: tls.upstream, eager: origin, context: context)
@@ -72,8 +77,9 @@ extension ConnectionRouter {
             }
         case let .failure(error):
             // As without eager ALPN: the client's handshake goes on, and its request's own dial tells it why (a 502).
-            logger.debug("eager ALPN: the origin's dial failed; offering the client as without it",
-                         metadata: ["TARGET": "\(target)", "ERROR": "\(error)"])
+            logger.debug(
+                "eager ALPN: the origin's dial failed; offering the client as without it",
+                metadata: ["TARGET": "\(target)", "ERROR": "\(error)"])
             handOverTLS(target, serverContext: tls.serverContext, upstream: tls.upstream, eager: nil, context: context)
         }
     }

@@ -59,11 +59,14 @@ extension ConnectionRouter {
         handOverTLS(target, serverContext: tls.serverContext, upstream: tls.upstream, eager: nil, context: context)
     }
 
-    func handOverTLS(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, eager: EagerOrigin?,
-                     context: ChannelHandlerContext) {
+    func handOverTLS(
+        _ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, eager: EagerOrigin?,
+        context: ChannelHandlerContext
+    ) {
         state = .handingOver
         do {
-            try owner.intercept(target, serverContext: serverContext, upstream: upstream, pinnedAddress: pinned, eager: eager, replacing: self)
+            try owner.intercept(
+                target, serverContext: serverContext, upstream: upstream, pinnedAddress: pinned, eager: eager, replacing: self)
         } catch {
             logger.error("cannot set up interception", metadata: ["ERROR": "\(error)"])
             close(context)

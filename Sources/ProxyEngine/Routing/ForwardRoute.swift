@@ -53,7 +53,9 @@ enum ForwardRoute {
             }
             guard head.uri.hasPrefix("/") || head.uri == "*" else { return nil }
             let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "#")).map { String(head.uri[..<$0]) } ?? head.uri
-            if let host = head.headers.first(name: "host"), let named = ProxyTarget.parseAuthority(Substring(host), defaultPort: original.port) {
+            if let host = head.headers.first(name: "host"),
+                let named = ProxyTarget.parseAuthority(Substring(host), defaultPort: original.port)
+            {
                 return (ProxyTarget(host: named.host, port: original.port), path)
             }
             return (original, path)

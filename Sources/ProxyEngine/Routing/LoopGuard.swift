@@ -2,8 +2,9 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Keeps the proxy from talking to itself: its name in `Via` (a request that

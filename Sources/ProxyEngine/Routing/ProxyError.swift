@@ -29,12 +29,14 @@ enum ProxyError: Error, CustomStringConvertible {
         case .upstreamClosedEarly: return "the server closed the connection before it answered"
         case let .upstreamFailed(host, port, underlying): return "the connection to \(host):\(port) failed: \(Self.describe(underlying))"
         case let .upstreamTLS(host, port, detail):
-            return "TLS with \(host):\(port) failed: \(detail) (to skip verification for this host, add it to ssl_proxying.insecure_upstream)"
+            return
+                "TLS with \(host):\(port) failed: \(detail) (to skip verification for this host, add it to ssl_proxying.insecure_upstream)"
         case let .certificate(host, detail): return "cannot make a certificate for \(host): \(detail)"
         case let .unsupported(what): return what
         case let .upstreamProtocol(what): return what
         case let .upstreamTimedOut(host, port, seconds):
-            return "\(host):\(port) sent no response within \(TimeoutWords.format(seconds)) s of the request (timeouts.upstream_response_seconds)"
+            return
+                "\(host):\(port) sent no response within \(TimeoutWords.format(seconds)) s of the request (timeouts.upstream_response_seconds)"
         }
     }
 

@@ -1,9 +1,9 @@
 import BusymateShared
 import Logging
 import NIOCore
-import NIOWebSocket
 import NIOHTTP1
 import NIOSSL
+import NIOWebSocket
 
 /// The one owner of a client connection's layers. It installs the HTTP
 /// layer (spelled out here and nowhere else) and swaps it, when asked, for
@@ -76,8 +76,9 @@ final class ProxyPipeline {
             // Not redirected: no conntrack entry, or the socket's own address.
             let own = channel.localAddress.map { $0.ipAddress == original?.ipAddress && $0.port == original?.port } ?? false
             guard let original, !own, let ip = original.ipAddress, let port = original.port else {
-                services.logger.notice("a connection to the transparent port that was not redirected; closed",
-                                       metadata: ["CLIENT": "\(channel.remoteAddress.map(ExchangeCapture.describe) ?? "?")"])
+                services.logger.notice(
+                    "a connection to the transparent port that was not redirected; closed",
+                    metadata: ["CLIENT": "\(channel.remoteAddress.map(ExchangeCapture.describe) ?? "?")"])
                 channel.close(promise: nil)
                 return
             }
@@ -110,7 +111,8 @@ final class ProxyPipeline {
         encoderConfig.automaticallySetFramingHeaders = false
         let target: ProxyTarget? = { if case let .intercepted(target, _) = route { target } else { nil } }()
         let hooks = ExchangeHooks(services: services)
-        let connection = HTTP1ServerConnection(timeouts: services.timeouts, hooks: hooks, logger: services.logger, interceptedTarget: target, owner: self)
+        let connection = HTTP1ServerConnection(
+            timeouts: services.timeouts, hooks: hooks, logger: services.logger, interceptedTarget: target, owner: self)
         let tap = RequestLineTap()
         tap.connection = connection
         connection.tap = tap
@@ -183,14 +185,16 @@ final class ProxyPipeline {
         let rules = services.rules.snapshot
         var exchange: FilterSubject?
         if rules.usesFilters {
-            var tunnel = FilterSubject(method: "CONNECT", url: target.description, host: target.host.lowercased(), scheme: "tcp", tls: .passthrough)
+            var tunnel = FilterSubject(
+                method: "CONNECT", url: target.description, host: target.host.lowercased(), scheme: "tcp", tls: .passthrough)
             tunnel.requestHeaders = headers.map { $0.map { ($0.name, $0.value) } } ?? []
             tunnel.client = channel.remoteAddress.map(ExchangeCapture.describe)
             tunnel.device = services.peer.device
             exchange = tunnel
         }
         guard let rule = rules.firstOfEachKind(for: "https://\(target)/", exchange: exchange, only: .hostOverride).found[.hostOverride],
-              case let .hostOverride(address) = rule.action else {
+            case let .hostOverride(address) = rule.action
+        else {
             return nil
         }
         return (address, rule.name)
@@ -200,7 +204,9 @@ final class ProxyPipeline {
     /// `override` when given), with reads off until glued so that a server
     /// that speaks first loses nothing. `done` runs on the loop, unless the
     /// client has gone meanwhile (the peer is then closed).
-    func dialPassThrough(_ target: ProxyTarget, override: String?, _ done: @escaping (Result<(Channel, UpstreamDial.Tunnel), Error>) -> Void) {
+    func dialPassThrough(
+        _ target: ProxyTarget, override: String?, _ done: @escaping (Result<(Channel, UpstreamDial.Tunnel), Error>) -> Void
+    ) {
         let dial = UpstreamDial(target: target, proxy: services.interception.upstreamProxy(for: target.host))
         let client = channel
         let bound = NIOLoopBound(done, eventLoop: channel.eventLoop)
@@ -219,7 +225,9 @@ final class ProxyPipeline {
     /// the bytes it held. When `row` is captured, the bytes each way are
     /// counted and the hellos going past are read into it; it is written
     /// once both sides have closed.
-    func passThrough(to peer: Channel, tunnel: UpstreamDial.Tunnel, row: TunnelCapture?, replacing router: some RemovableChannelHandler) throws {
+    func passThrough(to peer: Channel, tunnel: UpstreamDial.Tunnel, row: TunnelCapture?, replacing router: some RemovableChannelHandler)
+        throws
+    {
         removeKeptEncoder()
         let counts = TunnelByteCounts()
         var activity: (@Sendable () -> Void)?
@@ -228,7 +236,9 @@ final class ProxyPipeline {
         let server = peer.remoteAddress.map(ExchangeCapture.describe) ?? "?"
         let idle = GlueHandler.IdleLimit(after: .milliseconds(Int64(seconds * 1000))) {
             stats.tunnelClosedIdle()
-            logger.info("closed an idle tunnel", metadata: ["SERVER": "\(server)", "IDLE_SECONDS": "\(seconds)", "SETTING": "timeouts.tunnel_idle_seconds"])
+            logger.info(
+                "closed an idle tunnel",
+                metadata: ["SERVER": "\(server)", "IDLE_SECONDS": "\(seconds)", "SETTING": "timeouts.tunnel_idle_seconds"])
         }
         let glue = counts.gluePair(stats: services.stats, activity: activity, idle: idle)
         var row = row
@@ -237,7 +247,9 @@ final class ProxyPipeline {
         channel.closeFuture.and(peer.closeFuture).whenComplete { _ in hooks.tunnelClosed(opened, counts: counts) }
         if row != nil {
             let client = TLSHelloSniffer(.client) { hello in counts.hello.withLock { $0.sni = hello.sni } }
-            let server = TLSHelloSniffer(.server) { hello in counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) } }
+            let server = TLSHelloSniffer(.server) { hello in
+                counts.hello.withLock { ($0.version, $0.cipher) = (hello.version, hello.cipher) }
+            }
             try ops.addHandler(client, position: .after(router))
             try ops.addHandler(glue.client, position: .after(client))
             try peer.pipeline.syncOperations.addHandler(server)
@@ -255,8 +267,10 @@ final class ProxyPipeline {
     /// the bytes it held (the ClientHello) go to TLS. When `h2` is offered
     /// (`proxy.http2`), the HTTP layer waits for what the client chose.
     /// `eager`: the origin connection dialled first (eager ALPN), for the first exchange.
-    func intercept(_ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, pinnedAddress: String? = nil,
-                   eager: EagerOrigin? = nil, replacing router: some RemovableChannelHandler) throws {
+    func intercept(
+        _ target: ProxyTarget, serverContext: NIOSSLContext, upstream: UpstreamTLS, pinnedAddress: String? = nil,
+        eager: EagerOrigin? = nil, replacing router: some RemovableChannelHandler
+    ) throws {
         removeKeptEncoder()
         self.eager = eager
         let watcher = MITMHandler(target: target, services: services)
@@ -345,10 +359,13 @@ final class ProxyPipeline {
     /// for the reason `switchProtocols` gives.
     func switchToWebSocket(upstream: UpstreamLayer, relays: (client: WebSocketRelay, server: WebSocketRelay)) throws {
         guard let layer = http, let peer = upstream.channel else { throw ChannelError.ioOnClosedChannel }
-        try ops.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)), WebSocketFrameEncoder(), relays.client],
-                            position: .after(layer.exchange))
-        try peer.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)),
-                                                      WebSocketFrameEncoder(), relays.server])
+        try ops.addHandlers(
+            [ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)), WebSocketFrameEncoder(), relays.client],
+            position: .after(layer.exchange))
+        try peer.pipeline.syncOperations.addHandlers([
+            ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)),
+            WebSocketFrameEncoder(), relays.server,
+        ])
         upstream.removeOutbound()
         removeHTTP(keepingEncoder: false)
         upstream.removeDecoder()

@@ -5,8 +5,10 @@ import NIOPosix
 
 /// A short plain-text answer from the proxy itself (a 4xx or 5xx).
 struct ProxyReply {
-    static func write(_ status: HTTPResponseStatus, _ text: String, close: Bool, context: ChannelHandlerContext,
-                      wrap: (HTTPServerResponsePart) -> NIOAny) {
+    static func write(
+        _ status: HTTPResponseStatus, _ text: String, close: Bool, context: ChannelHandlerContext,
+        wrap: (HTTPServerResponsePart) -> NIOAny
+    ) {
         var buffer = context.channel.allocator.buffer(capacity: text.utf8.count + 1)
         buffer.writeString(text + "\n")
         var headers = HTTPHeaders()

@@ -51,7 +51,7 @@ struct ProxyTarget: Hashable, CustomStringConvertible {
     private static func isHostByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "%"), 0x80...0xFF:
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "%"), 0x80...0xFF:
             return true
         default:
             return false
@@ -81,7 +81,8 @@ struct ProxyTarget: Hashable, CustomStringConvertible {
             index = bytes.index(after: index)
         }
         let rest = bytes[index...]
-        let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
+        let authorityEnd =
+            rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
         guard let target = parseAuthority(Substring(rest[..<authorityEnd]), defaultPort: 80) else { return nil }
         var pathBytes = rest[authorityEnd...]
         if let hash = pathBytes.firstIndex(of: UInt8(ascii: "#")) { pathBytes = pathBytes[..<hash] }

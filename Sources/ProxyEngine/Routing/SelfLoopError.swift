@@ -1,8 +1,8 @@
 import Foundation
+import Glibc
 import NIOCore
 import NIOHTTP1
 import Synchronization
-import Glibc
 
 /// A dial that would reach the proxy itself.
 struct SelfLoopError: Error, CustomStringConvertible {

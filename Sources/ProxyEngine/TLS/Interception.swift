@@ -71,7 +71,8 @@ public final class Interception: Sendable {
                 return s.caError != "\(error)"
             }
             if changed {
-                Logger(label: "busymate.cert").error("the CA cannot be used; HTTPS is passed through, not intercepted", metadata: ["ERROR": "\(error)"])
+                Logger(label: "busymate.cert").error(
+                    "the CA cannot be used; HTTPS is passed through, not intercepted", metadata: ["ERROR": "\(error)"])
             }
             return false
         }
@@ -81,12 +82,14 @@ public final class Interception: Sendable {
         var upstream: UpstreamTLS?
         var upstreamError: String?
         do {
-            upstream = try UpstreamTLS(extraTrust: settings.upstreamTrust, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher),
-                                       http2: settings.http2)
+            upstream = try UpstreamTLS(
+                extraTrust: settings.upstreamTrust, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher),
+                http2: settings.http2)
         } catch {
             upstreamError = "ssl_proxying.upstream_trust \(settings.upstreamTrust ?? ""): \(error)"
             logger.error("cannot use the upstream trust bundle; verifying against the system store only", metadata: ["ERROR": "\(error)"])
-            upstream = try? UpstreamTLS(extraTrust: nil, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher), http2: settings.http2)
+            upstream = try? UpstreamTLS(
+                extraTrust: nil, insecureHosts: SSLProxyMatcherBox(matcher: settings.insecureUpstreamMatcher), http2: settings.http2)
         }
         state.withLock {
             $0.matcher = settings.sslProxying
@@ -118,7 +121,9 @@ public final class Interception: Sendable {
         let snapshot = state.withLock { $0 }
         guard snapshot.matcher.shouldIntercept(host: host) else { return .passthrough(why: "not on the SSL-proxying list") }
         // With auto_pin off, pins are not honoured either: every host on the list is intercepted.
-        if snapshot.autoPin, let until = pinned.withLock({ $0[host.lowercased()]?.until }), until > Date() { return .passthrough(why: "pinned") }
+        if snapshot.autoPin, let until = pinned.withLock({ $0[host.lowercased()]?.until }), until > Date() {
+            return .passthrough(why: "pinned")
+        }
         guard let contexts = snapshot.contexts else { return .passthrough(why: "no usable CA") }
         guard let upstream = snapshot.upstream else { return .passthrough(why: "no upstream TLS context") }
         return .intercept(contexts, upstream)
@@ -178,8 +183,9 @@ public final class Interception: Sendable {
             return (table[host]?.until ?? .distantPast) <= now
         }
         if fresh {
-            logger.notice("a client that trusts our CA for other hosts refused our certificate again (pinning); passing this host through",
-                          metadata: ["HOST": "\(host)", "REASON": "\(reason)", "UNTIL": "\(until)", "CLIENT": "\(ip)"])
+            logger.notice(
+                "a client that trusts our CA for other hosts refused our certificate again (pinning); passing this host through",
+                metadata: ["HOST": "\(host)", "REASON": "\(reason)", "UNTIL": "\(until)", "CLIENT": "\(ip)"])
         }
         return .pinned(until: until)
     }

@@ -51,7 +51,8 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func handshakeTimedOut(context: ChannelHandlerContext) {
         guard state == .handshaking else { return }
         state = .done
-        let why = "the client's TLS handshake did not finish within \(TimeoutWords.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
+        let why =
+            "the client's TLS handshake did not finish within \(TimeoutWords.format(handshakeTimeout)) s (timeouts.tls_handshake_seconds)"
         logger.notice("closed a TLS handshake that did not finish", metadata: ["HOST": "\(host)", "WHY": "\(why)"])
         hooks.handshakeRefused(target, sni: sni, client: context.channel.remoteAddress, why: why)
         context.close(promise: nil)
@@ -95,18 +96,21 @@ final class MITMHandler: ChannelInboundHandler, RemovableChannelHandler {
     static func explain(_ rejection: String, host: String, _ outcome: Interception.PinOutcome, caFile: String?) -> String {
         let refused = "the client refused the interception certificate (\(rejection))"
         let ca = caFile ?? "<group directory>/ca.pem"
-        let trust = "To have it decrypted, make that client trust Busymate's CA: `curl --cacert \(ca)`, "
+        let trust =
+            "To have it decrypted, make that client trust Busymate's CA: `curl --cacert \(ca)`, "
             + "`busymate ca export` for a system or browser store, or a device's onboarding page (/ca.pem)"
         switch outcome {
         case let .pinned(until):
             let hours = until.timeIntervalSinceNow / 3600
             let span = hours >= 1 ? String(format: "%.0f h", hours) : String(format: "%.0f min", max(1, hours * 60))
-            return "\(refused) again, though it trusts our CA for other hosts: certificate pinning. \(host) is passed through undecrypted for \(span) "
+            return
+                "\(refused) again, though it trusts our CA for other hosts: certificate pinning. \(host) is passed through undecrypted for \(span) "
                 + "(ssl_proxying.pin_ttl); `busymate pinned remove \(host)` intercepts it again"
         case .clientDoesNotTrustUs:
             return "\(refused): it has not trusted our CA for other hosts lately, so it most likely lacks it. Not pinned. \(trust)"
         case .loopbackClient:
-            return "\(refused). Not pinned: it runs on this machine, where every process shares the address (ssl_proxying.pin_loopback). \(trust)"
+            return
+                "\(refused). Not pinned: it runs on this machine, where every process shares the address (ssl_proxying.pin_loopback). \(trust)"
         case .firstRefusal:
             return "\(refused), though it trusts our CA for other hosts. Not pinned yet: if it refuses \(host) again within "
                 + "\(Int(PinEvidence.window / 60)) min, that is certificate pinning and the host is passed through. \(trust)"

@@ -22,11 +22,14 @@ struct PinEvidence {
     private var strikes: [String: [Date]] = [:]
 
     mutating func trusted(client ip: String, host: String, at now: Date = Date()) {
-        if trusted[ip] == nil, trusted.count >= Self.maxClients, let stalest = trusted.min(by: { latest($0.value) < latest($1.value) })?.key {
+        if trusted[ip] == nil, trusted.count >= Self.maxClients, let stalest = trusted.min(by: { latest($0.value) < latest($1.value) })?.key
+        {
             trusted[stalest] = nil
         }
         var hosts = trusted[ip] ?? [:]
-        if hosts[host] == nil, hosts.count >= Self.maxHostsPerClient, let stalest = hosts.min(by: { $0.value < $1.value })?.key { hosts[stalest] = nil }
+        if hosts[host] == nil, hosts.count >= Self.maxHostsPerClient, let stalest = hosts.min(by: { $0.value < $1.value })?.key {
+            hosts[stalest] = nil
+        }
         hosts[host] = now
         trusted[ip] = hosts
     }
@@ -40,7 +43,9 @@ struct PinEvidence {
     /// Counts a refusal; the refusals of `host` by `ip` within the window, this one included.
     mutating func strike(client ip: String, host: String, at now: Date = Date()) -> Int {
         let key = "\(ip) \(host)"
-        if strikes[key] == nil, strikes.count >= Self.maxStrikes, let stalest = strikes.min(by: { ($0.value.last ?? .distantPast) < ($1.value.last ?? .distantPast) })?.key {
+        if strikes[key] == nil, strikes.count >= Self.maxStrikes,
+            let stalest = strikes.min(by: { ($0.value.last ?? .distantPast) < ($1.value.last ?? .distantPast) })?.key
+        {
             strikes[stalest] = nil
         }
         var recent = (strikes[key] ?? []).filter { now.timeIntervalSince($0) <= Self.window }.suffix(Self.strikesToPin - 1)

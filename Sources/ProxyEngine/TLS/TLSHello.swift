@@ -23,13 +23,15 @@ struct TLSHello: Equatable, Sendable {
         while true {
             guard records.readableBytes >= 5 else { return .incomplete }
             guard let type = records.readInteger(as: UInt8.self), let major = records.readInteger(as: UInt8.self),
-                  records.readInteger(as: UInt8.self) != nil, let length = records.readInteger(as: UInt16.self) else { return .incomplete }
+                records.readInteger(as: UInt8.self) != nil, let length = records.readInteger(as: UInt16.self)
+            else { return .incomplete }
             guard type == 22, major == 3 else { return .notTLS }
             guard var fragment = records.readSlice(length: Int(length)) else { return .incomplete }
             handshake.writeBuffer(&fragment)
             var view = handshake
             guard let kind = view.readInteger(as: UInt8.self), let high = view.readInteger(as: UInt8.self),
-                  let low = view.readInteger(as: UInt16.self) else { continue }
+                let low = view.readInteger(as: UInt16.self)
+            else { continue }
             guard kind == messageType else { return .notTLS }
             guard var body = view.readSlice(length: Int(high) << 16 | Int(low)) else { continue }
             guard let hello = messageType == 1 ? clientHello(&body) : serverHello(&body) else { return .notTLS }
@@ -39,9 +41,10 @@ struct TLSHello: Equatable, Sendable {
 
     private static func clientHello(_ body: inout ByteBuffer) -> TLSHello? {
         guard body.readInteger(as: UInt16.self) != nil, body.readSlice(length: 32) != nil,
-              let sessionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(sessionLength)) != nil,
-              let suitesLength = body.readInteger(as: UInt16.self), body.readSlice(length: Int(suitesLength)) != nil,
-              let compressionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(compressionLength)) != nil else { return nil }
+            let sessionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(sessionLength)) != nil,
+            let suitesLength = body.readInteger(as: UInt16.self), body.readSlice(length: Int(suitesLength)) != nil,
+            let compressionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(compressionLength)) != nil
+        else { return nil }
         var hello = TLSHello()
         forEachExtension(&body) { type, data in
             if type == 16 {
@@ -50,7 +53,8 @@ struct TLSHello: Equatable, Sendable {
             }
             // server_name: a list of (type 0 = host_name, name).
             guard type == 0, data.readInteger(as: UInt16.self) != nil, data.readInteger(as: UInt8.self) == 0,
-                  let length = data.readInteger(as: UInt16.self), let name = data.readString(length: Int(length)) else { return }
+                let length = data.readInteger(as: UInt16.self), let name = data.readString(length: Int(length))
+            else { return }
             hello.sni = name.lowercased()
         }
         return hello
@@ -66,8 +70,9 @@ struct TLSHello: Equatable, Sendable {
 
     private static func serverHello(_ body: inout ByteBuffer) -> TLSHello? {
         guard let legacy = body.readInteger(as: UInt16.self), body.readSlice(length: 32) != nil,
-              let sessionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(sessionLength)) != nil,
-              let suite = body.readInteger(as: UInt16.self), body.readInteger(as: UInt8.self) != nil else { return nil }
+            let sessionLength = body.readInteger(as: UInt8.self), body.readSlice(length: Int(sessionLength)) != nil,
+            let suite = body.readInteger(as: UInt16.self), body.readInteger(as: UInt8.self) != nil
+        else { return nil }
         var version = legacy
         forEachExtension(&body) { type, data in
             // supported_versions: TLS 1.3 says so here, not in the header.
@@ -79,7 +84,8 @@ struct TLSHello: Equatable, Sendable {
     private static func forEachExtension(_ body: inout ByteBuffer, _ visit: (UInt16, inout ByteBuffer) -> Void) {
         guard let total = body.readInteger(as: UInt16.self), var extensions = body.readSlice(length: Int(total)) else { return }
         while let type = extensions.readInteger(as: UInt16.self), let length = extensions.readInteger(as: UInt16.self),
-              var data = extensions.readSlice(length: Int(length)) {
+            var data = extensions.readSlice(length: Int(length))
+        {
             visit(type, &data)
         }
     }

@@ -1,8 +1,8 @@
 import Foundation
+import Glibc
 import NIOCore
 import NIOPosix
 import Synchronization
-import Glibc
 
 struct DNSLookupError: Error, CustomStringConvertible {
     var host: String

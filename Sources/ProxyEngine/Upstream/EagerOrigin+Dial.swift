@@ -11,8 +11,10 @@ extension EagerOrigin {
     /// failure or the deadline is closed. `peer`: a TCP connection to the
     /// target already open (SOCKS5's, on `eventLoop`, reads off), used
     /// instead of dialling.
-    static func dial(_ target: ProxyTarget, override: String?, over peer: Channel? = nil, offer: [String], upstreamTLS: UpstreamTLS,
-                     services: ProxyServices, on eventLoop: EventLoop, done: @escaping (Result<EagerOrigin, Error>) -> Void) {
+    static func dial(
+        _ target: ProxyTarget, override: String?, over peer: Channel? = nil, offer: [String], upstreamTLS: UpstreamTLS,
+        services: ProxyServices, on eventLoop: EventLoop, done: @escaping (Result<EagerOrigin, Error>) -> Void
+    ) {
         let key = UpstreamSide.Key(target: target, secure: true, chained: false, override: override)
         let pending = NIOLoopBoundBox<((Result<EagerOrigin, Error>) -> Void)?>(done, eventLoop: eventLoop)
         @Sendable func finish(_ result: Result<EagerOrigin, Error>) {
@@ -46,8 +48,9 @@ extension EagerOrigin {
                     throw error
                 }
         } else {
-            connected = services.connector.connect(UpstreamDial(target: target, proxy: nil), override: override, autoRead: true,
-                                                   halfClosure: false, on: eventLoop, initialize: initialize)
+            connected = services.connector.connect(
+                UpstreamDial(target: target, proxy: nil), override: override, autoRead: true,
+                halfClosure: false, on: eventLoop, initialize: initialize)
         }
         connected.flatMap { channel in
             alpn.futureResult.map { (channel, $0) }.flatMapErrorThrowing { error in
@@ -74,7 +77,8 @@ extension EagerOrigin {
         }
     }
 
-    private static func layer(for negotiated: String?, on channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> Connection {
+    private static func layer(for negotiated: String?, on channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> Connection
+    {
         if negotiated == "h2" {
             let (connection, settled) = try UpstreamSide.http2Connection(channel, hello: hello, services: services)
             return .http2(connection, settled: settled)

@@ -8,7 +8,8 @@ struct OriginRefusedStream: Error, CustomStringConvertible {
 
     var description: String {
         let why = "the origin refused the stream before processing it (GOAWAY or REFUSED_STREAM)"
-        return bodyAlreadySent ? "\(why); it was not sent again because its body had already streamed past what is kept for a retry"
+        return bodyAlreadySent
+            ? "\(why); it was not sent again because its body had already streamed past what is kept for a retry"
             : "\(why), and refused it again on a new connection"
     }
 }

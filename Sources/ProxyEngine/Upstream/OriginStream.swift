@@ -80,7 +80,8 @@ final class OriginStream {
             }
             guard sendHead(endStream: false), let id, !sentEnd else { return }
             sentEnd = true
-            connection.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: HTTP2HeaderMapping.trailers(trailers), endStream: true))))
+            connection.write(
+                HTTP2Frame(streamID: id, payload: .headers(.init(headers: HTTP2HeaderMapping.trailers(trailers), endStream: true))))
         case .end:
             if pendingHead != nil {
                 _ = sendHead(endStream: true)

@@ -49,7 +49,8 @@ final class OriginStreams: ChannelInboundHandler, RemovableChannelHandler {
 
     /// The stream's HEADERS go now: its id, or nil when no new stream may start.
     func number(_ stream: OriginStream) -> HTTP2StreamID? {
-        guard goawayLast == nil, context != nil, nextID < HTTP2StreamID.maxID, waiting.removeValue(forKey: ObjectIdentifier(stream)) != nil else { return nil }
+        guard goawayLast == nil, context != nil, nextID < HTTP2StreamID.maxID, waiting.removeValue(forKey: ObjectIdentifier(stream)) != nil
+        else { return nil }
         let id = nextID
         nextID = HTTP2StreamID(Int32(id) + 2)
         numbered[id] = stream

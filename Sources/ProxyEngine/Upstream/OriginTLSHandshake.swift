@@ -9,8 +9,10 @@ import NIOSSL
 /// for it. The handshake is bounded by `timeouts.tls_handshake_seconds`:
 /// an origin that never answers it must not hold the dial.
 enum OriginTLSHandshake {
-    static func add(to channel: Channel, context: NIOSSLContext, host: String, alpn: EventLoopPromise<String?>?,
-                    hello: @escaping (TLSHello) -> Void) throws {
+    static func add(
+        to channel: Channel, context: NIOSSLContext, host: String, alpn: EventLoopPromise<String?>?,
+        hello: @escaping (TLSHello) -> Void
+    ) throws {
         let ops = channel.pipeline.syncOperations
         // SNI carries names only, never IP literals.
         let serverName = IPAddressText.isLiteral(host) ? nil : host

@@ -14,7 +14,9 @@ final class RemoteSettingsWatcher: ChannelInboundHandler, RemovableChannelHandle
     static let wait = TimeAmount.seconds(10)
 
     struct NoSettings: Error, CustomStringConvertible {
-        var description: String { "the server chose HTTP/2 but sent no SETTINGS within \(RemoteSettingsWatcher.wait.nanoseconds / 1_000_000_000) s" }
+        var description: String {
+            "the server chose HTTP/2 but sent no SETTINGS within \(RemoteSettingsWatcher.wait.nanoseconds / 1_000_000_000) s"
+        }
     }
 
     init(promise: EventLoopPromise<Void>) { self.promise = promise }

@@ -96,7 +96,8 @@ extension SOCKS5ClientHandshake: ChannelInboundHandler, RemovableChannelHandler 
             case 0x02 where credentials != nil:
                 authenticate(context: context)
             default:
-                let why = credentials == nil
+                let why =
+                    credentials == nil
                     ? "asks for authentication (set upstream_proxy.username and password)"
                     : "accepts none of the methods offered (username/password)"
                 fail(Refusal(description: why), context: context)
@@ -106,7 +107,9 @@ extension SOCKS5ClientHandshake: ChannelInboundHandler, RemovableChannelHandler 
             let status = view[view.startIndex + 1]
             buffer.moveReaderIndex(forwardBy: 2)
             guard status == 0x00 else {
-                return fail(Refusal(description: "refused the user name and password (check upstream_proxy.username and password)"), context: context)
+                return fail(
+                    Refusal(description: "refused the user name and password (check upstream_proxy.username and password)"),
+                    context: context)
             }
             request(context: context)
         case .connecting:

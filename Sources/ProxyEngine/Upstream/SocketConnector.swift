@@ -5,8 +5,10 @@ import NIOPosix
 struct SocketConnector: UpstreamConnector {
     static let connectTimeout = TimeAmount.seconds(10)
 
-    func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
-                 initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
+    func connect(
+        _ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+        initialize: @escaping @Sendable (Channel) throws -> Void
+    ) -> EventLoopFuture<Channel> {
         ClientBootstrap(group: eventLoop)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(.autoRead, value: autoRead)

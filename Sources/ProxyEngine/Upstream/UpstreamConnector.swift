@@ -8,6 +8,8 @@ protocol UpstreamConnector: Sendable {
     /// CONNECT through it is the caller's), `initialize` run on it first.
     /// `halfClosure`: the server's FIN is passed on (a glued tunnel), not
     /// taken as its hang-up (HTTP, where it ends the connection).
-    func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
-                 initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel>
+    func connect(
+        _ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+        initialize: @escaping @Sendable (Channel) throws -> Void
+    ) -> EventLoopFuture<Channel>
 }

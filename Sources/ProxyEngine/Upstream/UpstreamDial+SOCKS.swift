@@ -17,7 +17,9 @@ extension UpstreamDial {
             let options = channel.syncOptions
             let autoRead = (try? options?.getOption(.autoRead)) ?? true
             let timer = channel.eventLoop.scheduleTask(in: Self.connectDeadline) {
-                promise.fail(SOCKS5ClientHandshake.Refusal(description: "did not answer within \(Self.connectDeadline.nanoseconds / 1_000_000_000) s"))
+                promise.fail(
+                    SOCKS5ClientHandshake.Refusal(
+                        description: "did not answer within \(Self.connectDeadline.nanoseconds / 1_000_000_000) s"))
             }
             do {
                 try options?.setOption(.autoRead, value: true)

@@ -36,7 +36,8 @@ struct UpstreamDial {
             let ops = channel.pipeline.syncOperations
             let encoder = HTTPRequestEncoder()
             let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
-            let connect = NIOHTTP1ProxyConnectHandler(targetHost: target.host, targetPort: target.port, headers: headers, deadline: deadline, promise: promise)
+            let connect = NIOHTTP1ProxyConnectHandler(
+                targetHost: target.host, targetPort: target.port, headers: headers, deadline: deadline, promise: promise)
             let early = EarlyBytes()
             // The proxy's answer must be read whatever the caller's reads: on for it, as they were after.
             let options = channel.syncOptions

@@ -173,10 +173,11 @@ final class UpstreamHTTP2Pool {
             self.eagerSettling = nil
             switch result {
             case .success:
-                try? channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { [weak self] last in
-                    connection.goaway.value = min(connection.goaway.value ?? last, last)
-                    self?.forget(key, connection)
-                })
+                try? channel.pipeline.syncOperations.addHandler(
+                    OriginGoawayWatcher { [weak self] last in
+                        connection.goaway.value = min(connection.goaway.value ?? last, last)
+                        self?.forget(key, connection)
+                    })
                 self.dialled(key, .success(connection))
             case let .failure(error):
                 channel.close(promise: nil)

@@ -17,7 +17,8 @@ final class UpstreamLayer {
         self.channel = channel
         let encoder = HTTPRequestEncoder()
         // 1xx answers are passed on (Expect: 100-continue); bytes after a 101 are kept for the glue.
-        let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward))
+        let decoder = ByteToMessageHandler(
+            HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .forward))
         http1 = (encoder, decoder)
         try channel.pipeline.syncOperations.addHandlers([encoder, decoder, validator, handler])
     }

@@ -40,7 +40,9 @@ struct UpstreamRequest {
         headers.add(name: "Via", value: LoopGuard.shared.via(receivedAs: client.version))
         // map_remote: the row keeps what the client asked for; upstream gets the rule's destination.
         var (destination, path, secure) = (target, originForm, { if case .intercepted = route { true } else { false } }())
-        if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action, let mapped = MapRemote(rule: rule, to: to, originForm: originForm) {
+        if let rule = plan.mapRemote, case let .mapRemote(to) = rule.action,
+            let mapped = MapRemote(rule: rule, to: to, originForm: originForm)
+        {
             (destination, path, secure) = (mapped.target, mapped.originForm, mapped.secure)
             headers.replaceOrAdd(name: "Host", value: mapped.hostHeader)
         }

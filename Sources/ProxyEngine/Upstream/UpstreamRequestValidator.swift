@@ -45,7 +45,9 @@ final class UpstreamRequestValidator: ChannelOutboundHandler, RemovableChannelHa
     static func problem(_ headers: HTTPHeaders) -> String? {
         for (name, value) in headers {
             if name.isEmpty || !name.utf8.allSatisfy(isTokenByte) { return "a header name is not an HTTP token" }
-            if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) { return "the header \(name) has CR, LF or NUL in its value" }
+            if value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+                return "the header \(name) has CR, LF or NUL in its value"
+            }
         }
         return nil
     }

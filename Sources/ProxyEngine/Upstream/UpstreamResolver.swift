@@ -2,8 +2,9 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Resolves the hosts the tunnel dials, remembering each answer for a few

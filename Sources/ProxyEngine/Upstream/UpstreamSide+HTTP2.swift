@@ -11,16 +11,23 @@ import NIOTLS
 extension UpstreamSide {
     /// NIO's HTTP/2 client on an origin connection that chose `h2`, at the
     /// frame level: `OriginStreams` carries the exchanges' streams.
-    static func http2Connection(_ channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> (UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>) {
+    static func http2Connection(_ channel: Channel, hello: TLSHello?, services: ProxyServices) throws -> (
+        UpstreamHTTP2Pool.Connection, settled: EventLoopFuture<Void>
+    ) {
         // Push is off (SETTINGS_ENABLE_PUSH 0): NIO treats a PUSH_PROMISE as the origin's protocol error.
-        let handler = NIOHTTP2Handler(mode: .client, connectionConfiguration: HTTP2Limits.clientConnection, streamConfiguration: HTTP2Limits.stream)
+        let handler = NIOHTTP2Handler(
+            mode: .client, connectionConfiguration: HTTP2Limits.clientConnection, streamConfiguration: HTTP2Limits.stream)
         let streams = OriginStreams()
         let settled = channel.eventLoop.makePromise(of: Void.self)
         // An origin that breaks the protocol gets its GOAWAY and is let go: the streams on it fail now, not at their timeout.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger, client: true)
-        try channel.pipeline.syncOperations.addHandlers([FlushCoalescer(), closer, handler, streams, RemoteSettingsWatcher(promise: settled),
-                                                         HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)])
-        let connection = UpstreamHTTP2Pool.Connection(channel: channel, streams: NIOLoopBound(streams, eventLoop: channel.eventLoop), hello: hello, goaway: NIOLoopBoundBox(nil, eventLoop: channel.eventLoop))
+        try channel.pipeline.syncOperations.addHandlers([
+            FlushCoalescer(), closer, handler, streams, RemoteSettingsWatcher(promise: settled),
+            HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer),
+        ])
+        let connection = UpstreamHTTP2Pool.Connection(
+            channel: channel, streams: NIOLoopBound(streams, eventLoop: channel.eventLoop), hello: hello,
+            goaway: NIOLoopBoundBox(nil, eventLoop: channel.eventLoop))
         return (connection, settled.futureResult)
     }
 
@@ -34,11 +41,12 @@ extension UpstreamSide {
             case .success:
                 if let pool {
                     let forget = NIOLoopBound(pool, eventLoop: connection.channel.eventLoop)
-                    try? connection.channel.pipeline.syncOperations.addHandler(OriginGoawayWatcher { last in
-                        // A later GOAWAY only lowers it (RFC 9113 §6.8).
-                        connection.goaway.value = min(connection.goaway.value ?? last, last)
-                        forget.value.forget(key, connection)
-                    })
+                    try? connection.channel.pipeline.syncOperations.addHandler(
+                        OriginGoawayWatcher { last in
+                            // A later GOAWAY only lowers it (RFC 9113 §6.8).
+                            connection.goaway.value = min(connection.goaway.value ?? last, last)
+                            forget.value.forget(key, connection)
+                        })
                 }
                 pool?.dialled(key, .success(connection))
                 side.openStream(on: connection, key: key, fresh: true)

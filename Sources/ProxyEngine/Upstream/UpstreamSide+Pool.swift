@@ -56,7 +56,9 @@ extension UpstreamSide {
     /// the origin speaks it (a redirected connection, or a gRPC call).
     func http2Offer(_ key: Key, leg: HTTP2ClientLeg, request: UpstreamRequest) -> HTTP2Offer? {
         if key.secure {
-            let tls: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
+            let tls: UpstreamTLS? = {
+                if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS }
+            }()
             return tls?.http2 == true ? .alpn : nil
         }
         guard leg.priorKnowledge, !key.chained else { return nil }

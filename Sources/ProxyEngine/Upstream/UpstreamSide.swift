@@ -197,7 +197,9 @@ final class UpstreamSide {
         let target = key.target
         let tls: NIOSSLContext?
         if key.secure {
-            let upstreamTLS: UpstreamTLS? = { if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS } }()
+            let upstreamTLS: UpstreamTLS? = {
+                if case let .intercepted(_, upstreamTLS) = route { upstreamTLS } else { services.interception.upstreamTLS }
+            }()
             guard let upstreamTLS else {
                 pool?.dialled(key, .failure(ProxyError.NoUpstreamTLS()))
                 dialFailed(.connectFailed(host: target.host, port: target.port, underlying: ProxyError.NoUpstreamTLS()))
@@ -220,7 +222,9 @@ final class UpstreamSide {
         /// TLS goes first in the pipeline; through a proxy, only once CONNECT is answered.
         @Sendable func addTLS(_ channel: Channel) throws {
             guard let tls else { return }
-            try OriginTLSHandshake.add(to: channel, context: tls, host: target.host, alpn: alpn) { hello in layer.value.handler.serverHello(hello) }
+            try OriginTLSHandshake.add(to: channel, context: tls, host: target.host, alpn: alpn) { hello in
+                layer.value.handler.serverHello(hello)
+            }
         }
         services.connector.connect(upstreamDial, override: dial.override, autoRead: true, halfClosure: false, on: eventLoop) { channel in
             if proxy == nil { try addTLS(channel) }
@@ -254,11 +258,15 @@ final class UpstreamSide {
         }
     }
 
-    func connectFinished(_ key: Key, _ result: Result<(Channel, String?), Error>, layer: UpstreamLayer, offered: Bool, pool: UpstreamHTTP2Pool?) {
+    func connectFinished(
+        _ key: Key, _ result: Result<(Channel, String?), Error>, layer: UpstreamLayer, offered: Bool, pool: UpstreamHTTP2Pool?
+    ) {
         guard case let .connecting(current, pending) = state, current == key, delegate != nil else {
             if case let .success((channel, negotiated)) = result {
                 // A pool's dial stays useful to the streams waiting on it.
-                if let pool, negotiated == "h2", let (connection, settled) = try? Self.http2Connection(channel, hello: hello, services: services) {
+                if let pool, negotiated == "h2",
+                    let (connection, settled) = try? Self.http2Connection(channel, hello: hello, services: services)
+                {
                     whenSettled(settled, connection, key: key, pool: pool)
                 } else {
                     pool?.dialled(key, .success(nil))
@@ -373,7 +381,10 @@ final class UpstreamSide {
             case .none: return nil
             }
         }()
-        report(.timedOut(.upstreamTimedOut(host: target?.host ?? "the server", port: target?.port ?? 0, seconds: services.timeouts.upstreamResponse)))
+        report(
+            .timedOut(
+                .upstreamTimedOut(host: target?.host ?? "the server", port: target?.port ?? 0, seconds: services.timeouts.upstreamResponse))
+        )
     }
 
     /// When the client's connection ends: a pending check would keep it alive until it fired.

@@ -12,8 +12,8 @@ struct WebSocketHandshake: Equatable {
     /// Nil: not a WebSocket, or one whose frames we cannot follow (`why`).
     static func parse(request: HTTPHeaders, response: HTTPResponseHead) -> Result<WebSocketHandshake, Unreadable>? {
         guard response.status == .switchingProtocols,
-              response.headers["upgrade"].contains(where: { $0.lowercased().trimmingSpaces == "websocket" }),
-              request["upgrade"].contains(where: { $0.lowercased().split(separator: ",").contains { $0.trimmingSpaces == "websocket" } })
+            response.headers["upgrade"].contains(where: { $0.lowercased().trimmingSpaces == "websocket" }),
+            request["upgrade"].contains(where: { $0.lowercased().split(separator: ",").contains { $0.trimmingSpaces == "websocket" } })
         else { return nil }
         let values = response.headers["sec-websocket-extensions"]
         let extensions = values.isEmpty ? nil : values.joined(separator: ", ")

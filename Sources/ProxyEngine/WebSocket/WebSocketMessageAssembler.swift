@@ -47,7 +47,9 @@ struct WebSocketMessageAssembler {
             let opcode: WebSocketMessageRecord.Opcode = frame.opcode == .text ? .text : .binary
             return .fragment(try fragment(frame, first: true, opcode: opcode, compressed: frame.rsv1))
         case .continuation:
-            guard case let .inMessage(opcode, compressed) = state else { throw .protocolError("a continuation frame came with no message to continue") }
+            guard case let .inMessage(opcode, compressed) = state else {
+                throw .protocolError("a continuation frame came with no message to continue")
+            }
             if frame.rsv1 { throw .protocolError("a continuation frame sets RSV1") }
             return .fragment(try fragment(frame, first: false, opcode: opcode, compressed: compressed))
         default:
@@ -55,14 +57,17 @@ struct WebSocketMessageAssembler {
         }
     }
 
-    private mutating func fragment(_ frame: WebSocketFrame, first: Bool, opcode: WebSocketMessageRecord.Opcode,
-                                   compressed: Bool) throws(WebSocketViolation) -> WebSocketFragment {
+    private mutating func fragment(
+        _ frame: WebSocketFrame, first: Bool, opcode: WebSocketMessageRecord.Opcode,
+        compressed: Bool
+    ) throws(WebSocketViolation) -> WebSocketFragment {
         state = frame.fin ? .idle : .inMessage(opcode: opcode, compressed: compressed)
         var payload = frame.data
         if compressed, let inflater {
             payload = try inflater.inflate(frame.data, last: frame.fin, allocator: allocator)
         }
-        return WebSocketFragment(first: first, last: frame.fin, opcode: opcode, compressed: compressed, payload: payload, wire: frame.data.readableBytes)
+        return WebSocketFragment(
+            first: first, last: frame.fin, opcode: opcode, compressed: compressed, payload: payload, wire: frame.data.readableBytes)
     }
 }
 

@@ -20,7 +20,8 @@ extension WebSocketSession {
             return
         }
         if case let .fragment(fragment) = step, fragment.first, let breakpoints, requestID != nil, !breakpoints.isEmpty,
-           breakpoints.holds(fromClient ? .messageFromClient : .messageFromServer, url, exchange: nil) {
+            breakpoints.holds(fromClient ? .messageFromClient : .messageFromServer, url, exchange: nil)
+        {
             var hold = WebSocketHold(first: fragment)
             hold.add(frame, fragment)
             settle(hold, fromClient: fromClient)
@@ -52,8 +53,10 @@ extension WebSocketSession {
         // A compressed message whose sender keeps its window: the receiver's window needs it as it was.
         let editable = !hold.compressed || (fromClient ? freshWindow.client : freshWindow.server)
         let session = NIOLoopBound(self, eventLoop: eventLoop)
-        breakpoints.pauseMessage(Data(hold.payload.readableBytesView), text: hold.opcode == .text, editable: editable, fromClient: fromClient,
-                                 requestID: requestID, url: url, on: eventLoop).whenSuccess { resolution in
+        breakpoints.pauseMessage(
+            Data(hold.payload.readableBytesView), text: hold.opcode == .text, editable: editable, fromClient: fromClient,
+            requestID: requestID, url: url, on: eventLoop
+        ).whenSuccess { resolution in
             session.value.release(resolution, fromClient: fromClient)
         }
     }
@@ -70,7 +73,8 @@ extension WebSocketSession {
             }
         case let .edited(data):
             let payload = ByteBuffer(bytes: data)
-            let frame = WebSocketFrame(fin: true, opcode: hold.opcode == .text ? .text : .binary, maskKey: fromClient ? .random() : nil, data: payload)
+            let frame = WebSocketFrame(
+                fin: true, opcode: hold.opcode == .text ? .text : .binary, maskKey: fromClient ? .random() : nil, data: payload)
             _ = observer?.message(hold.opcode, payload, fromClient: fromClient, origin: .edited)
             write(frame, toClient: !fromClient)
         case .drop:

@@ -63,8 +63,10 @@ final class WebSocketSession {
     /// Whether each side's sender starts every message with a fresh deflate window.
     let freshWindow: (client: Bool, server: Bool)
 
-    init(handshake: WebSocketHandshake, observer: (any WebSocketObserver)?, stats: TrafficStats, logger: Logger, eventLoop: EventLoop,
-         registry: WebSocketRegistry? = nil, requestID: String? = nil, breakpoints: (any BreakpointHolds)? = nil, url: String = "") throws {
+    init(
+        handshake: WebSocketHandshake, observer: (any WebSocketObserver)?, stats: TrafficStats, logger: Logger, eventLoop: EventLoop,
+        registry: WebSocketRegistry? = nil, requestID: String? = nil, breakpoints: (any BreakpointHolds)? = nil, url: String = ""
+    ) throws {
         self.eventLoop = eventLoop
         self.breakpoints = breakpoints
         self.url = url
@@ -297,7 +299,9 @@ final class WebSocketSession {
             return promise.futureResult
         }
         guard !(fromClient ? closeSent.client : closeSent.server) else {
-            promise.fail(WebSocketSendRefused(description: "the \(fromClient ? "client" : "server") closed its side of the socket: nothing more goes that way"))
+            promise.fail(
+                WebSocketSendRefused(
+                    description: "the \(fromClient ? "client" : "server") closed its side of the socket: nothing more goes that way"))
             return promise.futureResult
         }
         guard !(toClient ? gone.client : gone.server) else {
@@ -305,7 +309,9 @@ final class WebSocketSession {
             return promise.futureResult
         }
         guard (fromClient ? holds.client : holds.server) == nil else {
-            promise.fail(WebSocketSendRefused(description: "a message from the \(fromClient ? "client" : "server") is held at a breakpoint: resolve it first"))
+            promise.fail(
+                WebSocketSendRefused(
+                    description: "a message from the \(fromClient ? "client" : "server") is held at a breakpoint: resolve it first"))
             return promise.futureResult
         }
         injectionCount += 1
@@ -325,11 +331,13 @@ final class WebSocketSession {
     }
 
     private func send(_ injection: Injection) {
-        let frame = WebSocketFrame(fin: true, opcode: injection.opcode == .text ? .text : .binary, maskKey: injection.toClient ? nil : .random(),
-                                   data: injection.payload)
+        let frame = WebSocketFrame(
+            fin: true, opcode: injection.opcode == .text ? .text : .binary, maskKey: injection.toClient ? nil : .random(),
+            data: injection.payload)
         if injection.toClient { closing.bytesDown += Self.wireSize(frame) } else { closing.bytesUp += Self.wireSize(frame) }
         guard (injection.toClient ? client : server)?.context != nil else {
-            injection.promise.fail(WebSocketSendRefused(description: "the \(injection.toClient ? "client" : "server")'s connection is closed"))
+            injection.promise.fail(
+                WebSocketSendRefused(description: "the \(injection.toClient ? "client" : "server")'s connection is closed"))
             return
         }
         write(frame, toClient: injection.toClient)

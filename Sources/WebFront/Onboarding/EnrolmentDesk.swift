@@ -41,17 +41,18 @@ final class EnrolmentDesk: Sendable {
         let paths = self.paths
         let result: Result<Outcome, Error>
         do {
-            result = .success(try await NIOThreadPool.singleton.runIfActive { () throws -> Outcome in
-                var outcome = Outcome.unknown
-                try SettingsFile.edit(paths.settings, requireLock: true) { root in
-                    let settings = try AppSettings.decode(root).settings
-                    outcome = Self.verdict(token: token, client: client, settings: settings, now: now)
-                    guard case let .admissible(device, first) = outcome else { return }
-                    try DeviceList.admit(device, client: client, first: first, in: &root, now: now)
-                    outcome = .admitted(device: device)
-                }
-                return outcome
-            })
+            result = .success(
+                try await NIOThreadPool.singleton.runIfActive { () throws -> Outcome in
+                    var outcome = Outcome.unknown
+                    try SettingsFile.edit(paths.settings, requireLock: true) { root in
+                        let settings = try AppSettings.decode(root).settings
+                        outcome = Self.verdict(token: token, client: client, settings: settings, now: now)
+                        guard case let .admissible(device, first) = outcome else { return }
+                        try DeviceList.admit(device, client: client, first: first, in: &root, now: now)
+                        outcome = .admitted(device: device)
+                    }
+                    return outcome
+                })
         } catch {
             result = .failure(error)
         }
@@ -87,7 +88,8 @@ final class EnrolmentDesk: Sendable {
         case .admissible, .unavailable:
             return
         case let .admitted(device):
-            logger.info("enrolment link opened: \(client) admitted as \(device)", metadata: metadata.merging(["DEVICE": "\(device)"]) { a, _ in a })
+            logger.info(
+                "enrolment link opened: \(client) admitted as \(device)", metadata: metadata.merging(["DEVICE": "\(device)"]) { a, _ in a })
             return
         case .unknown:
             said = "refused an enrolment link nobody issued (or one replaced since)"

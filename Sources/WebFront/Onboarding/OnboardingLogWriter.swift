@@ -26,7 +26,9 @@ actor OnboardingLogWriter {
         }
         entry.lastAt = Date()
         log.clients[client] = entry
-        if log.clients.count > Self.maxClients, let oldest = log.clients.min(by: { ($0.value.lastAt ?? .distantPast) < ($1.value.lastAt ?? .distantPast) })?.key {
+        if log.clients.count > Self.maxClients,
+            let oldest = log.clients.min(by: { ($0.value.lastAt ?? .distantPast) < ($1.value.lastAt ?? .distantPast) })?.key
+        {
             log.clients[oldest] = nil
         }
         do {

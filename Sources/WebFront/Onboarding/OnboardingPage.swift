@@ -1,4 +1,5 @@
 import BusymateShared
+
 /// The setup page a device opens on the onboarding listener: the PAC URL
 /// (and its QR code, for a phone's camera), the CA, and the steps for each
 /// system. Plain HTML and CSS, no script: it must work on any browser.
@@ -10,13 +11,16 @@ enum OnboardingPage {
         let ca = escape(caURL)
         let derURL = escape(caURL.replacingOccurrences(of: "/ca.pem", with: "/ca.der"))
         let manual = proxy.map { "Or set the proxy by hand: <code>\(escape($0))</code>." } ?? "No proxy listener serves this address."
-        let pacCard = pacRefused.map {
+        let pacCard =
+            pacRefused.map {
+                transparent
+                    ? "<div class=card><h2>No PAC here</h2><p class=note>This appliance captures as this network's gateway: route the device through it; no proxy setting is needed.</p></div>"
+                    : "<div class=\"card warn\"><h2>No proxy for this address yet</h2><p>\(escape($0)).</p>"
+                        + "<p class=note>Ask whoever runs the appliance to change that, then reload this page.</p></div>"
+            }
+            ?? "<div class=\"card pac\">\(qr)<div><h2>Proxy auto-configuration (PAC) URL</h2><p><code>\(pac)</code></p><p class=note>\(manual)</p></div></div>"
+        let gateway =
             transparent
-                ? "<div class=card><h2>No PAC here</h2><p class=note>This appliance captures as this network's gateway: route the device through it; no proxy setting is needed.</p></div>"
-                : "<div class=\"card warn\"><h2>No proxy for this address yet</h2><p>\(escape($0)).</p>"
-                    + "<p class=note>Ask whoever runs the appliance to change that, then reload this page.</p></div>"
-        } ?? "<div class=\"card pac\">\(qr)<div><h2>Proxy auto-configuration (PAC) URL</h2><p><code>\(pac)</code></p><p class=note>\(manual)</p></div></div>"
-        let gateway = transparent
             ? "<p class=note>This appliance is in transparent mode: a device that uses it as its router (gateway) is captured with no proxy setting at all. Install the CA all the same.</p>"
             : ""
         return """

@@ -21,18 +21,24 @@ struct OnboardingRoutes {
             guard let proxy = Self.proxy(for: context.localAddress, in: settings) else {
                 // Refused, not DIRECT: a device told to go direct would bypass capture unseen.
                 let reached = Self.reached(context.localAddress) ?? "this address"
-                refusals.refused(client: Self.clientIP(context), reason: settings.noProxyListener(at: reached), now: Date().timeIntervalSince1970)
-                return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
+                refusals.refused(
+                    client: Self.clientIP(context), reason: settings.noProxyListener(at: reached), now: Date().timeIntervalSince1970)
+                return Self.response(
+                    .serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
             }
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
-            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context), direct: Self.reached(context.localAddress)).utf8))
+            return Self.response(
+                .ok, type: "application/x-ns-proxy-autoconfig",
+                body: Data(Self.pac(proxy: proxy, for: Self.clientIP(context), direct: Self.reached(context.localAddress)).utf8))
         }
         // GET shows what the link is for and asks the device to confirm; only
         // the POST admits it (a chat app's preview of the link must not use it up).
         router.get("/enrol/:token") { _, context in
             let token = context.parameters.get("token") ?? ""
             if let refused = Self.notADevice(context) { return refused }
-            guard let client = Self.clientIP(context) else { return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address.")) }
+            guard let client = Self.clientIP(context) else {
+                return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address."))
+            }
             switch desk.check(token: token, client: client, settings: settings.current) {
             case let .admissible(device, first) where first:
                 return Self.page(.ok, EnrolmentPage.confirm(device: device, action: "/enrol/\(token)"))
@@ -40,7 +46,9 @@ struct OnboardingRoutes {
                 // The device it enrolled, again: admitted again at once if its grant lapsed or is
                 // old, else only sent to its page (re-opening writes nothing).
                 let fresh = Date().addingTimeInterval(AppSettings.Enrolment.admission - AppSettings.Enrolment.renewalStep)
-                if let until = DeviceList.exactGrant(client, in: settings.current.access), until >= fresh { return Self.seeOther("/device/\(device)") }
+                if let until = DeviceList.exactGrant(client, in: settings.current.access), until >= fresh {
+                    return Self.seeOther("/device/\(device)")
+                }
                 return await enrol(token: token, client: client)
             case let outcome:
                 return Self.refusalPage(outcome)
@@ -50,7 +58,9 @@ struct OnboardingRoutes {
             let token = context.parameters.get("token") ?? ""
             if let refused = Self.notADevice(context) { return refused }
             if let refused = Self.crossSite(request) { return refused }
-            guard let client = Self.clientIP(context) else { return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address.")) }
+            guard let client = Self.clientIP(context) else {
+                return Self.page(.badRequest, EnrolmentPage.refused(title: "No address", why: "This connection has no IP address."))
+            }
             let outcome = desk.check(token: token, client: client, settings: settings.current)
             guard case .admissible = outcome else { return Self.refusalPage(outcome) }
             return await enrol(token: token, client: client)
@@ -58,36 +68,49 @@ struct OnboardingRoutes {
         router.get("/device/:name") { _, context in
             let settings = settings.current
             guard let name = context.parameters.get("name"), let device = settings.devices.named(name),
-                  let client = Self.clientIP(context), let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy,
-                  IPAddressText.host(by) == IPAddressText.host(client)
+                let client = Self.clientIP(context), let enrolment = device.enrolment, !enrolment.revoked, let by = enrolment.redeemedBy,
+                IPAddressText.host(by) == IPAddressText.host(client)
             else {
-                return Self.page(.forbidden, EnrolmentPage.refused(title: "Not this device's page",
-                                                                    why: "A device's page is shown only to the device enrolled under that name, from its address."))
+                return Self.page(
+                    .forbidden,
+                    EnrolmentPage.refused(
+                        title: "Not this device's page",
+                        why: "A device's page is shown only to the device enrolled under that name, from its address."))
             }
             let reached = context.localAddress.map(Self.authority) ?? "this-machine"
             let seen = TunnelStatus.read(paths.status)?.devices ?? []
-            let row = DeviceRow.merge(settings: settings, seen: seen, onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: [:]).first { $0.name == name }
+            let row = DeviceRow.merge(settings: settings, seen: seen, onboarding: OnboardingLog.read(paths.onboarding), exchangesToday: [:])
+                .first { $0.name == name }
             let proxy = Self.proxy(for: context.localAddress, device: device, in: settings)
             let refused = proxy == nil ? Self.refusal(Self.reached(context.localAddress) ?? "this address") : nil
-            return Self.page(.ok, EnrolmentPage.device(name: name, pacURL: "http://\(reached)/device/\(name)/proxy.pac", caURL: "http://\(reached)/ca.pem",
-                                                       derURL: "http://\(reached)/ca.der", proxy: proxy, row: row, pacRefused: refused))
+            return Self.page(
+                .ok,
+                EnrolmentPage.device(
+                    name: name, pacURL: "http://\(reached)/device/\(name)/proxy.pac", caURL: "http://\(reached)/ca.pem",
+                    derURL: "http://\(reached)/ca.der", proxy: proxy, row: row, pacRefused: refused))
         }
         router.get("/device/:name/proxy.pac") { _, context in
             let settings = settings.current
             // Only to the device itself (its bound address): names and ports are not told to the LAN.
             guard let name = context.parameters.get("name"), let device = settings.devices.named(name), let client = Self.clientIP(context),
-                  device.address.map(IPAddressText.host) == IPAddressText.host(client),
-                  device.enrolment.map({ !$0.revoked && $0.redeemedBy.map(IPAddressText.host) == IPAddressText.host(client) }) ?? true
+                device.address.map(IPAddressText.host) == IPAddressText.host(client),
+                device.enrolment.map({ !$0.revoked && $0.redeemedBy.map(IPAddressText.host) == IPAddressText.host(client) }) ?? true
             else {
-                return Self.response(.notFound, type: "text/plain; charset=utf-8", body: Data("Busymate: no PAC for this device here (open its enrolment link first)\n".utf8))
+                return Self.response(
+                    .notFound, type: "text/plain; charset=utf-8",
+                    body: Data("Busymate: no PAC for this device here (open its enrolment link first)\n".utf8))
             }
             guard let proxy = Self.proxy(for: context.localAddress, device: device, in: settings) else {
                 let reached = Self.reached(context.localAddress) ?? "this address"
-                refusals.refused(client: Self.clientIP(context), reason: settings.noProxyListener(at: reached), now: Date().timeIntervalSince1970)
-                return Self.response(.serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
+                refusals.refused(
+                    client: Self.clientIP(context), reason: settings.noProxyListener(at: reached), now: Date().timeIntervalSince1970)
+                return Self.response(
+                    .serviceUnavailable, type: "text/plain; charset=utf-8", body: Data((Self.refusal(reached) + "\n").utf8))
             }
             if let client = Self.counted(context, settings) { await log.count(.pac, by: client) }
-            return Self.response(.ok, type: "application/x-ns-proxy-autoconfig", body: Data(Self.pac(proxy: proxy, for: client, device: name, direct: Self.reached(context.localAddress)).utf8))
+            return Self.response(
+                .ok, type: "application/x-ns-proxy-autoconfig",
+                body: Data(Self.pac(proxy: proxy, for: client, device: name, direct: Self.reached(context.localAddress)).utf8))
         }
         router.get("/ca.pem") { _, context in try await ca(paths.caPEM, name: "busymate-ca.pem", context: context) }
         router.get("/ca.der") { _, context in try await ca(paths.caDER, name: "busymate-ca.der", context: context) }
@@ -96,8 +119,9 @@ struct OnboardingRoutes {
             let reached = context.localAddress.map(Self.authority) ?? "this-machine"
             let proxy = Self.proxy(for: context.localAddress, in: settings)
             let refused = proxy == nil ? Self.refusal(Self.reached(context.localAddress) ?? "this address") : nil
-            let page = OnboardingPage.html(pacURL: "http://\(reached)/proxy.pac", caURL: "http://\(reached)/ca.pem",
-                                           proxy: proxy, transparent: settings.mode == .transparent, pacRefused: refused)
+            let page = OnboardingPage.html(
+                pacURL: "http://\(reached)/proxy.pac", caURL: "http://\(reached)/ca.pem",
+                proxy: proxy, transparent: settings.mode == .transparent, pacRefused: refused)
             return Self.response(.ok, type: "text/html; charset=utf-8", body: Data(page.utf8))
         }
         return router
@@ -152,22 +176,40 @@ struct OnboardingRoutes {
         let sameSite = site.map { $0 == "same-origin" || $0 == "none" } ?? true
         let sameOrigin = origin.map { $0 == ownOrigin } ?? true
         guard !(sameSite && sameOrigin) else { return nil }
-        return page(.forbidden, EnrolmentPage.refused(title: "Not from this page", why: "An enrolment is confirmed on the appliance's own page: open the link on the device itself."))
+        return page(
+            .forbidden,
+            EnrolmentPage.refused(
+                title: "Not from this page",
+                why: "An enrolment is confirmed on the appliance's own page: open the link on the device itself."))
     }
 
     static func refusalPage(_ outcome: EnrolmentDesk.Outcome) -> Response {
         switch outcome {
         case let .revoked(device):
-            return page(.gone, EnrolmentPage.refused(title: "Enrolment link revoked", why: "The link for \(device) was revoked: it admits no device any more."))
+            return page(
+                .gone,
+                EnrolmentPage.refused(
+                    title: "Enrolment link revoked", why: "The link for \(device) was revoked: it admits no device any more."))
         case let .expired(device):
-            return page(.gone, EnrolmentPage.refused(title: "Enrolment link expired", why: "The link for \(device) expired before this device opened it."))
+            return page(
+                .gone,
+                EnrolmentPage.refused(title: "Enrolment link expired", why: "The link for \(device) expired before this device opened it."))
         case let .usedElsewhere(device):
-            return page(.forbidden, EnrolmentPage.refused(title: "Enrolment link already used",
-                                                          why: "Another device opened the link for \(device) first: a link enrols one device, from one address."))
+            return page(
+                .forbidden,
+                EnrolmentPage.refused(
+                    title: "Enrolment link already used",
+                    why: "Another device opened the link for \(device) first: a link enrols one device, from one address."))
         case .unavailable:
-            return page(.serviceUnavailable, EnrolmentPage.refused(title: "Enrolment unavailable", why: "The appliance could not record the enrolment; try again in a moment."))
+            return page(
+                .serviceUnavailable,
+                EnrolmentPage.refused(
+                    title: "Enrolment unavailable", why: "The appliance could not record the enrolment; try again in a moment."))
         case .unknown, .admissible, .admitted:
-            return page(.notFound, EnrolmentPage.refused(title: "Unknown enrolment link", why: "This link was never issued here, or a newer link for the device replaced it."))
+            return page(
+                .notFound,
+                EnrolmentPage.refused(
+                    title: "Unknown enrolment link", why: "This link was never issued here, or a newer link for the device replaced it."))
         }
     }
 
@@ -177,10 +219,15 @@ struct OnboardingRoutes {
     static func notADevice(_ context: OnboardingContext) -> Response? {
         guard let client = clientIP(context), let local = reached(context.localAddress) else { return nil }
         // On a loopback listener (this machine's own use) nothing tells them apart.
-        guard !IPNetwork.isLoopback(local), IPAddressText.host(client) == IPAddressText.host(local) || IPNetwork.isLoopback(client) else { return nil }
-        return page(.forbidden, EnrolmentPage.refused(title: "Opened through the proxy",
-                                                      why: "This request reached the appliance through its own proxy, so it would enrol the appliance instead of this device. "
-                                                          + "Turn this device's proxy setting off, open the link again, then set the PAC the next page gives."))
+        guard !IPNetwork.isLoopback(local), IPAddressText.host(client) == IPAddressText.host(local) || IPNetwork.isLoopback(client) else {
+            return nil
+        }
+        return page(
+            .forbidden,
+            EnrolmentPage.refused(
+                title: "Opened through the proxy",
+                why: "This request reached the appliance through its own proxy, so it would enrol the appliance instead of this device. "
+                    + "Turn this device's proxy setting off, open the link again, then set the PAC the next page gives."))
     }
 
     static func page(_ status: HTTPResponse.Status, _ html: String) -> Response {

@@ -11,7 +11,11 @@ public final class OnboardingSettings: Sendable {
     private let paths: GroupPaths
     private let applied: Mutex<AppliedSettings>
     // The tunnel and the supervisor report a bad file; not said again here.
-    private let quiet = { var logger = Logger(label: "busymate.web.settings"); logger.logLevel = .critical; return logger }()
+    private let quiet = {
+        var logger = Logger(label: "busymate.web.settings")
+        logger.logLevel = .critical
+        return logger
+    }()
 
     public init(paths: GroupPaths, snapshot: SettingsSnapshot) {
         self.paths = paths

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A process of the benchmark's (origin, proxy), pinned to a core with
@@ -10,7 +11,8 @@ final class BenchProcess: @unchecked Sendable {
     let process = Process()
     let log: URL
 
-    init(_ name: String, core: Int?, executable: String, arguments: [String], environment: [String: String] = [:], logDirectory: URL) throws {
+    init(_ name: String, core: Int?, executable: String, arguments: [String], environment: [String: String] = [:], logDirectory: URL) throws
+    {
         self.name = name
         log = logDirectory.appendingPathComponent("\(name).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)

@@ -18,8 +18,9 @@ enum BreakpointCheckBench {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
         // A real store: without one the controller never matches at all.
-        let controller = BreakpointController(store: StoreHandle(try CaptureDatabase(paths: GroupPaths(root: root))),
-                                              notifier: nil, groupPath: root.path)
+        let controller = BreakpointController(
+            store: StoreHandle(try CaptureDatabase(paths: GroupPaths(root: root))),
+            notifier: nil, groupPath: root.path)
         let url = "https://localhost:8443/1k"
         var settings = AppSettings()
         controller.apply(settings)

@@ -12,7 +12,8 @@ import ProxyEngine
 /// the origin stands for a remote server, not for the proxy's competition.
 @main
 struct BusymateBench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "busymate-bench", abstract: "Busymate against mitmdump and the direct path, on loopback.")
+    static let configuration = CommandConfiguration(
+        commandName: "busymate-bench", abstract: "Busymate against mitmdump and the direct path, on loopback.")
 
     @Option(help: "Seconds each scenario is measured (after a one-second warm-up).") var seconds = 5.0
     @Option(help: "Concurrent keep-alive connections.") var connections = 32
@@ -22,13 +23,18 @@ struct BusymateBench: AsyncParsableCommand {
     @Option(help: "mitmdump 12.3.1, or empty to measure Busymate against direct only.") var mitmdump = ""
     @Option(help: "Why mitmdump is missing, for the report.") var mitmdumpMissing = ""
     @Option(help: "Where the report goes.") var output = "BENCHMARKS.md"
-    @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.") var serverCore = 0
+    @Option(help: "The core the system under test runs on; the generator and, behind a proxy, the origin run on the other.")
+    var serverCore = 0
     var otherCore: Int { serverCore == 0 ? 1 : 0 }
-    @Option(help: "Only the scenarios whose name contains this (`HTTP/2` adds the HTTP/2 memory cell), or `store`, `memory`, `web`, `settings` or `cloud` alone (for profiling).") var only = ""
+    @Option(
+        help:
+            "Only the scenarios whose name contains this (`HTTP/2` adds the HTTP/2 memory cell), or `store`, `memory`, `web`, `settings` or `cloud` alone (for profiling)."
+    ) var only = ""
     @Flag(help: "Skip the direct path (for profiling).") var skipDirect = false
     @Option(help: "Rows in the store for the `busymate list` check.") var storeRows = 1_000_000
     @Option(help: "Build the store's group here and keep it (for profiling queries).") var keepStore = ""
-    @Option(name: .customLong("websocket-window"), help: "Messages in flight on each connection in the WebSocket cell.") var webSocketWindow = 10
+    @Option(name: .customLong("websocket-window"), help: "Messages in flight on each connection in the WebSocket cell.")
+    var webSocketWindow = 10
     @Option(name: .customLong("serve-websocket-origin"), help: .hidden) var serveWebSocketOrigin = 0
     @Option(help: .hidden) var originCertificate = ""
     @Option(help: .hidden) var originKey = ""
@@ -51,10 +57,14 @@ struct BusymateBench: AsyncParsableCommand {
         var report = Report(connections: connections, seconds: seconds)
         report.http2Connections = http2Connections
         report.webSocketWindow = webSocketWindow
-        report.notes.append(mitmdump.isEmpty ? "mitmdump: not measured (\(mitmdumpMissing.isEmpty ? "not installed" : mitmdumpMissing))" : "mitmdump: \(mitmdump)")
+        report.notes.append(
+            mitmdump.isEmpty
+                ? "mitmdump: not measured (\(mitmdumpMissing.isEmpty ? "not installed" : mitmdumpMissing))" : "mitmdump: \(mitmdump)")
 
-        var scenarios = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
-            .filter { only.isEmpty || $0.name.contains(only) }
+        var scenarios = Scenario.all(
+            origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections
+        )
+        .filter { only.isEmpty || $0.name.contains(only) }
         var webSocketOrigin: WebSocketOrigin?
         defer { webSocketOrigin?.process.stop() }
         if only.isEmpty || Scenario.webSocketName(window: webSocketWindow).contains(only) {
@@ -67,16 +77,32 @@ struct BusymateBench: AsyncParsableCommand {
             for scenario in scenarios {
                 report.record(scenario.name, .direct, try await measure(scenario, through: nil, origin: origin, group: group))
                 if scenario.isHTTP2, let checked = try H2Load.run(scenario.plan, seconds: seconds) {
-                    log("  \(scenario.name): h2load \(Int(checked.perSecond)) req/s over \(checked.applicationProtocol), \(checked.succeeded) succeeded, \(checked.failed) failed")
+                    log(
+                        "  \(scenario.name): h2load \(Int(checked.perSecond)) req/s over \(checked.applicationProtocol), \(checked.succeeded) succeeded, \(checked.failed) failed"
+                    )
                     report.h2load[scenario.name] = checked
                 }
             }
         }
         var proxies: [(Report.Column, () throws -> ProxyUnderTest)] = [
-            (.busymate, { try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: work.appendingPathComponent("busymate"), core: serverCore, origin: origin) }),
+            (
+                .busymate,
+                {
+                    try Busymate.start(
+                        binaries: URL(fileURLWithPath: binaries), in: work.appendingPathComponent("busymate"), core: serverCore,
+                        origin: origin)
+                }
+            )
         ]
         if !mitmdump.isEmpty {
-            proxies.append((.mitmdump, { try Mitmdump.start(executable: mitmdump, in: work.appendingPathComponent("mitmdump"), core: serverCore, origin: origin) }))
+            proxies.append(
+                (
+                    .mitmdump,
+                    {
+                        try Mitmdump.start(
+                            executable: mitmdump, in: work.appendingPathComponent("mitmdump"), core: serverCore, origin: origin)
+                    }
+                ))
         }
         for (column, start) in proxies {
             let proxy = try start()
@@ -85,9 +111,13 @@ struct BusymateBench: AsyncParsableCommand {
             for scenario in scenarios {
                 report.record(scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: group))
                 let messages = scenario.isWebSocket ? proxy.messagesStored().map { ", \($0) WebSocket messages stored" } ?? "" : ""
-                log("  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")\(messages)")
+                log(
+                    "  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")\(messages)"
+                )
             }
-            if column == .busymate && (only.isEmpty || only == "memory") { report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group) }
+            if column == .busymate && (only.isEmpty || only == "memory") {
+                report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group)
+            }
             if only.isEmpty || only == "memory" || only.contains("HTTP/2") {
                 report.http2Memory[column] = try await http2Memory(proxy, origin: origin, group: group)
             }
@@ -120,8 +150,10 @@ struct BusymateBench: AsyncParsableCommand {
         try await group.shutdownGracefully()
     }
 
-    private func measure(_ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup,
-                         seconds: Double? = nil) async throws -> LoadResult {
+    private func measure(
+        _ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup,
+        seconds: Double? = nil
+    ) async throws -> LoadResult {
         try (scenario.origin ?? origin.process).pin(to: proxy == nil ? serverCore : otherCore)
         var trust = [origin.certificate.path]
         if let proxy { trust.append(proxy.caCertificate.path) }
@@ -145,7 +177,9 @@ struct BusymateBench: AsyncParsableCommand {
         result.generatorCore = after.busy(otherCore, since: before)
         log("  \(scenario.name): cores busy: servers \(Int(result.serverCore * 100)) %, generator \(Int(result.generatorCore * 100)) %")
         let unit = scenario.isWebSocket ? "msg" : "req"
-        log("  \(scenario.name): \(Int(result.perSecond)) \(unit)/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")\(result.proxyCPUPerRequest.isNaN ? "" : String(format: ", proxy CPU %.1f µs/\(unit)", result.proxyCPUPerRequest))")
+        log(
+            "  \(scenario.name): \(Int(result.perSecond)) \(unit)/s, \(String(format: "%.1f", result.megabytesPerSecond)) MB/s, p50 \(String(format: "%.2f", result.percentile(0.5))) ms, p99 \(String(format: "%.2f", result.percentile(0.99))) ms, \(result.failures) failed\(result.firstError.map { " (\($0))" } ?? "")\(result.proxyCPUPerRequest.isNaN ? "" : String(format: ", proxy CPU %.1f µs/\(unit)", result.proxyCPUPerRequest))"
+        )
         return result
     }
 
@@ -158,16 +192,21 @@ struct BusymateBench: AsyncParsableCommand {
         let proxy = try Busymate.start(binaries: URL(fileURLWithPath: binaries), in: directory, core: serverCore, origin: origin)
         defer { proxy.process.stop() }
         guard let paths = proxy.group else { throw BenchError("Busymate has no group") }
-        let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
-            .filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") && !$0.isHTTP2 }
+        let cells = Scenario.all(
+            origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections
+        )
+        .filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") && !$0.isHTTP2 }
         var result = SettingsCostBench.Result()
         for round in 0..<SettingsCostBench.rounds {
             for variant in SettingsCostBench.variants {
                 try SettingsCostBench.apply(variant, group: paths, origin: origin)
                 log("settings, round \(round + 1): \(variant.label)")
                 for scenario in cells {
-                    result.cells.append(.init(round: round, variant: variant.label, scenario: scenario.name,
-                                              result: try await measure(scenario, through: proxy, origin: origin, group: group, seconds: SettingsCostBench.seconds)))
+                    result.cells.append(
+                        .init(
+                            round: round, variant: variant.label, scenario: scenario.name,
+                            result: try await measure(
+                                scenario, through: proxy, origin: origin, group: group, seconds: SettingsCostBench.seconds)))
                 }
             }
         }
@@ -192,22 +231,27 @@ struct BusymateBench: AsyncParsableCommand {
         defer { proxy.process.stop() }
         guard let paths = proxy.group else { throw BenchError("Busymate has no group") }
         let tools = URL(fileURLWithPath: binaries)
-        let cells = Scenario.all(origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections)
-            .filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") && !$0.isHTTP2 }
+        let cells = Scenario.all(
+            origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections
+        )
+        .filter { $0.name.contains("keep-alive 1 KiB") && !$0.name.contains("passthrough") && !$0.isHTTP2 }
         for round in 0..<CloudBench.rounds {
             for on in [false, true] {
                 if on { try CloudBench.pair(tools, double, paths) }
                 log("cloud, round \(round + 1): sink \(on ? "on" : "off")")
                 for scenario in cells {
                     let measured = try await measure(scenario, through: proxy, origin: origin, group: group)
-                    result.cells.append(.init(round: round, sinkOn: on, scenario: scenario.name, result: measured,
-                                              backlog: on ? CloudBench.sink("postgrest", paths)?.backlog : nil))
+                    result.cells.append(
+                        .init(
+                            round: round, sinkOn: on, scenario: scenario.name, result: measured,
+                            backlog: on ? CloudBench.sink("postgrest", paths)?.backlog : nil))
                 }
                 if on { _ = try CloudBench.cli(tools, ["unpair"], group: paths) }
             }
         }
         guard let plain = cells.first(where: { $0.name.hasPrefix("plain") }) else { return result }
-        let uuid = (try? String(contentsOf: directory.appendingPathComponent("private/device-uuid"), encoding: .utf8))?
+        let uuid =
+            (try? String(contentsOf: directory.appendingPathComponent("private/device-uuid"), encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         // The account's sink: a backlog made while the double answers nothing, then drained.
         try CloudBench.pair(tools, double, paths)
@@ -217,7 +261,9 @@ struct BusymateBench: AsyncParsableCommand {
         let already = Int(try double.ask("count \(uuid)")) ?? 0
         _ = try double.ask("control ok")
         log("cloud: draining \(waiting) rows to the PostgREST double")
-        result.postgrest = try CloudBench.drain(from: already, to: already + waiting, timeout: 300) { Int(try double.ask("count \(uuid)")) ?? 0 }
+        result.postgrest = try CloudBench.drain(from: already, to: already + waiting, timeout: 300) {
+            Int(try double.ask("count \(uuid)")) ?? 0
+        }
         // The team database: a backlog made while it refuses connections, then drained.
         _ = try double.ask("team-connections off")
         _ = try CloudBench.cli(tools, ["cloud", "postgres", "-"], group: paths, input: double.teamURL + "\n")
@@ -232,25 +278,31 @@ struct BusymateBench: AsyncParsableCommand {
 
     /// Busymate's tunnel at 1,000 MITM keep-alive connections, and while
     /// one client downloads 1 GiB through it (capture on).
-    private func memory(_ proxy: ProxyUnderTest, fresh: Int, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Result {
+    private func memory(_ proxy: ProxyUnderTest, fresh: Int, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Result
+    {
         try origin.pin(to: otherCore)
         let pid = proxy.dataPathPID
         let idle = MemoryBench.rss(pid)
         var config = TLSConfiguration.makeClientConfiguration()
         config.curves = Self.curlCurves
-        config.trustRoots = .certificates(try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        config.trustRoots = .certificates(
+            try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
         let tls = try NIOSSLContext(configuration: config)
-        let thousand = LoadPlan(https: true, host: "localhost", port: origin.httpsPort, path: "/1k", proxy: ("127.0.0.1", proxy.port),
-                                connections: 1000, duration: .seconds(8), tls: tls)
+        let thousand = LoadPlan(
+            https: true, host: "localhost", port: origin.httpsPort, path: "/1k", proxy: ("127.0.0.1", proxy.port),
+            connections: 1000, duration: .seconds(8), tls: tls)
         let crowd = try await MemoryBench.peak(of: pid, during: thousand, group: group)
         log("  1,000 connections: peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed")
         // One request whose response takes as long as it takes.
         let start = MemoryBench.rss(pid)
-        let download = LoadPlan(https: true, host: "localhost", port: origin.httpsPort, path: "/1g", proxy: ("127.0.0.1", proxy.port),
-                                connections: 1, duration: .milliseconds(1), tls: tls)
+        let download = LoadPlan(
+            https: true, host: "localhost", port: origin.httpsPort, path: "/1g", proxy: ("127.0.0.1", proxy.port),
+            connections: 1, duration: .milliseconds(1), tls: tls)
         let streamed = try await MemoryBench.peak(of: pid, during: download, group: group)
         log("  1 GiB download: RSS \(start) KiB before, peak \(streamed.kib) KiB, \(Int(streamed.result.megabytesPerSecond)) MB/s")
-        return .init(freshKiB: fresh, idleKiB: idle, atThousandKiB: crowd.kib, downloadKiB: (start, streamed.kib), downloadMBps: streamed.result.megabytesPerSecond)
+        return .init(
+            freshKiB: fresh, idleKiB: idle, atThousandKiB: crowd.kib, downloadKiB: (start, streamed.kib),
+            downloadMBps: streamed.result.megabytesPerSecond)
     }
 
     /// The proxy's data path (Busymate's tunnel, mitmdump) at 1,000 MITM
@@ -259,13 +311,17 @@ struct BusymateBench: AsyncParsableCommand {
         try origin.pin(to: otherCore)
         var config = TLSConfiguration.makeClientConfiguration()
         config.curves = Self.curlCurves
-        config.trustRoots = .certificates(try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        config.trustRoots = .certificates(
+            try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
         config.applicationProtocols = ["h2"]
-        var plan = LoadPlan(https: true, host: "localhost", port: origin.http2Port, path: "/1k", proxy: ("127.0.0.1", proxy.port),
-                            connections: 1000, duration: .seconds(8), tls: try NIOSSLContext(configuration: config))
+        var plan = LoadPlan(
+            https: true, host: "localhost", port: origin.http2Port, path: "/1k", proxy: ("127.0.0.1", proxy.port),
+            connections: 1000, duration: .seconds(8), tls: try NIOSSLContext(configuration: config))
         plan.streams = 10
         let crowd = try await MemoryBench.peak(of: proxy.dataPathPID, during: plan, group: group)
-        log("  1,000 HTTP/2 connections × 10 streams: \(proxy.name)'s peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed\(crowd.result.firstError.map { " (\($0))" } ?? "")")
+        log(
+            "  1,000 HTTP/2 connections × 10 streams: \(proxy.name)'s peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed\(crowd.result.firstError.map { " (\($0))" } ?? "")"
+        )
         return MemoryBench.Crowd(kib: crowd.kib, result: crowd.result)
     }
 

@@ -108,7 +108,9 @@ enum CloudBench {
     static func pair(_ binaries: URL, _ double: Server, _ group: GroupPaths) throws {
         let code = try double.ask("code")
         _ = try cli(binaries, ["pair", code, "--api", double.url, "--anon-key", double.anonKey, "--name", "bench"], group: group)
-        try Wait.until("the sink paired", seconds: 20) { sink("postgrest", group)?.state == .idle || sink("postgrest", group)?.state == .sending }
+        try Wait.until("the sink paired", seconds: 20) {
+            sink("postgrest", group)?.state == .idle || sink("postgrest", group)?.state == .sending
+        }
     }
 
     /// Polls `count` until it reaches `rows`; the time from the first row's
@@ -128,7 +130,10 @@ enum CloudBench {
     }
 
     static func render(_ result: Result) -> String {
-        var lines = ["| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off (req/s; CPU) | sink backlog at the cell's end |", "|---|---|---|---|---|"]
+        var lines = [
+            "| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off (req/s; CPU) | sink backlog at the cell's end |",
+            "|---|---|---|---|---|",
+        ]
         func median(_ values: [Double]) -> Double {
             let sorted = values.filter { !$0.isNaN }.sorted()
             return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
@@ -142,17 +147,24 @@ enum CloudBench {
             let (offCPU, onCPU) = (median(off.map(\.result.proxyCPUPerRequest)), median(on.map(\.result.proxyCPUPerRequest)))
             let spread = off.map(\.result.perSecond)
             let noise = (spread.max() ?? 0) > 0 ? ((spread.max() ?? 0) - (spread.min() ?? 0)) / (spread.max() ?? 1) * 100 : 0
-            lines.append(String(format: "| %@ | %.0f, %.1f (off rounds differ by %.0f %%) | %.0f, %.1f | %.2f×; %.2f× | %@ |", scenario, offRate, offCPU, noise, onRate, onCPU,
-                                onRate / offRate, onCPU / offCPU, on.compactMap(\.backlog).map(String.init).joined(separator: ", ")))
+            lines.append(
+                String(
+                    format: "| %@ | %.0f, %.1f (off rounds differ by %.0f %%) | %.0f, %.1f | %.2f×; %.2f× | %@ |", scenario, offRate,
+                    offCPU, noise, onRate, onCPU,
+                    onRate / offRate, onCPU / offCPU, on.compactMap(\.backlog).map(String.init).joined(separator: ", ")))
         }
         var text = lines.joined(separator: "\n")
         if let postgrest = result.postgrest {
-            text += String(format: "\n\nRows a second one appliance sends to the PostgREST contract double (Python, in front of PostgreSQL 15 on core 1): **%.0f** (%d rows drained in %.1f s).",
-                           postgrest.rowsPerSecond, postgrest.rows, postgrest.seconds)
+            text += String(
+                format:
+                    "\n\nRows a second one appliance sends to the PostgREST contract double (Python, in front of PostgreSQL 15 on core 1): **%.0f** (%d rows drained in %.1f s).",
+                postgrest.rowsPerSecond, postgrest.rows, postgrest.seconds)
         }
         if let postgres = result.postgres {
-            text += String(format: "\nStraight to PostgreSQL (the team database sink, `jsonb_to_recordset` batches): **%.0f** rows/s (%d rows in %.1f s).",
-                           postgres.rowsPerSecond, postgres.rows, postgres.seconds)
+            text += String(
+                format:
+                    "\nStraight to PostgreSQL (the team database sink, `jsonb_to_recordset` batches): **%.0f** rows/s (%d rows in %.1f s).",
+                postgres.rowsPerSecond, postgres.rows, postgres.seconds)
         }
         for note in result.notes { text += "\n- \(note)" }
         return text

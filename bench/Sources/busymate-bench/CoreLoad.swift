@@ -16,14 +16,16 @@ struct CoreLoad {
             guard ticks.count >= 5 else { continue }
             let sum = ticks.prefix(8).reduce(0, +)
             load.total[core] = sum
-            load.busy[core] = sum - ticks[3] - ticks[4] // idle, iowait
+            load.busy[core] = sum - ticks[3] - ticks[4]  // idle, iowait
         }
         return load
     }
 
     /// The fraction of `core` busy since `earlier`.
     func busy(_ core: Int, since earlier: CoreLoad) -> Double {
-        guard let b1 = busy[core], let b0 = earlier.busy[core], let t1 = total[core], let t0 = earlier.total[core], t1 > t0 else { return .nan }
+        guard let b1 = busy[core], let b0 = earlier.busy[core], let t1 = total[core], let t0 = earlier.total[core], t1 > t0 else {
+            return .nan
+        }
         return (b1 - b0) / (t1 - t0)
     }
 }
@@ -35,7 +37,9 @@ enum ProcessCPU {
     static func seconds(_ pid: Int32) -> Double {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         let times = tasks.compactMap { task in
-            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)).flatMap { Double($0.split(separator: " ").first ?? "") }
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)).flatMap {
+                Double($0.split(separator: " ").first ?? "")
+            }
         }
         return times.isEmpty ? .nan : times.reduce(0, +) / 1e9
     }

@@ -21,9 +21,11 @@ enum H2Load {
         guard let executable else { return nil }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-c", "\(plan.connections)", "-m", "\(plan.streams)", "-t", "1",
-                             "-D", "\(Int((seconds * 1000).rounded()))ms", "--warm-up-time", "1",
-                             "-H", "user-agent: busymate-bench", "https://\(plan.host):\(plan.port)\(plan.path)"]
+        process.arguments = [
+            "-c", "\(plan.connections)", "-m", "\(plan.streams)", "-t", "1",
+            "-D", "\(Int((seconds * 1000).rounded()))ms", "--warm-up-time", "1",
+            "-H", "user-agent: busymate-bench", "https://\(plan.host):\(plan.port)\(plan.path)",
+        ]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -46,10 +48,12 @@ enum H2Load {
         }
         let lines = text.split(separator: "\n")
         guard let finished = lines.first(where: { $0.hasPrefix("finished in") }),
-              let requests = lines.first(where: { $0.hasPrefix("requests:") }),
-              let rate = number(after: "req/s", in: finished) else { return nil }
+            let requests = lines.first(where: { $0.hasPrefix("requests:") }),
+            let rate = number(after: "req/s", in: finished)
+        else { return nil }
         let agreed = lines.first { $0.hasPrefix("Application protocol:") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces)
-        return Result(perSecond: rate, succeeded: Int(number(after: "succeeded", in: requests) ?? 0),
-                      failed: Int(number(after: "failed", in: requests) ?? 0), applicationProtocol: agreed ?? "unknown")
+        return Result(
+            perSecond: rate, succeeded: Int(number(after: "succeeded", in: requests) ?? 0),
+            failed: Int(number(after: "failed", in: requests) ?? 0), applicationProtocol: agreed ?? "unknown")
     }
 }

@@ -59,7 +59,9 @@ final class HTTP2FrameClient: ChannelInboundHandler {
         self.streams = streams
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         try encoder.beginEncoding(allocator: ByteBufferAllocator())
-        for (name, value) in [(":method", "GET"), (":scheme", "https"), (":authority", authority), (":path", path), ("user-agent", "busymate-bench")] {
+        for (name, value) in [
+            (":method", "GET"), (":scheme", "https"), (":authority", authority), (":path", path), ("user-agent", "busymate-bench"),
+        ] {
             try encoder.appendNonIndexed(header: name, value: value)
         }
         requestBlock = try encoder.endEncoding()
@@ -69,8 +71,10 @@ final class HTTP2FrameClient: ChannelInboundHandler {
         var start = Self.preface
         // SETTINGS: no push, a stream window for the responses.
         Self.writeFrameHeader(&start, length: 12, type: 0x4, flags: 0, stream: 0)
-        start.writeInteger(UInt16(0x2)); start.writeInteger(UInt32(0))
-        start.writeInteger(UInt16(0x4)); start.writeInteger(Self.streamWindow)
+        start.writeInteger(UInt16(0x2))
+        start.writeInteger(UInt32(0))
+        start.writeInteger(UInt16(0x4))
+        start.writeInteger(Self.streamWindow)
         // The connection's window, as large as the protocol allows.
         Self.writeFrameHeader(&start, length: 4, type: 0x8, flags: 0, stream: 0)
         start.writeInteger(UInt32(Int32.max) - 65_535)
@@ -119,7 +123,7 @@ final class HTTP2FrameClient: ChannelInboundHandler {
             return protocolError("a header block was interrupted", context)
         }
         switch type {
-        case 0x0: // DATA
+        case 0x0:  // DATA
             unacknowledged += payload.readableBytes
             if unacknowledged >= Self.replenishAt {
                 Self.writeFrameHeader(&outbound, length: 4, type: 0x8, flags: 0, stream: 0)
@@ -129,7 +133,7 @@ final class HTTP2FrameClient: ChannelInboundHandler {
             guard let body = Self.unpadded(payload, flags: flags) else { return protocolError("bad padding", context) }
             events.body(body.readableBytes)
             if flags & 0x1 != 0 { end(id, context) }
-        case 0x1: // HEADERS
+        case 0x1:  // HEADERS
             guard var block = Self.unpadded(payload, flags: flags) else { return protocolError("bad padding", context) }
             if flags & 0x20 != 0 { block.moveReaderIndex(forwardBy: min(5, block.readableBytes)) }
             if flags & 0x4 != 0 {
@@ -137,7 +141,7 @@ final class HTTP2FrameClient: ChannelInboundHandler {
             } else {
                 continuing = (id, block, flags & 0x1 != 0)
             }
-        case 0x9: // CONTINUATION
+        case 0x9:  // CONTINUATION
             guard let (cid, started, endStream) = continuing else { return protocolError("CONTINUATION without HEADERS", context) }
             var block = started
             block.writeBuffer(&payload)
@@ -147,13 +151,13 @@ final class HTTP2FrameClient: ChannelInboundHandler {
             } else {
                 continuing = (cid, block, endStream)
             }
-        case 0x3: // RST_STREAM
+        case 0x3:  // RST_STREAM
             let code = payload.readInteger(as: UInt32.self) ?? 0
             if open.removeValue(forKey: id) != nil {
                 events.lost("stream reset (error code \(code))")
                 startStreams(context)
             }
-        case 0x4: // SETTINGS
+        case 0x4:  // SETTINGS
             guard flags & 0x1 == 0 else { return }
             var maxStreams = limit ?? Int.max
             while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
@@ -162,11 +166,11 @@ final class HTTP2FrameClient: ChannelInboundHandler {
             limit = maxStreams
             Self.writeFrameHeader(&outbound, length: 0, type: 0x4, flags: 0x1, stream: 0)
             startStreams(context)
-        case 0x6: // PING
+        case 0x6:  // PING
             guard flags & 0x1 == 0 else { return }
             Self.writeFrameHeader(&outbound, length: payload.readableBytes, type: 0x6, flags: 0x1, stream: 0)
             outbound.writeBuffer(&payload)
-        case 0x7: // GOAWAY
+        case 0x7:  // GOAWAY
             let last = (payload.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff
             let code = payload.readInteger(as: UInt32.self) ?? 0
             goingAway = true
@@ -175,7 +179,7 @@ final class HTTP2FrameClient: ChannelInboundHandler {
                 events.lost("GOAWAY (error code \(code))")
             }
             startStreams(context)
-        default: // PRIORITY, WINDOW_UPDATE (nothing is sent that waits on one), unknown
+        default:  // PRIORITY, WINDOW_UPDATE (nothing is sent that waits on one), unknown
             break
         }
     }
@@ -245,11 +249,12 @@ final class HTTP2FrameClient: ChannelInboundHandler {
 
     private static func frameHeader(_ buffer: ByteBuffer) -> (length: Int, type: UInt8, flags: UInt8, stream: UInt32)? {
         guard buffer.readableBytes >= 9,
-              let high = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
-              let low = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt16.self),
-              let type = buffer.getInteger(at: buffer.readerIndex + 3, as: UInt8.self),
-              let flags = buffer.getInteger(at: buffer.readerIndex + 4, as: UInt8.self),
-              let stream = buffer.getInteger(at: buffer.readerIndex + 5, as: UInt32.self) else { return nil }
+            let high = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self),
+            let low = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt16.self),
+            let type = buffer.getInteger(at: buffer.readerIndex + 3, as: UInt8.self),
+            let flags = buffer.getInteger(at: buffer.readerIndex + 4, as: UInt8.self),
+            let stream = buffer.getInteger(at: buffer.readerIndex + 5, as: UInt32.self)
+        else { return nil }
         return (Int(high) << 16 | Int(low), type, flags, stream & 0x7fff_ffff)
     }
 

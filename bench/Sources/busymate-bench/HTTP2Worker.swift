@@ -62,11 +62,13 @@ final class HTTP2Worker: @unchecked Sendable {
             .connectTimeout(.seconds(10))
             .connect(host: target.0, port: target.1)
             .flatMap { channel -> EventLoopFuture<Channel> in
-                let tunnel = direct ? channel.eventLoop.makeSucceededVoidFuture() : ConnectPreamble.open("\(plan.host):\(plan.port)", on: channel)
+                let tunnel =
+                    direct ? channel.eventLoop.makeSucceededVoidFuture() : ConnectPreamble.open("\(plan.host):\(plan.port)", on: channel)
                 return tunnel.flatMapThrowing {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    let client = try HTTP2FrameClient(authority: "\(plan.host):\(plan.port)", path: plan.path, streams: plan.streams, events: events)
+                    let client = try HTTP2FrameClient(
+                        authority: "\(plan.host):\(plan.port)", path: plan.path, streams: plan.streams, events: events)
                     try sync.addHandler(client)
                     try sync.addHandler(ConnectionWatcher(self))
                     self.client = client

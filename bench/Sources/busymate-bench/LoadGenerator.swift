@@ -48,7 +48,7 @@ struct LoadResult: Sendable {
     func percentile(_ q: Double) -> Double {
         guard !latencies.isEmpty else { return .nan }
         let index = min(latencies.count - 1, Int((Double(latencies.count) * q).rounded(.up)) - 1)
-        return Double(latencies[max(0, index)]) / 1000 // milliseconds
+        return Double(latencies[max(0, index)]) / 1000  // milliseconds
     }
 }
 
@@ -60,7 +60,9 @@ enum LoadGenerator {
         let deadline = started + plan.duration
         let running = (0..<plan.connections).map { _ in
             if plan.webSocketWindow > 0 { return WebSocketWorker(plan: plan, loop: group.next(), deadline: deadline).run() }
-            return plan.streams > 0 ? HTTP2Worker(plan: plan, loop: group.next(), deadline: deadline).run() : Worker(plan: plan, loop: group.next(), deadline: deadline).run()
+            return plan.streams > 0
+                ? HTTP2Worker(plan: plan, loop: group.next(), deadline: deadline).run()
+                : Worker(plan: plan, loop: group.next(), deadline: deadline).run()
         }
         var results: [LoadTally] = []
         for tally in running { results.append(try await tally.get()) }

@@ -42,7 +42,8 @@ struct NginxOrigin {
         for file in [certificate, keyFile] { chmod(file.path, 0o644) }
         let (httpPort, httpsPort, http2Port) = (try Wait.freePort(), try Wait.freePort(), try Wait.freePort())
         let config = directory.appendingPathComponent("nginx.conf")
-        try Data("""
+        try Data(
+            """
             worker_processes 1;
             daemon off;
             master_process off;
@@ -68,11 +69,14 @@ struct NginxOrigin {
                 }
             }
 
-            """.utf8).write(to: config)
-        let process = try BenchProcess("nginx", core: core, executable: nginx, arguments: ["-c", config.path, "-e", "\(directory.path)/nginx-error.log"],
-                                       logDirectory: directory)
+            """.utf8
+        ).write(to: config)
+        let process = try BenchProcess(
+            "nginx", core: core, executable: nginx, arguments: ["-c", config.path, "-e", "\(directory.path)/nginx-error.log"],
+            logDirectory: directory)
         try Wait.until("nginx", seconds: 10) { Wait.accepts(httpPort) && Wait.accepts(httpsPort) && Wait.accepts(http2Port) }
-        return NginxOrigin(httpPort: httpPort, httpsPort: httpsPort, http2Port: http2Port, certificate: certificate, key: keyFile, process: process)
+        return NginxOrigin(
+            httpPort: httpPort, httpsPort: httpsPort, http2Port: http2Port, certificate: certificate, key: keyFile, process: process)
     }
 
     /// Moves the origin to `core` (nginx runs as one process here).
@@ -89,8 +93,10 @@ struct NginxOrigin {
             issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
-                                         .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 2]))])
+                SubjectAlternativeNames([
+                    .dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+                    .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 2])),
+                ])
             },
             issuerPrivateKey: .init(key))
         return (try certificate.serializeAsPEM().pemString, key.pemRepresentation)

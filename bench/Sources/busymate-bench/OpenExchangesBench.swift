@@ -12,8 +12,9 @@ enum OpenExchangesBench {
         let open = OpenExchanges()
         // As `ExchangeCapture` makes them: a fresh request id each (version 7 UUIDs).
         let entries = (0..<1_000).map { i in
-            OpenExchangesFile.Entry(requestID: RequestID.make(), startedAt: Date(), method: "GET", url: "https://localhost:8443/1k?\(i)",
-                                    client: "127.0.0.1:50000")
+            OpenExchangesFile.Entry(
+                requestID: RequestID.make(), startedAt: Date(), method: "GET", url: "https://localhost:8443/1k?\(i)",
+                client: "127.0.0.1:50000")
         }
         let count = 1_000_000
         let start = DispatchTime.now().uptimeNanoseconds

@@ -42,8 +42,9 @@ enum Busymate {
         try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
         chmod(directory.path, 0o755)
         try Data(settings(origin: origin).utf8).write(to: group.appendingPathComponent("settings.json"))
-        let process = try BenchProcess("busymate", core: core, executable: binaries.appendingPathComponent("busymate-app").path,
-                                       arguments: ["--group", group.path], environment: ["BUSYMATE_LOG": "stderr"], logDirectory: directory)
+        let process = try BenchProcess(
+            "busymate", core: core, executable: binaries.appendingPathComponent("busymate-app").path,
+            arguments: ["--group", group.path], environment: ["BUSYMATE_LOG": "stderr"], logDirectory: directory)
         let paths = GroupPaths(root: group)
         var status: TunnelStatus?
         try Wait.until("Busymate's tunnel", seconds: 20) {
@@ -53,7 +54,8 @@ enum Busymate {
         guard let status, let bound = status.listeners.first?.bound, let port = Int(bound.split(separator: ":").last ?? "") else {
             throw BenchError("Busymate did not say where it listens:\n\(process.tail())")
         }
-        return ProxyUnderTest(name: "Busymate", port: port, caCertificate: paths.caPEM, process: process, dataPathPID: status.pid, group: paths)
+        return ProxyUnderTest(
+            name: "Busymate", port: port, caCertificate: paths.caPEM, process: process, dataPathPID: status.pid, group: paths)
     }
 }
 
@@ -65,13 +67,15 @@ enum Mitmdump {
         let confdir = directory.appendingPathComponent("mitmproxy")
         try FileManager.default.createDirectory(at: confdir, withIntermediateDirectories: true)
         let port = try Wait.freePort()
-        let process = try BenchProcess("mitmdump", core: core, executable: executable, arguments: [
-            "--quiet", "--listen-host", "127.0.0.1", "--listen-port", "\(port)",
-            "--set", "confdir=\(confdir.path)",
-            "--set", "ssl_verify_upstream_trusted_ca=\(origin.certificate.path)",
-            "--set", "ignore_hosts=^127\\.0\\.0\\.2:",
-            "--save-stream-file", directory.appendingPathComponent("flows.mitm").path,
-        ], logDirectory: directory)
+        let process = try BenchProcess(
+            "mitmdump", core: core, executable: executable,
+            arguments: [
+                "--quiet", "--listen-host", "127.0.0.1", "--listen-port", "\(port)",
+                "--set", "confdir=\(confdir.path)",
+                "--set", "ssl_verify_upstream_trusted_ca=\(origin.certificate.path)",
+                "--set", "ignore_hosts=^127\\.0\\.0\\.2:",
+                "--save-stream-file", directory.appendingPathComponent("flows.mitm").path,
+            ], logDirectory: directory)
         let ca = confdir.appendingPathComponent("mitmproxy-ca-cert.pem")
         do {
             try Wait.until("mitmdump", seconds: 60) { Wait.accepts(port) && FileManager.default.fileExists(atPath: ca.path) }

@@ -48,28 +48,47 @@ struct Report {
                 let failed = r.failures > 0 ? ", \(r.failures) failed" : ""
                 let cpu = r.proxyCPUPerRequest.isNaN ? "" : String(format: "; CPU %.0f µs/%@", r.proxyCPUPerRequest, unit)
                 // Direct HTTP/2: nghttp2's h2load on the same load, beside this generator's figure.
-                let check = column == .direct ? h2load[row.name].map { h2 in
-                    String(format: "; h2load %.0f req/s%@%@", h2.perSecond, h2.failed > 0 ? ", \(h2.failed) failed" : "", h2.applicationProtocol == "h2" ? "" : " over \(h2.applicationProtocol), not h2")
-                } ?? "" : ""
-                return rate + String(format: " (p50 %.2f ms, p99 %.2f ms; cores %.0f/%.0f %%%@%@)", r.percentile(0.5), r.percentile(0.99),
-                                     r.serverCore * 100, r.generatorCore * 100, cpu, failed) + check
+                let check =
+                    column == .direct
+                    ? h2load[row.name].map { h2 in
+                        String(
+                            format: "; h2load %.0f req/s%@%@", h2.perSecond, h2.failed > 0 ? ", \(h2.failed) failed" : "",
+                            h2.applicationProtocol == "h2" ? "" : " over \(h2.applicationProtocol), not h2")
+                    } ?? "" : ""
+                return rate
+                    + String(
+                        format: " (p50 %.2f ms, p99 %.2f ms; cores %.0f/%.0f %%%@%@)", r.percentile(0.5), r.percentile(0.99),
+                        r.serverCore * 100, r.generatorCore * 100, cpu, failed) + check
             }
             func ratio(_ a: Column, _ b: Column) -> String {
                 guard let x = row.results[a], let y = row.results[b], x.requests > 0, y.requests > 0 else { return "–" }
                 let value = download ? x.megabytesPerSecond / y.megabytesPerSecond : x.perSecond / y.perSecond
                 return value >= 10 ? String(format: "%.0f×", value) : String(format: "%.2f×", value)
             }
-            lines.append("| \(row.name) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |")
+            lines.append(
+                "| \(row.name) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |"
+            )
         }
         if let openExchanges {
-            lines.append(String(format: "| following exchanges in flight (open + close, in process, 100 open) | – | %.0f ns per exchange | – | – | – |", openExchanges))
+            lines.append(
+                String(
+                    format: "| following exchanges in flight (open + close, in process, 100 open) | – | %.0f ns per exchange | – | – | – |",
+                    openExchanges))
         }
-        if let mint { lines.append(String(format: "| leaf certificate mint (in process) | – | p50 %.3f ms, p99 %.3f ms | – | – | – |", mint.p50, mint.p99)) }
+        if let mint {
+            lines.append(
+                String(format: "| leaf certificate mint (in process) | – | p50 %.3f ms, p99 %.3f ms | – | – | – |", mint.p50, mint.p99))
+        }
         if let memory {
-            lines.append(String(format: "| tunnel RSS: at start; idle after the scenarios above; peak at 1,000 MITM keep-alive connections | – | %.1f MB; %.1f MB; %.1f MB | – | – | – |",
-                                Double(memory.freshKiB) / 1024, Double(memory.idleKiB) / 1024, Double(memory.atThousandKiB) / 1024))
-            lines.append(String(format: "| tunnel RSS during a 1 GiB MITM download | – | %.1f MB before, %.1f MB peak (%.0f MB/s) | – | – | – |",
-                                Double(memory.downloadKiB.start) / 1024, Double(memory.downloadKiB.max) / 1024, memory.downloadMBps))
+            lines.append(
+                String(
+                    format:
+                        "| tunnel RSS: at start; idle after the scenarios above; peak at 1,000 MITM keep-alive connections | – | %.1f MB; %.1f MB; %.1f MB | – | – | – |",
+                    Double(memory.freshKiB) / 1024, Double(memory.idleKiB) / 1024, Double(memory.atThousandKiB) / 1024))
+            lines.append(
+                String(
+                    format: "| tunnel RSS during a 1 GiB MITM download | – | %.1f MB before, %.1f MB peak (%.0f MB/s) | – | – | – |",
+                    Double(memory.downloadKiB.start) / 1024, Double(memory.downloadKiB.max) / 1024, memory.downloadMBps))
         }
         if !http2Memory.isEmpty {
             func cell(_ column: Column) -> String {
@@ -77,25 +96,41 @@ struct Report {
                 let failed = crowd.result.failures > 0 ? ", \(crowd.result.failures) failed" : ""
                 return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
             }
-            let ratio = http2Memory[.busymate].flatMap { b in http2Memory[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) } } ?? "–"
-            lines.append("| tunnel RSS at 1,000 HTTP/2 connections × 10 streams (MITM keep-alive 1 KiB; mitmdump: its process) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |")
+            let ratio =
+                http2Memory[.busymate].flatMap { b in http2Memory[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) }
+                } ?? "–"
+            lines.append(
+                "| tunnel RSS at 1,000 HTTP/2 connections × 10 streams (MITM keep-alive 1 KiB; mitmdump: its process) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |"
+            )
         }
         if let store {
-            lines.append(String(format: "| capture store write rate (the tunnel's write path, batches of 500) | – | %.0f exchanges/s | – | – | – |", store.exchangesPerSecond))
+            lines.append(
+                String(
+                    format: "| capture store write rate (the tunnel's write path, batches of 500) | – | %.0f exchanges/s | – | – | – |",
+                    store.exchangesPerSecond))
             for query in store.queries {
                 let shown = query.arguments.isEmpty ? "" : " `" + query.arguments.joined(separator: " ") + "`"
-                lines.append(String(format: "| `busymate list`%@ first page over %d rows: %@, %d shown (process start to exit) | – | p50 %.0f ms, max %.0f ms | – | – | – |",
-                                    shown, store.rows, query.name, query.rowsShown, query.milliseconds.p50, query.milliseconds.max))
+                lines.append(
+                    String(
+                        format:
+                            "| `busymate list`%@ first page over %d rows: %@, %d shown (process start to exit) | – | p50 %.0f ms, max %.0f ms | – | – | – |",
+                        shown, store.rows, query.name, query.rowsShown, query.milliseconds.p50, query.milliseconds.max))
             }
         }
         for page in webPages {
             let shown = page.filter.isEmpty ? "" : " `" + page.filter + "`"
-            lines.append(String(format: "| web API `GET /api/exchanges`%@ over %d rows: %@, %d shown (curl's time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
-                                shown, store?.rows ?? 0, page.name, page.shown, page.milliseconds.p50, page.milliseconds.max))
+            lines.append(
+                String(
+                    format:
+                        "| web API `GET /api/exchanges`%@ over %d rows: %@, %d shown (curl's time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
+                    shown, store?.rows ?? 0, page.name, page.shown, page.milliseconds.p50, page.milliseconds.max))
         }
         if let live = webLive {
-            lines.append(String(format: "| web page: from an exchange ending at the proxy to its row on an open page (WebSocket `added`, %d one at a time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
-                                live.samples, live.p50, live.max))
+            lines.append(
+                String(
+                    format:
+                        "| web page: from an exchange ending at the proxy to its row on an open page (WebSocket `added`, %d one at a time) | – | p50 %.1f ms, max %.1f ms | – | – | – |",
+                    live.samples, live.p50, live.max))
         }
         return lines.joined(separator: "\n")
     }
@@ -178,11 +213,15 @@ struct Report {
     /// The per-message check, timed in process, against a request's whole cost.
     var breakpointCheckLine: String {
         guard let check = breakpointCheck else { return "" }
-        var line = String(format: "\nThe check itself, timed in this process over millions of messages: %.1f ns per message with no breakpoints set, %.0f ns with patterns that do not match.",
-                          check.noneNanoseconds, check.unmatchedNanoseconds)
+        var line = String(
+            format:
+                "\nThe check itself, timed in this process over millions of messages: %.1f ns per message with no breakpoints set, %.0f ns with patterns that do not match.",
+            check.noneNanoseconds, check.unmatchedNanoseconds)
         if let perRequest = Targets.noneSetCPUPerRequest(self) {
-            line += String(format: " A request passes it twice (request and response) and costs the tunnel %.1f µs in all (none set, MITM keep-alive): %.4f %% and %.2f %% of that.",
-                           perRequest, 2 * check.noneNanoseconds / 10 / perRequest, 2 * check.unmatchedNanoseconds / 10 / perRequest)
+            line += String(
+                format:
+                    " A request passes it twice (request and response) and costs the tunnel %.1f µs in all (none set, MITM keep-alive): %.4f %% and %.2f %% of that.",
+                perRequest, 2 * check.noneNanoseconds / 10 / perRequest, 2 * check.unmatchedNanoseconds / 10 / perRequest)
         }
         return line + "\n"
     }
@@ -201,6 +240,7 @@ struct Report {
         p.standardOutput = out
         try p.run()
         p.waitUntilExit()
-        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
     }
 }

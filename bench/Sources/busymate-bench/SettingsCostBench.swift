@@ -31,10 +31,15 @@ enum SettingsCostBench {
     static let breakpointsElsewhere = "breakpoints on another host"
     static let variants: [Variant] = [
         none,
-        Variant(label: breakpointsElsewhere, extra: #", "breakpoints": {"request": ["elsewhere.test/*"], "response": ["elsewhere.test/*"]}"#),
-        Variant(label: "breakpoints + 20 rules, none matching", extra: ", \"breakpoints\": {\"request\": [\"elsewhere.test/*\"], \"response\": [\"elsewhere.test/*\"]}, \"rules\": ["
-            + (1...20).map { #"{"name": "r\#($0)", "match": "elsewhere-\#($0).test/*", "action": "headers", "request": {"add": {"X-R": "\#($0)"}}}"# }
-            .joined(separator: ", ") + "]"),
+        Variant(
+            label: breakpointsElsewhere, extra: #", "breakpoints": {"request": ["elsewhere.test/*"], "response": ["elsewhere.test/*"]}"#),
+        Variant(
+            label: "breakpoints + 20 rules, none matching",
+            extra: ", \"breakpoints\": {\"request\": [\"elsewhere.test/*\"], \"response\": [\"elsewhere.test/*\"]}, \"rules\": ["
+                + (1...20).map {
+                    #"{"name": "r\#($0)", "match": "elsewhere-\#($0).test/*", "action": "headers", "request": {"add": {"X-R": "\#($0)"}}}"#
+                }
+                .joined(separator: ", ") + "]"),
     ]
 
     /// Rewrites the running Busymate's settings.json and waits until its tunnel runs on them.
@@ -63,10 +68,13 @@ enum SettingsCostBench {
 
     /// The median over rounds of `variant` / none set in the same round.
     static func ratio(_ result: Result, _ variant: String, _ scenario: String, _ metric: Metric) -> Double? {
-        median((0..<rounds).compactMap { round in
-            guard let cell = value(result, round, variant, scenario, metric), let base = value(result, round, none.label, scenario, metric), base > 0 else { return nil }
-            return cell / base
-        })
+        median(
+            (0..<rounds).compactMap { round in
+                guard let cell = value(result, round, variant, scenario, metric),
+                    let base = value(result, round, none.label, scenario, metric), base > 0
+                else { return nil }
+                return cell / base
+            })
     }
 
     /// How far the none-set cells of one scenario spread across rounds, relative to their median: the noise.
@@ -82,19 +90,25 @@ enum SettingsCostBench {
 
     static func render(_ result: Result) -> String {
         let scenarios = scenarios(result)
-        var lines = ["| Busymate, settings (median of \(rounds) rounds) | " + scenarios.map { "\($0): tunnel CPU per request | vs none set | req/s | vs none set" }.joined(separator: " | ") + " |",
-                     "|---|" + scenarios.map { _ in "---|---|---|---|" }.joined()]
+        var lines = [
+            "| Busymate, settings (median of \(rounds) rounds) | "
+                + scenarios.map { "\($0): tunnel CPU per request | vs none set | req/s | vs none set" }.joined(separator: " | ") + " |",
+            "|---|" + scenarios.map { _ in "---|---|---|---|" }.joined(),
+        ]
         for variant in variants.map(\.label) {
             let cells = scenarios.map { scenario -> String in
                 let cpu = median((0..<rounds).compactMap { value(result, $0, variant, scenario, .cpuPerRequest) })
                 let rate = median((0..<rounds).compactMap { value(result, $0, variant, scenario, .rate) })
                 guard let cpu, let rate else { return "– | – | – | –" }
                 if variant == none.label {
-                    return String(format: "%.1f µs | 1 (rounds spread %.0f %%) | %.0f | 1 (rounds spread %.0f %%)", cpu, (noise(result, scenario, .cpuPerRequest) ?? 0) * 100,
-                                  rate, (noise(result, scenario, .rate) ?? 0) * 100)
+                    return String(
+                        format: "%.1f µs | 1 (rounds spread %.0f %%) | %.0f | 1 (rounds spread %.0f %%)", cpu,
+                        (noise(result, scenario, .cpuPerRequest) ?? 0) * 100,
+                        rate, (noise(result, scenario, .rate) ?? 0) * 100)
                 }
-                return String(format: "%.1f µs | %.3f× | %.0f | %.3f×", cpu, ratio(result, variant, scenario, .cpuPerRequest) ?? .nan, rate,
-                              ratio(result, variant, scenario, .rate) ?? .nan)
+                return String(
+                    format: "%.1f µs | %.3f× | %.0f | %.3f×", cpu, ratio(result, variant, scenario, .cpuPerRequest) ?? .nan, rate,
+                    ratio(result, variant, scenario, .rate) ?? .nan)
             }
             lines.append("| \(variant) | " + cells.joined(separator: " | ") + " |")
         }

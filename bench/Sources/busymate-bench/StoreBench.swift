@@ -29,13 +29,15 @@ enum StoreBench {
     static let needle = "zebrafish"
 
     static let queries: [(String, [String])] =
-        [("no filter", []),
-         ("selective host (1 row in 10,000)", [#"~d rare\.example\.net"#]),
-         ("host only in the oldest rows", [#"~d old\.example\.org"#]),
-         ("unselective host", ["~d example"]),
-         ("negation", [#"!~d api1\."#]),
-         ("status and method", ["~c 404 & ~m post"]),
-         ("body regex over the newest 10,000 rows", ["--limit", "1", "~bs zebra.ish"])]
+        [
+            ("no filter", []),
+            ("selective host (1 row in 10,000)", [#"~d rare\.example\.net"#]),
+            ("host only in the oldest rows", [#"~d old\.example\.org"#]),
+            ("unselective host", ["~d example"]),
+            ("negation", [#"!~d api1\."#]),
+            ("status and method", ["~c 404 & ~m post"]),
+            ("body regex over the newest 10,000 rows", ["--limit", "1", "~bs zebra.ish"]),
+        ]
 
     static func run(binaries: URL, in directory: URL, rows total: Int) async throws -> Result {
         let group = directory.appendingPathComponent("store-group")
@@ -75,7 +77,8 @@ enum StoreBench {
                 shown = ((try? JSONSerialization.jsonObject(with: json)) as? [Any])?.count ?? -1
             }
             times.sort()
-            queries.append(Query(name: name, arguments: arguments, milliseconds: (times[times.count / 2], times[times.count - 1]), rowsShown: shown))
+            queries.append(
+                Query(name: name, arguments: arguments, milliseconds: (times[times.count / 2], times[times.count - 1]), rowsShown: shown))
         }
         return Result(exchangesPerSecond: rate, rows: written, queries: queries)
     }
@@ -84,8 +87,9 @@ enum StoreBench {
     private static func record(_ i: Int, of total: Int) -> ExchangeRecord {
         let host = i < 200 ? oldHost : i % 10_000 == 5_000 ? rareHost : "api\(i % 50).example.com"
         let start = Date(timeIntervalSince1970: 1_800_000_000 + Double(i) / 1000)
-        var r = ExchangeRecord(startedAt: start, scheme: "https", method: i % 5 == 0 ? "POST" : "GET", host: host, port: 443,
-                               path: "/v1/items/\(i)?page=\(i % 7)", url: "https://\(host)/v1/items/\(i)?page=\(i % 7)", tlsMode: .mitm)
+        var r = ExchangeRecord(
+            startedAt: start, scheme: "https", method: i % 5 == 0 ? "POST" : "GET", host: host, port: 443,
+            path: "/v1/items/\(i)?page=\(i % 7)", url: "https://\(host)/v1/items/\(i)?page=\(i % 7)", tlsMode: .mitm)
         r.connectedAt = start.addingTimeInterval(0.002)
         r.firstByteAt = start.addingTimeInterval(0.010)
         r.endedAt = start.addingTimeInterval(0.012)
@@ -95,7 +99,9 @@ enum StoreBench {
         r.status = i % 13 == 0 ? 404 : 200
         r.reason = i % 13 == 0 ? "Not Found" : "OK"
         r.requestHeaders = ExchangeRecord.encodeHeaders([("Host", host), ("User-Agent", "bench/1.0"), ("Accept", "application/json")])
-        r.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/json"), ("Content-Length", "64"), ("Server", "nginx")])
+        r.responseHeaders = ExchangeRecord.encodeHeaders([
+            ("Content-Type", "application/json"), ("Content-Length", "64"), ("Server", "nginx"),
+        ])
         let name = i == total - 10_000 ? needle : "item \(i)"
         r.responseBody = Data(#"{"id":\#(i),"name":"\#(name)","tags":["a","b"],"ok":true}"#.utf8)
         r.responseBodySize = r.responseBody?.count ?? 0

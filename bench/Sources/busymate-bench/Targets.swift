@@ -18,55 +18,85 @@ struct Targets {
             return bytes ? b.megabytesPerSecond / other.megabytesPerSecond : b.perSecond / other.perSecond
         }
         func line(_ target: String, _ pairs: [(String, Double?, Double)]) -> Line {
-            let parts = pairs.map { label, value, minimum in value.map { String(format: "%@ %.2f× (≥ %g×)", label, $0, minimum) } ?? "\(label) not measured" }
+            let parts = pairs.map { label, value, minimum in
+                value.map { String(format: "%@ %.2f× (≥ %g×)", label, $0, minimum) } ?? "\(label) not measured"
+            }
             let verdicts = pairs.map { _, value, minimum in value.map { $0 >= minimum } }
             let met: Bool? = verdicts.contains(false) ? false : (verdicts.contains(nil) ? nil : true)
             return Line(target: target, measured: parts.joined(separator: "; "), met: met)
         }
         var lines = [
-            line("MITM HTTPS keep-alive", [("mitmdump", ratio("MITM HTTPS keep-alive", .mitmdump), 30), ("direct", ratio("MITM HTTPS keep-alive", .direct), 0.30)]),
-            line("plain HTTP keep-alive", [("mitmdump", ratio("plain HTTP keep-alive", .mitmdump), 30), ("direct", ratio("plain HTTP keep-alive", .direct), 0.40)]),
-            line("new MITM TLS connections/s", [("mitmdump", ratio("new MITM TLS", .mitmdump), 5), ("direct", ratio("new MITM TLS", .direct), 0.50)]),
+            line(
+                "MITM HTTPS keep-alive",
+                [("mitmdump", ratio("MITM HTTPS keep-alive", .mitmdump), 30), ("direct", ratio("MITM HTTPS keep-alive", .direct), 0.30)]),
+            line(
+                "plain HTTP keep-alive",
+                [("mitmdump", ratio("plain HTTP keep-alive", .mitmdump), 30), ("direct", ratio("plain HTTP keep-alive", .direct), 0.40)]),
+            line(
+                "new MITM TLS connections/s",
+                [("mitmdump", ratio("new MITM TLS", .mitmdump), 5), ("direct", ratio("new MITM TLS", .direct), 0.50)]),
             line("1 MiB HTTPS MB/s", [("mitmdump", ratio("1 MiB", .mitmdump, bytes: true), 5)]),
             // Issue 23's: HTTP/2 through MITM, each cell against mitmdump's same cell.
-            line("MITM HTTP/2, 10 streams per connection", [("mitmdump", ratio("MITM HTTP/2 keep-alive 1 KiB, 10 streams", .mitmdump), 30)]),
-            line("MITM HTTP/2, 100 streams per connection", [("mitmdump", ratio("MITM HTTP/2 keep-alive 1 KiB, 100 streams", .mitmdump), 30)]),
+            line(
+                "MITM HTTP/2, 10 streams per connection", [("mitmdump", ratio("MITM HTTP/2 keep-alive 1 KiB, 10 streams", .mitmdump), 30)]),
+            line(
+                "MITM HTTP/2, 100 streams per connection", [("mitmdump", ratio("MITM HTTP/2 keep-alive 1 KiB, 100 streams", .mitmdump), 30)]
+            ),
         ]
         if let mint = report.mint {
             lines.append(Line(target: "leaf mint p50 < 1 ms", measured: String(format: "%.3f ms", mint.p50), met: mint.p50 < 1))
         }
         if let memory = report.memory {
             let atThousand = Double(memory.atThousandKiB) / 1024
-            lines.append(Line(target: "tunnel RSS ≤ 64 MB at 1,000 connections", measured: String(format: "%.1f MB", atThousand), met: atThousand <= 64))
+            lines.append(
+                Line(
+                    target: "tunnel RSS ≤ 64 MB at 1,000 connections", measured: String(format: "%.1f MB", atThousand),
+                    met: atThousand <= 64))
             // Flat: a 1 GiB body moves the peak by less than 16 MB.
             let growth = Double(memory.downloadKiB.max - memory.downloadKiB.start) / 1024
-            lines.append(Line(target: "RSS flat during a 1 GiB download (< 16 MB growth)", measured: String(format: "+%.1f MB", growth), met: growth < 16))
+            lines.append(
+                Line(
+                    target: "RSS flat during a 1 GiB download (< 16 MB growth)", measured: String(format: "+%.1f MB", growth),
+                    met: growth < 16))
         }
         if let cost = report.settingsCost {
-            let ratios = SettingsCostBench.scenarios(cost).compactMap { SettingsCostBench.ratio(cost, SettingsCostBench.breakpointsElsewhere, $0, .cpuPerRequest) }
+            let ratios = SettingsCostBench.scenarios(cost).compactMap {
+                SettingsCostBench.ratio(cost, SettingsCostBench.breakpointsElsewhere, $0, .cpuPerRequest)
+            }
             // "Nothing": the check, twice per request, under 0.1 % of what a request costs the tunnel.
             if let check = report.breakpointCheck, let perRequest = noneSetCPUPerRequest(report) {
                 let share = 2 * check.noneNanoseconds / 10 / perRequest
-                lines.append(Line(target: "no breakpoints set cost nothing (the check < 0.1 % of a request's tunnel CPU)",
-                                  measured: String(format: "%.4f %% (%.1f ns × 2 of %.1f µs); patterns matching nothing: %.3f× the CPU per request end to end",
-                                                   share, check.noneNanoseconds, perRequest, ratios.max() ?? .nan),
-                                  met: share < 0.1))
+                lines.append(
+                    Line(
+                        target: "no breakpoints set cost nothing (the check < 0.1 % of a request's tunnel CPU)",
+                        measured: String(
+                            format: "%.4f %% (%.1f ns × 2 of %.1f µs); patterns matching nothing: %.3f× the CPU per request end to end",
+                            share, check.noneNanoseconds, perRequest, ratios.max() ?? .nan),
+                        met: share < 0.1))
             }
         }
         if let store = report.store {
-            lines.append(Line(target: "capture ≥ 20,000 exchanges/s", measured: String(format: "%.0f/s", store.exchangesPerSecond), met: store.exchangesPerSecond >= 20_000))
+            lines.append(
+                Line(
+                    target: "capture ≥ 20,000 exchanges/s", measured: String(format: "%.0f/s", store.exchangesPerSecond),
+                    met: store.exchangesPerSecond >= 20_000))
             let slowest = store.queries.max { $0.milliseconds.p50 < $1.milliseconds.p50 }
-            lines.append(Line(target: "`busymate list` first page < 100 ms over 1M rows, filtered or not",
-                              measured: String(format: "p50 %.0f ms over %d rows (slowest: %@)", slowest?.milliseconds.p50 ?? .nan, store.rows, slowest?.name ?? "none"),
-                              met: store.rows >= 1_000_000 ? (slowest?.milliseconds.p50 ?? .infinity) < 100 : nil))
+            lines.append(
+                Line(
+                    target: "`busymate list` first page < 100 ms over 1M rows, filtered or not",
+                    measured: String(
+                        format: "p50 %.0f ms over %d rows (slowest: %@)", slowest?.milliseconds.p50 ?? .nan, store.rows,
+                        slowest?.name ?? "none"),
+                    met: store.rows >= 1_000_000 ? (slowest?.milliseconds.p50 ?? .infinity) < 100 : nil))
         }
         return lines
     }
 
     static func render(_ lines: [Line]) -> String {
-        (["| target | this run | met? |", "|---|---|---|"] + lines.map { line in
-            "| \(line.target) | \(line.measured) | \(line.met.map { $0 ? "yes" : "**no**" } ?? "not measured") |"
-        }).joined(separator: "\n")
+        (["| target | this run | met? |", "|---|---|---|"]
+            + lines.map { line in
+                "| \(line.target) | \(line.measured) | \(line.met.map { $0 ? "yes" : "**no**" } ?? "not measured") |"
+            }).joined(separator: "\n")
     }
 }
 
@@ -74,6 +104,8 @@ extension Targets {
     /// The tunnel's CPU per MITM keep-alive request with nothing set (median of the settings rounds), in µs.
     static func noneSetCPUPerRequest(_ report: Report) -> Double? {
         guard let cost = report.settingsCost else { return nil }
-        return SettingsCostBench.median(cost.cells.filter { $0.variant == SettingsCostBench.none.label && $0.scenario.hasPrefix("MITM") }.map(\.result.proxyCPUPerRequest))
+        return SettingsCostBench.median(
+            cost.cells.filter { $0.variant == SettingsCostBench.none.label && $0.scenario.hasPrefix("MITM") }.map(
+                \.result.proxyCPUPerRequest))
     }
 }

@@ -20,17 +20,25 @@ enum WebBench {
 
     /// Pages of 100 through the routes the page uses, served by Hummingbird
     /// over HTTP on loopback (curl's own time for each request).
-    static func pages(group: URL, rows: Int) async throws -> [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)] {
+    static func pages(group: URL, rows: Int) async throws -> [(
+        name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int
+    )] {
         // A page of 100 (the body search: the first match, as the CLI's row asks).
         let token = WebToken.generate()
         let app = WebApp(paths: GroupPaths(root: group), token: token, status: StatusSource { nil })
         let router = app.router()
         let port = Mutex<Int>(0)
-        let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                                      onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port ?? 0 } },
-                                      logger: Logger(label: "busymate.bench.web"))
-        return try await withThrowingTaskGroup(of: [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)]?.self) { tasks in
-            tasks.addTask { try await application.runService(gracefulShutdownSignals: []); return nil }
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in port.withLock { $0 = channel.localAddress?.port ?? 0 } },
+            logger: Logger(label: "busymate.bench.web"))
+        return try await withThrowingTaskGroup(
+            of: [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)]?.self
+        ) { tasks in
+            tasks.addTask {
+                try await application.runService(gracefulShutdownSignals: [])
+                return nil
+            }
             try Wait.until("the web API", seconds: 10) { port.withLock { $0 } != 0 }
             let base = "http://127.0.0.1:\(port.withLock { $0 })"
             var results: [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)] = []
@@ -41,10 +49,13 @@ enum WebBench {
                 var times: [Double] = []
                 var shown = 0
                 for _ in 0..<11 {
-                    let query = filter.isEmpty ? "" : "&filter=" + (filter.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+                    let query =
+                        filter.isEmpty ? "" : "&filter=" + (filter.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
                     let (seconds, body) = try curl(["-H", "Authorization: Bearer \(token)", "\(base)/api/exchanges?limit=\(limit)\(query)"])
                     times.append(seconds * 1000)
-                    shown = ((try? JSONSerialization.jsonObject(with: body)) as? [String: Any])?["exchanges"].flatMap { ($0 as? [Any])?.count } ?? -1
+                    shown =
+                        ((try? JSONSerialization.jsonObject(with: body)) as? [String: Any])?["exchanges"].flatMap { ($0 as? [Any])?.count }
+                        ?? -1
                 }
                 times.sort()
                 results.append((name, filter, (times[times.count / 2], times[times.count - 1]), shown))
@@ -66,14 +77,18 @@ enum WebBench {
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
         defer { try? FileManager.default.removeItem(at: body) }
-        guard p.terminationStatus == 0, let seconds = Double(text) else { throw BenchError("curl \(arguments) failed (\(p.terminationStatus))") }
+        guard p.terminationStatus == 0, let seconds = Double(text) else {
+            throw BenchError("curl \(arguments) failed (\(p.terminationStatus))")
+        }
         return (seconds, (try? Data(contentsOf: body)) ?? Data())
     }
 
     /// A page's WebSocket open on the real web front; each request through
     /// the real tunnel to nginx, one at a time: from curl having the whole
     /// response to the `added` message that carries its row.
-    static func live(_ proxy: ProxyUnderTest, origin: NginxOrigin, samples: Int = 50) async throws -> (p50: Double, max: Double, samples: Int) {
+    static func live(_ proxy: ProxyUnderTest, origin: NginxOrigin, samples: Int = 50) async throws -> (
+        p50: Double, max: Double, samples: Int
+    ) {
         guard let group = proxy.group else { throw BenchError("Busymate has no group") }
         var bound: String?
         try Wait.until("Busymate's web front", seconds: 20) {
@@ -85,7 +100,9 @@ enum WebBench {
         var configuration = WebSocketClientConfiguration()
         configuration.additionalHeaders = [.authorization: "Bearer \(token)"]
         configuration.maxFrameSize = 1 << 20
-        try await WebSocketClient.connect(url: "ws://\(bound)/api/live", configuration: configuration, logger: Logger(label: "busymate.bench.live")) { inbound, outbound, _ in
+        try await WebSocketClient.connect(
+            url: "ws://\(bound)/api/live", configuration: configuration, logger: Logger(label: "busymate.bench.live")
+        ) { inbound, outbound, _ in
             try await outbound.write(.text(#"{"type":"filter","filter":"~u /1k\\?live="}"#))
             // The requests, one at a time; the page's socket is read below.
             let driver = Task {

@@ -16,13 +16,15 @@ final class WebSocketEcho: ChannelInboundHandler {
         switch frame.opcode {
         case .text, .binary, .continuation:
             guard !closing else { return }
-            context.write(Self.wrapOutboundOut(WebSocketFrame(fin: frame.fin, opcode: frame.opcode, data: frame.unmaskedData)), promise: nil)
+            context.write(
+                Self.wrapOutboundOut(WebSocketFrame(fin: frame.fin, opcode: frame.opcode, data: frame.unmaskedData)), promise: nil)
         case .ping:
             context.write(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
         case .connectionClose:
             guard !closing else { return context.close(promise: nil) }
             closing = true
-            let written = context.writeAndFlush(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData)))
+            let written = context.writeAndFlush(
+                Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: frame.unmaskedData)))
             written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         default:
             break

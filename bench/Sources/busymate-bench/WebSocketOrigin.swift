@@ -16,9 +16,11 @@ struct WebSocketOrigin {
     static func start(in directory: URL, core: Int, origin: NginxOrigin) throws -> WebSocketOrigin {
         let port = try Wait.freePort()
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        let process = try BenchProcess("websocket-origin", core: core, executable: executable, arguments: [
-            "--serve-websocket-origin", "\(port)", "--origin-certificate", origin.certificate.path, "--origin-key", origin.key.path,
-        ], logDirectory: directory)
+        let process = try BenchProcess(
+            "websocket-origin", core: core, executable: executable,
+            arguments: [
+                "--serve-websocket-origin", "\(port)", "--origin-certificate", origin.certificate.path, "--origin-key", origin.key.path,
+            ], logDirectory: directory)
         do {
             try Wait.until("the WebSocket origin", seconds: 10) { Wait.accepts(port) }
         } catch {
@@ -33,7 +35,8 @@ struct WebSocketOrigin {
     static func serve(port: Int, certificate: String, key: String) async throws {
         let parent = getppid()
         let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
-        var config = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        var config = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
         config.applicationProtocols = ["http/1.1"]
         let tls = try NIOSSLContext(configuration: config)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -47,7 +47,9 @@ final class WebSocketWorker: @unchecked Sendable {
         loop.execute {
             self.graceTimer = self.loop.scheduleTask(deadline: self.deadline + Self.grace) {
                 guard !self.done else { return }
-                self.count("echoes still missing \(Self.grace.nanoseconds / 1_000_000_000) s after the deadline", messages: max(1, self.sent.count))
+                self.count(
+                    "echoes still missing \(Self.grace.nanoseconds / 1_000_000_000) s after the deadline", messages: max(1, self.sent.count)
+                )
                 self.finish()
             }
         }
@@ -67,17 +69,21 @@ final class WebSocketWorker: @unchecked Sendable {
             .connectTimeout(.seconds(10))
             .connect(host: target.0, port: target.1)
             .flatMap { channel -> EventLoopFuture<Channel> in
-                let tunnel = direct ? channel.eventLoop.makeSucceededVoidFuture() : ConnectPreamble.open("\(plan.host):\(plan.port)", on: channel)
+                let tunnel =
+                    direct ? channel.eventLoop.makeSucceededVoidFuture() : ConnectPreamble.open("\(plan.host):\(plan.port)", on: channel)
                 return tunnel.flatMapThrowing {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    let upgrader = NIOWebSocketClientUpgrader(maxFrameSize: 1 << 20, upgradePipelineHandler: { channel, _ in
-                        channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(EchoReader(self)) }
-                    })
+                    let upgrader = NIOWebSocketClientUpgrader(
+                        maxFrameSize: 1 << 20,
+                        upgradePipelineHandler: { channel, _ in
+                            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(EchoReader(self)) }
+                        })
                     try sync.addHTTPClientHandlers(withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
                     try sync.addHandler(SocketWatcher(self))
-                    let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: plan.path,
-                                               headers: ["Host": "\(plan.host):\(plan.port)", "User-Agent": "busymate-bench"])
+                    let head = HTTPRequestHead(
+                        version: .http1_1, method: .GET, uri: plan.path,
+                        headers: ["Host": "\(plan.host):\(plan.port)", "User-Agent": "busymate-bench"])
                     channel.write(HTTPClientRequestPart.head(head), promise: nil)
                     channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
                     return channel
@@ -95,7 +101,8 @@ final class WebSocketWorker: @unchecked Sendable {
                     // A 101 that never comes (an origin or proxy that holds the request) fails the socket.
                     self.handshakeTimer = self.loop.scheduleTask(in: Self.handshakeLimit) {
                         guard channel === self.socket else { return }
-                        self.tally.firstError = self.tally.firstError ?? "no 101 within \(Self.handshakeLimit.nanoseconds / 1_000_000_000) s"
+                        self.tally.firstError =
+                            self.tally.firstError ?? "no 101 within \(Self.handshakeLimit.nanoseconds / 1_000_000_000) s"
                         channel.close(promise: nil)
                     }
                 case .success:
@@ -224,7 +231,9 @@ private final class EchoReader: ChannelInboundHandler {
         let frame = Self.unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary, .continuation: worker.echoed(frame, on: context.channel)
-        case .ping: context.write(Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)), promise: nil)
+        case .ping:
+            context.write(
+                Self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)), promise: nil)
         case .connectionClose: worker.peerClosed(frame, on: context.channel)
         default: break
         }

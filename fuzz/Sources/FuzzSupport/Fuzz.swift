@@ -1,6 +1,7 @@
 import Logging
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What every harness shares: the way libFuzzer's input is handed over,
@@ -40,6 +41,7 @@ public enum Fuzz {
 
     /// Text for a message: non-printable bytes escaped.
     public static func show<S: StringProtocol>(_ text: S) -> String {
-        text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F ? String($0) : "\\u{\(String($0.value, radix: 16))}" }.joined()
+        text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F ? String($0) : "\\u{\(String($0.value, radix: 16))}" }
+            .joined()
     }
 }

@@ -12,8 +12,9 @@
 import BusymateShared
 import Foundation
 import FuzzSupport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Larger inputs are cut: the writer and the reader share this thread.
@@ -23,7 +24,9 @@ let largest = 64 * 1024
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     Fuzz.input(data, size) { input in
         var fds: [Int32] = [0, 0]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else { fatalError("socketpair: \(errno)") }
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            fatalError("socketpair: \(errno)")
+        }
         let reader = UnixSocket(fd: fds[0])
         let bytes = UnsafeRawBufferPointer(rebasing: input.prefix(largest))
         var offset = 0
@@ -49,8 +52,11 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             consumed += 4 + frame.payload.count
             Fuzz.check(consumed <= offset, "read \(consumed) bytes of \(offset)")
             let header = withUnsafeBytes(of: UInt32(frame.payload.count).bigEndian, Array.init)
-            Fuzz.check(Array(bytes[(consumed - 4 - frame.payload.count)..<(consumed - frame.payload.count)]) == header, "frame length does not match its header")
-            Fuzz.check(Array(bytes[(consumed - frame.payload.count)..<consumed]) == frame.payload, "frame payload differs from the bytes sent")
+            Fuzz.check(
+                Array(bytes[(consumed - 4 - frame.payload.count)..<(consumed - frame.payload.count)]) == header,
+                "frame length does not match its header")
+            Fuzz.check(
+                Array(bytes[(consumed - frame.payload.count)..<consumed]) == frame.payload, "frame payload differs from the bytes sent")
 
             _ = try? StatusCoding.decoder.decode(TunnelStatus.self, from: Data(frame.payload))
             guard let message = try? ControlMessage.decode(frame.payload) else { continue }
@@ -62,7 +68,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                 Fuzz.check(false, "an encoded \(message.kind) does not decode: \(Fuzz.show(String(decoding: encoded, as: UTF8.self)))")
                 return
             }
-            Fuzz.check(reencoded == encoded, "a \(message.kind) changes on its way: \(Fuzz.show(String(decoding: encoded, as: UTF8.self))) then \(Fuzz.show(String(decoding: reencoded, as: UTF8.self)))")
+            Fuzz.check(
+                reencoded == encoded,
+                "a \(message.kind) changes on its way: \(Fuzz.show(String(decoding: encoded, as: UTF8.self))) then \(Fuzz.show(String(decoding: reencoded, as: UTF8.self)))"
+            )
         }
     }
 }

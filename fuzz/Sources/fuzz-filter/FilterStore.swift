@@ -1,5 +1,6 @@
 import BusymateShared
 import Foundation
+
 @testable import CaptureStore
 
 /// The store every input's filter runs over: rows made to give each clause
@@ -39,11 +40,14 @@ final class FilterStore: @unchecked Sendable {
 
     private static func rows() -> [ExchangeRecord] {
         var rows: [ExchangeRecord] = []
-        func row(_ path: String, host: String = "api.example.com", scheme: String = "https", method: String = "GET", status: Int? = 200,
-                 seconds: Double, _ edit: (inout ExchangeRecord) -> Void = { _ in }) {
+        func row(
+            _ path: String, host: String = "api.example.com", scheme: String = "https", method: String = "GET", status: Int? = 200,
+            seconds: Double, _ edit: (inout ExchangeRecord) -> Void = { _ in }
+        ) {
             let port = scheme == "https" ? 443 : 80
-            var r = ExchangeRecord(startedAt: base.addingTimeInterval(seconds), scheme: scheme, method: method, host: host, port: port,
-                                   path: path, url: "\(scheme)://\(host)\(path)", tlsMode: scheme == "https" ? .mitm : .none)
+            var r = ExchangeRecord(
+                startedAt: base.addingTimeInterval(seconds), scheme: scheme, method: method, host: host, port: port,
+                path: path, url: "\(scheme)://\(host)\(path)", tlsMode: scheme == "https" ? .mitm : .none)
             r.status = status
             r.requestHeaders = ExchangeRecord.encodeHeaders([("Accept", "*/*"), ("User-Agent", "curl/7.88")])
             r.responseHeaders = status == nil ? nil : ExchangeRecord.encodeHeaders([("Content-Type", "application/json")])
@@ -138,7 +142,9 @@ final class FilterStore: @unchecked Sendable {
             $0.httpVersion = "HTTP/2.0"
             $0.streamID = 3
             $0.connectionID = "c1"
-            $0.requestHeaders = ExchangeRecord.encodeHeaders([("Content-Type", "application/grpc\u{301}-web"), ("content-type", "text/plain")])
+            $0.requestHeaders = ExchangeRecord.encodeHeaders([
+                ("Content-Type", "application/grpc\u{301}-web"), ("content-type", "text/plain"),
+            ])
         }
         row("/grpc/not", host: "grpc.example.com", method: "POST", seconds: -19) {
             $0.httpVersion = "HTTP/2"
@@ -149,27 +155,37 @@ final class FilterStore: @unchecked Sendable {
             $0.requestHeaders = ExchangeRecord.encodeHeaders([("content-type", " application/grpc"), ("CONTENT-TYPE", "application/grpc")])
         }
         row("/gz", host: "gz.example.com", seconds: -10) {
-            $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Encoding", "gzip"), ("Content-Type", "application/json; charset=utf-8")])
+            $0.responseHeaders = ExchangeRecord.encodeHeaders([
+                ("Content-Encoding", "gzip"), ("Content-Type", "application/json; charset=utf-8"),
+            ])
             // {"token":"gzip-word","name":"Zürich"}, Python's gzip.compress with mtime 0.
-            $0.responseBody = Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xab, 0x56, 0x2a, 0xc9, 0xcf, 0x4e, 0xcd, 0x53,
-                                    0xb2, 0x52, 0x4a, 0xaf, 0xca, 0x2c, 0xd0, 0x2d, 0xcf, 0x2f, 0x4a, 0x51, 0xd2, 0x51, 0xca, 0x4b, 0xcc, 0x4d,
-                                    0x05, 0x0a, 0x45, 0x1d, 0xde, 0x53, 0x94, 0x99, 0x9c, 0xa1, 0x54, 0x0b, 0x00, 0x77, 0xc6, 0x87, 0x1d, 0x26,
-                                    0x00, 0x00, 0x00])
+            $0.responseBody = Data([
+                0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xab, 0x56, 0x2a, 0xc9, 0xcf, 0x4e, 0xcd, 0x53,
+                0xb2, 0x52, 0x4a, 0xaf, 0xca, 0x2c, 0xd0, 0x2d, 0xcf, 0x2f, 0x4a, 0x51, 0xd2, 0x51, 0xca, 0x4b, 0xcc, 0x4d,
+                0x05, 0x0a, 0x45, 0x1d, 0xde, 0x53, 0x94, 0x99, 0x9c, 0xa1, 0x54, 0x0b, 0x00, 0x77, 0xc6, 0x87, 0x1d, 0x26,
+                0x00, 0x00, 0x00,
+            ])
         }
         row("/deflate", host: "gz.example.com", method: "PUT", seconds: -9.9995) {
             // "deflated haystack, see <b>", zlib.compress.
             $0.requestHeaders = ExchangeRecord.encodeHeaders([("CONTENT-ENCODING", "deflate"), ("content-type", "text/html")])
-            $0.requestBody = Data([0x78, 0x9c, 0x4b, 0x49, 0x4d, 0xcb, 0x49, 0x2c, 0x49, 0x4d, 0x51, 0xc8, 0x48, 0xac, 0x2c, 0x2e, 0x49, 0x4c,
-                                   0xce, 0xd6, 0x51, 0x28, 0x4e, 0x4d, 0x55, 0xb0, 0x49, 0xb2, 0x03, 0x00, 0x84, 0x43, 0x09, 0x37])
+            $0.requestBody = Data([
+                0x78, 0x9c, 0x4b, 0x49, 0x4d, 0xcb, 0x49, 0x2c, 0x49, 0x4d, 0x51, 0xc8, 0x48, 0xac, 0x2c, 0x2e, 0x49, 0x4c,
+                0xce, 0xd6, 0x51, 0x28, 0x4e, 0x4d, 0x55, 0xb0, 0x49, 0xb2, 0x03, 0x00, 0x84, 0x43, 0x09, 0x37,
+            ])
             $0.responseHeaders = ExchangeRecord.encodeHeaders([("Content-Encoding", "gzip"), ("Content-Type", "text/plain")])
             $0.responseBody = Data("not gzip at all".utf8)
         }
         row("/plain", host: "Intranet.Local", scheme: "http", method: "delete", status: 302, seconds: -0.001) {
             $0.url = "http://intranet.local:8080/plain?x=%41"
             $0.port = 8080
-            $0.requestHeaders = ExchangeRecord.encodeHeaders([("X-Quote", "say \"hi\" \\ back"), ("X-Tab", "a\tb\r\n"), ("X-Ünï", "Ça va ü"),
-                                                              ("Content-Type", "")])
-            $0.responseHeaders = ExchangeRecord.encodeHeaders([("Location", "/elsewhere"), ("Content-Type", "text/css"), ("Content-Type", "text/html")])
+            $0.requestHeaders = ExchangeRecord.encodeHeaders([
+                ("X-Quote", "say \"hi\" \\ back"), ("X-Tab", "a\tb\r\n"), ("X-Ünï", "Ça va ü"),
+                ("Content-Type", ""),
+            ])
+            $0.responseHeaders = ExchangeRecord.encodeHeaders([
+                ("Location", "/elsewhere"), ("Content-Type", "text/css"), ("Content-Type", "text/html"),
+            ])
             $0.requestBody = Data()
             $0.responseBody = Data("Ünïcödé body".utf8)
             $0.clientAddress = "[::1]:40000"

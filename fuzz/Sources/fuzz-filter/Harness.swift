@@ -1,3 +1,6 @@
+import Foundation
+import FuzzSupport
+
 // The filter language (CaptureFilter.parse, then its SQL over a store): what
 // `busymate list`, the web page and its live WebSocket take from anyone
 // holding the token, and the onboarding pages share a process with.
@@ -15,8 +18,6 @@
 //   too long on either side). The store (FilterStore) has rows for every
 //   clause to select and to refuse.
 @testable import BusymateShared
-import FuzzSupport
-import Foundation
 @testable import CaptureStore
 
 /// The store, made at the first input (nil inside when it could not be).
@@ -45,7 +46,9 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         do {
             filter = try CaptureFilter.parse(text, now: Date(timeIntervalSince1970: 1_800_000_000))
         } catch let error as FilterError {
-            Fuzz.check(error.position >= 1 && error.position <= text.count + 1, "error position \(error.position) outside \(text.count) characters: \(error)")
+            Fuzz.check(
+                error.position >= 1 && error.position <= text.count + 1,
+                "error position \(error.position) outside \(text.count) characters: \(error)")
             return
         } catch {
             Fuzz.check(false, "parse threw something other than a FilterError: \(error)")
@@ -77,6 +80,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         }
         guard sql != memory else { return }
         let paths = { (ids: Set<Int64>) in store.subjects.filter { ids.contains($0.id) }.map { "\($0.subject.method) \($0.subject.url)" } }
-        Fuzz.check(false, "\(Fuzz.show(text)) selects in SQL only \(paths(sql.subtracting(memory))), in memory only \(paths(memory.subtracting(sql)))")
+        Fuzz.check(
+            false,
+            "\(Fuzz.show(text)) selects in SQL only \(paths(sql.subtracting(memory))), in memory only \(paths(memory.subtracting(sql)))")
     }
 }

@@ -19,6 +19,7 @@
 import BusymateShared
 import Foundation
 import FuzzSupport
+
 @testable import CaptureStore
 
 func depth(_ fields: [ProtobufField]) -> Int {
@@ -84,7 +85,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 
         // The same bytes as a call's path and status headers.
         let text = String(decoding: body.prefix(256), as: UTF8.self)
-        let call = GRPCCall(path: text, responseHeaders: [("grpc-status", text), ("grpc-message", text)], responseTrailers: split.trailers ?? [])
+        let call = GRPCCall(
+            path: text, responseHeaders: [("grpc-status", text), ("grpc-message", text)], responseTrailers: split.trailers ?? [])
         _ = call.statusName
         _ = GRPCCall.percentDecoded(text)
         if let service = call.service { Fuzz.check(!service.contains("/"), "a service with a slash: \(Fuzz.show(service))") }

@@ -22,6 +22,7 @@
 import BusymateShared
 import Foundation
 import FuzzSupport
+
 @testable import CaptureStore
 
 /// At most this many message types are read per input (a set may declare thousands).
@@ -40,9 +41,10 @@ func fuzzDescriptorSet(_ selector: UInt8, _ input: ArraySlice<UInt8>) {
         checkSchema(schema)
         var merged = schema
         merged.merge(schema)
-        Fuzz.check(merged.messages.count == schema.messages.count && merged.enums.count == schema.enums.count
-                   && merged.methods.count == schema.methods.count && merged.files.count == 2 * schema.files.count,
-                   "merging a set into itself changed more than its files")
+        Fuzz.check(
+            merged.messages.count == schema.messages.count && merged.enums.count == schema.enums.count
+                && merged.methods.count == schema.methods.count && merged.files.count == 2 * schema.files.count,
+            "merging a set into itself changed more than its files")
         var types = schema.methods.keys.sorted().prefix(typesPerInput / 2).flatMap { path in
             schema.methods[path].map { [$0.input, $0.output] } ?? []
         }
@@ -56,7 +58,9 @@ func checkSchema(_ schema: ProtobufSchema) {
     for (name, message) in schema.messages {
         Fuzz.check(!name.isEmpty && message.name == name, "message \(Fuzz.show(message.name)) kept as \(Fuzz.show(name))")
         for (number, field) in message.fields {
-            Fuzz.check(number == field.number && (1...(1 << 29) - 1).contains(number), "field \(field.number) of \(Fuzz.show(name)) kept as \(number)")
+            Fuzz.check(
+                number == field.number && (1...(1 << 29) - 1).contains(number),
+                "field \(field.number) of \(Fuzz.show(name)) kept as \(number)")
             Fuzz.check(!field.name.isEmpty, "field \(number) of \(Fuzz.show(name)) has no name")
         }
     }
@@ -75,6 +79,8 @@ func checkNamed(_ payload: Data, as type: String, schema: ProtobufSchema) {
     for field in fields {
         guard let name = field.name else { continue }
         let expected = declared.fields[field.number]?.name
-        Fuzz.check(name == expected, "field \(field.number) of \(Fuzz.show(type)) named \(Fuzz.show(name)), declared \(Fuzz.show(expected ?? "nothing"))")
+        Fuzz.check(
+            name == expected,
+            "field \(field.number) of \(Fuzz.show(type)) named \(Fuzz.show(name)), declared \(Fuzz.show(expected ?? "nothing"))")
     }
 }

@@ -1,3 +1,11 @@
+import CaptureStore
+import Foundation
+import FuzzSupport
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+
 // The HTTP/1 request path as the tunnel reads it: the bytes of a client
 // connection go into an EmbeddedChannel carrying the HTTP layer
 // `ProxyPipeline.installHTTP` builds for the explicit proxy, or for an
@@ -33,13 +41,6 @@
 // - a request held at a breakpoint (HeldRequest.message), saved unchanged,
 //   reads back, may replace itself, and goes where it was going.
 @testable import BusymateShared
-import CaptureStore
-import Foundation
-import FuzzSupport
-import Logging
-import NIOCore
-import NIOEmbedded
-import NIOHTTP1
 @testable import ProxyEngine
 
 /// Rules the stage plans with: every kind, on hosts the dictionary and
@@ -86,7 +87,10 @@ enum FileFixture {
         _ = FileManager.default.createFile(atPath: base + "/root/js/app.js", contents: Data("1".utf8))
         _ = FileManager.default.createFile(atPath: base + "/secret", contents: Data("no".utf8))
         try? FileManager.default.createSymbolicLink(atPath: base + "/root/out", withDestinationPath: base + "/secret")
-        atexit { try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("busymate-fuzz-http1-\(getpid())").path) }
+        atexit {
+            try? FileManager.default.removeItem(
+                atPath: FileManager.default.temporaryDirectory.appendingPathComponent("busymate-fuzz-http1-\(getpid())").path)
+        }
         return base + "/root"
     }()
     static let realRoot: String = {
@@ -137,14 +141,17 @@ enum Front { case explicitProxy, intercepted }
 /// gets the router's 502.
 struct RefusingConnector: UpstreamConnector {
     struct Refused: Error {}
-    func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
-                 initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
+    func connect(
+        _ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+        initialize: @escaping @Sendable (Channel) throws -> Void
+    ) -> EventLoopFuture<Channel> {
         eventLoop.makeFailedFuture(Refused())
     }
 }
 
-let services = ProxyServices(stats: stats, interception: interception, rules: forwardRules, breakpoints: breakpoints, logger: logger,
-                             connector: RefusingConnector())
+let services = ProxyServices(
+    stats: stats, interception: interception, rules: forwardRules, breakpoints: breakpoints, logger: logger,
+    connector: RefusingConnector())
 
 /// The tunnel's own HTTP layer (ProxyPipeline installs it, as for a real
 /// connection) with `HeadStage` in front of the exchange handler.
@@ -223,10 +230,12 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
             context.fireChannelRead(data)
             return
         }
-        Fuzz.check(ProxyTarget.parseAuthority(target.description[...], defaultPort: nil) == target,
-                   "CONNECT \(Fuzz.show(head.uri)): target \(Fuzz.show(target.description)) does not parse back")
-        Fuzz.check(target.host.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F } && (1...65535).contains(target.port),
-                   "CONNECT \(Fuzz.show(head.uri)): host \(Fuzz.show(target.host)) port \(target.port)")
+        Fuzz.check(
+            ProxyTarget.parseAuthority(target.description[...], defaultPort: nil) == target,
+            "CONNECT \(Fuzz.show(head.uri)): target \(Fuzz.show(target.description)) does not parse back")
+        Fuzz.check(
+            target.host.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F } && (1...65535).contains(target.port),
+            "CONNECT \(Fuzz.show(head.uri)): host \(Fuzz.show(target.host)) port \(target.port)")
         _ = interception.decide(host: target.host)
         if let rule = stageRules.first(.hostOverride, for: "https://\(target)/", exchange: nil) {
             Fuzz.check(rule.kind == .hostOverride, "first(.hostOverride) gave a \(rule.kind) rule")
@@ -263,8 +272,9 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         if front == .explicitProxy {
             Fuzz.check(originForm.hasPrefix("/"), "\(Fuzz.show(head.uri)): origin-form \(Fuzz.show(originForm))")
             if let again = ProxyTarget.parseAbsoluteForm(url) {
-                Fuzz.check(again.target == target && again.originForm == originForm,
-                           "\(Fuzz.show(head.uri)): URL \(Fuzz.show(url)) parses to \(again.target) \(Fuzz.show(again.originForm))")
+                Fuzz.check(
+                    again.target == target && again.originForm == originForm,
+                    "\(Fuzz.show(head.uri)): URL \(Fuzz.show(url)) parses to \(again.target) \(Fuzz.show(again.originForm))")
             } else {
                 Fuzz.check(false, "\(Fuzz.show(head.uri)): URL \(Fuzz.show(url)) does not parse back")
             }
@@ -294,17 +304,20 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
     private func checkSubject(_ url: String, target: ProxyTarget, uri: String) {
         let subject = URLPattern.Subject(url)
         let host = Array(SSLProxyMatcher.normalize(target.host).utf8)
-        Fuzz.check(subject.host == host && subject.port == target.port,
-                   "\(Fuzz.show(uri)): URL \(Fuzz.show(url)) reads as host \(Fuzz.show(String(decoding: subject.host, as: UTF8.self))):\(subject.port), "
-                       + "but the request goes to \(Fuzz.show(target.host)):\(target.port)")
+        Fuzz.check(
+            subject.host == host && subject.port == target.port,
+            "\(Fuzz.show(uri)): URL \(Fuzz.show(url)) reads as host \(Fuzz.show(String(decoding: subject.host, as: UTF8.self))):\(subject.port), "
+                + "but the request goes to \(Fuzz.show(target.host)):\(target.port)")
     }
 
     private func checkEdits(_ edits: Rule.HeaderEdits, _ headers: HTTPHeaders) {
         for (name, value) in edits.set {
             Fuzz.check(headers[name].contains(value), "set \(name) missing")
         }
-        for name in edits.remove where !edits.set.contains(where: { $0.0.lowercased() == name.lowercased() })
-            && !edits.add.contains(where: { $0.0.lowercased() == name.lowercased() }) {
+        for name in edits.remove
+        where !edits.set.contains(where: { $0.0.lowercased() == name.lowercased() })
+            && !edits.add.contains(where: { $0.0.lowercased() == name.lowercased() })
+        {
             Fuzz.check(!headers.contains(name: name), "removed \(name) still there")
         }
     }
@@ -326,16 +339,20 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         }
         // The editor's format trims spaces around values; nothing else may change.
         let trimmed = message.headers.map { ($0.name, $0.value.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))) }
-        Fuzz.check(reread.start == message.start && reread.body == message.body && reread.headers.elementsEqual(trimmed, by: ==),
-                   "a held request saved unchanged reads back otherwise: \(text)")
+        Fuzz.check(
+            reread.start == message.start && reread.body == message.body && reread.headers.elementsEqual(trimmed, by: ==),
+            "a held request saved unchanged reads back otherwise: \(text)")
         // Known, fuzz/crashes/http1/README.md: an absolute-form target other
         // than http:// (https:// inside an intercepted tunnel) is refused.
-        if message.requestHead.map({ $0.uri.lowercased().hasPrefix("http://") || $0.uri.hasPrefix("/") || $0.uri == "*" }) == true || strict {
-            Fuzz.check((try? reread.checkEditable(replacing: message)) != nil, "a held request saved unchanged cannot replace itself: \(text)")
+        if message.requestHead.map({ $0.uri.lowercased().hasPrefix("http://") || $0.uri.hasPrefix("/") || $0.uri == "*" }) == true || strict
+        {
+            Fuzz.check(
+                (try? reread.checkEditable(replacing: message)) != nil, "a held request saved unchanged cannot replace itself: \(text)")
         }
         let destination = reread.requestHead.flatMap { forward.destination(of: $0) }
-        Fuzz.check(destination?.target == target && destination?.originForm == originForm,
-                   "a held request saved unchanged goes to \(String(describing: destination)), not \(target) \(Fuzz.show(originForm)): \(text)")
+        Fuzz.check(
+            destination?.target == target && destination?.originForm == originForm,
+            "a held request saved unchanged goes to \(String(describing: destination)), not \(target) \(Fuzz.show(originForm)): \(text)")
     }
 
     /// What goes upstream (the tunnel's own `UpstreamRequest`), to be
@@ -346,7 +363,8 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         HopByHop.strip(&stripped)
         checkStripped(head.headers, stripped)
         let route: ForwardRoute = front == .intercepted ? .intercepted(interceptedTarget, upstreamTLS) : .absoluteForm
-        let upstream = UpstreamRequest(ClientRequest(head: head, target: target, originForm: originForm), route: route, plan: plan, interception: interception)
+        let upstream = UpstreamRequest(
+            ClientRequest(head: head, target: target, originForm: originForm), route: route, plan: plan, interception: interception)
         pendingWireCheck = (upstream.head, head)
     }
 
@@ -362,8 +380,9 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
             Fuzz.check(!listed.contains(name.lowercased()), "hop-by-hop \(Fuzz.show(name)) kept (listed: \(listed.sorted()))")
         }
         let kept = original.filter { !listed.contains($0.name.lowercased()) }
-        Fuzz.check(kept.map { "\($0.name): \($0.value)" } == stripped.map { "\($0.name): \($0.value)" },
-                   "strip dropped more than the hop-by-hop headers: \(original.map(\.name)) became \(stripped.map(\.name))")
+        Fuzz.check(
+            kept.map { "\($0.name): \($0.value)" } == stripped.map { "\($0.name): \($0.value)" },
+            "strip dropped more than the hop-by-hop headers: \(original.map(\.name)) became \(stripped.map(\.name))")
     }
 
     /// The request the proxy writes upstream must read as the same request.
@@ -384,19 +403,24 @@ final class HeadStage: ChannelInboundHandler, RemovableChannelHandler {
         do {
             try decoder.writeInbound(wire)
         } catch {
-            Fuzz.check(false, "the upstream request does not parse (\(error)); client sent \(Fuzz.show("\(client)")); proxy wrote \(Fuzz.show(text))")
+            Fuzz.check(
+                false,
+                "the upstream request does not parse (\(error)); client sent \(Fuzz.show("\(client)")); proxy wrote \(Fuzz.show(text))")
         }
         guard case let .head(parsed)? = try? decoder.readInbound(as: HTTPServerRequestPart.self) else {
             Fuzz.check(false, "the upstream request has no head; proxy wrote \(Fuzz.show(text))")
             return
         }
-        Fuzz.check(parsed.method == upstream.method && parsed.uri == upstream.uri,
-                   "upstream request line reads back as \(parsed.method) \(Fuzz.show(parsed.uri)); proxy wrote \(Fuzz.show(text))")
+        Fuzz.check(
+            parsed.method == upstream.method && parsed.uri == upstream.uri,
+            "upstream request line reads back as \(parsed.method) \(Fuzz.show(parsed.uri)); proxy wrote \(Fuzz.show(text))")
         // The encoder sets the framing headers itself (as it does upstream).
         func unframed(_ headers: HTTPHeaders) -> [String] {
             headers.filter { !["content-length", "transfer-encoding"].contains($0.name.lowercased()) }.map { "\($0.name): \($0.value)" }
         }
-        Fuzz.check(unframed(parsed.headers) == unframed(upstream.headers), "upstream headers read back as \(parsed.headers); proxy wrote \(Fuzz.show(text))")
+        Fuzz.check(
+            unframed(parsed.headers) == unframed(upstream.headers),
+            "upstream headers read back as \(parsed.headers); proxy wrote \(Fuzz.show(text))")
     }
 }
 

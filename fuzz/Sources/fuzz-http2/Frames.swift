@@ -20,8 +20,11 @@ struct Frames {
         while bytes.count - at >= 9 {
             let length = Int(bytes[at]) << 16 | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2])
             guard bytes.count - at - 9 >= length else { break }
-            let stream = (UInt32(bytes[at + 5]) << 24 | UInt32(bytes[at + 6]) << 16 | UInt32(bytes[at + 7]) << 8 | UInt32(bytes[at + 8])) & 0x7FFF_FFFF
-            let code = bytes[at + 3] == Self.goaway && length >= 8 ? bytes[at + 13..<at + 17].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } : nil
+            let stream =
+                (UInt32(bytes[at + 5]) << 24 | UInt32(bytes[at + 6]) << 16 | UInt32(bytes[at + 7]) << 8 | UInt32(bytes[at + 8]))
+                & 0x7FFF_FFFF
+            let code =
+                bytes[at + 3] == Self.goaway && length >= 8 ? bytes[at + 13..<at + 17].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } : nil
             frames.append(Frame(type: bytes[at + 3], flags: bytes[at + 4], stream: stream, length: length, errorCode: code))
             at += 9 + length
         }

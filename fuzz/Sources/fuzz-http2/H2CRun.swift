@@ -3,6 +3,7 @@ import FuzzSupport
 import Logging
 import NIOCore
 import NIOEmbedded
+
 @testable import ProxyEngine
 
 /// One h2c client connection to the explicit proxy's port: `input` (the
@@ -17,9 +18,10 @@ struct H2CRun {
     func run() {
         let channel = EmbeddedChannel()
         let connector = StandInConnector(loop: channel.embeddedEventLoop)
-        let services = ProxyServices(stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
-                                     breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
-                                     capture: RecordingSink(), logger: Logger(label: "fuzz-http2"), connector: connector)
+        let services = ProxyServices(
+            stats: TrafficStats(), interception: Interception(), rules: RuleEngine(),
+            breakpoints: BreakpointController(store: nil, notifier: nil, groupPath: "/nonexistent"),
+            capture: RecordingSink(), logger: Logger(label: "fuzz-http2"), connector: connector)
         do {
             try ProxyPipeline.startExplicitProxy(channel, services: services)
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 40000)).wait()
@@ -48,12 +50,14 @@ struct H2CRun {
             offset = end
         }
         let sent = Frames(input.dropFirst(Self.preface.count))
-        let what = "\(sent.frames.count) frames (\(sent.frames.prefix(12).map { "\($0.type)/\($0.stream)" })…) in reads of \(sizes.prefix(8))…"
+        let what =
+            "\(sent.frames.count) frames (\(sent.frames.prefix(12).map { "\($0.type)/\($0.stream)" })…) in reads of \(sizes.prefix(8))…"
 
         let got = Frames(written)
         if !written.isEmpty {
-            Fuzz.check(got.frames.first.map { $0.type == Frames.settings && $0.stream == 0 && $0.flags & 1 == 0 } == true,
-                       "the proxy's first bytes are not its SETTINGS: \(Fuzz.show(String(decoding: written.prefix(40), as: UTF8.self))): \(what)")
+            Fuzz.check(
+                got.frames.first.map { $0.type == Frames.settings && $0.stream == 0 && $0.flags & 1 == 0 } == true,
+                "the proxy's first bytes are not its SETTINGS: \(Fuzz.show(String(decoding: written.prefix(40), as: UTF8.self))): \(what)")
         }
         Fuzz.check(got.rest == 0, "the proxy wrote \(got.rest) bytes that are not a whole frame: \(what)")
         let headers = sent.frames.filter { $0.type == Frames.headers }.count

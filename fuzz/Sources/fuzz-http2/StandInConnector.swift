@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+
 @testable import ProxyEngine
 
 /// Dials nothing: each dial opens at once onto an EmbeddedChannel (the
@@ -14,8 +15,10 @@ final class StandInConnector: UpstreamConnector, @unchecked Sendable {
 
     init(loop: EmbeddedEventLoop) { self.loop = loop }
 
-    func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
-                 initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
+    func connect(
+        _ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+        initialize: @escaping @Sendable (Channel) throws -> Void
+    ) -> EventLoopFuture<Channel> {
         let origin = EmbeddedChannel(loop: loop)
         do {
             try initialize(origin)

@@ -35,7 +35,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             let encoded = decoded.encoded()
             Fuzz.check(encoded.count <= BusymateNotification.maxSize, "re-encoded to \(encoded.count) bytes")
             let again = try? BusymateNotification.decode(encoded)
-            Fuzz.check(again == normalized(decoded), "\(decoded) encodes to \(Fuzz.show(String(decoding: encoded, as: UTF8.self))), which decodes as \(String(describing: again))")
+            Fuzz.check(
+                again == normalized(decoded),
+                "\(decoded) encodes to \(Fuzz.show(String(decoding: encoded, as: UTF8.self))), which decodes as \(String(describing: again))"
+            )
         }
 
         // A post: the first byte picks the name, the rest is the payload.
@@ -55,8 +58,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                 Fuzz.check(delivered == sent, "a post of \(Fuzz.show(payload)) arrives as \(delivered)")
             } else {
                 // Cut at the limit: what arrives is the start of what was posted.
-                Fuzz.check(Array(sent.payload ?? "").starts(with: Array(delivered.payload ?? "")) && (delivered.payload?.utf8.count ?? 0) > 0 || payload.isEmpty,
-                           "a long post of \(Fuzz.show(payload)) arrives as \(delivered)")
+                Fuzz.check(
+                    Array(sent.payload ?? "").starts(with: Array(delivered.payload ?? "")) && (delivered.payload?.utf8.count ?? 0) > 0
+                        || payload.isEmpty,
+                    "a long post of \(Fuzz.show(payload)) arrives as \(delivered)")
             }
         } catch {
             Fuzz.check(false, "a post of \(name) with a \(payload.utf8.count)-byte payload cannot be decoded by its receivers: \(error)")

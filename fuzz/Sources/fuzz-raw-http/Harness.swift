@@ -18,12 +18,15 @@ import FuzzSupport
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+
 @testable import ProxyEngine
 
 /// Held originals an edit must be able to replace.
 let originals: [RawHTTPMessage] = [
-    RawHTTPMessage(start: .request(method: "GET", target: "http://example.com/a", version: "HTTP/1.1"), headers: [("Host", "example.com")], body: []),
-    RawHTTPMessage(start: .request(method: "POST", target: "/api", version: "HTTP/1.1"), headers: [("Host", "example.com")], body: Array("x".utf8)),
+    RawHTTPMessage(
+        start: .request(method: "GET", target: "http://example.com/a", version: "HTTP/1.1"), headers: [("Host", "example.com")], body: []),
+    RawHTTPMessage(
+        start: .request(method: "POST", target: "/api", version: "HTTP/1.1"), headers: [("Host", "example.com")], body: Array("x".utf8)),
     RawHTTPMessage(start: .response(version: "HTTP/1.1", status: 200, reason: "OK"), headers: [("Content-Length", "0")], body: []),
 ]
 
@@ -35,13 +38,18 @@ func checkFraming(_ message: RawHTTPMessage, bodyless: Bool) {
     let lengths = framed.values("content-length")
     if bodyless {
         // A HEAD's, 204's or 304's headers describe a body not sent: kept as they are.
-        Fuzz.check(framed.body.isEmpty && framed.headers.map { [$0.name, $0.value] } == message.headers.map { [$0.name, $0.value] },
-                   "bodyless framing kept a body or changed headers: \(describe(framed))")
+        Fuzz.check(
+            framed.body.isEmpty && framed.headers.map { [$0.name, $0.value] } == message.headers.map { [$0.name, $0.value] },
+            "bodyless framing kept a body or changed headers: \(describe(framed))")
     } else {
         Fuzz.check(framed.values("transfer-encoding").isEmpty, "framed message keeps Transfer-Encoding: \(describe(framed))")
         Fuzz.check(lengths.count <= 1, "framed message has \(lengths.count) Content-Length headers")
-        if let length = lengths.first { Fuzz.check(length == "\(framed.body.count)", "Content-Length \(length) for \(framed.body.count) bytes") }
-        if framed.kind == .response || !framed.body.isEmpty { Fuzz.check(lengths.count == 1, "framed message without Content-Length: \(describe(framed))") }
+        if let length = lengths.first {
+            Fuzz.check(length == "\(framed.body.count)", "Content-Length \(length) for \(framed.body.count) bytes")
+        }
+        if framed.kind == .response || !framed.body.isEmpty {
+            Fuzz.check(lengths.count == 1, "framed message without Content-Length: \(describe(framed))")
+        }
     }
     var twice = framed
     twice.frame(bodyless: bodyless)
@@ -83,7 +91,9 @@ func checkWire(_ message: RawHTTPMessage) {
             Fuzz.check(false, "an accepted request edit goes out without a head: \(text)")
             return
         }
-        Fuzz.check(parsed.method == head.method && parsed.uri == head.uri, "request line reads back as \(parsed.method) \(Fuzz.show(parsed.uri)): \(text)")
+        Fuzz.check(
+            parsed.method == head.method && parsed.uri == head.uri,
+            "request line reads back as \(parsed.method) \(Fuzz.show(parsed.uri)): \(text)")
         // Upstream, the encoder sets the framing headers itself.
         func unframed(_ headers: HTTPHeaders) -> [String] {
             headers.filter { !["content-length", "transfer-encoding"].contains($0.name.lowercased()) }.map { "\($0.name): \($0.value)" }
@@ -92,7 +102,13 @@ func checkWire(_ message: RawHTTPMessage) {
     } else if let head = message.responseHead {
         // The response goes to the client through HTTPResponseEncoder; the
         // client reads it with a response decoder.
-        let encoder = EmbeddedChannel(handler: HTTPResponseEncoder(configuration: { var c = HTTPResponseEncoder.Configuration(); c.automaticallySetFramingHeaders = false; return c }()))
+        let encoder = EmbeddedChannel(
+            handler: HTTPResponseEncoder(
+                configuration: {
+                    var c = HTTPResponseEncoder.Configuration()
+                    c.automaticallySetFramingHeaders = false
+                    return c
+                }()))
         defer { _ = try? encoder.finish(acceptAlreadyClosed: true) }
         _ = try? encoder.writeOutbound(HTTPServerResponsePart.head(head))
         _ = try? encoder.writeOutbound(HTTPServerResponsePart.end(nil))
@@ -115,12 +131,16 @@ func checkWire(_ message: RawHTTPMessage) {
         }
         // NIO's decoder names known codes its own way: compare the line itself.
         let statusLine = wire.readableBytesView.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
-        Fuzz.check(parsed.status.code == head.status.code && Array(statusLine) == Array("HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)".utf8),
-                   "status line reads back as \(parsed.status.code) \(Fuzz.show(parsed.status.reasonPhrase)): \(text)")
-        Fuzz.check(!head.status.reasonPhrase.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F },
-                   "an accepted response edit has control characters in its reason phrase: \(text)")
-        Fuzz.check(parsed.headers.map { "\($0.name): \($0.value)" } == head.headers.map { "\($0.name): \($0.value)" },
-                   "headers read back as \(parsed.headers): \(text)")
+        Fuzz.check(
+            parsed.status.code == head.status.code
+                && Array(statusLine) == Array("HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)".utf8),
+            "status line reads back as \(parsed.status.code) \(Fuzz.show(parsed.status.reasonPhrase)): \(text)")
+        Fuzz.check(
+            !head.status.reasonPhrase.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F },
+            "an accepted response edit has control characters in its reason phrase: \(text)")
+        Fuzz.check(
+            parsed.headers.map { "\($0.name): \($0.value)" } == head.headers.map { "\($0.name): \($0.value)" },
+            "headers read back as \(parsed.headers): \(text)")
     }
 }
 

@@ -24,7 +24,9 @@ let defaults: SettingsSnapshot = {
     guard snapshot.settings != nil else { fatalError("the default document does not decode") }
     return snapshot
 }()
-let sampleURLs = ["https://api.example.com/v1/users?page=2", "http://example.com/", "https://[::1]:8443/x", "http://ads.example.com:8080/a#b"]
+let sampleURLs = [
+    "https://api.example.com/v1/users?page=2", "http://example.com/", "https://[::1]:8443/x", "http://ads.example.com:8080/a#b",
+]
 let sampleHosts = ["example.com", "api.example.com", "EXAMPLE.COM.", "[::1]", "127.0.0.1", "bücher.example"]
 
 func sameOutcome(_ a: Result<AppSettings, SettingsError>, _ b: Result<AppSettings, SettingsError>) -> Bool {
@@ -51,7 +53,9 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         Fuzz.check(snapshot.sha256.count == 64, "SHA-256 \(snapshot.sha256)")
         if let error = snapshot.error, let position = error.position {
             let lines = bytes.count { $0 == 0x0A } + 1
-            Fuzz.check(position.line >= 1 && position.line <= lines && position.column >= 1, "error at \(position) in a file of \(lines) lines: \(error)")
+            Fuzz.check(
+                position.line >= 1 && position.line <= lines && position.column >= 1,
+                "error at \(position) in a file of \(lines) lines: \(error)")
         }
 
         // Hot reload: applied, then the same save again is nothing new.
@@ -74,12 +78,15 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                 return
             }
             Fuzz.check(again == root, "JSONWriter's text parses to another document: \(Fuzz.show(text))")
-            Fuzz.check(sameOutcome(decode(root), decode(again)), "the rewritten file decodes differently: \(decode(root)) vs \(decode(again))")
+            Fuzz.check(
+                sameOutcome(decode(root), decode(again)), "the rewritten file decodes differently: \(decode(root)) vs \(decode(again))")
             if case let .object(members) = root.value {
                 var edited = root
                 SettingsFile.setStrings(["fuzz.example", "*.test"], in: &edited, at: ["ssl_proxying", "include"])
                 if let reread = try? JSONParser.parse(JSONWriter.write(edited)) {
-                    Fuzz.check(SettingsFile.strings(in: reread, at: ["ssl_proxying", "include"]) == ["fuzz.example", "*.test"], "a list set by the CLI reads back otherwise")
+                    Fuzz.check(
+                        SettingsFile.strings(in: reread, at: ["ssl_proxying", "include"]) == ["fuzz.example", "*.test"],
+                        "a list set by the CLI reads back otherwise")
                     for member in members where member.key != "ssl_proxying" {
                         Fuzz.check(reread[member.key] == member.node, "the CLI's edit lost or changed \(Fuzz.show(member.key))")
                     }
@@ -92,7 +99,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         // A valid file: its values as the processes use them.
         guard let settings = snapshot.settings else { return }
         for address in settings.listen {
-            Fuzz.check(ListenAddress(address.description) == address, "listen address \(Fuzz.show(address.description)) does not parse back")
+            Fuzz.check(
+                ListenAddress(address.description) == address, "listen address \(Fuzz.show(address.description)) does not parse back")
         }
         for rule in settings.rules {
             let again = try? RuleMatch.parse(rule.match.text, for: rule.kind).get()

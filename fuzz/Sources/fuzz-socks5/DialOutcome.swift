@@ -42,4 +42,3 @@ struct DialOutcome {
         return address
     }
 }
-

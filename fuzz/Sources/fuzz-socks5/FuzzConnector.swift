@@ -1,5 +1,6 @@
 import NIOCore
 import NIOEmbedded
+
 @testable import ProxyEngine
 
 /// Dials nothing: records what it was asked to dial and ends the dial as
@@ -17,8 +18,10 @@ final class FuzzConnector: UpstreamConnector, @unchecked Sendable {
         self.outcome = outcome
     }
 
-    func connect(_ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
-                 initialize: @escaping @Sendable (Channel) throws -> Void) -> EventLoopFuture<Channel> {
+    func connect(
+        _ dial: UpstreamDial, override: String?, autoRead: Bool, halfClosure: Bool, on eventLoop: EventLoop,
+        initialize: @escaping @Sendable (Channel) throws -> Void
+    ) -> EventLoopFuture<Channel> {
         dials.append(dial.target)
         let promise = loop.makePromise(of: Channel.self)
         pending.append(promise)
@@ -44,4 +47,3 @@ final class FuzzConnector: UpstreamConnector, @unchecked Sendable {
         }
     }
 }
-

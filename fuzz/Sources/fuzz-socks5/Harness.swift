@@ -57,7 +57,10 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         if first == 0x05 {
             InboundRun(input: bytes, sizes: [bytes.count], outcome: .pick(pick), ending: .inputClosed).run()
             InboundRun(input: bytes, sizes: Array(repeating: 1, count: bytes.count), outcome: .pick(pick + 1), ending: .silence).run()
-            InboundRun(input: bytes, sizes: sizes(bytes.count, seed: seed), outcome: .pick(pick + 2), ending: pick % 2 == 0 ? .inputClosed : .silence).run()
+            InboundRun(
+                input: bytes, sizes: sizes(bytes.count, seed: seed), outcome: .pick(pick + 2),
+                ending: pick % 2 == 0 ? .inputClosed : .silence
+            ).run()
         } else {
             let target = UpstreamRun.targets[Int(first >> 1) % UpstreamRun.targets.count]
             let answers = Array(bytes.dropFirst())

@@ -1,6 +1,7 @@
 import FuzzSupport
 import NIOCore
 import NIOEmbedded
+
 @testable import ProxyEngine
 
 /// The client side: SOCKS5ClientHandshake opening a tunnel to `target`
@@ -35,8 +36,9 @@ struct UpstreamRun {
         let promise = channel.eventLoop.makePromise(of: Void.self)
         var result: Result<Void, Error>?
         promise.futureResult.assumeIsolated().whenComplete { result = $0 }
-        let handshake = SOCKS5ClientHandshake(target: target, username: credentials ? Self.username : nil,
-                                              password: credentials ? Self.password : nil, promise: promise)
+        let handshake = SOCKS5ClientHandshake(
+            target: target, username: credentials ? Self.username : nil,
+            password: credentials ? Self.password : nil, promise: promise)
         let collector = Collector()
         do {
             try channel.pipeline.syncOperations.addHandler(handshake)
@@ -49,7 +51,10 @@ struct UpstreamRun {
         let model = UpstreamModel(answers, credentials: credentials)
         var cuts = Set(model.steps)
         var offset = 0
-        for size in sizes { offset += size; cuts.insert(offset) }
+        for size in sizes {
+            offset += size
+            cuts.insert(offset)
+        }
         var start = 0
         for cut in cuts.sorted() + [answers.count] where cut > start && cut <= answers.count && channel.isActive {
             _ = try? channel.writeInbound(ByteBuffer(bytes: answers[start..<cut]))
@@ -62,7 +67,9 @@ struct UpstreamRun {
 
         var expected: [UInt8] = [0x05, 0x01, credentials ? 0x02 : 0x00]
         if model.authenticated {
-            expected += [0x01, UInt8(Self.username.utf8.count)] + Array(Self.username.utf8) + [UInt8(Self.password.utf8.count)] + Array(Self.password.utf8)
+            expected +=
+                [0x01, UInt8(Self.username.utf8.count)] + Array(Self.username.utf8) + [UInt8(Self.password.utf8.count)]
+                + Array(Self.password.utf8)
         }
         Fuzz.check(written.starts(with: expected), "the client wrote \(hex(written)), not \(hex(expected)) first: \(what)")
         if model.requested {
@@ -72,7 +79,9 @@ struct UpstreamRun {
                 Fuzz.check(false, "the client's CONNECT \(hex(written.dropFirst(expected.count))) does not parse: \(what)")
                 return
             }
-            Fuzz.check(read == target && length == request.readableBytes, "the client's CONNECT reads as \(read), \(length) bytes of \(request.readableBytes): \(what)")
+            Fuzz.check(
+                read == target && length == request.readableBytes,
+                "the client's CONNECT reads as \(read), \(length) bytes of \(request.readableBytes): \(what)")
         } else {
             Fuzz.check(written == expected, "the client wrote \(hex(written)) before it could: \(what)")
         }
@@ -99,8 +108,9 @@ struct UpstreamRun {
             // The server's first bytes of the tunnel reach whatever reads it, all of them.
             channel.pipeline.syncOperations.removeHandler(handshake, promise: nil)
             channel.embeddedEventLoop.run()
-            Fuzz.check(collector.bytes == Array(answers.dropFirst(consumed)),
-                       "after the handshake the tunnel got \(hex(collector.bytes)), not \(hex(answers.dropFirst(consumed))): \(what)")
+            Fuzz.check(
+                collector.bytes == Array(answers.dropFirst(consumed)),
+                "after the handshake the tunnel got \(hex(collector.bytes)), not \(hex(answers.dropFirst(consumed))): \(what)")
         }
     }
 }

@@ -12,6 +12,7 @@
 import FuzzSupport
 import NIOCore
 import NIOEmbedded
+
 @testable import ProxyEngine
 
 /// Collects what the sniffer passes on.
@@ -45,7 +46,9 @@ func sniff(_ side: TLSHelloSniffer.Side, _ input: UnsafeRawBufferPointer, chunk:
         offset = end
     }
     _ = try? channel.finish(acceptAlreadyClosed: true)
-    Fuzz.check(collector.bytes.readableBytesView.elementsEqual(input), "the sniffer did not pass every byte on (\(collector.bytes.readableBytes) of \(input.count))")
+    Fuzz.check(
+        collector.bytes.readableBytesView.elementsEqual(input),
+        "the sniffer did not pass every byte on (\(collector.bytes.readableBytes) of \(input.count))")
     Fuzz.check(found.hellos.count <= 1, "the sniffer reported \(found.hellos.count) hellos")
     let whole = TLSHello.parse(ByteBuffer(bytes: input), expecting: side == .client ? 1 : 2)
     if let hello = found.hellos.first {
@@ -65,7 +68,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
                 Fuzz.check(hello.version == nil && hello.cipher == nil, "a ClientHello with server choices: \(hello)")
                 if let sni = hello.sni { Fuzz.check(sni == sni.lowercased(), "SNI \(Fuzz.show(sni)) is not lowercase") }
             } else {
-                Fuzz.check(hello.sni == nil && hello.version != nil && hello.cipher != nil, "a ServerHello without version or cipher: \(hello)")
+                Fuzz.check(
+                    hello.sni == nil && hello.version != nil && hello.cipher != nil, "a ServerHello without version or cipher: \(hello)")
             }
         }
         // One read, and small reads (records split as TCP may split them).

@@ -13,6 +13,7 @@
 // - an SSL-proxying list that includes a host pattern intercepts what
 //   the pattern matches, unless the same pattern also excludes it.
 import FuzzSupport
+
 @testable import BusymateShared
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -24,7 +25,9 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let url = split < bytes.count ? String(decoding: bytes[(split + 1)...], as: UTF8.self) : ""
 
         let pattern = URLPattern(patternText)
-        Fuzz.check((pattern == nil) == (URLPattern.problem(with: patternText) != nil), "URLPattern and problem(with:) disagree on \(Fuzz.show(patternText))")
+        Fuzz.check(
+            (pattern == nil) == (URLPattern.problem(with: patternText) != nil),
+            "URLPattern and problem(with:) disagree on \(Fuzz.show(patternText))")
 
         let subject = URLPattern.Subject(url)
         // Known, fuzz/crashes/README.md: a port of more than ten digits
@@ -36,13 +39,15 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         if let pattern {
             Fuzz.check(pattern.matches(url) == pattern.matches(subject), "matches(String) and matches(Subject) disagree")
             if url.unicodeScalars.allSatisfy(\.isASCII), let upper = asciiUppercasedHost(url) {
-                Fuzz.check(pattern.matches(url) == pattern.matches(upper),
-                           "\(Fuzz.show(patternText)) matches \(Fuzz.show(url)) and \(Fuzz.show(upper)) differently")
+                Fuzz.check(
+                    pattern.matches(url) == pattern.matches(upper),
+                    "\(Fuzz.show(patternText)) matches \(Fuzz.show(url)) and \(Fuzz.show(upper)) differently")
             }
         }
         // (A host that normalizes to nothing, ".", matches nothing: by design.)
-    if url.contains("://"), !url.contains(where: { "*?#".contains($0) }), !subject.host.isEmpty, strict || !url.contains(/:[0-9]{11,}/),
-       let itself = URLPattern(url) {
+        if url.contains("://"), !url.contains(where: { "*?#".contains($0) }), !subject.host.isEmpty, strict || !url.contains(/:[0-9]{11,}/),
+            let itself = URLPattern(url)
+        {
             Fuzz.check(itself.matches(url), "\(Fuzz.show(url)) as a pattern does not match itself")
         }
 
@@ -52,8 +57,12 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             let include = SSLProxyMatcher(include: [patternText], exclude: [])
             let both = SSLProxyMatcher(include: ["*", patternText], exclude: [patternText])
             let matched = include.shouldIntercept(host: host)
-            Fuzz.check(!both.shouldIntercept(host: host) || !matched, "\(Fuzz.show(patternText)) both included and excluded \(Fuzz.show(host)), yet intercepted")
-            Fuzz.check(SSLProxyMatcher(include: ["*"], exclude: []).shouldIntercept(host: host) || !matched, "\(Fuzz.show(host)) matched by \(Fuzz.show(patternText)) but not by *")
+            Fuzz.check(
+                !both.shouldIntercept(host: host) || !matched,
+                "\(Fuzz.show(patternText)) both included and excluded \(Fuzz.show(host)), yet intercepted")
+            Fuzz.check(
+                SSLProxyMatcher(include: ["*"], exclude: []).shouldIntercept(host: host) || !matched,
+                "\(Fuzz.show(host)) matched by \(Fuzz.show(patternText)) but not by *")
             let proxy = UpstreamProxySetting(host: "127.0.0.1", port: 3128, bypass: [patternText])
             Fuzz.check(proxy.carries(host) == !matched, "upstream_proxy bypass disagrees with the SSL-proxying list on \(Fuzz.show(host))")
         }

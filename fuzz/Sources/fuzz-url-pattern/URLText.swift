@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The URL with its authority in ASCII capitals (scheme, path and query as

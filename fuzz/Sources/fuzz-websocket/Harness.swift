@@ -20,6 +20,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NIOWebSocket
+
 @testable import CaptureStore
 @testable import ProxyEngine
 
@@ -35,7 +36,9 @@ final class Observer: WebSocketObserver {
         if fromClient { messageBytes.client = bytes } else { messageBytes.server = bytes }
     }
     func control(_ opcode: WebSocketOpcode, fromClient: Bool) {}
-    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin) -> Int? { nil }
+    func message(_ opcode: WebSocketMessageRecord.Opcode, _ payload: ByteBuffer, fromClient: Bool, origin: WebSocketMessageRecord.Origin)
+        -> Int?
+    { nil }
     func readComplete() {}
     func closed(_ closing: WebSocketClosing) { closings.append(closing) }
     var isBehind: Bool { false }
@@ -57,12 +60,19 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let client = EmbeddedChannel(loop: loop), server = EmbeddedChannel(loop: loop)
         let observer = Observer()
         let handshake = WebSocketHandshake(extensions: first & 1 == 1 ? "permessage-deflate" : nil, deflate: first & 1 == 1)
-        guard let session = try? WebSocketSession(handshake: handshake, observer: observer, stats: TrafficStats(), logger: Logger(label: "fuzz"),
-                                                  eventLoop: loop) else { return }
+        guard
+            let session = try? WebSocketSession(
+                handshake: handshake, observer: observer, stats: TrafficStats(), logger: Logger(label: "fuzz"),
+                eventLoop: loop)
+        else { return }
         let relays = session.makeRelays()
         do {
-            try client.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client])
-            try server.pipeline.syncOperations.addHandlers([ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server])
+            try client.pipeline.syncOperations.addHandlers([
+                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client,
+            ])
+            try server.pipeline.syncOperations.addHandlers([
+                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server,
+            ])
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2)).wait()
         } catch {
@@ -86,15 +96,21 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             toServer += written(server)
             // This chunk made the proxy end the socket: both sides are closed, and each
             // side that was open was sent the close (code and reason) as its last frame.
-            guard !closedBefore, let closing = observer.closings.first, closing.closedBy == "proxy", let code = closing.closeCode else { continue }
+            guard !closedBefore, let closing = observer.closings.first, closing.closedBy == "proxy", let code = closing.closeCode else {
+                continue
+            }
             Fuzz.check(!client.isActive && !server.isActive, "the proxy ended the socket but a side is still open")
             let payload = [UInt8(code >> 8), UInt8(code & 0xFF)] + Array((closing.closeReason ?? "").utf8)
             if open.client {
-                Fuzz.check(Array(toClient.suffix(payload.count + 2)) == [0x88, UInt8(payload.count)] + payload, "the client was not sent the close last")
+                Fuzz.check(
+                    Array(toClient.suffix(payload.count + 2)) == [0x88, UInt8(payload.count)] + payload,
+                    "the client was not sent the close last")
             }
             if open.server {
                 let tail = Array(toServer.suffix(payload.count + 6))
-                Fuzz.check(tail.count == payload.count + 6 && tail[0] == 0x88 && tail[1] == 0x80 | UInt8(payload.count), "the server was not sent a masked close last")
+                Fuzz.check(
+                    tail.count == payload.count + 6 && tail[0] == 0x88 && tail[1] == 0x80 | UInt8(payload.count),
+                    "the server was not sent a masked close last")
             }
         }
         if client.isActive { _ = try? client.close().wait() }

@@ -25,8 +25,11 @@ extension HTTP1ServerConnection {
                 context.fireErrorCaught(ClientClockExpired(description: "\(why); answered 408", answered: true))
             }
             let body = context.channel.allocator.buffer(string: "Busymate: \(why)\n")
-            let headers = HTTPHeaders([("Connection", "close"), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(body.readableBytes)")])
-            context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .requestTimeout, headers: headers))), promise: nil)
+            let headers = HTTPHeaders([
+                ("Connection", "close"), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(body.readableBytes)"),
+            ])
+            context.write(
+                Self.wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .requestTimeout, headers: headers))), promise: nil)
             context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             let channel = context.channel
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
@@ -67,8 +70,9 @@ extension HTTP1ServerConnection {
             context.writeAndFlush(Self.wrapOutboundOut(.end(nil)), promise: nil)
         }
         if recordRow {
-            hooks.requestRefused(line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why,
-                                 answer: response)
+            hooks.requestRefused(
+                line: tap?.refusedRequestLine(), intercepted: target, client: context.channel.remoteAddress, status: status, why: why,
+                answer: response)
         }
         context.fireErrorCaught(error)
     }

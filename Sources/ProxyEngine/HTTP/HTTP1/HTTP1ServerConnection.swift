@@ -32,10 +32,14 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
     /// While what waited is handed up after an answer: that answer's end being written.
     private var answerBeingWritten: EventLoopFuture<Void>?
 
-    init(timeouts: AppSettings.Timeouts, hooks: ExchangeHooks, logger: Logger, interceptedTarget: ProxyTarget? = nil, owner: ProxyPipeline? = nil) {
-        machine = HTTP1ConnectionStateMachine(clocks: .init(
-            head: Self.amount(timeouts.requestHead), body: Self.amount(timeouts.bodyProgress),
-            idle: Self.amount(timeouts.idle), drain: Self.amount(timeouts.drainIdleWait)))
+    init(
+        timeouts: AppSettings.Timeouts, hooks: ExchangeHooks, logger: Logger, interceptedTarget: ProxyTarget? = nil,
+        owner: ProxyPipeline? = nil
+    ) {
+        machine = HTTP1ConnectionStateMachine(
+            clocks: .init(
+                head: Self.amount(timeouts.requestHead), body: Self.amount(timeouts.bodyProgress),
+                idle: Self.amount(timeouts.idle), drain: Self.amount(timeouts.drainIdleWait)))
         self.timeouts = timeouts
         self.hooks = hooks
         self.logger = logger
@@ -185,8 +189,10 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
         if machine.takeReadPending() { context.read() }
     }
 
-    private func carryOut(_ action: HTTP1ConnectionStateMachine.InboundAction, _ item: HTTP1ConnectionStateMachine.Inbound, data: NIOAny?,
-                          context: ChannelHandlerContext) {
+    private func carryOut(
+        _ action: HTTP1ConnectionStateMachine.InboundAction, _ item: HTTP1ConnectionStateMachine.Inbound, data: NIOAny?,
+        context: ChannelHandlerContext
+    ) {
         switch action {
         case .deliver:
             handUp(item, data: data, context: context)

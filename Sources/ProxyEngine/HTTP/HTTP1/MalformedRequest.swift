@@ -9,7 +9,9 @@ enum MalformedRequest {
     /// The answer to a request the decoder refused (the connection closes after it).
     static func answer(_ status: HTTPResponseStatus, _ why: String, allocator: ByteBufferAllocator) -> LocalResponse {
         let body = allocator.buffer(string: "Busymate: \(why)\n")
-        let headers = HTTPHeaders([("Connection", "close"), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(body.readableBytes)")])
+        let headers = HTTPHeaders([
+            ("Connection", "close"), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(body.readableBytes)"),
+        ])
         return LocalResponse(head: HTTPResponseHead(version: .http1_1, status: status, headers: headers), body: body)
     }
 
@@ -18,8 +20,10 @@ enum MalformedRequest {
         switch error {
         case .headerOverflow: return "the request's header block is over the limit (\(headerLimitText))"
         case .invalidURL, .invalidPath, .invalidQueryString, .invalidFragment, .invalidHost, .invalidPort:
-            return "the request target has a byte HTTP does not allow there (bytes outside ASCII, spaces and control characters must be percent-encoded)"
-        case .invalidMethod: return "the request line does not start with a method this proxy knows (GET, POST, PUT, DELETE, … as registered with IANA)"
+            return
+                "the request target has a byte HTTP does not allow there (bytes outside ASCII, spaces and control characters must be percent-encoded)"
+        case .invalidMethod:
+            return "the request line does not start with a method this proxy knows (GET, POST, PUT, DELETE, … as registered with IANA)"
         case .invalidVersion: return "the request line is not \"METHOD target HTTP/1.x\" ended by CRLF"
         case .invalidHeaderToken: return "a header name or value has a byte HTTP does not allow"
         case .invalidContentLength: return "Content-Length is not a single number"
@@ -27,7 +31,8 @@ enum MalformedRequest {
         case .invalidChunkSize: return "a chunk size is not hexadecimal"
         case .unknown:
             // llhttp's codes NIO does not name: in practice framing.
-            return "the message framing is not valid (Content-Length with Transfer-Encoding, a Transfer-Encoding that does not end in chunked, or a bad chunk)"
+            return
+                "the message framing is not valid (Content-Length with Transfer-Encoding, a Transfer-Encoding that does not end in chunked, or a bad chunk)"
         default: return "malformed HTTP (\(error))"
         }
     }
@@ -43,6 +48,7 @@ enum MalformedRequest {
         var limits = NIOHTTPDecoderLimitConfiguration()
         limits.maxHeaderFieldSize = headerLimit
         limits.maxHeaderListSize = headerLimit
-        return ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .drop, limitConfiguration: limits))
+        return ByteToMessageHandler(
+            HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes, informationalResponseStrategy: .drop, limitConfiguration: limits))
     }
 }

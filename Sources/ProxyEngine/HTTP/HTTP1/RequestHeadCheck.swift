@@ -24,8 +24,10 @@ enum RequestHeadCheck {
             return (.badRequest, "an HTTP/1.0 request with Transfer-Encoding has faulty framing (RFC 9112 §6.1)")
         }
         if looped {
-            return (HTTPResponseStatus(statusCode: 508, reasonPhrase: "Loop Detected"),
-                    "this request has already passed this proxy (its Via names \(loopGuard.pseudonym)): a forwarding loop")
+            return (
+                HTTPResponseStatus(statusCode: 508, reasonPhrase: "Loop Detected"),
+                "this request has already passed this proxy (its Via names \(loopGuard.pseudonym)): a forwarding loop"
+            )
         }
         return nil
     }

@@ -111,9 +111,11 @@ final class RequestLineTap: ChannelInboundHandler, RemovableChannelHandler {
     private static func parse(_ line: UnsafeRawBufferPointer) -> (String, String)? {
         var line = line
         if line.last == 0x0D { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
-        guard let firstSpace = line.firstIndex(of: 0x20), firstSpace > 0, let lastSpace = line.lastIndex(of: 0x20), lastSpace > firstSpace + 1,
-              line[(lastSpace + 1)...].starts(with: Array("HTTP/".utf8)),
-              line[..<firstSpace].allSatisfy(UpstreamRequestValidator.isTokenByte) else { return nil }
+        guard let firstSpace = line.firstIndex(of: 0x20), firstSpace > 0, let lastSpace = line.lastIndex(of: 0x20),
+            lastSpace > firstSpace + 1,
+            line[(lastSpace + 1)...].starts(with: Array("HTTP/".utf8)),
+            line[..<firstSpace].allSatisfy(UpstreamRequestValidator.isTokenByte)
+        else { return nil }
         let method = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<firstSpace]), as: UTF8.self)
         let target = String(decoding: UnsafeRawBufferPointer(rebasing: line[(firstSpace + 1)..<lastSpace]), as: UTF8.self)
         return (method, target)

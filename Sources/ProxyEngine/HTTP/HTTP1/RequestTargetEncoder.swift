@@ -25,7 +25,9 @@ enum RequestTargetEncoder {
         let version = Array(" HTTP/1.".utf8)
         guard targetEnd - targetStart > version.count + 1 else { return nil }
         let versionStart = targetEnd - version.count - 1
-        guard view[versionStart..<(targetEnd - 1)].elementsEqual(version), view[targetEnd - 1] == 0x30 || view[targetEnd - 1] == 0x31 else { return nil }
+        guard view[versionStart..<(targetEnd - 1)].elementsEqual(version), view[targetEnd - 1] == 0x30 || view[targetEnd - 1] == 0x31 else {
+            return nil
+        }
         let target = view[targetStart..<versionStart]
         guard !target.isEmpty, target.contains(where: { $0 >= 0x80 }), !target.contains(0x20) else { return nil }
 

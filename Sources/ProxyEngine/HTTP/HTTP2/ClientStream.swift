@@ -165,15 +165,19 @@ final class ClientStream: ExchangeClient {
         case let .end(trailers?) where !trailers.isEmpty:
             sendHeldHead()
             sentEnd = true
-            connection.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: HTTP2HeaderMapping.trailers(trailers), endStream: true))), promise: promise)
+            connection.write(
+                HTTP2Frame(streamID: id, payload: .headers(.init(headers: HTTP2HeaderMapping.trailers(trailers), endStream: true))),
+                promise: promise)
         case .end:
             sentEnd = true
             if let (block, headPromise) = pendingHead {
                 pendingHead = nil
                 if let headPromise, let promise { headPromise.futureResult.cascade(to: promise) }
-                connection.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: block, endStream: true))), promise: headPromise ?? promise)
+                connection.write(
+                    HTTP2Frame(streamID: id, payload: .headers(.init(headers: block, endStream: true))), promise: headPromise ?? promise)
             } else {
-                connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))), promise: promise)
+                connection.write(
+                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))), promise: promise)
             }
         }
     }

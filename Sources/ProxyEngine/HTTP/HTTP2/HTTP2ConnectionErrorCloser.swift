@@ -82,7 +82,8 @@ final class HTTP2ConnectionErrorCloser {
                     continue
                 }
                 let goaway = header.type == Self.goawayType && header.streamIDIsZero && header.length >= 8
-                state = header.length == 0 ? .header(FrameHeader()) : .payload(remaining: header.length, goaway: goaway ? GoawayStart() : nil)
+                state =
+                    header.length == 0 ? .header(FrameHeader()) : .payload(remaining: header.length, goaway: goaway ? GoawayStart() : nil)
             case .payload(let remaining, var goaway):
                 let take = min(remaining, bytes.endIndex - index)
                 if var start = goaway, start.seen < 8 {

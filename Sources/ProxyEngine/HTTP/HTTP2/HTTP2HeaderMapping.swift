@@ -55,7 +55,9 @@ enum HTTP2HeaderMapping {
                 continue
             }
             // These become the HTTP/1 request line: no byte that could split it (RFC 9113 §8.3.1).
-            guard !value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw BadRequestBlock(problem: "has a space or control byte in \(name)") }
+            guard !value.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
+                throw BadRequestBlock(problem: "has a space or control byte in \(name)")
+            }
             switch name {
             case ":method": method = value
             case ":path": path = value
@@ -64,7 +66,9 @@ enum HTTP2HeaderMapping {
             default: break
             }
         }
-        guard let method, let path, let scheme, let authority else { throw BadRequestBlock(problem: "lacks :method, :path, :scheme or :authority") }
+        guard let method, let path, let scheme, let authority else {
+            throw BadRequestBlock(problem: "lacks :method, :path, :scheme or :authority")
+        }
         var headers = HTTPHeaders()
         headers.reserveCapacity(block.count - 2)
         if !hasHost { headers.add(name: "host", value: authority) }

@@ -39,27 +39,35 @@ extension ProxyPipeline {
     }
 
     @discardableResult
-    func installHTTP2(route: ForwardRoute, pinnedAddress: String?, priorKnowledge: Bool = false,
-                      position: ChannelPipeline.SynchronousOperations.Position) throws -> HTTP2ClientLeg {
+    func installHTTP2(
+        route: ForwardRoute, pinnedAddress: String?, priorKnowledge: Bool = false,
+        position: ChannelPipeline.SynchronousOperations.Position
+    ) throws -> HTTP2ClientLeg {
         let leg = HTTP2ClientLeg(owner: self, priorKnowledge: priorKnowledge)
         let timeouts = services.timeouts
         let manager = NIOHTTP2ServerConnectionManagementHandler(
             eventLoop: channel.eventLoop,
-            configuration: .init(maxIdleTime: .milliseconds(Int64(timeouts.idle * 1000)), maxAge: nil,
-                                 maxGraceTime: .milliseconds(Int64(max(1, timeouts.drainIdleWait) * 1000)), keepalive: nil))
+            configuration: .init(
+                maxIdleTime: .milliseconds(Int64(timeouts.idle * 1000)), maxAge: nil,
+                maxGraceTime: .milliseconds(Int64(max(1, timeouts.drainIdleWait) * 1000)), keepalive: nil))
         // Frames, not stream channels: each stream is a `ClientStream` carrying its own exchange.
-        let handler = NIOHTTP2Handler(mode: .server, connectionConfiguration: HTTP2Limits.serverConnection, streamConfiguration: HTTP2Limits.stream)
+        let handler = NIOHTTP2Handler(
+            mode: .server, connectionConfiguration: HTTP2Limits.serverConnection, streamConfiguration: HTTP2Limits.stream)
         var tapsScheme = false
         if priorKnowledge, case .absoluteForm = route { tapsScheme = true }
         let streams = ClientStreams(
-            exchanges: .init(owner: self, leg: leg, route: route, pinnedAddress: pinnedAddress, clientSNI: clientSNI, services: services,
-                             tapsScheme: tapsScheme),
+            exchanges: .init(
+                owner: self, leg: leg, route: route, pinnedAddress: pinnedAddress, clientSNI: clientSNI, services: services,
+                tapsScheme: tapsScheme),
             manager: manager.http2StreamDelegate)
         // After a connection error the client is told (GOAWAY) and let go.
         let closer = HTTP2ConnectionErrorCloser(logger: services.logger)
-        try ops.addHandlers([FlushCoalescer(), closer, handler, streams, manager, HTTP2ClientEnd(owner: self),
-                             HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer)],
-                            position: position)
+        try ops.addHandlers(
+            [
+                FlushCoalescer(), closer, handler, streams, manager, HTTP2ClientEnd(owner: self),
+                HTTP2ConnectionErrorCloser.Stalled(logger: services.logger, closer: closer),
+            ],
+            position: position)
         // The connection was active before the layer came: start its idle clock.
         if channel.isActive, let context = try? ops.context(handler: manager) { manager.channelActive(context: context) }
         let pool = leg.upstream

@@ -12,7 +12,9 @@ extension HTTPExchangeHandler {
 
     /// Adds a part to a held message's body; the message when it has
     /// grown too large to hold (it then goes on unheld).
-    private func grow<Held>(_ slot: WritableKeyPath<Current, Held?>, body: WritableKeyPath<Held, ByteBuffer>, by buffer: ByteBuffer) -> Held? {
+    private func grow<Held>(_ slot: WritableKeyPath<Current, Held?>, body: WritableKeyPath<Held, ByteBuffer>, by buffer: ByteBuffer)
+        -> Held?
+    {
         guard var held = current?[keyPath: slot] else { return nil }
         // Not shared while it grows: no copy per part.
         current?[keyPath: slot] = nil
@@ -74,7 +76,9 @@ extension HTTPExchangeHandler {
         }
     }
 
-    private func requestResolved(_ exchange: Current, _ heldBody: ByteBuffer, _ resolution: BreakpointResolution, client: any ExchangeClient) {
+    private func requestResolved(
+        _ exchange: Current, _ heldBody: ByteBuffer, _ resolution: BreakpointResolution, client: any ExchangeClient
+    ) {
         switch resolution {
         case .dropped:
             return
@@ -152,7 +156,8 @@ extension HTTPExchangeHandler {
     /// A held response goes to the client: its head and what was read of it.
     private func writeReleased(_ head: HTTPResponseHead, body: ByteBuffer, overflow: Bool, client: any ExchangeClient) {
         let (length, chunked) = (head.headers.contains(name: "content-length"), head.headers.contains(name: "transfer-encoding"))
-        let action = overflow
+        let action =
+            overflow
             ? machine.heldResponseOverflowed(status: head.status, hasContentLength: length, isChunked: chunked)
             : machine.heldResponseReleased(status: head.status, hasContentLength: length, isChunked: chunked)
         guard case let .writeHead(framing, close) = action else {
@@ -161,7 +166,8 @@ extension HTTPExchangeHandler {
         }
         guard let exchange = current else { return }
         hooks.responseHeadSent(head)
-        let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0)
+        let clientHead = ResponseFraming.clientHead(
+            head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0)
         client.write(.head(clientHead), promise: nil)
         if body.readableBytes > 0, framing != .bodyless { respondBody(body, client: client) }
     }

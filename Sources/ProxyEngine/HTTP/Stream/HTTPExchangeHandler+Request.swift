@@ -8,8 +8,9 @@ import NIOHTTP1
 /// the machine says.
 extension HTTPExchangeHandler {
     func requestHead(_ received: HTTPRequestHead, client: any ExchangeClient) {
-        let info = StreamStateMachine.Request(isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
-                                              isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
+        let info = StreamStateMachine.Request(
+            isHead: received.method == .HEAD, keepAlive: received.isKeepAlive,
+            isHTTP10: received.version == .http1_0, upgrade: HopByHop.upgrade(in: received.headers) != nil)
         switch machine.requestHead(info) {
         case .openExchange:
             decide(received, isHead: info.isHead, client: client)
@@ -32,12 +33,14 @@ extension HTTPExchangeHandler {
             }
             // CONNECT (and RFC 8441's extended CONNECT) inside HTTP/2 is not offered: it is answered, and the stream ends.
             if received.method == .CONNECT {
-                answer(.methodNotAllowed, "CONNECT inside HTTP/2 is not supported by this proxy; send CONNECT over HTTP/1.1", close: true,
-                       isHead: isHead, client: client)
+                answer(
+                    .methodNotAllowed, "CONNECT inside HTTP/2 is not supported by this proxy; send CONNECT over HTTP/1.1", close: true,
+                    isHead: isHead, client: client)
                 return
             }
             // h2c to the explicit proxy: :authority names the host, the request is plain HTTP.
-            if leg.priorKnowledge, case .absoluteForm = route, received.uri.hasPrefix("/"), let host = received.headers.first(name: "host") {
+            if leg.priorKnowledge, case .absoluteForm = route, received.uri.hasPrefix("/"), let host = received.headers.first(name: "host")
+            {
                 received.uri = "\(requestScheme == "https" ? "https" : "http")://\(host)\(received.uri)"
             }
         }
@@ -59,12 +62,14 @@ extension HTTPExchangeHandler {
             answer(.badRequest, ForwardRoute.whyNoDestination(head), close: true, isHead: isHead, client: client)
             return
         }
-        let origin = ExchangeHooks.Origin(client: client.remoteAddress, clientSNI: clientSNI,
-                                          reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
+        let origin = ExchangeHooks.Origin(
+            client: client.remoteAddress, clientSNI: clientSNI,
+            reusedUpstreamHello: upstream.isConnected ? upstream.hello : nil, resentFrom: resentFrom)
         let decision = hooks.requestHead(&head, to: target, originForm, route: route, from: origin, on: client.eventLoop)
         if codecFramed, !head.headers.contains(name: "content-length") { head.headers.add(name: "transfer-encoding", value: "chunked") }
         if owner.tookEncodedTarget(received.uri) {
-            hooks.note("raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
+            hooks.note(
+                "raw bytes outside ASCII in the request target were percent-encoded before forwarding (HTTP allows only ASCII there)")
         }
         current = Current(request: ClientRequest(head: head, target: target, originForm: originForm))
         logger[metadataKey: "REQUEST_ID"] = "\(hooks.requestID ?? RequestID.make())"
@@ -80,7 +85,8 @@ extension HTTPExchangeHandler {
                 carryOut(machine.requestDecided(.hangUp(error: "dropped by the rule \"\(rule.name)\"")), client: client)
                 return
             }
-            answer(HTTPResponseStatus(statusCode: code), "blocked by the rule \"\(rule.name)\"", close: false, isHead: isHead, client: client)
+            answer(
+                HTTPResponseStatus(statusCode: code), "blocked by the rule \"\(rule.name)\"", close: false, isHead: isHead, client: client)
         case let .mapLocal(rule):
             carryOut(machine.requestDecided(.answer(close: false)), client: client) { $0.serveLocal(rule, client: $1) }
         case .hold:
@@ -89,11 +95,12 @@ extension HTTPExchangeHandler {
                 head.headers.remove(name: "expect")
                 current?.request.head = head
                 client.write(.head(HTTPResponseHead(version: .http1_1, status: .continue)), promise: nil)
-client.flush()
+                client.flush()
             }
             current?.heldRequest = HeldRequest()
             carryOut(machine.requestDecided(.hold), client: client)
-        case .forward where leg != nil && !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding"):
+        case .forward
+        where leg != nil && !head.headers.contains(name: "content-length") && !head.headers.contains(name: "transfer-encoding"):
             // An HTTP/2 request whose head gives no length (a GET, a DELETE): whether a body follows is known
             // at its first part, in the same read; the head waits for it so its framing can say so.
             carryOut(machine.requestDecided(.forwardAtFirstPart), client: client)
@@ -104,11 +111,15 @@ client.flush()
 
     /// The proxy's own text answer to a request it will not forward; the
     /// row (with `error`, if any) records it as sent.
-    private func answer(_ status: HTTPResponseStatus, _ text: String, error: String? = nil, close: Bool, isHead: Bool, client: any ExchangeClient) {
+    private func answer(
+        _ status: HTTPResponseStatus, _ text: String, error: String? = nil, close: Bool, isHead: Bool, client: any ExchangeClient
+    ) {
         let local = LocalResponse.text(status, text, allocator: client.allocator)
         if current == nil {
-            current = Current(request: ClientRequest(head: HTTPRequestHead(version: .http1_1, method: isHead ? .HEAD : .GET, uri: ""),
-                                                     target: ProxyTarget(host: "", port: 0), originForm: ""))
+            current = Current(
+                request: ClientRequest(
+                    head: HTTPRequestHead(version: .http1_1, method: isHead ? .HEAD : .GET, uri: ""),
+                    target: ProxyTarget(host: "", port: 0), originForm: ""))
         }
         carryOut(machine.requestDecided(.answer(close: close)), client: client) { handler, client in
             handler.respond(local, error: error, client: client)
@@ -165,22 +176,26 @@ client.flush()
     /// Sends the request's head upstream (its body follows as it is read).
     func forwardHead(client: any ExchangeClient) {
         guard var exchange = current else { return }
-        let request = UpstreamRequest(exchange.request, route: route,
-                                      plan: hooks.plan, interception: services.interception)
+        let request = UpstreamRequest(
+            exchange.request, route: route,
+            plan: hooks.plan, interception: services.interception)
         exchange.upstreamRequest = request
         current = exchange
         logger.debug("forward", metadata: ["METHOD": "\(request.head.method.rawValue)", "TARGET": "\(exchange.request.target)"])
         // A transparent connection goes where its client was going (unless a rule moved it).
         // The connection's first request may take the origin connection dialled before the client's handshake.
-        upstream.begin(request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil),
-                       eager: owner.takeEagerOrigin())
+        upstream.begin(
+            request, override: hooks.plan.hostOverride ?? (hooks.plan.mapRemote == nil ? pinnedAddress : nil),
+            eager: owner.takeEagerOrigin())
     }
 
     // MARK: actions
 
     /// Does what the machine decided; `answer` makes the proxy's own answer.
-    func carryOut(_ action: StreamStateMachine.DecisionAction, client: any ExchangeClient,
-                  answer: ((HTTPExchangeHandler, any ExchangeClient) -> Void)? = nil) {
+    func carryOut(
+        _ action: StreamStateMachine.DecisionAction, client: any ExchangeClient,
+        answer: ((HTTPExchangeHandler, any ExchangeClient) -> Void)? = nil
+    ) {
         switch action {
         case .forwardHead:
             forwardHead(client: client)

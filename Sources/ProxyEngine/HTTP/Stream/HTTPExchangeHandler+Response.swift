@@ -17,15 +17,16 @@ extension HTTPExchangeHandler {
             if !final && machine.request == .ended { upstream.startTimer() }
             // The rules edit a final head; a breakpoint may hold it.
             let hold = head.status.code >= 200 && hooks.responseHead(&head)
-            let action = machine.responseHead(status: head.status, hasContentLength: head.headers.contains(name: "content-length"),
-                                              isChunked: head.headers.contains(name: "transfer-encoding"), hold: hold)
+            let action = machine.responseHead(
+                status: head.status, hasContentLength: head.headers.contains(name: "content-length"),
+                isChunked: head.headers.contains(name: "transfer-encoding"), hold: hold)
             switch action {
             case .writeInformational:
                 // 100 Continue and friends: passed on, and the real answer follows.
                 var headers = head.headers
                 HopByHop.strip(&headers)
                 client.write(.head(HTTPResponseHead(version: .http1_1, status: head.status, headers: headers)), promise: nil)
-client.flush()
+                client.flush()
             case let .writeHead(framing, close):
                 // Recorded as the client gets it: HTTP/2 carries no chunked framing.
                 if leg != nil {
@@ -35,8 +36,9 @@ client.flush()
                 } else {
                     hooks.responseHeadSent(head)
                 }
-                let clientHead = ResponseFraming.clientHead(head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
-                                                            upgrade: exchange.upstreamRequest?.upgrade)
+                let clientHead = ResponseFraming.clientHead(
+                    head, framing: framing, close: close, clientIsHTTP10: exchange.request.head.version == .http1_0,
+                    upgrade: exchange.upstreamRequest?.upgrade)
                 if head.status == .switchingProtocols { exchange.switched = head }
                 client.write(.head(clientHead), promise: nil)
             case .hold:
@@ -97,7 +99,7 @@ client.flush()
         case let .endSwitch(now):
             // The 101's end: the bytes flow once the request has ended too.
             client.write(.end(nil), promise: nil)
-client.flush()
+            client.flush()
             if now { switchProtocols() }
         case .unexpected:
             upstreamOutOfTurn("a response end", client: client)
@@ -110,7 +112,8 @@ client.flush()
         switch machine.localResponseHead(status: local.head.status, error: error) {
         case let .writeHead(framing, close):
             hooks.answered(local, headRequest: current?.request.head.method == .HEAD)
-            let head = ResponseFraming.clientHead(local.head, framing: framing, close: close, clientIsHTTP10: current?.request.head.version == .http1_0)
+            let head = ResponseFraming.clientHead(
+                local.head, framing: framing, close: close, clientIsHTTP10: current?.request.head.version == .http1_0)
             client.write(.head(head), promise: nil)
             if let body = local.body, machine.responseBody() == .write {
                 client.write(.body(.byteBuffer(body)), promise: nil)
@@ -186,14 +189,17 @@ client.flush()
     }
 
     /// The WebSocket layer in place of HTTP on both connections.
-    private func openWebSocket(_ handshake: WebSocketHandshake, upstream: (channel: Channel, layer: UpstreamLayer), client: any ExchangeClient) {
+    private func openWebSocket(
+        _ handshake: WebSocketHandshake, upstream: (channel: Channel, layer: UpstreamLayer), client: any ExchangeClient
+    ) {
         let (requestID, url) = (hooks.flow.requestID, hooks.flow.url)
         let observers = hooks.webSocketOpened(handshake)
         logger.debug("switched protocols to a WebSocket; reading its frames", metadata: ["EXTENSIONS": "\(handshake.extensions ?? "none")"])
         do {
-            let session = try WebSocketSession(handshake: handshake, observer: observers.first, stats: services.stats, logger: logger,
-                                               eventLoop: owner.channel.eventLoop, registry: services.sockets, requestID: requestID,
-                                               breakpoints: services.breakpoints, url: url)
+            let session = try WebSocketSession(
+                handshake: handshake, observer: observers.first, stats: services.stats, logger: logger,
+                eventLoop: owner.channel.eventLoop, registry: services.sockets, requestID: requestID,
+                breakpoints: services.breakpoints, url: url)
             try owner.switchToWebSocket(upstream: upstream.layer, relays: session.makeRelays())
         } catch {
             logger.error("cannot switch to the WebSocket layer", metadata: ["ERROR": "\(error)"])

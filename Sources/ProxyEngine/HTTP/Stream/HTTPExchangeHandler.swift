@@ -136,7 +136,8 @@ extension HTTPExchangeHandler {
         if let reset = error as? NIOHTTP2Errors.StreamClosed {
             logger.debug("the client reset its stream", metadata: ["CODE": "\(reset.errorCode.name)"])
             releaseHold()
-            perform(machine.clientFailed("the client reset the stream (\(reset.errorCode.name)) before the exchange completed"), client: client)
+            perform(
+                machine.clientFailed("the client reset the stream (\(reset.errorCode.name)) before the exchange completed"), client: client)
             return
         }
         logger.notice("client connection failed", metadata: ["ERROR": "\(error)"])
@@ -150,11 +151,14 @@ extension HTTPExchangeHandler {
             // origin's answer already in the row stays as it was).
             let answered = machine.response == .waiting || machine.response == .holding || machine.response == .paused
             if answered {
-                hooks.answered(MalformedRequest.answer(status, MalformedRequest.explain(parse), allocator: client.allocator),
-                               headRequest: current?.request.head.method == .HEAD)
+                hooks.answered(
+                    MalformedRequest.answer(status, MalformedRequest.explain(parse), allocator: client.allocator),
+                    headRequest: current?.request.head.method == .HEAD)
             }
             releaseHold()
-            let why = "malformed request: \(MalformedRequest.explain(parse))" + (answered ? "; answered \(status.code)" : "; the response had begun, so none was sent")
+            let why =
+                "malformed request: \(MalformedRequest.explain(parse))"
+                + (answered ? "; answered \(status.code)" : "; the response had begun, so none was sent")
             perform(machine.clientFailed(why), client: client)
             return
         }
@@ -286,4 +290,3 @@ extension HTTPExchangeHandler: UpstreamDelegate {
     var clientIsWritable: Bool { client?.isWritable ?? false }
     var exchangeIsIdle: Bool { machine.isIdle }
 }
-

@@ -12,8 +12,10 @@ struct LocalResponse {
     static func text(_ status: HTTPResponseStatus, _ text: String, allocator: ByteBufferAllocator) -> LocalResponse {
         var buffer = allocator.buffer(capacity: text.utf8.count + 12)
         buffer.writeString("Busymate: \(text)\n")
-        let headers = HTTPHeaders([("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(buffer.readableBytes)"),
-                                   ("Via", "1.1 \(LoopGuard.shared.pseudonym)")])
+        let headers = HTTPHeaders([
+            ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", "\(buffer.readableBytes)"),
+            ("Via", "1.1 \(LoopGuard.shared.pseudonym)"),
+        ])
         return LocalResponse(head: HTTPResponseHead(version: .http1_1, status: status, headers: headers), body: buffer)
     }
 }

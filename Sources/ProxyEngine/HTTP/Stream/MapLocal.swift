@@ -2,8 +2,9 @@ import BusymateShared
 import Foundation
 import NIOCore
 import NIOFileSystem
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Which file a `map_local` rule serves for a request, and how. A
@@ -43,7 +44,9 @@ enum MapLocal {
         guard let root = realPath(directory) else {
             return .failure(Refusal(status: 500, description: "the mapped directory \(directory) is missing"))
         }
-        guard let real = realPath(candidate) else { return .failure(Refusal(status: 404, description: "no file for \(decoded) under \(directory)")) }
+        guard let real = realPath(candidate) else {
+            return .failure(Refusal(status: 404, description: "no file for \(decoded) under \(directory)"))
+        }
         guard real.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
             return .failure(Refusal(status: 403, description: "the path leads out of the mapped directory"))
         }
@@ -59,7 +62,9 @@ enum MapLocal {
         guard let name = file.lastComponent else { return .failure(Refusal(status: 404, description: "\(path) is missing")) }
         do {
             return try await FileSystem.shared.withDirectoryHandle(atPath: file.removingLastComponent()) { directory in
-                try await directory.withFileHandle(forReadingAt: FilePath(name.string), options: .init(followSymbolicLinks: false, closeOnExec: true)) { handle in
+                try await directory.withFileHandle(
+                    forReadingAt: FilePath(name.string), options: .init(followSymbolicLinks: false, closeOnExec: true)
+                ) { handle in
                     let info = try await handle.info()
                     guard info.type == .regular else { return .failure(Refusal(status: 403, description: "\(path) is not a regular file")) }
                     guard info.size <= largestFile else { return .failure(Refusal(status: 500, description: "\(path) is over 64 MiB")) }

@@ -5,8 +5,10 @@ import NIOHTTP1
 /// A response head as the client gets it, given the framing the exchange
 /// state machine chose.
 enum ResponseFraming {
-    static func clientHead(_ upstream: HTTPResponseHead, framing: StreamStateMachine.Framing, close: Bool, clientIsHTTP10: Bool,
-                           upgrade: String? = nil) -> HTTPResponseHead {
+    static func clientHead(
+        _ upstream: HTTPResponseHead, framing: StreamStateMachine.Framing, close: Bool, clientIsHTTP10: Bool,
+        upgrade: String? = nil
+    ) -> HTTPResponseHead {
         var headers = upstream.headers
         HopByHop.strip(&headers)
         if upstream.status == .switchingProtocols {

@@ -232,7 +232,9 @@ struct StreamStateMachine {
     // MARK: the response half
 
     /// A response head from the upstream; `hold`: a breakpoint holds it.
-    mutating func responseHead(status: HTTPResponseStatus, hasContentLength: Bool, isChunked: Bool, hold: Bool = false) -> ResponseHeadAction {
+    mutating func responseHead(status: HTTPResponseStatus, hasContentLength: Bool, isChunked: Bool, hold: Bool = false)
+        -> ResponseHeadAction
+    {
         guard response == .waiting, request != .idle, request != .deciding else { return .unexpected }
         if status == .switchingProtocols {
             guard asked.upgrade else { return .unaskedSwitch }
