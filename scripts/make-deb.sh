@@ -84,7 +84,8 @@ gzip -9n "$stage"/usr/share/man/man*/*
 # Completions, as swift-argument-parser writes them.
 install -d "$stage/usr/share/bash-completion/completions" "$stage/usr/share/zsh/vendor-completions" \
   "$stage/usr/share/fish/vendor_completions.d"
-"$bin/busymate" --generate-completion-script bash >"$stage/usr/share/bash-completion/completions/busymate"
+# bash's is sourced, not run: without the #! line argument-parser starts it with.
+"$bin/busymate" --generate-completion-script bash | sed '1{/^#!/d}' >"$stage/usr/share/bash-completion/completions/busymate"
 "$bin/busymate" --generate-completion-script zsh >"$stage/usr/share/zsh/vendor-completions/_busymate"
 "$bin/busymate" --generate-completion-script fish >"$stage/usr/share/fish/vendor_completions.d/busymate.fish"
 chmod 0644 "$stage"/usr/share/bash-completion/completions/busymate "$stage"/usr/share/zsh/vendor-completions/_busymate \
@@ -130,6 +131,9 @@ depends=$(cd "$shlibs" && dpkg-shlibdeps -O "${ignore[@]}" "$stage/usr/bin/busym
 if [ "$shared" = 1 ]; then
   say "the Swift runtime is not in this package: it runs only where /opt/swift is (a test build)"
 fi
+
+install -d "$stage/usr/share/lintian/overrides"
+install -m 0644 "$top/packaging/deb/lintian-overrides" "$stage/usr/share/lintian/overrides/busymate"
 
 install -m 0755 "$top/packaging/deb/postinst" "$top/packaging/deb/prerm" "$top/packaging/deb/postrm" "$stage/DEBIAN/"
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
