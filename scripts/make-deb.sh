@@ -11,10 +11,12 @@
 # packages a build that loads the Swift runtime from the toolchain (the test
 # suite's debug build, run where /opt/swift is mounted): the runtime's
 # libraries belong to no Debian package and are left out of Depends.
-# --version overrides the version the binaries report (the upgrade test's
-# older package). --quick compresses with gzip -1 instead of xz (the test
+# --version sets the package's version instead of the one the binaries
+# report (the upgrade test's older package; the programs still say theirs). --quick compresses with gzip -1 instead of xz (the test
 # packages: xz takes minutes over a debug build).
 set -euo pipefail
+# The package's modes are the files' own: 0755 directories and programs, 0644 the rest.
+umask 022
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin="" out=$top version="" checkouts=$top/.build/checkouts shared=0 settings_doc=$top/docs/settings.md compression=(-Zxz)
@@ -42,10 +44,14 @@ reported=$("$bin/busymate" --version)
 [ -n "$version" ] || version=${reported%% *}
 arch=$(dpkg --print-architecture)
 name=busymate_${version}_${arch}
-work=$top/.build/deb
+mkdir -p "$top/.build"
+work=$(mktemp -d "$top/.build/deb.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 stage=$work/$name
-rm -rf "$stage"
 mkdir -p "$stage/DEBIAN"
+# Reproducible: file times, and the man pages' dates, are the changelog's.
+SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -l "$top/packaging/deb/changelog" -STimestamp)
+export SOURCE_DATE_EPOCH
 
 say() { printf 'make-deb: %s\n' "$*" >&2; }
 
@@ -55,7 +61,8 @@ install -d "$stage/usr/bin" "$stage/usr/sbin" "$stage/usr/lib/busymate"
 install -m 0755 "$bin/busymate" "$stage/usr/bin/"
 install -m 0755 "$bin/busymate-app" "$stage/usr/sbin/"
 install -m 0755 "$bin/busymate-tunnel" "$bin/busymate-web" "$stage/usr/lib/busymate/"
-# As dh_strip does; the symbols Swift needs at run time are not in these sections.
+# Debug information and symbols go; what Swift reads at run time (its
+# metadata and reflection sections) stays.
 for f in "$stage/usr/bin/busymate" "$stage/usr/sbin/busymate-app" "$stage"/usr/lib/busymate/*; do
   strip --remove-section=.comment --remove-section=.note --strip-unneeded "$f"
 done
@@ -75,8 +82,9 @@ install -d "$stage/usr/share/man/man1" "$stage/usr/share/man/man5" "$stage/usr/s
 "$bin/busymate" --experimental-dump-help | python3 "$top/scripts/manpage.py" cli --version "$version" >"$stage/usr/share/man/man1/busymate.1"
 python3 "$top/scripts/manpage.py" settings --version "$version" <"$settings_doc" >"$stage/usr/share/man/man5/busymate-settings.5"
 sed -e "s|@VERSION@|$version|g" "$top/packaging/deb/busymate-app.8" >"$stage/usr/share/man/man8/busymate-app.8"
-for option in $("$bin/busymate-app" --help | grep -o -- '--[a-z-]*' | sort -u); do
-  grep -q -- "${option//-/\\\\-}" "$stage/usr/share/man/man8/busymate-app.8" \
+described=$(grep -o '\\-\\-[a-z\\-]*[a-z]' "$stage/usr/share/man/man8/busymate-app.8" | sed 's/\\//g' | sort -u)
+for option in $("$bin/busymate-app" --help | grep -o -- '--[a-z-]*[a-z]' | sort -u); do
+  grep -qx -- "$option" <<<"$described" \
     || { say "busymate-app(8) does not describe $option (packaging/deb/busymate-app.8)"; exit 1; }
 done
 gzip -9n "$stage"/usr/share/man/man*/*
@@ -126,7 +134,7 @@ ignore=()
 [ "$shared" = 1 ] && ignore=(--ignore-missing-info -l/opt/swift/usr/lib/swift/linux)
 depends=$(cd "$shlibs" && dpkg-shlibdeps -O "${ignore[@]}" "$stage/usr/bin/busymate" "$stage/usr/sbin/busymate-app" \
   "$stage/usr/lib/busymate/busymate-tunnel" "$stage/usr/lib/busymate/busymate-web" 2>"$work/shlibdeps.log" \
-  | sed -n 's/^shlibs:Depends=//p')
+  | sed -n 's/^shlibs:Depends=//p') || { cat "$work/shlibdeps.log" >&2; say "dpkg-shlibdeps failed"; exit 1; }
 [ -n "$depends" ] || { cat "$work/shlibdeps.log" >&2; say "dpkg-shlibdeps found no dependencies"; exit 1; }
 if [ "$shared" = 1 ]; then
   say "the Swift runtime is not in this package: it runs only where /opt/swift is (a test build)"
@@ -136,7 +144,7 @@ install -d "$stage/usr/share/lintian/overrides"
 install -m 0644 "$top/packaging/deb/lintian-overrides" "$stage/usr/share/lintian/overrides/busymate"
 
 install -m 0755 "$top/packaging/deb/postinst" "$top/packaging/deb/prerm" "$top/packaging/deb/postrm" "$stage/DEBIAN/"
-size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+size=$(du -s --apparent-size --block-size=1024 --exclude=DEBIAN "$stage" | cut -f1)
 cat >"$stage/DEBIAN/control" <<CONTROL
 Package: busymate
 Version: $version

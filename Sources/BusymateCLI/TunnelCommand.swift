@@ -23,14 +23,4 @@ struct Tunnel: AsyncParsableCommand {
         @OptionGroup var options: GroupOption
         func run() async throws { print(try ControlClient.request(ControlMessage(.tunnelRestart), paths: options.paths).message ?? "ok") }
     }
-
-    /// The package's postinst, before `systemctl restart busymate`.
-    struct Handover: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract:
-                "Arm a handover (root): the supervisor's next stop, within two minutes, leaves the tunnel and the web front serving for the next supervisor to adopt.",
-            shouldDisplay: false)
-        @OptionGroup var options: GroupOption
-        func run() async throws { print(try ControlClient.request(ControlMessage(.handover), paths: options.paths).message ?? "ok") }
-    }
 }

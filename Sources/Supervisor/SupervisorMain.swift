@@ -126,7 +126,7 @@ public enum SupervisorMain {
                 await web.start()
                 try? await gracefulShutdown()
                 logger.info("stopping")
-                let handingOver = await service.isHandingOver
+                let handingOver = await service.beginStop()
                 async let webStopped: Void = web.shutdown(leaveRunning: handingOver)
                 await service.shutdown()
                 await webStopped
@@ -188,7 +188,7 @@ public enum SupervisorMain {
                     try? peer.connection.send(.reply(ok: false, "permission denied: a handover is for root (the package's upgrade)"))
                     continue
                 }
-                try? peer.connection.send(await service.armHandover())
+                try? peer.connection.send(await service.handoverCommand(message))
             case .pair, .unpair, .teamDatabase:
                 // The account removed this device (Realtime's `unpair`): the
                 // tunnel holding the token may give it up, never take one.

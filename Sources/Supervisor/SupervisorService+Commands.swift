@@ -52,13 +52,23 @@ extension SupervisorService {
 }
 
 /// The package's upgrade (`busymate tunnel handover`, root only, then
-/// `systemctl restart busymate`): the old supervisor goes, its children stay
-/// and keep accepting, the new supervisor adopts them (as after a crash),
-/// and `busymate tunnel restart` / `web restart` then replace them with the
-/// new binaries while the listening sockets stay open.
+/// `systemctl restart busymate`, then `busymate tunnel handover --finish`):
+/// the old supervisor goes, its children stay and keep accepting, the new
+/// supervisor adopts them (as after a crash), and each adopted child is then
+/// replaced by the new binary while the listening sockets stay open.
 extension SupervisorService {
-    /// How long an armed handover waits for the stop it is meant for.
-    static let handoverWindow: TimeInterval = 120
+    /// How long an armed handover waits for the stop it is meant for: the
+    /// restart comes right after, and a stop meant as a stop must not leave
+    /// the children behind.
+    static let handoverWindow: TimeInterval = 30
+
+    func handoverCommand(_ message: ControlMessage) -> ControlMessage {
+        guard message.message == "cancel" else { return armHandover() }
+        guard handoverUntil != nil else { return .reply(ok: true, "no handover was armed") }
+        handoverUntil = nil
+        logger.notice("handover disarmed: the next stop stops the tunnel and the web front")
+        return .reply(ok: true, "handover disarmed")
+    }
 
     func armHandover() -> ControlMessage {
         guard desired == .running, current != nil else {
@@ -73,5 +83,11 @@ extension SupervisorService {
             "the next stop within \(Int(Self.handoverWindow)) s leaves the tunnel and the web front running for the next supervisor")
     }
 
-    var isHandingOver: Bool { handoverUntil.map { $0 > Date() } ?? false }
+    var isArmedForHandover: Bool { handoverUntil.map { $0 > Date() } ?? false }
+
+    /// At the stop: decided once, for the tunnel, the firewall and the web front alike.
+    func beginStop() -> Bool {
+        handingOver = isArmedForHandover
+        return handingOver
+    }
 }

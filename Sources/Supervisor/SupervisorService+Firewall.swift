@@ -26,6 +26,8 @@ extension SupervisorService {
     }
 
     func reconcileFirewall() {
+        // The next supervisor adopts the tunnel and the table with it.
+        if handingOver { return }
         if firewallWanted {
             let script = Firewall.script(settings, tunnelUID: childrenUID, table: firewall.table)
             guard script != firewall.installed else { return }

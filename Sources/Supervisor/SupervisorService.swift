@@ -50,6 +50,8 @@ public actor SupervisorService {
     var shuttingDown = false
     /// Until then a stop leaves the children running (`armHandover`).
     var handoverUntil: Date?
+    /// This stop leaves the children (and the firewall table) to the next supervisor.
+    var handingOver = false
     var ca: CertificateAuthorityBootstrap.Info
     var pingSeq = 0
     /// The web front's part of the STATUS= line (`WebKeeper.summary`).
@@ -452,7 +454,7 @@ public actor SupervisorService {
     func shutdown() async {
         shuttingDown = true
         Systemd.stopping()
-        if isHandingOver {
+        if handingOver {
             pendingRestart?.cancel()
             logger.notice(
                 "stopping without the tunnel: it goes on serving for the next supervisor to adopt",

@@ -107,12 +107,16 @@ if grep -q "^/var/lib/busymate/group 3775 root:busymate" <<<"$facts" && grep -q 
 else
   fail "installed facts: $facts"
 fi
+versions=""
 for p in busymate busymate-app busymate-tunnel busymate-web; do
   path=$(inbox sh -c "command -v $p || ls /usr/lib/busymate/$p" 2>/dev/null || true)
   v=$(inbox "$path" --version 2>&1 || true)
-  [[ "$v" == *"$version (commit "* ]] || fail "$p --version: $v"
+  [[ "$v" == *"$version (commit "* ]] || versions="$versions $p: \"$v\";"
 done
-pass "the four programs print the version and commit"
+[ -z "$versions" ] && pass "the four programs print the version and commit" || fail "--version:$versions"
+# Arming a handover is root's: a member of group busymate is refused.
+refused=$(inbox setpriv --reuid=busymate-web --regid=busymate --clear-groups -- busymate tunnel handover 2>&1 || true)
+grep -q "permission denied" <<<"$refused" && pass "a group member cannot arm a handover: $refused" || fail "handover as busymate-web: $refused"
 inbox busymate ssl-proxying add upgrade.test >/dev/null 2>&1 || true
 
 # 2. An upgrade under load: no connection is refused while every process is replaced.
@@ -131,6 +135,14 @@ if [ "$total" -gt 20 ] && ! grep -vq " 200$" <<<"$codes"; then
   pass "upgrade under load: $total requests, every one answered 200"
 else
   fail "upgrade under load: answers were: $codes"
+fi
+# The handover path ran, not a plain restart that happened to miss the load.
+journal=$(inbox journalctl -b -u busymate --no-pager -o cat 2>&1 || true)
+if grep -q "stopping without the tunnel" <<<"$journal" && grep -q "adopted the running tunnel" <<<"$journal" \
+   && grep -q "tunnel restarting" <<<"$out" && ! grep -qi "could not hand over\|was not restarted" <<<"$out"; then
+  pass "the upgrade handed over: the old supervisor left, the new one adopted the tunnel and replaced it"
+else
+  fail "no handover: postinst said $(grep -i "busymate\|restart" <<<"$out" | tail -n 5)"
 fi
 pids_after="$(pid_of busymate-app) $(pid_of busymate-tunnel) $(pid_of busymate-web)"
 stale=""
@@ -151,8 +163,9 @@ status=$(inbox busymate status 2>&1) && pass "busymate status is green after the
 
 # 3. remove: stopped, programs gone, /var/lib/busymate kept.
 out=$(apt_in remove busymate || true)
-left=$(inbox pgrep -f 'busymate-(app|tunnel|web)' || true)
-if ! active && [ -z "$left" ] && ! inbox test -e /usr/bin/busymate && inbox test -s $g/ca.pem && inbox test -e $g/settings.json; then
+left=$(inbox sh -c "pgrep -f 'busymate-(app|tunnel|web)' || echo none" 2>&1 || true)
+state=$(inbox sh -c 'systemctl is-active busymate; [ -e /usr/bin/busymate ] || echo programs-gone; [ -s '$g'/ca.pem ] && [ -e '$g'/settings.json ] && echo data-kept' 2>&1 || true)
+if [ "$left" = none ] && [ "$state" = "$(printf 'inactive\nprograms-gone\ndata-kept')" ]; then
   pass "apt remove: stopped, no process left, programs gone, /var/lib/busymate kept"
 else
   fail "apt remove: left \"$left\"; $(tail -n 5 <<<"$out")"
@@ -168,8 +181,9 @@ fi
 
 # 5. purge: /var/lib/busymate goes.
 out=$(apt_in purge busymate || true)
-left=$(inbox pgrep -f 'busymate-(app|tunnel|web)' || true)
-if ! inbox test -e /var/lib/busymate && [ -z "$left" ] && ! inbox test -e /lib/systemd/system/busymate.service; then
+left=$(inbox sh -c "pgrep -f 'busymate-(app|tunnel|web)' || echo none" 2>&1 || true)
+state=$(inbox sh -c '[ -e /var/lib/busymate ] || echo data-gone; [ -e /lib/systemd/system/busymate.service ] || echo unit-gone' 2>&1 || true)
+if [ "$left" = none ] && [ "$state" = "$(printf 'data-gone\nunit-gone')" ]; then
   pass "apt purge: /var/lib/busymate and the unit are gone, no process left"
 else
   fail "apt purge: $(inbox ls -la /var/lib/busymate 2>&1 | head -n 5); left \"$left\"; $(tail -n 5 <<<"$out")"
@@ -177,10 +191,23 @@ fi
 
 # 6. Installed again after a purge: a new appliance (a new CA), working.
 out=$(apt_in install "$new_in" || true)
-if active && ! [ "$(inbox sha256sum $g/ca.pem | cut -c1-64)" = "$ca_before" ] && [ "$(via_proxy again)" = "hello from the box" ]; then
+ca_now=$(inbox sha256sum $g/ca.pem | cut -c1-64 || true)
+if active && [ -n "$ca_now" ] && [ "$ca_now" != "$ca_before" ] && [ "$(via_proxy again)" = "hello from the box" ]; then
   pass "installed again after purge: active, a new CA, traffic flows"
 else
   fail "install after purge: $(tail -n 10 <<<"$out")"
+fi
+
+# 7. A handover armed, then disarmed (the restart it was for did not come):
+# the next stop stops everything.
+armed=$(inbox busymate tunnel handover 2>&1 || true)
+disarmed=$(inbox busymate tunnel handover --cancel 2>&1 || true)
+inbox systemctl stop busymate || true
+left=$(inbox sh -c "pgrep -f 'busymate-(app|tunnel|web)' || echo none" 2>&1 || true)
+if grep -q "leaves the tunnel" <<<"$armed" && [ "$disarmed" = "handover disarmed" ] && [ "$left" = none ]; then
+  pass "a disarmed handover: systemctl stop left no process"
+else
+  fail "disarmed handover: \"$armed\" / \"$disarmed\"; left: $left"
 fi
 
 if [ "$failures" -gt 0 ]; then
