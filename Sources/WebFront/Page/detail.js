@@ -19,7 +19,6 @@ const TABS = [['request', 'Request'], ['response', 'Response'], ['messages', 'Me
 let cur = null;            // the exchange shown (full JSON)
 let curId = null;
 let tab = localStorage.getItem('bm-tab') || 'response';
-let gen = 0;
 
 function show() {
   if (pane.hidden) {
@@ -31,7 +30,7 @@ function show() {
 
 export function close() {
   stopMessages();
-  gen++;
+  S.detailGen++;
   cur = null;
   curId = null;
   pane.hidden = true;
@@ -46,7 +45,7 @@ export function isOpen() { return !pane.hidden; }
 export async function open(id) {
   show();
   if (curId === id && cur) return;
-  const g = ++gen;
+  const g = ++S.detailGen;
   curId = id;
   const row = S.ids.get(id);
   renderLoading(id, row);
@@ -54,7 +53,7 @@ export async function open(id) {
   try {
     ex = await api('GET', '/api/exchanges/' + id);
   } catch (e) {
-    if (g !== gen) return;
+    if (g !== S.detailGen) return;
     cur = null;
     clear(pane);
     pane.appendChild(head(id, row, null));
@@ -62,7 +61,7 @@ export async function open(id) {
       e.status === 404 ? 'Exchange #' + id + ' is gone (the capture was cleared, or retention removed it).' : 'Could not load #' + id + ': ' + e.message)));
     return;
   }
-  if (g !== gen) return;
+  if (g !== S.detailGen) return;
   cur = ex;
   render();
 }
@@ -84,11 +83,11 @@ function head(id, row, ex) {
 
 /** A mark or comment, saved in the store; the list and this pane follow. */
 async function annotate(ex, change) {
-  const g = gen;
+  const g = S.detailGen;
   try {
     const saved = await api('PUT', '/api/exchanges/' + ex.id + '/annotation', change);
     rowAnnotated(ex.id, saved.marker, saved.comment);
-    if (g !== gen || cur !== ex) return;
+    if (g !== S.detailGen || cur !== ex) return;
     ex.marker = saved.marker;
     ex.comment = saved.comment;
     render();
@@ -106,7 +105,7 @@ function renderLoading(id, row) {
 /** An in-flight (or held) entry: no stored exchange yet. */
 export function showInflight(e) {
   show();
-  gen++;
+  S.detailGen++;
   cur = null;
   curId = null;
   clear(pane);
@@ -186,4 +185,3 @@ async function copyCurl() {
 }
 
 /** Bumped whenever the pane shows something else: work started for what it showed before drops its answer. */
-export function generation() { return gen; }

@@ -3,7 +3,7 @@
 import { h, clear } from './dom.js';
 import { fmtInt } from './util.js';
 import { api, qs } from './api.js';
-import { generation } from './detail.js';
+import { S } from './store.js';
 
 /**
  * Hex dump of the whole body in a scroller as tall as the dump: only the lines in view are drawn,
@@ -19,7 +19,7 @@ export function hexView(view, id, side) {
   const info = h('div', { class: 'more-row' }, h('span', { class: 'muted' }, 'Loading…'));
   view.appendChild(scroller);
   view.appendChild(info);
-  const myGen = generation();
+  const myGen = S.detailGen;
   const chunks = new Map();   // chunk number -> lines, or 'loading'
   let total = 0, lines = 0, full = 0, height = 0, failed = null, frame = 0;
 
@@ -27,7 +27,7 @@ export function hexView(view, id, side) {
     chunks.set(n, 'loading');
     try {
       const res = await api('GET', '/api/exchanges/' + id + '/hex' + qs({ side, offset: n * CHUNK, length: CHUNK }));
-      if (myGen !== generation()) return null;
+      if (myGen !== S.detailGen) return null;
       chunks.set(n, res.lines || []);
       // The farthest from what is in view go first.
       while (chunks.size > KEEP) chunks.delete([...chunks.keys()].sort((a, b) => Math.abs(b - n) - Math.abs(a - n))[0]);
@@ -42,7 +42,7 @@ export function hexView(view, id, side) {
 
   const draw = () => {
     frame = 0;
-    if (myGen !== generation() || !lines) return;
+    if (myGen !== S.detailGen || !lines) return;
     const visible = Math.ceil(scroller.clientHeight / LINE_H) + 1;
     let first;
     if (full <= MAX_H) first = Math.floor(scroller.scrollTop / LINE_H);

@@ -2,7 +2,6 @@
 
 import { h, link } from './dom.js';
 import { fmtTime, fmtInt, fmtUptime, settingsProblem, onboardingURL } from './util.js';
-import { showFilter } from './views.js';
 
 function row(color, name, ...val) {
   return h('div', { class: 'ready-row' }, h('span', { class: 'dot ' + color }), h('span', { class: 'rr-name' }, name), h('div', { class: 'rr-val' }, ...val));
@@ -117,7 +116,7 @@ function networkCard(st) {
       counter(n.quic_rejected, 'QUIC rejected', 'UDP/443 refused (transparent mode), so clients fall back to TCP'),
       counter(n.refused, 'refused clients', 'Clients refused at accept: not on loopback and not in access.allow', null, n.refused > 0),
       counter(n.dns_queries, 'DNS queries', 'Answered by the forwarder (transparent mode)',
-        n.dns_queries > 0 ? h('span', { class: 'cv-link' }, link('show', () => showFilter('~dns'), 'show-dns')) : null)));
+        n.dns_queries > 0 ? h('span', { class: 'cv-link' }, link('show', () => { location.hash = '#filter=' + encodeURIComponent('~dns'); }, 'show-dns')) : null)));
   }
   const el = h('section', { class: 'card', id: 'network-card', 'data-test': 'network-card' },
     h('div', { class: 'card-head' }, h('span', { class: 'card-title' }, 'Network'), h('span', { class: 'muted small' }, 'mode, rules, devices arriving')),

@@ -17,6 +17,7 @@ export const S = {
   loading: false,
   loadingFirst: false,
   gen: 0,                  // bumped on every filter change; stale answers are dropped
+  detailGen: 0,            // bumped whenever the detail pane shows something else; its late answers are dropped
   inflight: [],            // in-flight entries from ws "open" (newest first), minus stored ones
   seenReq: new Set(),      // request_ids of stored rows (so a late "open" does not resurrect them)
   sel: null,               // selected row key: 's<id>' or 'r<request_id>'
