@@ -1,5 +1,6 @@
 # Busymate: `make run` and `make test` are the two commands (see README.md).
-SWIFT   ?= swift
+# swift from PATH, else the toolchain's own place (sudo's PATH leaves it out).
+SWIFT   ?= $(or $(shell command -v swift 2>/dev/null),/opt/swift/usr/bin/swift)
 CONFIG  ?= debug
 GROUP   ?= $(CURDIR)/shared-group
 PREFIX  ?= /usr/local
