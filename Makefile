@@ -130,13 +130,14 @@ deb: deps
 
 # Busymate against mitmdump 12.3.1 and the direct path, release build,
 # servers on core 0 and the load generator on core 1; writes BENCHMARKS.md.
-# The generator is a package of its own (bench/), built beside the project.
+# The generator is a package of its own (bench/); its build makes the
+# project's programs too (one release build of the dependencies, not two).
+BENCH_PRODUCTS = busymate-app busymate-tunnel busymate-web busymate busymate-bench
 bench:
 	@scripts/install-deps.sh --bench
-	$(SWIFT) build -c release
-	$(SWIFT) build -c release --package-path bench
-	@mitm=$$(bench/install-mitmproxy.sh 2>.build/bench-mitmproxy.log) || { echo "bench: mitmdump could not be installed (see .build/bench-mitmproxy.log); measuring Busymate against direct only" >&2; mitm=""; }; \
-	taskset -c 1 bench/.build/release/busymate-bench --binaries .build/release --mitmdump "$$mitm" \
+	@for product in $(BENCH_PRODUCTS); do $(SWIFT) build -c release --package-path bench --product $$product || exit 1; done
+	@mkdir -p .build; mitm=$$(bench/install-mitmproxy.sh 2>.build/bench-mitmproxy.log) || { echo "bench: mitmdump could not be installed (see .build/bench-mitmproxy.log); measuring Busymate against direct only" >&2; mitm=""; }; \
+	taskset -c 1 bench/.build/release/busymate-bench --binaries bench/.build/release --mitmdump "$$mitm" \
 	  --mitmdump-missing "$$(tail -1 .build/bench-mitmproxy.log 2>/dev/null)" --output BENCHMARKS.md
 
 # Coverage-guided fuzzing with libFuzzer (fuzz/, see fuzz/README.md): each

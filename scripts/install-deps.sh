@@ -13,7 +13,7 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # and h2load checks its direct HTTP/2 figures.
 # nftables (nft) is what transparent mode runs.
 [ "${1:-}" = "--test" ] && packages+=(dpkg-dev binutils iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler postgresql-15)
-[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client)
+[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client chromium chromium-driver)
 # make deb: dpkg-shlibdeps (dpkg-dev), strip (binutils) and lintian.
 [ "${1:-}" = "--deb" ] && packages+=(dpkg-dev binutils lintian)
 missing=()
@@ -36,8 +36,8 @@ if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' 2>/dev/null; then
   echo "busymate: installing jsonschema (pip) for the HAR check" >&2
   python3 -m pip install --quiet jsonschema
 fi
-# The web page's end-to-end test drives Chromium with Selenium.
-if [ "${1:-}" = "--test" ] && ! python3 -c 'import selenium' 2>/dev/null; then
+# The web page's end-to-end test and the benchmark's page load drive Chromium with Selenium.
+if { [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; } && ! python3 -c 'import selenium' 2>/dev/null; then
   echo "busymate: installing selenium (pip) for the web page's test" >&2
   python3 -m pip install --quiet selenium
 fi

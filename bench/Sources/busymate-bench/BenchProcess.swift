@@ -11,14 +11,24 @@ final class BenchProcess: @unchecked Sendable {
     let process = Process()
     let log: URL
 
-    init(_ name: String, core: Int?, executable: String, arguments: [String], environment: [String: String] = [:], logDirectory: URL) throws
+    convenience init(
+        _ name: String, core: Int?, executable: String, arguments: [String], environment: [String: String] = [:], logDirectory: URL
+    ) throws {
+        try self.init(
+            name, cores: core.map(String.init), executable: executable, arguments: arguments, environment: environment,
+            logDirectory: logDirectory)
+    }
+
+    /// `cores`: a taskset list ("0", "0-1"); nil leaves the affinity this process has.
+    init(_ name: String, cores: String?, executable: String, arguments: [String], environment: [String: String] = [:], logDirectory: URL)
+        throws
     {
         self.name = name
         log = logDirectory.appendingPathComponent("\(name).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        if let core {
+        if let cores {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-            process.arguments = ["-c", "\(core)", executable] + arguments
+            process.arguments = ["-c", cores, executable] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = arguments
@@ -33,15 +43,21 @@ final class BenchProcess: @unchecked Sendable {
     var pid: Int32 { process.processIdentifier }
 
     /// Moves the process and all its threads to `core`.
-    func pin(to core: Int) throws {
+    func pin(to core: Int) throws { try Self.pin(pid, to: "\(core)", name: name) }
+
+    /// Moves `pid` and all its threads to `cores` (a taskset list).
+    static func pin(_ pid: Int32, to cores: String, name: String) throws {
         let taskset = Process()
         taskset.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-        taskset.arguments = ["-a", "-p", "-c", "\(core)", "\(pid)"]
+        taskset.arguments = ["-a", "-p", "-c", cores, "\(pid)"]
         taskset.standardOutput = FileHandle.nullDevice
         try taskset.run()
         taskset.waitUntilExit()
-        guard taskset.terminationStatus == 0 else { throw BenchError("taskset could not move \(name) to core \(core)") }
+        guard taskset.terminationStatus == 0 else { throw BenchError("taskset could not move \(name) to cores \(cores)") }
     }
+
+    /// Every core this machine has, as taskset writes it.
+    static var everyCore: String { "0-\(ProcessInfo.processInfo.processorCount - 1)" }
 
     func stop() {
         guard process.isRunning else { return }

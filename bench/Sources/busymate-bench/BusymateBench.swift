@@ -115,8 +115,13 @@ struct BusymateBench: AsyncParsableCommand {
                     "  \(scenario.name): \(proxy.name)'s RSS now \(MemoryBench.rss(proxy.dataPathPID) / 1024) MB\(proxy.rowsStored().map { ", \($0) exchanges stored" } ?? "")\(messages)"
                 )
             }
-            if column == .busymate && (only.isEmpty || only == "memory") {
-                report.memory = try await memory(proxy, fresh: fresh, origin: origin, group: group)
+            if wants("memory") {
+                let idle = MemoryBench.rss(proxy.dataPathPID)
+                let crowd = try await thousandConnections(proxy, origin: origin, group: group)
+                report.thousandMITM[column] = crowd
+                if column == .busymate {
+                    report.memory = try await memory(proxy, fresh: fresh, idle: idle, crowd: crowd, origin: origin, group: group)
+                }
             }
             if only.isEmpty || only == "memory" || only.contains("HTTP/2") {
                 report.http2Memory[column] = try await http2Memory(proxy, origin: origin, group: group)
@@ -127,6 +132,7 @@ struct BusymateBench: AsyncParsableCommand {
             }
             proxy.process.stop()
         }
+        if wants("every core") || wants("page") { try await everyCore(&report, origin: origin) }
         if only.isEmpty || only == "settings" {
             report.settingsCost = try await settingsCost(origin: origin, group: group)
             report.breakpointCheck = try BreakpointCheckBench.run(in: work)
@@ -150,11 +156,86 @@ struct BusymateBench: AsyncParsableCommand {
         try await group.shutdownGracefully()
     }
 
+    /// Whether `--only` asks for the cell named `name` alone, or for everything.
+    private func wants(_ name: String) -> Bool { only.isEmpty || only == name }
+
+    /// Chromium, the origin and the proxy all on every core, as on a user's machine.
+    private func pageLoad(through proxy: ProxyUnderTest?, origin: NginxOrigin) throws -> PageLoadBench.Result {
+        let result = try PageLoadBench.measure(origin: origin, proxyPort: proxy?.port)
+        log(
+            "  page load (\(proxy?.name ?? "direct")): median \(String(format: "%.0f", result.medianMilliseconds)) ms over \(result.loads.count) loads, \(result.resources) resources, \(result.protocols.joined(separator: "/"))"
+        )
+        return result
+    }
+
+    /// The MITM keep-alive cells and the browser's page load as on a user's
+    /// machine: every process may use every core (Busymate an event loop per
+    /// core, mitmdump its one thread), the generator with a thread per core too.
+    private func everyCore(_ report: inout Report, origin: NginxOrigin) async throws {
+        let all = BenchProcess.everyCore
+        try BenchProcess.pin(getpid(), to: all, name: "the generator")
+        defer { try? BenchProcess.pin(getpid(), to: "\(otherCore)", name: "the generator") }
+        try BenchProcess.pin(origin.process.pid, to: all, name: "nginx")
+        let wide = MultiThreadedEventLoopGroup(numberOfThreads: ProcessInfo.processInfo.processorCount)
+        do {
+            try await everyCore(&report, origin: origin, group: wide, cores: all)
+            try await wide.shutdownGracefully()
+        } catch {
+            try? await wide.shutdownGracefully()
+            throw error
+        }
+    }
+
+    private func everyCore(_ report: inout Report, origin: NginxOrigin, group wide: EventLoopGroup, cores all: String) async throws {
+        let scenarios = Scenario.all(
+            origin: origin, connections: connections, newConnectionClients: newConnectionClients, http2Connections: http2Connections
+        )
+        .filter { $0.name == "MITM HTTPS keep-alive 1 KiB" || $0.name.hasSuffix("100 streams per connection") }
+        .map { Scenario(name: Scenario.everyCorePrefix + $0.name, plan: $0.plan) }
+        .filter { _ in wants("every core") }
+        log("every core: direct")
+        for scenario in scenarios {
+            report.record(scenario.name, .direct, try await measure(scenario, through: nil, origin: origin, group: wide, pinning: false))
+        }
+        if wants("page") { report.pageLoad[.direct] = try pageLoad(through: nil, origin: origin) }
+        var proxies: [(Report.Column, () throws -> ProxyUnderTest)] = [
+            (
+                .busymate,
+                {
+                    try Busymate.start(
+                        binaries: URL(fileURLWithPath: binaries), in: URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())/every-core"),
+                        cores: all, origin: origin)
+                }
+            )
+        ]
+        if !mitmdump.isEmpty {
+            proxies.append(
+                (
+                    .mitmdump,
+                    {
+                        try Mitmdump.start(
+                            executable: mitmdump, in: URL(fileURLWithPath: "/tmp/busymate-bench-\(getpid())/every-core-mitmdump"),
+                            cores: all, origin: origin)
+                    }
+                ))
+        }
+        for (column, start) in proxies {
+            let proxy = try start()
+            defer { proxy.process.stop() }
+            log("every core: \(proxy.name)")
+            for scenario in scenarios {
+                report.record(
+                    scenario.name, column, try await measure(scenario, through: proxy, origin: origin, group: wide, pinning: false))
+            }
+            if wants("page") { report.pageLoad[column] = try pageLoad(through: proxy, origin: origin) }
+        }
+    }
+
     private func measure(
         _ scenario: Scenario, through proxy: ProxyUnderTest?, origin: NginxOrigin, group: EventLoopGroup,
-        seconds: Double? = nil
+        seconds: Double? = nil, pinning: Bool = true
     ) async throws -> LoadResult {
-        try (scenario.origin ?? origin.process).pin(to: proxy == nil ? serverCore : otherCore)
+        if pinning { try (scenario.origin ?? origin.process).pin(to: proxy == nil ? serverCore : otherCore) }
         var trust = [origin.certificate.path]
         if let proxy { trust.append(proxy.caCertificate.path) }
         var config = TLSConfiguration.makeClientConfiguration()
@@ -278,21 +359,34 @@ struct BusymateBench: AsyncParsableCommand {
 
     /// Busymate's tunnel at 1,000 MITM keep-alive connections, and while
     /// one client downloads 1 GiB through it (capture on).
-    private func memory(_ proxy: ProxyUnderTest, fresh: Int, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Result
+    /// The proxy's data path at 1,000 MITM HTTP/1.1 keep-alive connections, busy for 8 s.
+    private func thousandConnections(_ proxy: ProxyUnderTest, origin: NginxOrigin, group: EventLoopGroup) async throws -> MemoryBench.Crowd
     {
         try origin.pin(to: otherCore)
+        var config = TLSConfiguration.makeClientConfiguration()
+        config.curves = Self.curlCurves
+        config.trustRoots = .certificates(
+            try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        let thousand = LoadPlan(
+            https: true, host: "localhost", port: origin.httpsPort, path: "/1k", proxy: ("127.0.0.1", proxy.port),
+            connections: 1000, duration: .seconds(8), tls: try NIOSSLContext(configuration: config))
+        let crowd = try await MemoryBench.peak(of: proxy.dataPathPID, during: thousand, group: group)
+        log(
+            "  1,000 connections: \(proxy.name)'s peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed"
+        )
+        return MemoryBench.Crowd(kib: crowd.kib, result: crowd.result)
+    }
+
+    /// Busymate's tunnel: at start, idle, at 1,000 connections, and while one client streams 1 GiB.
+    private func memory(
+        _ proxy: ProxyUnderTest, fresh: Int, idle: Int, crowd: MemoryBench.Crowd, origin: NginxOrigin, group: EventLoopGroup
+    ) async throws -> MemoryBench.Result {
         let pid = proxy.dataPathPID
-        let idle = MemoryBench.rss(pid)
         var config = TLSConfiguration.makeClientConfiguration()
         config.curves = Self.curlCurves
         config.trustRoots = .certificates(
             try [origin.certificate.path, proxy.caCertificate.path].flatMap { try NIOSSLCertificate.fromPEMFile($0) })
         let tls = try NIOSSLContext(configuration: config)
-        let thousand = LoadPlan(
-            https: true, host: "localhost", port: origin.httpsPort, path: "/1k", proxy: ("127.0.0.1", proxy.port),
-            connections: 1000, duration: .seconds(8), tls: tls)
-        let crowd = try await MemoryBench.peak(of: pid, during: thousand, group: group)
-        log("  1,000 connections: peak RSS \(crowd.kib) KiB, \(Int(crowd.result.perSecond)) req/s, \(crowd.result.failures) failed")
         // One request whose response takes as long as it takes.
         let start = MemoryBench.rss(pid)
         let download = LoadPlan(

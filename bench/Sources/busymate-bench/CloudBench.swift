@@ -129,6 +129,23 @@ enum CloudBench {
         throw BenchError("the sink sent \(try count() - start) of \(rows - start) rows in \(Int(timeout)) s")
     }
 
+    /// Each keep-alive cell's sink-on rate over sink-off (medians over
+    /// rounds), and how far apart the off rounds were (the noise), as fractions.
+    static func comparisons(_ result: Result) -> [(scenario: String, onOverOff: Double, noise: Double)] {
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.filter { !$0.isNaN }.sorted()
+            return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+        }
+        var scenarios: [String] = []
+        for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }
+        return scenarios.map { scenario in
+            let off = result.cells.filter { $0.scenario == scenario && !$0.sinkOn }.map(\.result.perSecond)
+            let on = result.cells.filter { $0.scenario == scenario && $0.sinkOn }.map(\.result.perSecond)
+            let top = off.max() ?? 0
+            return (scenario, median(on) / median(off), top > 0 ? (top - (off.min() ?? 0)) / top : .nan)
+        }
+    }
+
     static func render(_ result: Result) -> String {
         var lines = [
             "| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off (req/s; CPU) | sink backlog at the cell's end |",

@@ -33,6 +33,7 @@ struct NginxOrigin {
         let handle = try FileHandle(forWritingTo: big)
         try handle.truncate(atOffset: 1 << 30)
         try handle.close()
+        try PageLoadBench.makePage(in: www)
         let (cert, key) = try selfSigned()
         let certificate = directory.appendingPathComponent("origin.pem")
         let keyFile = directory.appendingPathComponent("origin.key")
@@ -54,6 +55,7 @@ struct NginxOrigin {
                 access_log off;
                 keepalive_requests 100000000;
                 keepalive_timeout 300s;
+                include /etc/nginx/mime.types;
                 default_type application/octet-stream;
                 sendfile on;
                 server {

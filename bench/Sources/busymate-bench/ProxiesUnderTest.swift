@@ -38,12 +38,17 @@ enum Busymate {
     /// The release supervisor on a group of its own, capture on (the
     /// default), intercepting `localhost`, trusting the origin upstream.
     static func start(binaries: URL, in directory: URL, core: Int, origin: NginxOrigin) throws -> ProxyUnderTest {
+        try start(binaries: binaries, in: directory, cores: "\(core)", origin: origin)
+    }
+
+    /// On `cores`: the tunnel runs an event loop per core it may use.
+    static func start(binaries: URL, in directory: URL, cores: String, origin: NginxOrigin) throws -> ProxyUnderTest {
         let group = directory.appendingPathComponent("group")
         try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
         chmod(directory.path, 0o755)
         try Data(settings(origin: origin).utf8).write(to: group.appendingPathComponent("settings.json"))
         let process = try BenchProcess(
-            "busymate", core: core, executable: binaries.appendingPathComponent("busymate-app").path,
+            "busymate", cores: cores, executable: binaries.appendingPathComponent("busymate-app").path,
             arguments: ["--group", group.path], environment: ["BUSYMATE_LOG": "stderr"], logDirectory: directory)
         let paths = GroupPaths(root: group)
         var status: TunnelStatus?
@@ -64,11 +69,15 @@ enum Mitmdump {
     /// Busymate), verifying the origin against its certificate, and passing
     /// 127.0.0.2 through untouched (as Busymate does, not being listed).
     static func start(executable: String, in directory: URL, core: Int, origin: NginxOrigin) throws -> ProxyUnderTest {
+        try start(executable: executable, in: directory, cores: "\(core)", origin: origin)
+    }
+
+    static func start(executable: String, in directory: URL, cores: String, origin: NginxOrigin) throws -> ProxyUnderTest {
         let confdir = directory.appendingPathComponent("mitmproxy")
         try FileManager.default.createDirectory(at: confdir, withIntermediateDirectories: true)
         let port = try Wait.freePort()
         let process = try BenchProcess(
-            "mitmdump", core: core, executable: executable,
+            "mitmdump", cores: cores, executable: executable,
             arguments: [
                 "--quiet", "--listen-host", "127.0.0.1", "--listen-port", "\(port)",
                 "--set", "confdir=\(confdir.path)",

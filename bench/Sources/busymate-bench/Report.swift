@@ -18,6 +18,10 @@ struct Report {
     var store: StoreBench.Result?
     var webPages: [(name: String, filter: String, milliseconds: (p50: Double, max: Double), shown: Int)] = []
     var webLive: (p50: Double, max: Double, samples: Int)?
+    /// Headless Chromium's page of 140 resources, per column.
+    var pageLoad: [Column: PageLoadBench.Result] = [:]
+    /// Peak RSS of each proxy's data path at 1,000 MITM HTTP/1.1 keep-alive connections.
+    var thousandMITM: [Column: MemoryBench.Crowd] = [:]
     var settingsCost: SettingsCostBench.Result?
     var breakpointCheck: BreakpointCheckBench.Result?
     var cloud: CloudBench.Result?
@@ -89,6 +93,36 @@ struct Report {
                 String(
                     format: "| tunnel RSS during a 1 GiB MITM download | – | %.1f MB before, %.1f MB peak (%.0f MB/s) | – | – | – |",
                     Double(memory.downloadKiB.start) / 1024, Double(memory.downloadKiB.max) / 1024, memory.downloadMBps))
+        }
+        if !thousandMITM.isEmpty {
+            func cell(_ column: Column) -> String {
+                guard let crowd = thousandMITM[column] else { return "–" }
+                let failed = crowd.result.failures > 0 ? ", \(crowd.result.failures) failed" : ""
+                return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
+            }
+            let ratio =
+                thousandMITM[.busymate].flatMap { b in
+                    thousandMITM[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) }
+                } ?? "–"
+            lines.append(
+                "| tunnel RSS at 1,000 MITM HTTP/1.1 keep-alive connections (1 KiB; mitmdump: its process) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |"
+            )
+        }
+        if !pageLoad.isEmpty {
+            func cell(_ column: Column) -> String {
+                guard let page = pageLoad[column] else { return "–" }
+                let loads = page.loads.map { String(format: "%.0f", $0) }.joined(separator: ", ")
+                return String(
+                    format: "median %.0f ms (loads %@ ms; %@)", page.medianMilliseconds, loads, page.protocols.joined(separator: "/"))
+            }
+            func ratio(_ a: Column, _ b: Column) -> String {
+                // Lower is better: the other's time over Busymate's, as for rates.
+                guard let x = pageLoad[a], let y = pageLoad[b] else { return "–" }
+                return String(format: "%.2f×", y.medianMilliseconds / x.medianMilliseconds)
+            }
+            lines.append(
+                "| headless Chromium page load: 140 resources (120 images, 20 scripts) over HTTPS from nginx's HTTP/2, uncached, median of \(PageLoadBench.loads) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |"
+            )
         }
         if !http2Memory.isEmpty {
             func cell(_ column: Column) -> String {

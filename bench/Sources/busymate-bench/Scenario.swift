@@ -33,6 +33,8 @@ struct Scenario {
     }
 
     static let http2Prefix = "MITM HTTP/2 keep-alive 1 KiB"
+    /// The cells where every process may use every core.
+    static let everyCorePrefix = "every core: "
 
     /// Text messages to `WebSocketOrigin`'s echo, `window` in flight on each
     /// connection; intercepted by both proxies (wss, localhost is listed).
