@@ -29,7 +29,7 @@ enum CloudBench {
         var notes: [String] = []
     }
 
-    static let rounds = 2
+    static let rounds = 3
 
     /// The helper (`bench/cloud-double.py`): PostgreSQL and the double, on `core`.
     final class Server {
@@ -132,10 +132,7 @@ enum CloudBench {
     /// Each keep-alive cell's sink-on rate over sink-off (medians over
     /// rounds), and how far apart the off rounds were (the noise), as fractions.
     static func comparisons(_ result: Result) -> [(scenario: String, onOverOff: Double, noise: Double)] {
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.filter { !$0.isNaN }.sorted()
-            return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
-        }
+        func median(_ values: [Double]) -> Double { SettingsCostBench.median(values) ?? .nan }
         var scenarios: [String] = []
         for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }
         return scenarios.map { scenario in
@@ -151,10 +148,8 @@ enum CloudBench {
             "| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off (req/s; CPU) | sink backlog at the cell's end |",
             "|---|---|---|---|---|",
         ]
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.filter { !$0.isNaN }.sorted()
-            return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
-        }
+        // An even count's median is the mean of the middle two (it was the higher one).
+        func median(_ values: [Double]) -> Double { SettingsCostBench.median(values) ?? .nan }
         var scenarios: [String] = []
         for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }
         for scenario in scenarios {
