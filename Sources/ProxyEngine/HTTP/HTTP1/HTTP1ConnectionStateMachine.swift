@@ -232,12 +232,9 @@ struct HTTP1ConnectionStateMachine {
     }
 
     /// NIO asks to read: whether to, now.
-    /// Reads go on while an exchange is answered, as in NIO's
-    /// `HTTPServerPipelineHandler`: holding them per request cost two
-    /// `epoll_ctl` calls a request. Only what came behind it stops them.
     mutating func read() -> Bool {
         if closing { return false }
-        if !waiting.isEmpty {
+        if busy || !waiting.isEmpty {
             readPending = true
             return false
         }
@@ -246,7 +243,7 @@ struct HTTP1ConnectionStateMachine {
 
     /// Whether a read was held back and may go now.
     mutating func takeReadPending() -> Bool {
-        guard readPending, waiting.isEmpty, !closing else { return false }
+        guard readPending, !busy, waiting.isEmpty, !closing else { return false }
         readPending = false
         return true
     }
