@@ -95,18 +95,9 @@ struct Report {
                     Double(memory.downloadKiB.start) / 1024, Double(memory.downloadKiB.max) / 1024, memory.downloadMBps))
         }
         if !thousandMITM.isEmpty {
-            func cell(_ column: Column) -> String {
-                guard let crowd = thousandMITM[column] else { return "–" }
-                let failed = crowd.result.failures > 0 ? ", \(crowd.result.failures) failed" : ""
-                return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
-            }
-            let ratio =
-                thousandMITM[.busymate].flatMap { b in
-                    thousandMITM[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) }
-                } ?? "–"
             lines.append(
-                "| tunnel RSS at 1,000 MITM HTTP/1.1 keep-alive connections (1 KiB; mitmdump: its process) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |"
-            )
+                Self.crowdRow(
+                    "tunnel RSS at 1,000 MITM HTTP/1.1 keep-alive connections (1 KiB; mitmdump: its process)", thousandMITM))
         }
         if !pageLoad.isEmpty {
             func cell(_ column: Column) -> String {
@@ -125,17 +116,9 @@ struct Report {
             )
         }
         if !http2Memory.isEmpty {
-            func cell(_ column: Column) -> String {
-                guard let crowd = http2Memory[column] else { return "–" }
-                let failed = crowd.result.failures > 0 ? ", \(crowd.result.failures) failed" : ""
-                return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
-            }
-            let ratio =
-                http2Memory[.busymate].flatMap { b in http2Memory[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) }
-                } ?? "–"
             lines.append(
-                "| tunnel RSS at 1,000 HTTP/2 connections × 10 streams (MITM keep-alive 1 KiB; mitmdump: its process) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |"
-            )
+                Self.crowdRow(
+                    "tunnel RSS at 1,000 HTTP/2 connections × 10 streams (MITM keep-alive 1 KiB; mitmdump: its process)", http2Memory))
         }
         if let store {
             lines.append(
@@ -167,6 +150,18 @@ struct Report {
                     live.samples, live.p50, live.max))
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A memory row: each proxy's peak under a crowd, and Busymate's over mitmdump's.
+    static func crowdRow(_ label: String, _ crowds: [Column: MemoryBench.Crowd]) -> String {
+        func cell(_ column: Column) -> String {
+            guard let crowd = crowds[column] else { return "–" }
+            let failed = crowd.result.failures > 0 ? ", \(crowd.result.failures) failed" : ""
+            return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
+        }
+        let ratio =
+            crowds[.busymate].flatMap { b in crowds[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) } } ?? "–"
+        return "| \(label) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |"
     }
 
     func write(to url: URL) throws {
