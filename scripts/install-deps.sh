@@ -13,7 +13,8 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # and h2load checks its direct HTTP/2 figures.
 # nftables (nft) is what transparent mode runs.
 [ "${1:-}" = "--test" ] && packages+=(dpkg-dev binutils iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler postgresql-15)
-[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client chromium chromium-driver)
+# The benchmark's cloud cells run the cloud suite's PostgreSQL and contract double.
+[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client chromium chromium-driver postgresql-15)
 # make deb: dpkg-shlibdeps (dpkg-dev), strip (binutils) and lintian.
 [ "${1:-}" = "--deb" ] && packages+=(dpkg-dev binutils lintian)
 missing=()
@@ -31,39 +32,53 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
+# Python packages come from pip into whichever python3 is first on the path.
+# A stock Debian python refuses (PEP 668): say how to get one that takes them.
+pip_install() {
+  python3 -m pip install --quiet "$@" || {
+    echo "busymate: pip could not install $* into $(command -v python3)." >&2
+    echo "busymate: on Debian's own python, make a virtual environment first (python3 -m venv ~/.busymate-venv && . ~/.busymate-venv/bin/activate), then run make again" >&2
+    exit 1
+  }
+}
 # The tests validate HAR exports with Python's jsonschema.
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import jsonschema' 2>/dev/null; then
   echo "busymate: installing jsonschema (pip) for the HAR check" >&2
-  python3 -m pip install --quiet jsonschema
+  pip_install jsonschema
 fi
 # The web page's end-to-end test and the benchmark's page load drive Chromium with Selenium.
 if { [ "${1:-}" = "--test" ] || [ "${1:-}" = "--bench" ]; } && ! python3 -c 'import selenium' 2>/dev/null; then
-  echo "busymate: installing selenium (pip) for the web page's test" >&2
-  python3 -m pip install --quiet selenium
+  echo "busymate: installing selenium (pip) for the web page's test and the benchmark's page load" >&2
+  pip_install selenium
 fi
 # The HTTP/2 suite's peers: the h2 library (its clients, hostile ones too),
 # hypercorn (an HTTP/2 origin) and grpcio (a gRPC client and server).
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import h2, hpack, hypercorn, grpc' 2>/dev/null; then
   echo "busymate: installing h2, hypercorn and grpcio (pip) for the HTTP/2 suite" >&2
-  python3 -m pip install --quiet h2 hypercorn grpcio
+  pip_install h2 hypercorn grpcio
 fi
 # The cloud suite: the official Supabase clients (run against the contract
 # double), PyJWT for its tokens, psycopg for its PostgreSQL, websockets
 # for Realtime.
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import supabase, postgrest, realtime, jwt, psycopg, websockets' 2>/dev/null; then
   echo "busymate: installing supabase, postgrest, realtime, PyJWT, psycopg and websockets (pip) for the cloud suite" >&2
-  python3 -m pip install --quiet supabase postgrest realtime PyJWT "psycopg[binary]" websockets
+  pip_install supabase postgrest realtime PyJWT "psycopg[binary]" websockets
+fi
+# The benchmark's cloud cells: the same double and PostgreSQL driver.
+if [ "${1:-}" = "--bench" ] && ! python3 -c 'import jwt, psycopg, websockets' 2>/dev/null; then
+  echo "busymate: installing PyJWT, psycopg and websockets (pip) for the benchmark's cloud cells" >&2
+  pip_install PyJWT "psycopg[binary]" "websockets>=15"
 fi
 # The WebSocket suite: websockets 15 or later (its clients take a proxy).
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import websockets, sys; sys.exit(int(websockets.__version__.split(".")[0]) < 15)' 2>/dev/null; then
   echo "busymate: installing websockets 15 (pip) for the WebSocket suite" >&2
-  python3 -m pip install --quiet "websockets>=15"
+  pip_install "websockets>=15"
 fi
 # The devices suite evaluates the PAC files a device is given with a real
 # PAC evaluator.
 if [ "${1:-}" = "--test" ] && ! python3 -c 'import pacparser' 2>/dev/null; then
   echo "busymate: installing pacparser (pip) for the devices suite" >&2
-  python3 -m pip install --quiet pacparser
+  pip_install pacparser
 fi
 # The tunnel's user (units/busymate.sysusers does this on an installed system).
 if [ "$(id -u)" -eq 0 ] && ! getent passwd busymate >/dev/null; then

@@ -129,41 +129,46 @@ enum CloudBench {
         throw BenchError("the sink sent \(try count() - start) of \(rows - start) rows in \(Int(timeout)) s")
     }
 
-    /// Each keep-alive cell's sink-on rate over sink-off (medians over
-    /// rounds), and how far apart the off rounds were (the noise), as fractions.
-    static func comparisons(_ result: Result) -> [(scenario: String, onOverOff: Double, noise: Double)] {
+    /// Sink on over sink off (medians over rounds), and how far apart the off rounds were (the noise, a fraction).
+    struct Comparison {
+        var onOverOff: Double
+        var noise: Double
+    }
+
+    /// Each keep-alive cell's comparison, for the rate and for the tunnel's CPU per request.
+    static func comparisons(_ result: Result) -> [(scenario: String, rate: Comparison, cpu: Comparison)] {
         func median(_ values: [Double]) -> Double { SettingsCostBench.median(values) ?? .nan }
+        func compare(_ off: [Double], _ on: [Double]) -> Comparison {
+            let top = off.max() ?? 0
+            return Comparison(onOverOff: median(on) / median(off), noise: top > 0 ? (top - (off.min() ?? 0)) / top : .nan)
+        }
         var scenarios: [String] = []
         for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }
         return scenarios.map { scenario in
-            let off = result.cells.filter { $0.scenario == scenario && !$0.sinkOn }.map(\.result.perSecond)
-            let on = result.cells.filter { $0.scenario == scenario && $0.sinkOn }.map(\.result.perSecond)
-            let top = off.max() ?? 0
-            return (scenario, median(on) / median(off), top > 0 ? (top - (off.min() ?? 0)) / top : .nan)
+            let off = result.cells.filter { $0.scenario == scenario && !$0.sinkOn }.map(\.result)
+            let on = result.cells.filter { $0.scenario == scenario && $0.sinkOn }.map(\.result)
+            return (
+                scenario, compare(off.map(\.perSecond), on.map(\.perSecond)),
+                compare(off.map(\.proxyCPUPerRequest), on.map(\.proxyCPUPerRequest))
+            )
         }
     }
 
     static func render(_ result: Result) -> String {
         var lines = [
-            "| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off (req/s; CPU) | sink backlog at the cell's end |",
+            "| cell | sink off: req/s, tunnel CPU µs/req | sink on | on / off: req/s; CPU/req | sink backlog at the cell's end |",
             "|---|---|---|---|---|",
         ]
-        // An even count's median is the mean of the middle two (it was the higher one).
         func median(_ values: [Double]) -> Double { SettingsCostBench.median(values) ?? .nan }
-        var scenarios: [String] = []
-        for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }
-        for scenario in scenarios {
+        for (scenario, rate, cpu) in comparisons(result) {
             let off = result.cells.filter { $0.scenario == scenario && !$0.sinkOn }
             let on = result.cells.filter { $0.scenario == scenario && $0.sinkOn }
-            let (offRate, onRate) = (median(off.map(\.result.perSecond)), median(on.map(\.result.perSecond)))
-            let (offCPU, onCPU) = (median(off.map(\.result.proxyCPUPerRequest)), median(on.map(\.result.proxyCPUPerRequest)))
-            let spread = off.map(\.result.perSecond)
-            let noise = (spread.max() ?? 0) > 0 ? ((spread.max() ?? 0) - (spread.min() ?? 0)) / (spread.max() ?? 1) * 100 : 0
             lines.append(
                 String(
-                    format: "| %@ | %.0f, %.1f (off rounds differ by %.0f %%) | %.0f, %.1f | %.2f×; %.2f× | %@ |", scenario, offRate,
-                    offCPU, noise, onRate, onCPU,
-                    onRate / offRate, onCPU / offCPU, on.compactMap(\.backlog).map(String.init).joined(separator: ", ")))
+                    format: "| %@ | %.0f, %.1f | %.0f, %.1f | %.2f× (off rounds differ by %.0f %%); %.2f× (by %.0f %%) | %@ |", scenario,
+                    median(off.map(\.result.perSecond)), median(off.map(\.result.proxyCPUPerRequest)), median(on.map(\.result.perSecond)),
+                    median(on.map(\.result.proxyCPUPerRequest)), rate.onOverOff, rate.noise * 100, cpu.onOverOff, cpu.noise * 100,
+                    on.compactMap(\.backlog).map(String.init).joined(separator: ", ")))
         }
         var text = lines.joined(separator: "\n")
         if let postgrest = result.postgrest {

@@ -55,7 +55,7 @@ struct NginxOrigin {
                 access_log off;
                 keepalive_requests 100000000;
                 keepalive_timeout 300s;
-                include /etc/nginx/mime.types;
+                types { text/html html; text/css css; application/javascript js; image/png png; }
                 default_type application/octet-stream;
                 sendfile on;
                 server {

@@ -52,11 +52,17 @@ enum Busymate {
             arguments: ["--group", group.path], environment: ["BUSYMATE_LOG": "stderr"], logDirectory: directory)
         let paths = GroupPaths(root: group)
         var status: TunnelStatus?
-        try Wait.until("Busymate's tunnel", seconds: 20) {
-            status = TunnelStatus.read(paths.status)
-            return status?.state == .ready && status?.listeners.first?.bound != nil
+        do {
+            try Wait.until("Busymate's tunnel", seconds: 20) {
+                status = TunnelStatus.read(paths.status)
+                return status?.state == .ready && status?.listeners.first?.bound != nil
+            }
+        } catch {
+            process.stop()
+            throw BenchError("Busymate's tunnel was not ready in 20 s:\n\(process.tail())")
         }
         guard let status, let bound = status.listeners.first?.bound, let port = Int(bound.split(separator: ":").last ?? "") else {
+            process.stop()
             throw BenchError("Busymate did not say where it listens:\n\(process.tail())")
         }
         return ProxyUnderTest(

@@ -20,6 +20,8 @@ struct Report {
     var webLive: (p50: Double, max: Double, samples: Int)?
     /// Headless Chromium's page of 140 resources, per column.
     var pageLoad: [Column: PageLoadBench.Result] = [:]
+    /// Why a column's page load was not measured.
+    var pageLoadFailures: [Column: String] = [:]
     /// Peak RSS of each proxy's data path at 1,000 MITM HTTP/1.1 keep-alive connections.
     var thousandMITM: [Column: MemoryBench.Crowd] = [:]
     var settingsCost: SettingsCostBench.Result?
@@ -107,9 +109,9 @@ struct Report {
                     format: "median %.0f ms (loads %@ ms; %@)", page.medianMilliseconds, loads, page.protocols.joined(separator: "/"))
             }
             func ratio(_ a: Column, _ b: Column) -> String {
-                // Lower is better: the other's time over Busymate's, as for rates.
+                // Busymate's figure over the other's, as in every row: here a time, so lower is better.
                 guard let x = pageLoad[a], let y = pageLoad[b] else { return "–" }
-                return String(format: "%.2f×", y.medianMilliseconds / x.medianMilliseconds)
+                return String(format: "%.2f× the time", x.medianMilliseconds / y.medianMilliseconds)
             }
             lines.append(
                 "| headless Chromium page load: 140 resources (120 images, 20 scripts) over HTTPS from nginx's HTTP/2, uncached, median of \(PageLoadBench.loads) | \(cell(.direct)) | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio(.busymate, .mitmdump)) | \(ratio(.busymate, .direct)) |"
@@ -160,7 +162,9 @@ struct Report {
             return String(format: "%.1f MB peak (%.0f req/s%@)", Double(crowd.kib) / 1024, crowd.result.perSecond, failed)
         }
         let ratio =
-            crowds[.busymate].flatMap { b in crowds[.mitmdump].map { String(format: "%.2f×", Double(b.kib) / Double($0.kib)) } } ?? "–"
+            crowds[.busymate].flatMap { b in
+                crowds[.mitmdump].map { String(format: "%.2f× the memory", Double(b.kib) / Double($0.kib)) }
+            } ?? "–"
         return "| \(label) | – | \(cell(.busymate)) | \(cell(.mitmdump)) | \(ratio) | – |"
     }
 
@@ -180,8 +184,13 @@ struct Report {
             load too, beside the generator's figure. The WebSocket cell: \(connections) sockets (wss, through CONNECT to a proxy)
             to an echo origin (SwiftNIO, one thread, in nginx's place on the cores), each keeping \(webSocketWindow) text messages
             of 1 KiB in flight; "msg/s" counts messages echoed back, each of which crossed a proxy twice (client to origin
-            and back, both recorded), p50/p99 are a message's round trip and "CPU µs/msg" is per echoed message. Ratios are from this one run. "cores a/b %" is how busy core 0
+            and back, both recorded), p50/p99 are a message's round trip and "CPU µs/msg" is per echoed message. Ratios are from this one run,
+            each Busymate's figure over the other's: for rates higher is better; the page-load and memory rows say "the time"
+            and "the memory", where lower is. "cores a/b %" is how busy core 0
             and core 1 were: a cell measures the system under test when the first is near 100 % and the second is not.
+            The "every core" rows and the page load are the exception to the pinning: every process may use both cores
+            (Busymate an event loop per core, mitmdump its one thread, the generator a thread per core, Chromium as it likes),
+            as on a user's machine; "cores a/b %" there is the two cores' load, not one process's.
             "CPU µs/req" is the proxy's CPU time per request (all its threads, from `schedstat`), steadier than the rates
             on a shared machine: the figure to compare between runs.
 
@@ -208,7 +217,8 @@ struct Report {
 
             A Busymate of its own (store on tmpfs), the keep-alive cells unpaired (sink off) and paired with the contract
             double of the account's PostgREST (sink on, sending every exchange as it is stored), in turns for \(CloudBench.rounds)
-            rounds; medians over rounds. The double and its PostgreSQL run on core 1 beside the generator and the origin; the
+            rounds, which of the two goes first alternating; medians over rounds. "Within noise" holds when the sink costs
+            no more than the off rounds differ by (5 % at least), in requests a second and in the tunnel's CPU per request. The double and its PostgreSQL run on core 1 beside the generator and the origin; the
             sink runs in the tunnel on core 0, on threads of its own in SCHED_IDLE (they run when the core has nothing else to). Then each sink drains a backlog made while its target was
             away (the double answering nothing; the team database refusing connections), timed from the first row's arrival
             to the last.
