@@ -51,10 +51,10 @@ import Testing
                 requestID: "socket", breakpoints: breakpoints, url: "http://chat.example/ws")
             let relays = session.makeRelays()
             try client.pipeline.syncOperations.addHandlers([
-                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.client,
+                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameWriter(), relays.client,
             ])
             try server.pipeline.syncOperations.addHandlers([
-                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameEncoder(), relays.server,
+                ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 20)), WebSocketFrameWriter(), relays.server,
             ])
             try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2)).wait()

@@ -360,11 +360,11 @@ final class ProxyPipeline {
     func switchToWebSocket(upstream: UpstreamLayer, relays: (client: WebSocketRelay, server: WebSocketRelay)) throws {
         guard let layer = http, let peer = upstream.channel else { throw ChannelError.ioOnClosedChannel }
         try ops.addHandlers(
-            [ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)), WebSocketFrameEncoder(), relays.client],
+            [ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)), WebSocketFrameWriter(), relays.client],
             position: .after(layer.exchange))
         try peer.pipeline.syncOperations.addHandlers([
             ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: WebSocketLimits.frame)),
-            WebSocketFrameEncoder(), relays.server,
+            WebSocketFrameWriter(), relays.server,
         ])
         upstream.removeOutbound()
         removeHTTP(keepingEncoder: false)

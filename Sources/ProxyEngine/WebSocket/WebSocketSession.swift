@@ -120,7 +120,7 @@ final class WebSocketSession {
         }
         var frame = received
         // Unmasked to be read; the encoder masks it again with the same key.
-        if let key = frame.maskKey { frame.data.webSocketUnmask(key) }
+        if let key = frame.maskKey { WebSocketMasking.apply(key, to: &frame.data) }
         let step: WebSocketStep
         do {
             step = fromClient ? try up.take(frame) : try down.take(frame)
