@@ -75,4 +75,38 @@ import Testing
         var decoder = HPACKDecoder(allocator: .init())
         #expect(try H2Wire.statuses(frames, decoder: &decoder) == [1: "200"], "the client saw \(frames.map { "\($0.kind)/\($0.stream)" })")
     }
+
+    /// Streams whose origin never answers are each answered 504 at
+    /// timeouts.upstream_response_seconds from their own request's end (the
+    /// streams share one timer), and a stream that ended meanwhile is not.
+    @Test func silentOriginsTimeEachStreamOutAtItsOwnDeadline() throws {
+        let h = try Harness()
+        let loop = h.client.embeddedEventLoop
+        try HTTP2HostileClientTests.send(
+            h,
+            H2Wire.opening + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 1, H2Wire.request("/a")))
+        loop.advanceTime(by: .seconds(60))
+        try HTTP2HostileClientTests.send(
+            h,
+            H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 3, H2Wire.request("/b"))
+                + H2Wire.frame(.headers, flags: H2Wire.endHeaders | H2Wire.endStream, stream: 5, H2Wire.request("/c")))
+        #expect(h.connector.dials.count == 3, "\(h.connector.dials)")
+        guard h.connector.upstreams.count == 3 else { return }
+        // Stream 5's origin answers; streams 1 and 3 hear nothing.
+        try h.upstreamSends("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", 2)
+        loop.run()
+        var decoder = HPACKDecoder(allocator: .init())
+        #expect(try H2Wire.statuses(try HTTP2HostileClientTests.received(h), decoder: &decoder) == [5: "200"])
+        loop.advanceTime(by: .seconds(59))
+        #expect(try H2Wire.statuses(try HTTP2HostileClientTests.received(h), decoder: &decoder).isEmpty)
+        loop.advanceTime(by: .seconds(1))
+        #expect(try H2Wire.statuses(try HTTP2HostileClientTests.received(h), decoder: &decoder) == [1: "504"])
+        loop.advanceTime(by: .seconds(59))
+        #expect(try H2Wire.statuses(try HTTP2HostileClientTests.received(h), decoder: &decoder).isEmpty)
+        loop.advanceTime(by: .seconds(1))
+        #expect(try H2Wire.statuses(try HTTP2HostileClientTests.received(h), decoder: &decoder) == [3: "504"])
+        loop.advanceTime(by: .seconds(300))
+        #expect(try H2Wire.statuses(try HTTP2HostileClientTests.received(h), decoder: &decoder).isEmpty)
+        #expect(h.client.isActive)
+    }
 }

@@ -44,7 +44,9 @@ final class UpstreamSide {
 
     /// `timeouts.upstream_response_seconds`: from a request's end going
     /// upstream to its response head.
+    /// A stream of an HTTP/2 client keeps it in its connection's group instead.
     lazy var responseDeadline = MovingDeadline { [weak self] in self?.timedOut() }
+    private lazy var groupedDeadline: Int? = leg?.responseDeadlines.makeID()
 
     init(delegate: any UpstreamDelegate, services: ProxyServices, route: ForwardRoute, leg: HTTP2ClientLeg?, eventLoop: EventLoop) {
         self.delegate = delegate
@@ -367,11 +369,20 @@ final class UpstreamSide {
     // MARK: the response deadline
 
     func startTimer() {
-        responseDeadline.set(after: .milliseconds(Int64(services.timeouts.upstreamResponse * 1000)), on: eventLoop)
+        let due = eventLoop.now + .milliseconds(Int64(services.timeouts.upstreamResponse * 1000))
+        if let leg, let id = groupedDeadline {
+            leg.responseDeadlines.set(id, at: due) { [weak self] in self?.timedOut() }
+        } else {
+            responseDeadline.set(at: due, on: eventLoop)
+        }
     }
 
     func stopTimer() {
-        responseDeadline.clear()
+        if let leg, let id = groupedDeadline {
+            leg.responseDeadlines.clear(id)
+        } else {
+            responseDeadline.clear()
+        }
     }
 
     private func timedOut() {
@@ -389,6 +400,10 @@ final class UpstreamSide {
 
     /// When the client's connection ends: a pending check would keep it alive until it fired.
     func cancelTimer() {
-        responseDeadline.cancel()
+        if let leg, let id = groupedDeadline {
+            leg.responseDeadlines.clear(id)
+        } else {
+            responseDeadline.cancel()
+        }
     }
 }

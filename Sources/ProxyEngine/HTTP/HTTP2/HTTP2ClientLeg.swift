@@ -7,6 +7,8 @@ final class HTTP2ClientLeg {
     /// The client connection's layers' owner; each stream has its own.
     private(set) weak var owner: ProxyPipeline?
     let upstream: UpstreamHTTP2Pool
+    /// Each stream's upstream response deadline, behind one timer.
+    let responseDeadlines: DeadlineGroup
     /// h2c with prior knowledge (no TLS): plain origins are spoken to the same way when the client expected that of them.
     let priorKnowledge: Bool
 
@@ -14,5 +16,6 @@ final class HTTP2ClientLeg {
         self.owner = owner
         self.priorKnowledge = priorKnowledge
         upstream = UpstreamHTTP2Pool()
+        responseDeadlines = DeadlineGroup(eventLoop: owner.channel.eventLoop)
     }
 }
