@@ -14,7 +14,7 @@ packages=(pkg-config libsqlite3-dev libsystemd-dev zlib1g-dev libbrotli-dev curl
 # nftables (nft) is what transparent mode runs.
 [ "${1:-}" = "--test" ] && packages+=(dpkg-dev binutils iproute2 openssl util-linux python3 chromium chromium-driver bind9-dnsutils nghttp2-client protobuf-compiler postgresql-15)
 # The benchmark's cloud cells run the cloud suite's PostgreSQL and contract double.
-[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client chromium chromium-driver postgresql-15)
+[ "${1:-}" = "--bench" ] && packages+=(nginx util-linux nghttp2-client chromium chromium-driver postgresql-15 python3 python3-pip python3-venv)
 # make deb: dpkg-shlibdeps (dpkg-dev), strip (binutils) and lintian.
 [ "${1:-}" = "--deb" ] && packages+=(dpkg-dev binutils lintian)
 missing=()
@@ -37,7 +37,8 @@ fi
 pip_install() {
   python3 -m pip install --quiet "$@" || {
     echo "busymate: pip could not install $* into $(command -v python3)." >&2
-    echo "busymate: on Debian's own python, make a virtual environment first (python3 -m venv ~/.busymate-venv && . ~/.busymate-venv/bin/activate), then run make again" >&2
+    echo "busymate: on Debian's own python, make a virtual environment first (python3 -m venv ~/.busymate-venv && . ~/.busymate-venv/bin/activate)," >&2
+    echo "busymate: then run make again as root with that python first on the path: sudo env \"PATH=\$PATH\" make ..." >&2
     exit 1
   }
 }
@@ -65,7 +66,7 @@ if [ "${1:-}" = "--test" ] && ! python3 -c 'import supabase, postgrest, realtime
   pip_install supabase postgrest realtime PyJWT "psycopg[binary]" websockets
 fi
 # The benchmark's cloud cells: the same double and PostgreSQL driver.
-if [ "${1:-}" = "--bench" ] && ! python3 -c 'import jwt, psycopg, websockets' 2>/dev/null; then
+if [ "${1:-}" = "--bench" ] && ! python3 -c 'import jwt, psycopg, websockets, sys; sys.exit(int(websockets.__version__.split(".")[0]) < 15)' 2>/dev/null; then
   echo "busymate: installing PyJWT, psycopg and websockets (pip) for the benchmark's cloud cells" >&2
   pip_install PyJWT "psycopg[binary]" "websockets>=15"
 fi

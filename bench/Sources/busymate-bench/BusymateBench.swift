@@ -343,7 +343,11 @@ struct BusymateBench: AsyncParsableCommand {
                             round: round, sinkOn: on, scenario: scenario.name, result: measured,
                             backlog: on ? CloudBench.sink("postgrest", paths)?.backlog : nil))
                 }
-                if on { _ = try CloudBench.cli(tools, ["unpair"], group: paths) }
+                if on {
+                    _ = try CloudBench.cli(tools, ["unpair"], group: paths)
+                    // The status file is rewritten twice a second: the next pairing must not see this one.
+                    try Wait.until("the sink unpaired", seconds: 20) { CloudBench.sink("postgrest", paths) == nil }
+                }
             }
         }
         guard let plain = cells.first(where: { $0.name.hasPrefix("plain") }) else { return result }

@@ -29,7 +29,8 @@ enum CloudBench {
         var notes: [String] = []
     }
 
-    static let rounds = 3
+    /// Even: as many turns start with the sink on as with it off.
+    static let rounds = 4
 
     /// The helper (`bench/cloud-double.py`): PostgreSQL and the double, on `core`.
     final class Server {
@@ -138,9 +139,12 @@ enum CloudBench {
     /// Each keep-alive cell's comparison, for the rate and for the tunnel's CPU per request.
     static func comparisons(_ result: Result) -> [(scenario: String, rate: Comparison, cpu: Comparison)] {
         func median(_ values: [Double]) -> Double { SettingsCostBench.median(values) ?? .nan }
+        // A cell that measured nothing (no requests, no CPU figure) makes the comparison NaN: not judged.
         func compare(_ off: [Double], _ on: [Double]) -> Comparison {
-            let top = off.max() ?? 0
-            return Comparison(onOverOff: median(on) / median(off), noise: top > 0 ? (top - (off.min() ?? 0)) / top : .nan)
+            let valid = { (value: Double) in value.isFinite && value > 0 }
+            guard !off.isEmpty, !on.isEmpty, off.allSatisfy(valid), on.allSatisfy(valid), let top = off.max(), let bottom = off.min()
+            else { return Comparison(onOverOff: .nan, noise: .nan) }
+            return Comparison(onOverOff: median(on) / median(off), noise: (top - bottom) / top)
         }
         var scenarios: [String] = []
         for cell in result.cells where !scenarios.contains(cell.scenario) { scenarios.append(cell.scenario) }

@@ -29,7 +29,7 @@ struct Targets {
         func directHTTP2(_ name: String) -> (label: String, ratio: Double?) {
             let row = report.rows.first { $0.name.hasPrefix(name) }
             let h2load = row.flatMap { report.h2load[$0.name] }.flatMap { $0.perSecond > 0 ? $0.perSecond : nil }
-            let label = h2load == nil ? "direct h2 (the generator's; h2load did not run)" : "direct h2 (h2load)"
+            let label = h2load == nil ? "direct h2 (the generator's; h2load gave no figure)" : "direct h2 (h2load)"
             guard let b = result(name, .busymate), let direct = h2load ?? result(name, .direct)?.perSecond else { return (label, nil) }
             return (label, b.perSecond / direct)
         }
@@ -64,8 +64,9 @@ struct Targets {
             let compared = CloudBench.comparisons(cloud)
             // Within noise: the sink costs no more than the off rounds differ by (5 % at least), in the rate
             // and in the tunnel's CPU per request alike.
-            let verdicts = compared.map {
-                1 - $0.rate.onOverOff <= max($0.rate.noise, 0.05) && $0.cpu.onOverOff - 1 <= max($0.cpu.noise, 0.05)
+            let verdicts: [Bool?] = compared.map {
+                guard $0.rate.onOverOff.isFinite, $0.cpu.onOverOff.isFinite else { return nil }
+                return 1 - $0.rate.onOverOff <= max($0.rate.noise, 0.05) && $0.cpu.onOverOff - 1 <= max($0.cpu.noise, 0.05)
             }
             lines.append(
                 Line(
@@ -76,7 +77,7 @@ struct Targets {
                                 "%@: req/s on/off %.2f× (off rounds differ by %.0f %%), CPU/req on/off %.2f× (off rounds differ by %.0f %%)",
                             $0.scenario, $0.rate.onOverOff, $0.rate.noise * 100, $0.cpu.onOverOff, $0.cpu.noise * 100)
                     }.joined(separator: "; "),
-                    met: compared.isEmpty ? nil : !verdicts.contains(false)))
+                    met: compared.isEmpty || verdicts.contains(nil) ? (verdicts.contains(false) ? false : nil) : !verdicts.contains(false)))
         }
         if report.pageLoad[.direct] == nil || report.pageLoad[.busymate] == nil, !report.pageLoadFailures.isEmpty {
             lines.append(
