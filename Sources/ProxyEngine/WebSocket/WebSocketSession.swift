@@ -119,7 +119,7 @@ final class WebSocketSession {
             return
         }
         var frame = received
-        // Unmasked to be read; the encoder masks it again with the same key.
+        // Unmasked to be read; the frame writer masks it again with the same key.
         if let key = frame.maskKey { WebSocketMasking.apply(key, to: &frame.data) }
         let step: WebSocketStep
         do {

@@ -1,4 +1,4 @@
-// The WebSocket layer (WebSocketSession: NIO's frame decoder and encoder,
+// The WebSocket layer (WebSocketSession: NIO's frame decoder, the frame writer,
 // the relays, the assembler and permessage-deflate's inflater): every
 // frame a client or a server sends after a `101` goes through it.
 //
