@@ -85,6 +85,64 @@ struct HTTP1ConnectionStateMachineTests {
         #expect(m.read() == true)
     }
 
+    static func request(_ method: HTTPMethod, _ headers: HTTPHeaders = [:]) -> M.Inbound {
+        .part(.head(HTTPRequestHead(version: .http1_1, method: method, uri: "/", headers: headers)))
+    }
+
+    /// NIO's decoder parses nothing after a CONNECT or an upgrade request
+    /// (llhttp's rule), whatever the answer: one that declines it is the
+    /// connection's last, or the client's next request would hang.
+    @Test(arguments: [
+        (Self.request(.GET, ["Upgrade": "websocket", "Connection": "keep-alive, Upgrade"]), HTTPResponseStatus.forbidden),
+        (Self.request(.GET, ["Upgrade": "h2c", "Connection": "Upgrade, HTTP2-Settings"]), .ok),
+        (Self.request(.CONNECT), .badGateway),
+    ])
+    func aDeclinedUpgradeOrCONNECTIsTheLastExchange(request: M.Inbound, status: HTTPResponseStatus) {
+        var m = started()
+        _ = m.inbound(request, now: at(1))
+        _ = m.inbound(end, now: at(1))
+        #expect(m.responseHead(status) == .writeSayingClose)
+        #expect(m.responseEnd(now: at(2)) == .writeThenClose)
+        #expect(m.read() == false)
+        #expect(m.inbound(head, now: at(3)) == .drop)
+    }
+
+    @Test func anUpgradeTakenOrAnUpgradeHeaderAloneKeepsTheConnection() {
+        var m = started()
+        _ = m.inbound(Self.request(.GET, ["Upgrade": "websocket", "Connection": "Upgrade"]), now: at(1))
+        _ = m.inbound(end, now: at(1))
+        #expect(m.responseHead(.switchingProtocols) == .write)
+        #expect(m.responseEnd(now: at(2)) == .write)
+        // An Upgrade header without the token in Connection is only an offer: llhttp parses on.
+        var n = started()
+        _ = n.inbound(Self.request(.GET, ["Upgrade": "h2c"]), now: at(1))
+        _ = n.inbound(end, now: at(1))
+        #expect(n.responseHead(.ok) == .write)
+        #expect(n.responseEnd(now: at(2)) == .write)
+        #expect(n.takeReadPending() == false)
+        #expect(n.read() == true)
+        // A CONNECT's 2xx leaves HTTP: no close from this layer.
+        var c = started()
+        _ = c.inbound(Self.request(.CONNECT), now: at(1))
+        _ = c.inbound(end, now: at(1))
+        #expect(c.responseHead(.ok) == .write)
+        #expect(c.responseEnd(now: at(2)) == .write)
+    }
+
+    /// Bytes the decoder refused behind an exchange under way: that exchange
+    /// is answered first, then the refusal.
+    @Test func refusedBytesBehindAnExchangeWaitForItsAnswer() {
+        var m = started()
+        _ = m.inbound(head, now: at(1))
+        _ = m.inbound(end, now: at(1))
+        #expect(m.inbound(.malformed(.invalidMethod), now: at(1)) == .wait)
+        #expect(m.refusedBytes)
+        _ = m.responseHead(.ok)
+        _ = m.responseEnd(now: at(2))
+        #expect(m.nextWaiting(now: at(2))?.1 == .refuse(.invalidMethod, answer: true, recordRow: true))
+        #expect(m.read() == false)
+    }
+
     @Test func noClientClockRunsWhileAResponseIsAwaitedAndAPipelinedHeadsClockStartsAfterIt() {
         var m = started()
         _ = m.inbound(head, now: at(1))

@@ -28,6 +28,7 @@ import Testing
             if case .inputClosed = event as? ChannelEvent { events.append("inputClosed") }
         }
         func channelReadComplete(context: ChannelHandlerContext) { events.append("readComplete") }
+        func errorCaught(context: ChannelHandlerContext, error: Error) { events.append("error \(error)") }
     }
 
     /// Stands where the socket is: counts the reads that reach it.
@@ -97,6 +98,40 @@ import Testing
         try channel.writeInbound(HTTPServerRequestPart.end(nil))
         _ = try respond(channel)
         #expect(reads.reads == before + 2, "no read was asked for since: none is made")
+    }
+
+    /// Bytes NIO's decoder refused behind an exchange under way, then more
+    /// bytes read in the same read loop (the decoder, in its error state,
+    /// says only that it got data): the exchange is answered, then the refusal.
+    @Test func bytesReadAfterARefusalBehindAnExchangeDoNotEndIt() throws {
+        let (channel, recorder) = try make()
+        try channel.writeInbound(head("/1"))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        channel.pipeline.fireErrorCaught(HTTPParserError.invalidMethod)
+        channel.pipeline.fireErrorCaught(
+            ByteToMessageDecoderError.dataReceivedInErrorState(HTTPParserError.invalidMethod, ByteBuffer(string: "more")))
+        #expect(recorder.seen == ["head /1", "end"], "nothing but the request reached the exchange")
+        #expect(channel.isActive)
+        #expect(try respond(channel)?.status == .ok)
+        guard case let .head(refusal) = try channel.readOutbound(as: HTTPServerResponsePart.self) else {
+            Issue.record("the refused bytes were not answered")
+            return
+        }
+        #expect(refusal.status == .badRequest)
+    }
+
+    /// A WebSocket refused by the origin: the client is told the connection
+    /// closes, and it does once the answer is written.
+    @Test func aDeclinedUpgradeIsAnsweredSayingCloseAndTheConnectionCloses() throws {
+        let (channel, _) = try make()
+        try channel.writeInbound(
+            HTTPServerRequestPart.head(
+                HTTPRequestHead(version: .http1_1, method: .GET, uri: "/chat", headers: ["Upgrade": "websocket", "Connection": "Upgrade"])))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        let sent = try respond(channel)
+        #expect(sent?.headers["Connection"] == ["close"])
+        channel.embeddedEventLoop.run()
+        #expect(!channel.isActive)
     }
 
     @Test func aFreshConnectionGetsToSendOneRequestWhileDrainingToldItIsTheLast() throws {

@@ -182,6 +182,25 @@ import Testing
         #expect(try h.upstreamReceived().hasPrefix("GET /again HTTP/1.1\r\n"))
     }
 
+    /// An origin that declines a WebSocket upgrade: NIO's request decoder
+    /// parses nothing after an upgrade request, so the answer says the
+    /// connection closes, and it does; before, the client's next request
+    /// on it hung until its head clock ran out.
+    @Test func aDeclinedUpgradeEndsTheClientsConnectionWithItsAnswer() throws {
+        let h = try Harness()
+        try h.send(
+            "GET http://example.com/chat HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        #expect(try h.upstreamReceived().hasPrefix("GET /chat HTTP/1.1\r\n"))
+        try h.upstreamSends("HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\n\r\nno")
+        h.client.embeddedEventLoop.run()
+        let answer = try h.clientReceived()
+        #expect(answer.hasPrefix("HTTP/1.1 403 Forbidden\r\n"), "\(answer)")
+        #expect(answer.lowercased().contains("connection: close\r\n"), "\(answer)")
+        #expect(!h.client.isActive, "the connection stays open with a decoder that parses nothing")
+        #expect(h.sink.rows.map(\.status) == [403])
+    }
+
     /// A kept-alive connection is reused only for the same address: a
     /// request a host_override rule sends elsewhere is dialled there, not
     /// written on the connection to where the name resolves.

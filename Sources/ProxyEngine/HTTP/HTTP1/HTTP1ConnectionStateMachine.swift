@@ -41,6 +41,11 @@ struct HTTP1ConnectionStateMachine {
     private struct Exchange {
         var requestEnded = false
         var response = Response.awaited
+        /// CONNECT, or a request asking to upgrade (llhttp's rule): NIO's
+        /// decoder parses nothing after it, whatever the answer.
+        var leavesDecoder = false
+        /// Its final answer declined the CONNECT or the upgrade: the last.
+        var declined = false
     }
 
     private enum Response { case awaited, started, ended }
@@ -64,6 +69,8 @@ struct HTTP1ConnectionStateMachine {
     /// Pipelined requests (and what came after them) waiting for the exchange under way.
     private var waiting = CircularBuffer<Inbound>()
     private var readPending = false
+    /// The decoder refused the client's bytes: it parses no more of them.
+    private(set) var refusedBytes = false
     private(set) var deadline: (timer: Timer, at: NIODeadline)?
 
     init(clocks: Clocks) { self.clocks = clocks }
@@ -103,6 +110,7 @@ struct HTTP1ConnectionStateMachine {
     }
 
     private mutating func track(_ item: Inbound) {
+        if case .malformed = item { refusedBytes = true }
         guard case let .part(part) = item else { return }
         switch part {
         case .head: decoder = .body
@@ -125,7 +133,7 @@ struct HTTP1ConnectionStateMachine {
         if case .malformed(.invalidEOFState) = item { return exchange == nil ? .drop : .passOn }
         switch item {
         case let .part(.head(head)):
-            exchange = Exchange()
+            exchange = Exchange(leavesDecoder: Self.leavesDecoder(head))
             if drain == .draining { drain = .last }
             if head.method == .CONNECT {
                 leftHTTP = true
@@ -146,7 +154,7 @@ struct HTTP1ConnectionStateMachine {
                 return .deliver
             }
             exchange = nil
-            if drain == .last || inputClosed {
+            if drain == .last || inputClosed || current.declined {
                 finish()
                 return .deliverThenClose
             }
@@ -176,16 +184,24 @@ struct HTTP1ConnectionStateMachine {
             inputClosed = false
             return .write
         }
-        guard status.code >= 200, exchange != nil else { return .write }
+        guard status.code >= 200, let current = exchange else { return .write }
         exchange?.response = .started
         if drain == .draining { drain = .last }
+        // A CONNECT's 2xx leaves HTTP; any other final answer to it, or to an
+        // upgrade, declines, and NIO's decoder will parse nothing more: the
+        // connection ends with this answer (the client's next request would
+        // hang until its head clock ran out).
+        if current.leavesDecoder, !(leftHTTP && status.code < 300) {
+            exchange?.declined = true
+            return .writeSayingClose
+        }
         return drain == .last || inputClosed ? .writeSayingClose : .write
     }
 
     /// A response ended.
     mutating func responseEnd(now: NIODeadline) -> EndAction {
         guard var current = exchange else { return .write }
-        if leftHTTP {
+        if leftHTTP, !current.declined {
             exchange = nil
             return .write
         }
@@ -196,12 +212,20 @@ struct HTTP1ConnectionStateMachine {
             return .write
         }
         exchange = nil
-        if drain == .last || inputClosed {
+        if drain == .last || inputClosed || current.declined {
             finish()
             return .writeThenClose
         }
         settle(now)
         return .write
+    }
+
+    /// llhttp's rule (`llhttp__before_headers_complete`): a CONNECT, or an
+    /// `Upgrade` header with an `upgrade` token in `Connection`.
+    static func leavesDecoder(_ head: HTTPRequestHead) -> Bool {
+        if head.method == .CONNECT { return true }
+        guard head.headers.contains(name: "upgrade") else { return false }
+        return head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
     }
 
     /// The tunnel is draining: each connection gets one more exchange, told it is the last.

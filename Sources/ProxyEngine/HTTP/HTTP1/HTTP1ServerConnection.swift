@@ -104,6 +104,13 @@ final class HTTP1ServerConnection: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // Bytes read after the decoder refused some: the first refusal is
+        // answered, in its turn; these say nothing more and end nothing.
+        if machine.refusedBytes, let decoding = error as? ByteToMessageDecoderError,
+            case .dataReceivedInErrorState = decoding
+        {
+            return
+        }
         guard let parse = error as? HTTPParserError else {
             context.fireErrorCaught(error)
             return
