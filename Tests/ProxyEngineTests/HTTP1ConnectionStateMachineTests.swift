@@ -95,7 +95,12 @@ struct HTTP1ConnectionStateMachineTests {
     @Test(arguments: [
         (Self.request(.GET, ["Upgrade": "websocket", "Connection": "keep-alive, Upgrade"]), HTTPResponseStatus.forbidden),
         (Self.request(.GET, ["Upgrade": "h2c", "Connection": "Upgrade, HTTP2-Settings"]), .ok),
+        (Self.request(.GET, ["upgrade": "websocket", "connection": "keep-alive", "CONNECTION": "upgrade"]), .notFound),
+        (Self.request(.GET, ["Upgrade": "websocket", "Proxy-Connection": "Upgrade"]), .forbidden),
         (Self.request(.CONNECT), .badGateway),
+        // A CONNECT the proxy takes leaves this layer before its answer; one
+        // that reaches here went to an origin, whose 2xx leaves nothing here.
+        (Self.request(.CONNECT), .ok),
     ])
     func aDeclinedUpgradeOrCONNECTIsTheLastExchange(request: M.Inbound, status: HTTPResponseStatus) {
         var m = started()
@@ -121,12 +126,18 @@ struct HTTP1ConnectionStateMachineTests {
         #expect(n.responseEnd(now: at(2)) == .write)
         #expect(n.takeReadPending() == false)
         #expect(n.read() == true)
-        // A CONNECT's 2xx leaves HTTP: no close from this layer.
-        var c = started()
-        _ = c.inbound(Self.request(.CONNECT), now: at(1))
-        _ = c.inbound(end, now: at(1))
-        #expect(c.responseHead(.ok) == .write)
-        #expect(c.responseEnd(now: at(2)) == .write)
+    }
+
+    /// Declined before the request ended (an early answer): the request's end
+    /// is still read, then the connection closes.
+    @Test func anUpgradeDeclinedBeforeItsRequestEndedClosesWhenTheRequestEnds() {
+        var m = started()
+        _ = m.inbound(Self.request(.POST, ["Upgrade": "h2c", "Connection": "Upgrade, HTTP2-Settings"]), now: at(1))
+        #expect(m.responseHead(.forbidden) == .writeSayingClose)
+        #expect(m.responseEnd(now: at(2)) == .write)
+        #expect(m.inbound(body, now: at(3)) == .deliver)
+        #expect(m.inbound(end, now: at(3)) == .deliverThenClose)
+        #expect(m.inbound(head, now: at(4)) == .drop)
     }
 
     /// Bytes the decoder refused behind an exchange under way: that exchange

@@ -187,11 +187,12 @@ struct HTTP1ConnectionStateMachine {
         guard status.code >= 200, let current = exchange else { return .write }
         exchange?.response = .started
         if drain == .draining { drain = .last }
-        // A CONNECT's 2xx leaves HTTP; any other final answer to it, or to an
-        // upgrade, declines, and NIO's decoder will parse nothing more: the
+        // A final answer to an upgrade, or to a CONNECT that reached here
+        // (one the proxy takes leaves before its answer; this one went to an
+        // origin), declines it, and NIO's decoder will parse nothing more: the
         // connection ends with this answer (the client's next request would
         // hang until its head clock ran out).
-        if current.leavesDecoder, !(leftHTTP && status.code < 300) {
+        if current.leavesDecoder {
             exchange?.declined = true
             return .writeSayingClose
         }
@@ -221,11 +222,13 @@ struct HTTP1ConnectionStateMachine {
     }
 
     /// llhttp's rule (`llhttp__before_headers_complete`): a CONNECT, or an
-    /// `Upgrade` header with an `upgrade` token in `Connection`.
+    /// `Upgrade` header with an `upgrade` token in `Connection` or in
+    /// `Proxy-Connection` (llhttp reads both alike).
     static func leavesDecoder(_ head: HTTPRequestHead) -> Bool {
         if head.method == .CONNECT { return true }
         guard head.headers.contains(name: "upgrade") else { return false }
-        return head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
+        let tokens = head.headers[canonicalForm: "connection"] + head.headers[canonicalForm: "proxy-connection"]
+        return tokens.contains { $0.lowercased() == "upgrade" }
     }
 
     /// The tunnel is draining: each connection gets one more exchange, told it is the last.
