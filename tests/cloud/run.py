@@ -841,6 +841,12 @@ def check_list_remote(a, pg, origin, url, before):
     conn.getresponse().read()
     conn.close()
 
+    # A row is written after its answer: the five are in the store before the
+    # team database is compared with it (the snapshot below bounds the local side).
+    def tagged_in_store():
+        return len(json.loads(a.cli("list", "--json", "--limit", "100", "~u remote-%s/" % tag).stdout)) == 5
+    wait_until("the tagged requests are in the store", tagged_in_store, 30)
+
     def in_team():
         expected = {k: v for k, v in a.request_ids().items() if k not in before}
         remote, count = team_rows(pg)
